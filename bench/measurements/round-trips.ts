@@ -1,0 +1,61 @@
+import { lockConfiguration } from '../../src/core/lock-configuration.ts'
+import type { CallCounter } from '../counting.ts'
+import type { CallCount, RoundTripRow } from '../result.ts'
+import type { RawOperations, StoreSetup } from '../setups/setup.ts'
+
+/** What one side (ours or the baseline) has to do, reduced to acquire-or-undefined and release. */
+interface Side {
+  acquire(name: string): Promise<{ release(): Promise<void> } | undefined>
+}
+
+function countOf(samples: number[], methods: Record<string, number>): CallCount {
+  return { mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples), methods }
+}
+
+async function countSide(side: Side, counter: CallCounter, names: (i: number) => string, samples: number): Promise<RoundTripRow['ours']> {
+  const acquire: number[] = []
+  const release: number[] = []
+  const losing: number[] = []
+  const methods = { acquire: {}, release: {}, losingAcquire: {} } as Record<'acquire' | 'release' | 'losingAcquire', Record<string, number>>
+  // One untimed pass first: a script cache (Redis EVALSHA) or a lazily created parent node (ZooKeeper) is a one-time cost.
+  const warm = await side.acquire(names(-1))
+  await warm?.release()
+  for (let i = 0; i < samples; i++) {
+    counter.reset()
+    const lock = await side.acquire(names(i))
+    if (!lock) throw new Error(`uncontended lock "${names(i)}" was not acquired`)
+    acquire.push(counter.total)
+    methods.acquire = { ...counter.byMethod }
+    counter.reset()
+    const second = await side.acquire(names(i))
+    if (second) throw new Error(`a second acquisition of "${names(i)}" succeeded while it was held`)
+    losing.push(counter.total)
+    methods.losingAcquire = { ...counter.byMethod }
+    counter.reset()
+    await lock.release()
+    release.push(counter.total)
+    methods.release = { ...counter.byMethod }
+  }
+  return { acquire: countOf(acquire, methods.acquire), release: countOf(release, methods.release), losingAcquire: countOf(losing, methods.losingAcquire) }
+}
+
+/**
+ * Round trips: store calls per acquire, per release and per losing acquire (the name held by
+ * another acquisition), counted by a proxy around the client, for ours and for the baseline.
+ */
+export async function measureRoundTrips(setup: StoreSetup, runId: string, samples: number): Promise<RoundTripRow> {
+  const { provider, raw, counter } = setup.counted()
+  const ours: Side = {
+    async acquire(name) {
+      const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
+      return lock && { release: () => lock.unlock() }
+    },
+  }
+  const baseline: Side = raw satisfies RawOperations
+  return {
+    store: setup.name,
+    samples,
+    ours: await countSide(ours, counter, (i) => `${runId}-rt-o${i}`, samples),
+    baseline: await countSide(baseline, counter, (i) => `${runId}-rt-b${i}`, samples),
+  }
+}

@@ -1,0 +1,121 @@
+import type { ContenderResult } from './harness.ts'
+import type { LatencySummary } from './stats.ts'
+
+/** Overhead against the limit: ours and the baseline at one concurrency. */
+export interface OverheadRow {
+  readonly store: string
+  readonly concurrency: number
+  readonly opsPerBlock: number
+  readonly ours: ContenderResult
+  readonly baseline: ContenderResult
+  /** ours / baseline. */
+  readonly p50Ratio: number
+  readonly p99Ratio: number
+  /** ours / baseline: below 1 means fewer operations per second than the baseline. */
+  readonly opsRatio: number
+}
+
+/** Mean store calls of one kind of operation, and which methods a typical one called. */
+export interface CallCount {
+  readonly mean: number
+  readonly max: number
+  readonly methods: Readonly<Record<string, number>>
+}
+
+/** Round trips of ours and of the baseline. */
+export interface RoundTripRow {
+  readonly store: string
+  readonly samples: number
+  readonly ours: { readonly acquire: CallCount; readonly release: CallCount; readonly losingAcquire: CallCount }
+  readonly baseline: { readonly acquire: CallCount; readonly release: CallCount; readonly losingAcquire: CallCount }
+}
+
+/** The herd: contenders on separate connections racing for one name, round after round. */
+export interface HerdRow {
+  readonly store: string
+  readonly contenders: number
+  readonly rounds: number
+  /** Rounds with exactly one winner. */
+  readonly exactlyOneWinner: number
+  /** Rounds with no winner, with more than one, and lock() calls that rejected. */
+  readonly noWinner: number
+  readonly severalWinners: number
+  readonly failures: number
+  readonly firstFailure?: string
+  /** Per round, from the release of the gate until the last loser's lock() resolved, in microseconds. */
+  readonly allLosersKnow: LatencySummary
+  /** Per round, until the winner's lock() resolved, in microseconds. */
+  readonly winnerKnows: LatencySummary
+  /** Store calls of one losing lock(). */
+  readonly loserCalls: { readonly mean: number; readonly max: number }
+}
+
+/** Scale: ours with many names in the store against few. */
+export interface ScaleRow {
+  readonly store: string
+  readonly mode: 'separate' | 'shared'
+  readonly smallNames: number
+  readonly largeNames: number
+  readonly small: ContenderResult
+  readonly large: ContenderResult
+  /** large / small. */
+  readonly p50Ratio: number
+  readonly p99Ratio: number
+}
+
+/** Peers: ours and other libraries on the same server and client. */
+export interface PeerRow {
+  readonly store: string
+  readonly concurrency: number
+  readonly opsPerBlock: number
+  readonly ours: ContenderResult
+  readonly peers: readonly { readonly result: ContenderResult; readonly description: string; readonly p50Ratio: number; readonly p99Ratio: number; readonly opsRatio: number }[]
+}
+
+/** Memory: executor cycles in a child process with `--expose-gc`. */
+export interface MemoryRow {
+  readonly variant: string
+  readonly cycles: number
+  readonly seconds: number
+  /** heapUsed after forced GC: before the cycles, halfway, after. */
+  readonly heapBefore: number
+  readonly heapMiddle: number
+  readonly heapAfter: number
+  readonly growthBytes: number
+  readonly growthPerCycle: number
+  /** process.getActiveResourcesInfo() counts by type, before and after. */
+  readonly resourcesBefore: Readonly<Record<string, number>>
+  readonly resourcesAfter: Readonly<Record<string, number>>
+  readonly timersLeft: number
+  /** Listeners on `process`, after minus before. */
+  readonly processListenersLeft: number
+}
+
+/** Executor overhead: executeWithLock against a bare lock()+task+unlock() on the in-memory provider. */
+export interface ExecutorRow {
+  readonly opsPerBlock: number
+  readonly bare: ContenderResult
+  readonly executor: ContenderResult
+  readonly p50Ratio: number
+  readonly p99Ratio: number
+  /** Mean cost added per execution, in microseconds. */
+  readonly addedMeanUs: number
+}
+
+/** Everything one run measured, as written to bench/results/<time>.json. */
+export interface BenchResult {
+  readonly startedAt: string
+  finishedAt: string
+  seconds: number
+  readonly machine: Readonly<Record<string, string | number>>
+  readonly settings: Readonly<Record<string, unknown>>
+  readonly stores: Record<string, { readonly versions?: Readonly<Record<string, string>>; readonly notes?: readonly string[]; readonly skipped?: string }>
+  readonly overhead: OverheadRow[]
+  readonly roundTrips: RoundTripRow[]
+  readonly herd: HerdRow[]
+  readonly scale: ScaleRow[]
+  readonly peers: PeerRow[]
+  readonly memory: MemoryRow[]
+  executor?: ExecutorRow
+  readonly errors: { readonly store: string; readonly measurement: string; readonly message: string }[]
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Starts, on loopback, the stores the provider tests use, unless they already run, and waits
+# until each answers. Installs missing Debian packages (needs root, as on the CI machines).
+# Usage: scripts/services.sh [postgres] [mysql] [redis] [nats] [etcd] [zookeeper] [memcached]
+# (no argument: all of them). Exits non-zero, naming the store, if one does not come up.
+set -euo pipefail
+STATE=${SHEDLOCK_SERVICES_DIR:-/tmp/shedlock-services}
+mkdir -p "$STATE"
+
+log() { printf 'services: %s\n' "$*"; }
+fail() { printf 'services: %s\n' "$*" >&2; exit 1; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_for() { # wait_for <what> <seconds> <command...>
+  local what=$1 seconds=$2; shift 2
+  for _ in $(seq "$((seconds * 4))"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.25; done
+  fail "$what did not come up within ${seconds}s (logs in $STATE)"
+}
+apt_updated=
+need() { # need <command> <debian package>
+  # type -P, not command -v: this script's own functions are named etcd and memcached.
+  if type -P "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/usr/share/zookeeper/bin/$1" ]; then return 0; fi
+  log "installing $2"
+  [ -n "$apt_updated" ] || { apt-get update -qq >/dev/null; apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+
+postgres() {
+  need pg_ctlcluster postgresql
+  if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    log "starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -1)" main start || true
+  fi
+  wait_for "PostgreSQL (127.0.0.1:5432)" 60 pg_isready -q -h 127.0.0.1 -p 5432
+  psql -h 127.0.0.1 -U postgres -Atqc "SELECT 1 FROM pg_database WHERE datname = 'test'" postgres | grep -q 1 ||
+    psql -h 127.0.0.1 -U postgres -qc 'CREATE DATABASE test' postgres
+}
+
+mysql() {
+  need mariadbd mariadb-server
+  if ! mariadb-admin -h 127.0.0.1 -uroot ping >/dev/null 2>&1; then
+    log "starting MariaDB"
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  fi
+  wait_for "MariaDB (127.0.0.1:3306)" 60 mariadb-admin -h 127.0.0.1 -uroot ping
+  mariadb -h 127.0.0.1 -uroot -e 'CREATE DATABASE IF NOT EXISTS test'
+}
+
+redis() {
+  need redis-server redis-server
+  if ! port_open 6379; then
+    log "starting Redis"
+    mkdir -p "$STATE/redis"
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no --dir "$STATE/redis" --logfile "$STATE/redis.log"
+  fi
+  wait_for "Redis (127.0.0.1:6379)" 30 redis-cli -h 127.0.0.1 -p 6379 ping
+}
+
+nats() {
+  need nats-server nats-server
+  if ! port_open 4222; then
+    log "starting NATS with JetStream"
+    mkdir -p "$STATE/nats"
+    nohup nats-server -a 127.0.0.1 -p 4222 -js -sd "$STATE/nats" >"$STATE/nats.log" 2>&1 &
+  fi
+  wait_for "NATS (127.0.0.1:4222)" 30 port_open 4222
+}
+
+etcd() {
+  need etcd etcd-server
+  need curl curl
+  if ! port_open 2379; then
+    log "starting etcd"
+    rm -rf "$STATE/etcd"
+    nohup /usr/bin/etcd --name shedlock-test --data-dir "$STATE/etcd" \
+      --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+      --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+      --initial-cluster shedlock-test=http://127.0.0.1:2380 >"$STATE/etcd.log" 2>&1 &
+  fi
+  wait_for "etcd (127.0.0.1:2379)" 60 curl -fsS http://127.0.0.1:2379/health
+}
+
+zookeeper() {
+  need zkServer.sh zookeeper
+  if ! port_open 2181; then
+    log "starting ZooKeeper"
+    mkdir -p "$STATE/zookeeper/conf" "$STATE/zookeeper/data"
+    cat >"$STATE/zookeeper/conf/zoo.cfg" <<CFG
+tickTime=2000
+dataDir=$STATE/zookeeper/data
+clientPort=2181
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok
+CFG
+    cp /etc/zookeeper/conf/log4j.properties "$STATE/zookeeper/conf/" 2>/dev/null || true
+    ZOO_LOG_DIR="$STATE/zookeeper" /usr/share/zookeeper/bin/zkServer.sh start "$STATE/zookeeper/conf/zoo.cfg" >"$STATE/zookeeper.log" 2>&1
+  fi
+  wait_for "ZooKeeper (127.0.0.1:2181)" 60 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2181; printf ruok >&3; read -t 2 -n 4 r <&3; [ "$r" = imok ]'
+}
+
+memcached() {
+  need memcached memcached
+  if ! port_open 11211; then
+    log "starting memcached"
+    command memcached -d -u nobody -l 127.0.0.1 -p 11211 -P "$STATE/memcached.pid"
+  fi
+  wait_for "memcached (127.0.0.1:11211)" 30 port_open 11211
+}
+
+services=("$@")
+[ ${#services[@]} -gt 0 ] || services=(postgres mysql redis nats etcd zookeeper memcached)
+for service in "${services[@]}"; do
+  case $service in
+    postgres | mysql | redis | nats | etcd | zookeeper | memcached) "$service" ;;
+    *) fail "unknown service '$service'" ;;
+  esac
+done
+log "up: ${services[*]}"

@@ -1,0 +1,79 @@
+import { parseArgs } from 'node:util'
+
+/** Exit codes of every command; `shedlock --help` documents them. */
+export const EXIT_OK = 0
+export const EXIT_FAILURE = 1
+export const EXIT_USAGE = 2
+/** After Ctrl-C, as shells report SIGINT. */
+export const EXIT_INTERRUPTED = 130
+
+/** One entry of the command table in main.ts. */
+export interface Command {
+  readonly name: string
+  /** One line for `shedlock --help`. */
+  readonly summary: string
+  /** Full text of `shedlock <name> --help`. */
+  readonly help: string
+  /** Internal commands are left out of `shedlock --help`. */
+  readonly hidden?: boolean
+  /** Runs with the arguments after the command name; resolves to the exit code. Throws UsageError for bad arguments. */
+  run(args: string[]): Promise<number>
+}
+
+/** Bad command line: main prints `shedlock <command>: <message>` on one line and exits with EXIT_USAGE. */
+export class UsageError extends Error {
+  override name = 'UsageError'
+}
+
+/** A failure explained by its message: main prints `shedlock <command>: <message>` on one line and exits with EXIT_FAILURE. */
+export class CliError extends Error {
+  override name = 'CliError'
+}
+
+/** Options of one command, as `node:util` parseArgs takes them (strings and booleans only). */
+export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>
+
+/** Parsed option values: strings for `string` options, `true` for booleans given, absent otherwise. */
+export type OptionValues = Record<string, string | boolean | undefined>
+
+/**
+ * Parses a command's arguments strictly: no positionals, no unknown options.
+ * @throws UsageError naming the bad argument.
+ */
+export function parseOptions(args: string[], options: OptionSpec): OptionValues {
+  try {
+    const { values } = parseArgs({ args, options, strict: true, allowPositionals: false })
+    return values as OptionValues
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error)
+    throw new UsageError(message)
+  }
+}
+
+/**
+ * A whole number option within [min, max], or `fallback` when absent.
+ * @throws UsageError for anything else.
+ */
+export function integerOption(values: OptionValues, name: string, fallback: number, min: number, max: number): number {
+  const raw = values[name]
+  if (raw === undefined) return fallback
+  const value = typeof raw === 'string' && /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : Number.NaN
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`)
+  }
+  return value
+}
+
+/** True when `args` ask for help (`-h` or `--help` before any `--`). */
+export function wantsHelp(args: string[]): boolean {
+  for (const arg of args) {
+    if (arg === '--') return false
+    if (arg === '--help' || arg === '-h') return true
+  }
+  return false
+}
+
+/** The first line of an error's message, for one-line reports. */
+export function messageOf(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split('\n')[0]!
+}

@@ -1,0 +1,39 @@
+import { type Command, EXIT_OK, parseOptions } from './command.ts'
+import { withStore } from './store.ts'
+import { storeUrlOption, URL_HELP } from './store-url.ts'
+
+const HELP = `Usage: shedlock init [--url URL] [--table NAME]
+
+Creates what the store's provider needs, if it is missing, and says what it did:
+  SQL         the lock table (the DDL of "shedlock schema"); SQLite: the
+              database file too, in WAL mode
+  MongoDB     the collection
+  DynamoDB    the table (partition key _id, on-demand), waiting until ACTIVE
+  NATS        the KV bucket (one value per key, no TTL)
+  ZooKeeper   the parent node (/shedlock)
+  Redis, etcd, memcached need nothing.
+Safe to run again: an existing table is left as it is ("shedlock doctor"
+checks its columns).
+
+Options:
+${URL_HELP}
+  -h, --help     show this help
+
+Exit codes: 0 done (or nothing to do), 1 the store failed, 2 usage error
+`
+
+/** `shedlock init`. */
+export const initCommand: Command = {
+  name: 'init',
+  summary: 'create the lock table, collection, bucket or node if missing',
+  help: HELP,
+  async run(args) {
+    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' } })
+    const url = storeUrlOption(values)
+    const table = typeof values.table === 'string' ? values.table : undefined
+    return withStore(url, { table, create: true }, async (store) => {
+      for (const line of await store.init()) process.stdout.write(`${store.kind} ${store.where}: ${line}\n`)
+      return EXIT_OK
+    })
+  },
+}

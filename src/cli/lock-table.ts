@@ -1,0 +1,93 @@
+import { type LockRecord, stateOf } from './store.ts'
+
+/** One lock as `shedlock list --json` prints it. Times are ISO-8601 UTC, `null` when the store does not keep them. */
+export interface LockJson {
+  name: string
+  state: 'held' | 'free'
+  lockedBy: string | null
+  lockedAt: string | null
+  lockUntil: string | null
+  /** Milliseconds until `lockUntil` on the clock of `now`; 0 once passed; `null` when `lockUntil` is unknown. */
+  remainingMs: number | null
+}
+
+/** The JSON form of a record, against `now`. */
+export function lockJson(record: LockRecord, now: number): LockJson {
+  return {
+    name: record.name,
+    state: stateOf(record, now),
+    lockedBy: record.lockedBy ?? null,
+    lockedAt: record.lockedAt === undefined ? null : isoUtc(record.lockedAt),
+    lockUntil: record.lockUntil === undefined ? null : isoUtc(record.lockUntil),
+    remainingMs: record.lockUntil === undefined ? null : Math.max(0, record.lockUntil - now),
+  }
+}
+
+/** Epoch milliseconds as ISO-8601 UTC with milliseconds, e.g. `2030-01-01T00:00:00.000Z`. */
+export function isoUtc(ms: number): string {
+  return new Date(ms).toISOString()
+}
+
+/**
+ * A duration for people, two units at most: `45s`, `9m 58s`, `2h 5m`, `3d 4h`; `<1s` below a
+ * second. Rounded down, so that a lock never looks held longer than it is.
+ */
+export function humanDuration(ms: number): string {
+  if (ms < 1000) return '<1s'
+  const units: [string, number][] = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ]
+  const parts: string[] = []
+  let rest = Math.floor(ms)
+  for (const [unit, size] of units) {
+    const count = Math.floor(rest / size)
+    rest -= count * size
+    if (count > 0 || parts.length > 0) parts.push(`${count}${unit}`)
+    if (parts.length === 2) break
+  }
+  return parts.filter((part, i) => i === 0 || !part.startsWith('0')).join(' ')
+}
+
+/** What a record's REMAINING column says: `9m 58s`, `expired 3m ago`, or why it is unknown. */
+export function remainingText(record: LockRecord, now: number): string {
+  if (record.lockUntil === undefined) return 'unknown'
+  const left = record.lockUntil - now
+  return left > 0 ? humanDuration(left) : `expired ${humanDuration(-left)} ago`
+}
+
+/** Aligned columns, two spaces apart, header first; the last column is not padded. */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => (row[i] ?? '').length)))
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd()
+  return [line(header), ...rows.map(line)].join('\n')
+}
+
+/** The table of `shedlock list`. */
+export function formatLocks(records: readonly LockRecord[], now: number): string {
+  return formatTable(
+    ['NAME', 'STATE', 'LOCKED BY', 'LOCKED AT (UTC)', 'LOCK UNTIL (UTC)', 'REMAINING'],
+    records.map((record) => [
+      record.name,
+      stateOf(record, now),
+      record.lockedBy ?? '-',
+      record.lockedAt === undefined ? '-' : isoUtc(record.lockedAt),
+      record.lockUntil === undefined ? '-' : isoUtc(record.lockUntil),
+      remainingText(record, now),
+    ]),
+  )
+}
+
+/** `"name" held by X since T until U (9m 58s left)`: what unlock and a skipped run say about a lock. */
+export function describeHolder(record: LockRecord, now: number): string {
+  const by = record.lockedBy === undefined ? 'an unknown holder (the store does not record it)' : record.lockedBy
+  const since = record.lockedAt === undefined ? '' : ` since ${isoUtc(record.lockedAt)}`
+  const until = record.lockUntil === undefined ? ' until an expiry the store does not reveal' : ` until ${isoUtc(record.lockUntil)} (${remainingText(record, now)} left)`
+  return `held by ${by}${since}${until}`
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs'
+import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
+import { type Command, CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, wantsHelp } from './command.ts'
+import { demoCommand, demoWorkerCommand } from './demo.ts'
+import { doctorCommand } from './doctor.ts'
+import { initCommand } from './init.ts'
+import { listCommand } from './list.ts'
+import { runCommand } from './run.ts'
+import { schemaCommand } from './schema.ts'
+import { redactSecrets, URL_FORMS } from './store-url.ts'
+import { unlockCommand } from './unlock.ts'
+
+// These modules hold no driver: a store's driver is imported when a command opens a URL of that store.
+/** Every command, in the order of --help. */
+const commands: readonly Command[] = [runCommand, listCommand, unlockCommand, doctorCommand, initCommand, schemaCommand, demoCommand, demoWorkerCommand]
+
+function version(): string {
+  // package.json sits two folders up from dist/cli/main.js (and from src/cli/main.ts).
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown }
+  return String(pkg.version)
+}
+
+function help(): string {
+  const visible = commands.filter((c) => !c.hidden)
+  const width = Math.max(...visible.map((c) => c.name.length))
+  return `shedlock ${version()}: at most one node runs a scheduled task at a time (distributed task locks,
+compatible with Java ShedLock's storage)
+
+Usage: shedlock <command> [options]
+
+Commands:
+${visible.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
+
+Options:
+  -h, --help     show this help; "shedlock <command> --help" shows a command's
+  -v, --version  print the version
+
+The store is a URL (--url, or the SHEDLOCK_URL environment variable):
+${URL_FORMS}
+Passwords in URLs are never printed. Each store needs its driver package,
+installed next to shedlock (pg, mysql2, ioredis or redis, mongodb,
+@aws-sdk/client-dynamodb, etcd3, node-zookeeper-client, @nats-io/transport-node
+and @nats-io/kv, memjs; SQLite: node:sqlite or better-sqlite3).
+
+Start with: shedlock demo
+
+Exit codes: 0 ok, 1 failure, 2 usage error (shedlock run: the command's own)
+`
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv
+  if (first === undefined) {
+    process.stderr.write(help())
+    return EXIT_USAGE
+  }
+  if (first === '-h' || first === '--help' || first === 'help') {
+    const topic = first === 'help' ? commands.find((c) => c.name === rest[0]) : undefined
+    process.stdout.write(topic ? topic.help : help())
+    return EXIT_OK
+  }
+  if (first === '-v' || first === '--version') {
+    process.stdout.write(`${version()}\n`)
+    return EXIT_OK
+  }
+  const command = commands.find((c) => c.name === first)
+  if (!command) {
+    const what = first.startsWith('-') ? `unknown option ${JSON.stringify(first)}` : `unknown command ${JSON.stringify(first)}`
+    process.stderr.write(`shedlock: ${what} (see shedlock --help)\n`)
+    return EXIT_USAGE
+  }
+  if (wantsHelp(rest)) {
+    process.stdout.write(command.help)
+    return EXIT_OK
+  }
+  try {
+    return await command.run(rest)
+  } catch (error) {
+    // Bad durations, lock names or table names are usage errors too: the command line holds them.
+    if (error instanceof UsageError || error instanceof LockConfigurationError) {
+      process.stderr.write(redactSecrets(`shedlock ${command.name}: ${oneLine(error.message)} (see shedlock ${command.name} --help)\n`))
+      return EXIT_USAGE
+    }
+    const message = error instanceof Error ? error.message : String(error)
+    // A store failure explains itself; anything else is a bug of ours, marked as such.
+    const explained = error instanceof CliError || error instanceof LockProviderError
+    process.stderr.write(redactSecrets(`shedlock ${command.name}: ${explained ? '' : 'unexpected error: '}${oneLine(message)}\n`))
+    if (!explained && process.env.SHEDLOCK_DEBUG && error instanceof Error) process.stderr.write(redactSecrets(`${error.stack}\n`))
+    return EXIT_FAILURE
+  }
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ')
+}
+
+/** Resolves once everything written to `stream` so far has been handed to the OS. */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => stream.write('', () => resolve()))
+}
+
+const code = await main(process.argv.slice(2))
+process.exitCode = code
+// Every command has closed its connections by now, but some drivers keep a timer running after
+// close (ioredis, for 2 s after a refused AUTH): nothing is left to wait for once output is out.
+await Promise.all([flushed(process.stdout), flushed(process.stderr)])
+process.exit(code)

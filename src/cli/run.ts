@@ -1,0 +1,192 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { constants } from 'node:os'
+import { formatDuration, parseDuration } from '../core/duration.ts'
+import { LockProviderError } from '../core/errors.ts'
+import { keepAliveLockProvider } from '../core/keep-alive.ts'
+import { lockConfiguration } from '../core/lock-configuration.ts'
+import type { ExtensibleLockProvider } from '../core/lock-provider.ts'
+import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
+import { CliError, type Command, EXIT_OK, messageOf, parseOptions, UsageError } from './command.ts'
+import { describeHolder } from './lock-table.ts'
+import { type LockRecord, type LockSnapshot, stateOf, withStore } from './store.ts'
+import { redactSecrets, storeUrlOption, URL_HELP } from './store-url.ts'
+
+const HELP = `Usage: shedlock run [--url URL] [--table NAME] --name NAME
+                    --lock-at-most-for D [--lock-at-least-for D] [--keep-alive]
+                    [--quiet] -- COMMAND [ARGS...]
+
+Runs COMMAND under the lock NAME: put it in the crontab of every host, and at
+each tick exactly one host runs COMMAND; the others print one line
+  skipped: lock "NAME" is held by HOLDER until TIME (LEFT left)
+and exit 0 at once (they never wait). COMMAND gets this process's stdin,
+stdout and stderr; its exit code is shedlock's, and a COMMAND killed by a
+signal makes shedlock exit 128 + the signal's number (SIGTERM: 143). SIGINT,
+SIGTERM, SIGHUP and SIGQUIT sent to shedlock are passed on to COMMAND.
+
+When COMMAND exits the lock is released, but held until --lock-at-least-for
+after the start. If this host dies, the lock frees itself after
+--lock-at-most-for: set it well above COMMAND's longest run, or use
+--keep-alive.
+
+Options:
+${URL_HELP}
+  --name NAME              the lock, shared by every host that runs COMMAND
+  --lock-at-most-for D     how long the lock is held if this host dies or
+                           COMMAND hangs: 500ms, 30s, 10m, 2h, 1d, or PT10M
+  --lock-at-least-for D    the shortest time the lock is held, even if COMMAND
+                           ends sooner; covers hosts whose cron fires late
+                           (default: 0)
+  --keep-alive             extend the lock every lock-at-most-for / 2 while
+                           COMMAND runs, so lock-at-most-for only matters when
+                           this host dies (needs lock-at-most-for >= 30s, and a
+                           store whose locks can be extended: not memcached)
+  --quiet                  print nothing when skipped
+  -h, --help               show this help
+
+Crontab (every host, every night at 02:00):
+  0 2 * * * SHEDLOCK_URL=postgres://cron@db/app shedlock run --name nightly-report --lock-at-most-for 30m --lock-at-least-for 1m -- /opt/app/report.sh
+
+Exit codes: COMMAND's exit code when it ran (128 + N when killed by signal N),
+            0 skipped because another host holds the lock,
+            1 the store failed (COMMAND was not run), 2 usage error,
+            126 COMMAND is not executable, 127 COMMAND not found
+`
+
+/** Signals passed on to the command; anything else keeps its default effect on shedlock. */
+const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const
+const KEEP_ALIVE_MINIMUM_MS = 30_000
+
+/** `shedlock run`. */
+export const runCommand: Command = {
+  name: 'run',
+  summary: 'run a command under a lock: one host of a crontab fleet runs it, the others skip',
+  help: HELP,
+  async run(args) {
+    const separator = args.indexOf('--')
+    const commandLine = separator < 0 ? [] : args.slice(separator + 1)
+    const values = parseOptions(separator < 0 ? args : args.slice(0, separator), {
+      url: { type: 'string' },
+      table: { type: 'string' },
+      name: { type: 'string' },
+      'lock-at-most-for': { type: 'string' },
+      'lock-at-least-for': { type: 'string' },
+      'keep-alive': { type: 'boolean' },
+      quiet: { type: 'boolean' },
+    })
+    const [file, ...fileArgs] = commandLine
+    if (file === undefined || file === '') throw new UsageError('give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh')
+    const name = values.name
+    if (typeof name !== 'string') throw new UsageError('--name NAME is required: the lock every host shares for this command')
+    const mostFor = values['lock-at-most-for']
+    if (typeof mostFor !== 'string') throw new UsageError('--lock-at-most-for is required: how long the lock holds if this host dies, e.g. 10m')
+    const leastFor = typeof values['lock-at-least-for'] === 'string' ? values['lock-at-least-for'] : '0'
+    // Validated before connecting; each attempt takes a fresh configuration (its deadlines count from now).
+    const options = { name, lockAtMostFor: durationOption('--lock-at-most-for', mostFor), lockAtLeastFor: durationOption('--lock-at-least-for', leastFor) }
+    lockConfiguration(options)
+    const keepAlive = values['keep-alive'] === true
+    if (keepAlive && options.lockAtMostFor < KEEP_ALIVE_MINIMUM_MS) {
+      throw new UsageError(`--keep-alive needs --lock-at-most-for of at least ${formatDuration(KEEP_ALIVE_MINIMUM_MS)} (got ${mostFor}): it extends the lock every lock-at-most-for / 2`)
+    }
+    const quiet = values.quiet === true
+    const url = storeUrlOption(values)
+    const table = typeof values.table === 'string' ? values.table : undefined
+
+    // Signals that arrive before the command starts stop it from starting; later ones go to it.
+    const signals = new SignalRelay()
+    try {
+      return await withStore(url, { table }, async (store) => {
+        if (keepAlive && !store.extensible) throw new UsageError(`--keep-alive needs a store whose locks can be extended; ${store.kind} locks cannot be`)
+        const provider = keepAlive ? keepAliveLockProvider(store.provider() as ExtensibleLockProvider) : store.provider()
+        const warn = (line: string): void => void process.stderr.write(redactSecrets(`shedlock run: warning: ${line}\n`))
+        const executor = createLockingTaskExecutor(provider, {
+          listener: {
+            onLockLost: (configuration, reason) => warn(`${reason.message}; lock "${configuration.name}" may be taken by another host while the command still runs`),
+            onUnlockFailed: (configuration, error) =>
+              warn(`could not release lock "${configuration.name}" (${messageOf(error)}); it stays held until ${configuration.lockAtMostUntil.toISOString()}`),
+          },
+        })
+        let outcome
+        try {
+          outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), options)
+        } catch (error) {
+          if (!(error instanceof LockProviderError)) throw error
+          // A missing table says how to create it, rather than quoting the DDL.
+          const broken = (await store.structure().catch(() => [])).find((check) => check.status === 'fail')
+          const why = broken ? `could not take lock ${JSON.stringify(name)}: ${broken.label} ${broken.detail}` : error.message
+          throw new CliError(`${why}; the command was not run`, { cause: error })
+        }
+        if (outcome.executed) return outcome.result
+        if (!quiet) process.stdout.write(`${await skippedLine(() => store.find(name), name)}\n`)
+        return signals.received === undefined ? EXIT_OK : 128 + signalNumber(signals.received)
+      })
+    } finally {
+      signals.stop()
+    }
+  },
+}
+
+function durationOption(option: string, value: string): number {
+  try {
+    return parseDuration(value)
+  } catch (error) {
+    throw new UsageError(`${option}: ${messageOf(error)}`)
+  }
+}
+
+async function skippedLine(find: () => Promise<LockSnapshot<LockRecord | undefined>>, name: string): Promise<string> {
+  try {
+    const { now, value: record } = await find()
+    if (record && stateOf(record, now) === 'held') return `skipped: lock ${JSON.stringify(name)} is ${describeHolder(record, now)}`
+    return `skipped: lock ${JSON.stringify(name)} was held by another process (it has been released since)`
+  } catch (error) {
+    return `skipped: lock ${JSON.stringify(name)} is held by another process (could not read its holder: ${messageOf(error)})`
+  }
+}
+
+function signalNumber(signal: NodeJS.Signals): number {
+  return constants.signals[signal] ?? 0
+}
+
+/** Catches the forwarded signals for the whole command, and passes them to the child once it runs. */
+class SignalRelay {
+  /** The last signal received, if any. */
+  received: NodeJS.Signals | undefined
+  #child: ChildProcess | undefined
+  readonly #handler = (signal: NodeJS.Signals): void => {
+    this.received = signal
+    // The child may have exited already; kill() then fails quietly.
+    this.#child?.kill(signal)
+  }
+
+  constructor() {
+    for (const signal of FORWARDED) process.on(signal, this.#handler)
+  }
+
+  /** Runs the command with inherited stdio; resolves to the exit code shedlock should have. */
+  run(file: string, args: readonly string[]): Promise<number> {
+    if (this.received !== undefined) return Promise.resolve(128 + signalNumber(this.received))
+    return new Promise((resolve) => {
+      let settled = false
+      const done = (code: number): void => {
+        if (settled) return
+        settled = true
+        this.#child = undefined
+        resolve(code)
+      }
+      const child = spawn(file, args, { stdio: 'inherit' })
+      this.#child = child
+      child.on('error', (error: NodeJS.ErrnoException) => {
+        // As shells report them: 127 not found, 126 found but not executable.
+        const code = error.code === 'ENOENT' ? 127 : error.code === 'EACCES' ? 126 : 1
+        const why = code === 127 ? 'command not found' : code === 126 ? 'permission denied' : error.message
+        process.stderr.write(`shedlock run: ${file}: ${why}\n`)
+        done(code)
+      })
+      child.on('exit', (code, signal) => done(code ?? 128 + signalNumber(signal ?? 'SIGKILL')))
+    })
+  }
+
+  stop(): void {
+    for (const signal of FORWARDED) process.off(signal, this.#handler)
+  }
+}

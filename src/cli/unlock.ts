@@ -1,0 +1,77 @@
+import { createInterface } from 'node:readline/promises'
+import { CliError, type Command, EXIT_FAILURE, EXIT_OK, parseOptions, UsageError } from './command.ts'
+import { describeHolder, isoUtc } from './lock-table.ts'
+import { stateOf, withStore } from './store.ts'
+import { storeUrlOption, URL_HELP } from './store-url.ts'
+
+const HELP = `Usage: shedlock unlock [--url URL] [--table NAME] --name NAME [--yes]
+
+Force-releases one lock, for a holder that died or hangs. Shows who holds it,
+then asks for confirmation (unless --yes). Only the lock as shown is released:
+if another node took it in the meantime, nothing changes.
+
+SQL, MongoDB and DynamoDB records stay, with lockUntil set to now (as the
+providers leave a released lock); ZooKeeper nodes get lockUntil now; Redis,
+etcd, NATS and memcached keys are deleted.
+
+Releasing a lock whose holder still runs lets another node start the same
+task at once.
+
+Options:
+${URL_HELP}
+  --name NAME    the lock to release
+  --yes          release without asking (needed when stdin is not a terminal)
+  -h, --help     show this help
+
+Exit codes: 0 released, or not held; 1 no such lock, not confirmed, changed
+            meanwhile, or the store failed; 2 usage error (also: no --yes
+            and no terminal to ask on)
+`
+
+/** `shedlock unlock`. */
+export const unlockCommand: Command = {
+  name: 'unlock',
+  summary: 'force-release one lock, after showing its holder and asking',
+  help: HELP,
+  async run(args) {
+    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, name: { type: 'string' }, yes: { type: 'boolean' } })
+    const name = values.name
+    if (typeof name !== 'string' || name === '') throw new UsageError('--name NAME is required: the lock to release')
+    const url = storeUrlOption(values)
+    const confirmed = values.yes === true
+    // Decided before connecting: a script that forgot --yes should learn it without touching the store.
+    if (!confirmed && !process.stdin.isTTY) {
+      throw new UsageError(`refusing to release lock ${JSON.stringify(name)} without confirmation: stdin is not a terminal; pass --yes`)
+    }
+    const table = typeof values.table === 'string' ? values.table : undefined
+    return withStore(url, { table }, async (store) => {
+      const { now, value: record } = await store.find(name)
+      if (!record) throw new CliError(`no lock named ${JSON.stringify(name)} in ${store.where}; "shedlock list" shows the names`)
+      if (stateOf(record, now) === 'free') {
+        process.stdout.write(`lock ${JSON.stringify(name)} is not held (free since ${isoUtc(record.lockUntil!)}); nothing to release\n`)
+        return EXIT_OK
+      }
+      process.stdout.write(`lock ${JSON.stringify(name)} is ${describeHolder(record, now)}\n`)
+      if (!confirmed && !(await ask(`Release it? A node may then start the task at once. [y/N] `))) {
+        process.stdout.write('not released\n')
+        return EXIT_FAILURE
+      }
+      if (await store.release(record)) {
+        process.stdout.write(`released lock ${JSON.stringify(name)}\n`)
+        return EXIT_OK
+      }
+      const { now: later, value: current } = await store.find(name)
+      const state = !current ? 'it is gone' : stateOf(current, later) === 'free' ? 'it is free now' : `it is now ${describeHolder(current, later)}`
+      throw new CliError(`lock ${JSON.stringify(name)} changed after it was read (${state}); nothing was released. Run shedlock unlock again to see it`)
+    })
+  },
+}
+
+async function ask(question: string): Promise<boolean> {
+  const readline = createInterface({ input: process.stdin, output: process.stderr })
+  try {
+    return /^y(es)?$/i.test((await readline.question(question)).trim())
+  } finally {
+    readline.close()
+  }
+}

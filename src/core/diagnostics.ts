@@ -1,0 +1,97 @@
+import { channel } from 'node:diagnostics_channel'
+import type { LockConfiguration } from './lock-configuration.ts'
+
+/**
+ * Names of the `node:diagnostics_channel` channels the executor publishes to, one per decision.
+ * Each message is a {@link LockEventMessage}. Nothing is built or sent while a channel has no
+ * subscriber.
+ *
+ * ```ts
+ * import { subscribe } from 'node:diagnostics_channel'
+ * import { type LockEventMessage, diagnosticsChannels } from 'shedlock'
+ *
+ * subscribe(diagnosticsChannels.lockLost, (message) => {
+ *   const { name, error } = message as LockEventMessage
+ *   console.error(`lock ${name} lost: ${String(error)}`)
+ * })
+ * ```
+ *
+ * A subscriber that throws does not affect the task: Node runs the other subscribers and reports
+ * the error as an uncaught exception on the next tick.
+ */
+export const diagnosticsChannels = {
+  /** Before the provider is asked (not for re-entrant calls). */
+  lockAttempt: 'shedlock:lock:attempt',
+  /** The lock was taken; the task starts next. */
+  lockAcquired: 'shedlock:lock:acquired',
+  /** Another node holds the lock; the task is skipped. */
+  lockNotAcquired: 'shedlock:lock:notAcquired',
+  /** The store failed while acquiring; the task did not run. `error` is the `LockProviderError`. */
+  lockFailed: 'shedlock:lock:failed',
+  /** The task starts (re-entrant calls too, with `execution.reentrant`). */
+  taskStarted: 'shedlock:task:started',
+  /** The task settled: `durationMs`, `failed`, and `error` when it threw. */
+  taskFinished: 'shedlock:task:finished',
+  /** The lock was released after the task (or kept until `lockAtLeastUntil`). */
+  unlocked: 'shedlock:lock:unlocked',
+  /** Releasing failed: `error` is the store's error; the lock expires at `lockAtMostUntil`. */
+  unlockFailed: 'shedlock:lock:unlockFailed',
+  /** The lock was extended; `configuration` holds the new deadlines. */
+  lockExtended: 'shedlock:lock:extended',
+  /** The lock can no longer be trusted while its task runs; `error` is the `LockLostError`. */
+  lockLost: 'shedlock:lock:lost',
+} as const
+
+/** A key of {@link diagnosticsChannels}. */
+export type LockEventName = keyof typeof diagnosticsChannels
+
+/**
+ * One `executeWithLock()` call. Every listener hook and diagnostics message of the call carries
+ * the same object, so observers can match the events of concurrent calls (use it as a `WeakMap`
+ * key, or match `id`).
+ */
+export interface LockExecution {
+  /** Unique within this process, increasing from 1. */
+  readonly id: number
+  /** The provider's `name` (e.g. `"postgres"`), or `undefined` when the provider has none. */
+  readonly provider: string | undefined
+  /**
+   * True for a nested call with the same name in the same async context: it runs under the
+   * outer call's lock, so it has task events but no lock events of its own.
+   */
+  readonly reentrant: boolean
+}
+
+/** What every channel of {@link diagnosticsChannels} publishes. */
+export interface LockEventMessage {
+  /** The lock's name. */
+  readonly name: string
+  /**
+   * The lock as it stands: durations in milliseconds and absolute deadlines. After an extension,
+   * the extended configuration.
+   */
+  readonly configuration: LockConfiguration
+  readonly execution: LockExecution
+  /**
+   * `lockFailed`: the `LockProviderError`; `unlockFailed`: the store's error; `lockLost`: the
+   * `LockLostError`; `taskFinished`: what the task threw, when it failed. Absent otherwise.
+   */
+  readonly error?: unknown
+  /** `taskFinished` only: the task's wall time in milliseconds. */
+  readonly durationMs?: number
+  /** `taskFinished` only: true when the task threw or rejected. */
+  readonly failed?: boolean
+}
+
+const channels = Object.fromEntries(Object.entries(diagnosticsChannels).map(([event, name]) => [event, channel(name)])) as Record<LockEventName, ReturnType<typeof channel>>
+
+/**
+ * Publishes one event to its channel, when the channel has a subscriber. Internal: the executor
+ * is the only publisher.
+ */
+export function publishLockEvent(event: LockEventName, execution: LockExecution, configuration: LockConfiguration, details?: { error?: unknown; durationMs?: number; failed?: boolean }): void {
+  const target = channels[event]
+  if (!target.hasSubscribers) return
+  const message: LockEventMessage = { name: configuration.name, configuration, execution, ...details }
+  target.publish(message)
+}

@@ -1,0 +1,194 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { type Clock, systemClock } from './clock.ts'
+import type { Duration } from './duration.ts'
+import { LockCannotBeExtendedError, LockLostError, NoActiveLockError, NotLockedError } from './errors.ts'
+import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
+import { isExtensibleLock, isKeepAliveLock, type SimpleLock } from './lock-provider.ts'
+
+// The largest delay setTimeout accepts; longer deadlines are re-armed in steps.
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** Callbacks of one {@link ActiveLock}, set by the executor to report to its listener. */
+export interface ActiveLockEvents {
+  onExtended?(configuration: LockConfiguration): void
+  onLost?(configuration: LockConfiguration, reason: LockLostError): void
+}
+
+/**
+ * The lock of one running task: its current handle, its abort signal and the watchdog that
+ * aborts the signal at `lockAtMostUntil`. Internal; the public view is `assertLocked()` and
+ * `extendActiveLock()`.
+ */
+export class ActiveLock {
+  #configuration: LockConfiguration
+  #handle: SimpleLock | undefined
+  readonly #controller = new AbortController()
+  readonly #clock: Clock
+  readonly #events: ActiveLockEvents
+  readonly #simulated: boolean
+  #timer: NodeJS.Timeout | undefined
+  #finished = false
+  #tail: Promise<unknown> = Promise.resolve()
+
+  constructor(configuration: LockConfiguration, handle: SimpleLock | undefined, options: { clock?: Clock; events?: ActiveLockEvents; simulated?: boolean } = {}) {
+    this.#configuration = configuration
+    this.#handle = handle
+    this.#clock = options.clock ?? systemClock
+    this.#events = options.events ?? {}
+    this.#simulated = options.simulated ?? false
+    if (handle && isKeepAliveLock(handle)) {
+      // A keep-alive lock knows better than lockAtMostUntil when it is lost.
+      handle.onExtended = (next) => {
+        this.#configuration = next
+        this.#events.onExtended?.(next)
+      }
+      const { signal } = handle
+      if (signal.aborted) this.#lose(signal.reason)
+      else signal.addEventListener('abort', () => this.#lose(signal.reason), { once: true })
+    } else if (!this.#simulated) {
+      this.#arm(configuration.lockAtMostUntil.getTime())
+    }
+  }
+
+  get name(): string {
+    return this.#configuration.name
+  }
+
+  get configuration(): LockConfiguration {
+    return this.#configuration
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal
+  }
+
+  /** True once the task ended: work it left behind (timers, stray promises) no longer holds the lock. */
+  get finished(): boolean {
+    return this.#finished
+  }
+
+  /** The handle to unlock when the task ends; `undefined` once a failed extension spent it. */
+  get handle(): SimpleLock | undefined {
+    return this.#handle
+  }
+
+  /** Extends the lock under this task; calls from parallel branches of one task run one after another. */
+  extend(lockAtMostFor: Duration, lockAtLeastFor: Duration): Promise<void> {
+    const run = this.#tail.then(() => this.#extendNow(lockAtMostFor, lockAtLeastFor))
+    this.#tail = run.catch(() => undefined)
+    return run
+  }
+
+  /** Stops the watchdog: the task has ended, so a later expiry is no loss. */
+  finish(): void {
+    this.#finished = true
+    if (this.#timer) clearTimeout(this.#timer)
+    this.#timer = undefined
+  }
+
+  async #extendNow(lockAtMostFor: Duration, lockAtLeastFor: Duration): Promise<void> {
+    const name = this.name
+    const next = lockConfiguration({ name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(this.#clock.now()) })
+    if (this.#simulated) return
+    const handle = this.#handle
+    if (!handle) {
+      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended: it was already lost (an earlier extension found it expired)`)
+    }
+    if (isKeepAliveLock(handle)) {
+      throw new LockCannotBeExtendedError(`Lock "${name}" is kept alive by keepAliveLockProvider(); it can not be extended by hand as well`)
+    }
+    if (!isExtensibleLock(handle)) {
+      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended: its provider does not support extension; use an extensible provider`)
+    }
+    const extended = await handle.extend(next.lockAtMostFor, next.lockAtLeastFor)
+    if (!extended) {
+      this.#handle = undefined
+      const reason = new LockLostError(`Lock "${name}" was lost: it had expired when the task tried to extend it`)
+      this.#lose(reason)
+      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended, most likely it already expired`, { cause: reason })
+    }
+    this.#handle = extended
+    this.#configuration = next
+    if (!this.#finished) this.#arm(next.lockAtMostUntil.getTime())
+    this.#events.onExtended?.(next)
+  }
+
+  #arm(deadline: number): void {
+    if (this.#timer) clearTimeout(this.#timer)
+    const delay = deadline - this.#clock.now()
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      if (this.#clock.now() < deadline) return this.#arm(deadline)
+      this.#lose(new LockLostError(`Lock "${this.name}" expired at lockAtMostUntil (${new Date(deadline).toISOString()}) while its task was still running; another node may take it now`))
+    }, Math.min(Math.max(delay, 0), MAX_TIMER_MS))
+    this.#timer.unref()
+  }
+
+  #lose(reason: unknown): void {
+    if (this.#finished || this.#controller.signal.aborted) return
+    const error = reason instanceof LockLostError ? reason : new LockLostError(`Lock "${this.name}" was lost`, { cause: reason })
+    this.#controller.abort(error)
+    this.#events.onLost?.(this.#configuration, error)
+  }
+}
+
+interface Frame {
+  readonly lock: ActiveLock
+  readonly parent: Frame | undefined
+}
+
+// One per process: a second copy of this module would split the context, which is why the
+// package is ESM-only and providers never bundle the core.
+const storage = new AsyncLocalStorage<Frame>()
+
+/** Runs `fn` with `lock` as the innermost active lock of its async context. */
+export function runWithActiveLock<T>(lock: ActiveLock, fn: () => T): T {
+  return storage.run({ lock, parent: storage.getStore() }, fn)
+}
+
+/** The innermost active lock named `name` in this async context, if any (re-entrancy check). */
+export function findActiveLock(name: string): ActiveLock | undefined {
+  for (let frame = storage.getStore(); frame; frame = frame.parent) {
+    if (frame.lock.name === name && !frame.lock.finished) return frame.lock
+  }
+  return undefined
+}
+
+// The innermost frame whose task still runs: the async context outlives the task in work the
+// task started (timers, promises), and that work must not count as locked.
+function innermostFrame(): Frame | undefined {
+  let frame = storage.getStore()
+  while (frame?.lock.finished) frame = frame.parent
+  return frame
+}
+
+/**
+ * Throws unless the caller runs inside a locked task (any lock), across `await`s. Put it at the
+ * top of a task to catch a scheduler that calls it without the lock.
+ *
+ * @throws NotLockedError outside a locked task.
+ */
+export function assertLocked(): void {
+  if (!innermostFrame()) {
+    throw new NotLockedError(
+      'The task is not locked. Call assertLocked() only inside executeWithLock(), withLock() or a @SchedulerLock method; in unit tests wrap the call in runLocked() from shedlock/testing',
+    )
+  }
+}
+
+/**
+ * Extends the innermost lock of the running task: holds it `lockAtMostFor` more from now, and at
+ * least `lockAtLeastFor` from now after unlock. Durations are milliseconds or strings.
+ *
+ * @throws NoActiveLockError outside a locked task.
+ * @throws LockCannotBeExtendedError when the lock expired (the task's signal aborts too), or its
+ *   provider cannot extend locks.
+ * @throws LockProviderError when the store fails; the lock is then unchanged.
+ */
+export async function extendActiveLock(lockAtMostFor: Duration, lockAtLeastFor: Duration = 0): Promise<void> {
+  const frame = innermostFrame()
+  if (!frame) {
+    throw new NoActiveLockError('No active lock in this async context; call extendActiveLock() inside the locked task (executeWithLock(), withLock() or a @SchedulerLock method)')
+  }
+  await frame.lock.extend(lockAtMostFor, lockAtLeastFor)
+}

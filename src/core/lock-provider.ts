@@ -1,0 +1,61 @@
+import type { LockConfiguration } from './lock-configuration.ts'
+
+/**
+ * A held lock. Each handle is single-use: unlock it once, or extend it once and use the handle
+ * that `extend()` returns. Reuse throws `LockStateError`.
+ */
+export interface SimpleLock {
+  /**
+   * Releases the lock, or keeps it until `lockAtLeastUntil` when that is later. Touches nothing
+   * if another node holds the lock by now. Rejects with `LockProviderError` when the store fails;
+   * the handle then stays usable, so the unlock may be retried.
+   */
+  unlock(): Promise<void>
+}
+
+/** A held lock whose provider can move its expiry. */
+export interface ExtensibleLock extends SimpleLock {
+  /**
+   * Holds the lock for `lockAtMostFor` more, measured from now, and keeps it at least
+   * `lockAtLeastFor` from now on unlock (both in milliseconds or duration strings). Resolves to
+   * the new handle, or to `undefined` once the lock has expired (or another node holds it); either
+   * way this handle is spent.
+   */
+  extend(lockAtMostFor: number | string, lockAtLeastFor: number | string): Promise<ExtensibleLock | undefined>
+}
+
+/**
+ * A lock that extends itself while held (see `keepAliveLockProvider`). The executor watches
+ * `signal` instead of `lockAtMostUntil`.
+ */
+export interface KeepAliveLock extends SimpleLock {
+  /** Aborts, with a `LockLostError` reason, when an extension fails or comes too late. */
+  readonly signal: AbortSignal
+  /** Called after each successful extension with the new configuration. */
+  onExtended: ((configuration: LockConfiguration) => void) | undefined
+}
+
+/**
+ * A store of locks. `lock()` never waits: it resolves to the lock, or to `undefined` when another
+ * node holds it, and rejects (with `LockProviderError`) only when the store fails.
+ */
+export interface LockProvider {
+  /** Short name of the store, e.g. `"postgres"`, reported in diagnostics events, debug lines and telemetry. */
+  readonly name?: string
+  lock(configuration: LockConfiguration): Promise<SimpleLock | undefined>
+}
+
+/** A provider whose locks can be extended while held. */
+export interface ExtensibleLockProvider extends LockProvider {
+  lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined>
+}
+
+/** True when `lock` has an `extend` method. */
+export function isExtensibleLock(lock: SimpleLock): lock is ExtensibleLock {
+  return typeof (lock as Partial<ExtensibleLock>).extend === 'function'
+}
+
+/** True when `lock` keeps itself alive (see `keepAliveLockProvider`). */
+export function isKeepAliveLock(lock: SimpleLock): lock is KeepAliveLock {
+  return (lock as Partial<KeepAliveLock>).signal instanceof AbortSignal
+}

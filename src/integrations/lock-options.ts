@@ -1,0 +1,96 @@
+import { type Duration, formatDuration, parseDuration } from '../core/duration.ts'
+import { LockConfigurationError } from '../core/errors.ts'
+import type { LockProvider } from '../core/lock-provider.ts'
+import { createLockingTaskExecutor, type LockingTaskExecutor, type LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
+
+/** A lock provider, or an executor built on one (to keep its listener). What every integration accepts. */
+export type ExecutorOrProvider = LockProvider | LockingTaskExecutor
+
+/** True when `value` is a {@link LockingTaskExecutor} (it has `executeWithLock`). */
+export function isExecutor(value: unknown): value is LockingTaskExecutor {
+  return typeof (value as Partial<LockingTaskExecutor> | null)?.executeWithLock === 'function'
+}
+
+/** True when `value` is usable as an executor or a provider. */
+export function isExecutorOrProvider(value: unknown): value is ExecutorOrProvider {
+  return typeof value === 'object' && value !== null && (isExecutor(value) || typeof (value as Partial<LockProvider>).lock === 'function')
+}
+
+/**
+ * The executor to run tasks with: `value` itself when it is one, else a new executor over the
+ * provider (with `listener`, if given).
+ *
+ * @throws LockConfigurationError naming `where` when `value` is neither.
+ */
+export function toExecutor(where: string, value: unknown, listener?: LockingTaskExecutorListener): LockingTaskExecutor {
+  if (isExecutor(value)) return value
+  if (!isExecutorOrProvider(value)) {
+    throw new LockConfigurationError(
+      `${where}: expected a LockProvider (such as postgresLockProvider({ client })) or a LockingTaskExecutor (createLockingTaskExecutor(provider)), got ${kindOf(value)}`,
+    )
+  }
+  return createLockingTaskExecutor(value as LockProvider, listener === undefined ? {} : { listener })
+}
+
+/**
+ * Checks a lock name given at definition time: a non-blank string, or a function that computes
+ * it per call.
+ *
+ * @throws LockConfigurationError naming `where`.
+ */
+export function checkName(where: string, name: unknown): void {
+  if (typeof name === 'function') return
+  if (typeof name !== 'string') {
+    throw new LockConfigurationError(
+      `${where}: the lock name is ${name === undefined ? 'missing' : `${kindOf(name)}, not a string`}; pass name: "nightly-report" (the same on every node) or a function of the call's arguments`,
+    )
+  }
+  if (name.trim() === '') {
+    throw new LockConfigurationError(`${where}: the lock name ${JSON.stringify(name)} is blank; pass a non-empty name, e.g. "nightly-report"`)
+  }
+}
+
+/**
+ * Parses whichever durations are given, and checks `lockAtLeastFor <= lockAtMostFor` when both
+ * are known. Returns them in milliseconds.
+ *
+ * @throws LockConfigurationError naming `where` and the field.
+ */
+export function checkDurations(where: string, lockAtMostFor: Duration | undefined, lockAtLeastFor: Duration | undefined): { lockAtMostFor?: number; lockAtLeastFor?: number } {
+  const atMost = lockAtMostFor === undefined ? undefined : parseField(where, 'lockAtMostFor', lockAtMostFor)
+  const atLeast = lockAtLeastFor === undefined ? undefined : parseField(where, 'lockAtLeastFor', lockAtLeastFor)
+  if (atMost !== undefined && atLeast !== undefined && atLeast > atMost) {
+    throw new LockConfigurationError(
+      `${where}: lockAtLeastFor (${show(lockAtLeastFor, atLeast)}) is longer than lockAtMostFor (${show(lockAtMostFor, atMost)}); make lockAtMostFor at least as long as lockAtLeastFor`,
+    )
+  }
+  return { ...(atMost === undefined ? {} : { lockAtMostFor: atMost }), ...(atLeast === undefined ? {} : { lockAtLeastFor: atLeast }) }
+}
+
+/** A `LockConfigurationError` of the core with `where` in front, to throw instead; other errors as they are. */
+export function withContext(where: string, error: unknown): unknown {
+  if (error instanceof LockConfigurationError) return new LockConfigurationError(`${where}: ${error.message}`, { cause: error })
+  return error
+}
+
+/** `"nightly"`, `a function`, `null`… for messages. */
+export function kindOf(value: unknown): string {
+  if (value === null) return 'null'
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object without lock() or executeWithLock()'
+  return `${typeof value} ${String(value)}`
+}
+
+function parseField(where: string, field: string, value: Duration): number {
+  if (value === null) throw new LockConfigurationError(`${where}: ${field} is null; leave it out or give a duration such as "10m"`)
+  try {
+    return parseDuration(value)
+  } catch (error) {
+    throw new LockConfigurationError(`${where}: ${field} is invalid. ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
+}
+
+function show(input: Duration | undefined, ms: number): string {
+  return typeof input === 'string' ? input : formatDuration(ms)
+}

@@ -1,0 +1,246 @@
+import type { LockExecution } from '../core/diagnostics.ts'
+import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
+import type { LockConfiguration } from '../core/lock-configuration.ts'
+import type { LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
+
+// Structural subsets of @opentelemetry/api 1.x, so that this module imports nothing at run time:
+// the application passes its own Meter, Tracer and (optionally) API namespace.
+
+/** Attribute values as `@opentelemetry/api` accepts them (the scalar kinds this module writes). */
+export type OpenTelemetryAttributes = Record<string, string | number | boolean>
+
+/** What this module needs of an `@opentelemetry/api` `Counter` or `UpDownCounter`. */
+export interface OpenTelemetryCounterLike {
+  add(value: number, attributes?: OpenTelemetryAttributes): void
+}
+
+/** What this module needs of an `@opentelemetry/api` `Histogram`. */
+export interface OpenTelemetryHistogramLike {
+  record(value: number, attributes?: OpenTelemetryAttributes): void
+}
+
+/** Instrument options, as `@opentelemetry/api`'s `MetricOptions`. */
+export interface OpenTelemetryMetricOptions {
+  description?: string
+  unit?: string
+  advice?: { explicitBucketBoundaries?: number[] }
+}
+
+/** What this module needs of an `@opentelemetry/api` `Meter`. */
+export interface OpenTelemetryMeterLike {
+  createCounter(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryCounterLike
+  createUpDownCounter(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryCounterLike
+  createHistogram(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryHistogramLike
+}
+
+/** What this module needs of an `@opentelemetry/api` `Span`. */
+export interface OpenTelemetrySpanLike {
+  setAttribute(key: string, value: string | number | boolean): unknown
+  addEvent(name: string, attributes?: OpenTelemetryAttributes): unknown
+  /** `code` 2 is `SpanStatusCode.ERROR`. */
+  setStatus(status: { code: number; message?: string }): unknown
+  recordException(exception: Error | string): unknown
+  end(): void
+}
+
+/** What this module needs of an `@opentelemetry/api` `Tracer`. */
+export interface OpenTelemetryTracerLike {
+  startSpan(name: string, options?: { attributes?: OpenTelemetryAttributes }): OpenTelemetrySpanLike
+}
+
+/**
+ * The parts of the `@opentelemetry/api` namespace that make a span the active one: pass
+ * `import * as api from '@opentelemetry/api'`.
+ */
+export interface OpenTelemetryApiLike {
+  context: {
+    active(): unknown
+    with<T>(context: unknown, fn: () => T): T
+  }
+  trace: {
+    setSpan(context: unknown, span: OpenTelemetrySpanLike): unknown
+  }
+}
+
+/** Options of {@link openTelemetryListener}. Pass a `meter`, a `tracer`, or both. */
+export interface OpenTelemetryListenerOptions {
+  /** Records the metrics, e.g. `metrics.getMeter('shedlock')`. Without it, no metrics. */
+  meter?: OpenTelemetryMeterLike
+  /** Records one span per lock attempt, e.g. `trace.getTracer('shedlock')`. Without it, no spans. */
+  tracer?: OpenTelemetryTracerLike
+  /**
+   * `import * as api from '@opentelemetry/api'`. With it, the task runs with its lock's span
+   * active, so spans the task creates (database queries, HTTP calls) are children of the lock's
+   * span. Without it, they are the lock span's siblings. Needs `tracer`.
+   */
+  api?: OpenTelemetryApiLike
+}
+
+// Scheduled tasks last from milliseconds to hours; the SDK's default boundaries (0 to 10 000)
+// suit milliseconds, not seconds.
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600]
+
+const SPAN_STATUS_ERROR = 2
+
+/**
+ * A listener that reports locks and tasks to OpenTelemetry, through the `Meter` and `Tracer` you
+ * pass (this package does not depend on `@opentelemetry/api`).
+ *
+ * Metrics (attributes `shedlock.lock.name`, and `shedlock.provider.name` when the provider has a
+ * name):
+ * - `shedlock.lock.attempts` (counter, `{attempt}`): one per attempt, with `shedlock.lock.result`
+ *   `acquired`, `not_acquired` (another node holds the lock) or `failed` (the store failed; with
+ *   `error.type`).
+ * - `shedlock.lock.losses` (counter, `{loss}`): locks that could no longer be trusted while their
+ *   task still ran.
+ * - `shedlock.task.duration` (histogram, `s`): tasks run under a lock; `error.type` when the task
+ *   threw.
+ * - `shedlock.task.active` (up-down counter, `{task}`): tasks running under a lock right now.
+ *
+ * Spans: one per attempt, named `shedlock <lock name>`, a child of the span active where
+ * `executeWithLock()` was called. It ends when the task finishes, or at once when the lock is not
+ * acquired, with `shedlock.execution.outcome` `executed`, `failed` (the task threw), `skipped`
+ * (another node holds the lock) or `error` (the store failed). Failures set the span's status to
+ * error and record the exception. A nested call with the same name (re-entrant) runs under the
+ * outer call's lock and records nothing of its own.
+ *
+ * ```ts
+ * import * as api from '@opentelemetry/api'
+ * import { createLockingTaskExecutor } from 'shedlock'
+ * import { openTelemetryListener } from 'shedlock/opentelemetry'
+ *
+ * const listener = openTelemetryListener({ meter: api.metrics.getMeter('shedlock'), tracer: api.trace.getTracer('shedlock'), api })
+ * const executor = createLockingTaskExecutor(provider, { listener })
+ * ```
+ *
+ * @throws LockConfigurationError when neither `meter` nor `tracer` is given, or one of them is not
+ *   an `@opentelemetry/api` object.
+ */
+export function openTelemetryListener(options: OpenTelemetryListenerOptions): LockingTaskExecutorListener {
+  const { meter, tracer, api } = validate(options)
+  const instruments = meter && {
+    attempts: meter.createCounter('shedlock.lock.attempts', {
+      unit: '{attempt}',
+      description: 'Lock attempts, by result: acquired, not_acquired (another node holds the lock) or failed (the store failed)',
+    }),
+    losses: meter.createCounter('shedlock.lock.losses', { unit: '{loss}', description: 'Locks that could no longer be trusted while their task still ran' }),
+    duration: meter.createHistogram('shedlock.task.duration', {
+      unit: 's',
+      description: 'Duration of tasks run under a lock',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    }),
+    active: meter.createUpDownCounter('shedlock.task.active', { unit: '{task}', description: 'Tasks running under a lock in this process' }),
+  }
+  // The executor passes the same execution object to every hook of one call: concurrent calls,
+  // of one name or several, each find their own span.
+  const spans = new WeakMap<LockExecution, OpenTelemetrySpanLike>()
+
+  const endSpan = (execution: LockExecution, outcome: 'executed' | 'failed' | 'skipped' | 'error', error?: unknown): void => {
+    const span = spans.get(execution)
+    if (!span) return
+    spans.delete(execution)
+    span.setAttribute('shedlock.execution.outcome', outcome)
+    if (outcome === 'failed' || outcome === 'error') {
+      span.setAttribute('error.type', errorType(error))
+      span.recordException(error instanceof Error ? error : String(error))
+      span.setStatus({ code: SPAN_STATUS_ERROR, message: error instanceof Error ? error.message : String(error) })
+    }
+    span.end()
+  }
+
+  return {
+    onLockAttempt(configuration, execution) {
+      if (!tracer) return
+      const attributes: OpenTelemetryAttributes = {
+        ...lockAttributes(configuration, execution),
+        'shedlock.lock.at_most_for': configuration.lockAtMostFor / 1000,
+        'shedlock.lock.at_least_for': configuration.lockAtLeastFor / 1000,
+      }
+      spans.set(execution, tracer.startSpan(`shedlock ${configuration.name}`, { attributes }))
+    },
+    onLockAcquired(configuration, execution) {
+      instruments?.attempts.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'acquired' })
+      spans.get(execution)?.addEvent('shedlock.lock.acquired', deadlines(configuration))
+    },
+    onLockNotAcquired(configuration, execution) {
+      instruments?.attempts.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'not_acquired' })
+      endSpan(execution, 'skipped')
+    },
+    onLockFailed(configuration, error, execution) {
+      instruments?.attempts.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'failed', 'error.type': errorType(error) })
+      endSpan(execution, 'error', error)
+    },
+    aroundTask(_configuration, start, execution) {
+      const span = spans.get(execution)
+      if (!api || !span) return start()
+      api.context.with(api.trace.setSpan(api.context.active(), span), start)
+    },
+    onTaskStarted(configuration, execution) {
+      if (execution.reentrant) return
+      instruments?.active.add(1, lockAttributes(configuration, execution))
+    },
+    onTaskFinished(configuration, outcome, execution) {
+      if (execution.reentrant) return
+      if (instruments) {
+        const attributes = lockAttributes(configuration, execution)
+        instruments.active.add(-1, attributes)
+        instruments.duration.record(outcome.durationMs / 1000, outcome.failed ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes)
+      }
+      if (outcome.failed) endSpan(execution, 'failed', outcome.error)
+      else endSpan(execution, 'executed')
+    },
+    onLockExtended(configuration, execution) {
+      spans.get(execution)?.addEvent('shedlock.lock.extended', deadlines(configuration))
+    },
+    onLockLost(configuration, reason, execution) {
+      instruments?.losses.add(1, lockAttributes(configuration, execution))
+      spans.get(execution)?.recordException(reason)
+    },
+  }
+}
+
+function lockAttributes(configuration: LockConfiguration, execution: LockExecution): OpenTelemetryAttributes {
+  return execution.provider === undefined
+    ? { 'shedlock.lock.name': configuration.name }
+    : { 'shedlock.lock.name': configuration.name, 'shedlock.provider.name': execution.provider }
+}
+
+function deadlines(configuration: LockConfiguration): OpenTelemetryAttributes {
+  return { 'shedlock.lock.at_most_until': configuration.lockAtMostUntil.toISOString(), 'shedlock.lock.at_least_until': configuration.lockAtLeastUntil.toISOString() }
+}
+
+/**
+ * `error.type` must have few distinct values: a store failure is named by its driver's error
+ * code (`ECONNREFUSED`, SQLSTATE `42P01`) when there is one, any other error by its class name.
+ */
+function errorType(error: unknown): string {
+  const source = error instanceof LockProviderError && error.cause !== undefined ? error.cause : error
+  const code = (source as { code?: unknown } | null)?.code
+  if (typeof code === 'string' && code !== '' && code.length <= 64) return code
+  if (error instanceof Error) return error.name
+  return '_OTHER'
+}
+
+function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerOptions {
+  const fix = "pass openTelemetryListener({ meter: metrics.getMeter('shedlock'), tracer: trace.getTracer('shedlock') }) with objects from @opentelemetry/api"
+  if (options === null || typeof options !== 'object') throw new LockConfigurationError(`openTelemetryListener() needs options: ${fix}`)
+  const { meter, tracer, api } = options
+  if (meter === undefined && tracer === undefined) throw new LockConfigurationError(`openTelemetryListener() needs a meter, a tracer or both: ${fix}`)
+  if (meter !== undefined && !hasMethods(meter, ['createCounter', 'createUpDownCounter', 'createHistogram'])) {
+    throw new LockConfigurationError(`openTelemetryListener(): meter is not an OpenTelemetry Meter: ${fix}`)
+  }
+  if (tracer !== undefined && !hasMethods(tracer, ['startSpan'])) {
+    throw new LockConfigurationError(`openTelemetryListener(): tracer is not an OpenTelemetry Tracer: ${fix}`)
+  }
+  if (api !== undefined && !(hasMethods(api?.context, ['active', 'with']) && hasMethods(api?.trace, ['setSpan']))) {
+    throw new LockConfigurationError("openTelemetryListener(): api must be the @opentelemetry/api namespace: import * as api from '@opentelemetry/api'")
+  }
+  if (api !== undefined && tracer === undefined) {
+    throw new LockConfigurationError('openTelemetryListener(): api makes the lock span active in the task, so it needs a tracer as well; pass tracer or drop api')
+  }
+  return options
+}
+
+function hasMethods(value: unknown, methods: readonly string[]): boolean {
+  return typeof value === 'object' && value !== null && methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function')
+}

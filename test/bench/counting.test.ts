@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest'
+import { countingProxy } from '../../bench/counting.ts'
+import { lockConfiguration } from '../../src/core/lock-configuration.ts'
+import { type PostgresQueryable, postgresLockProvider } from '../../src/providers/postgres.ts'
+import { sqliteLockProvider, type SqliteDatabase } from '../../src/providers/sqlite.ts'
+
+/** A client with a private field, as pg's Pool and ioredis have: methods must run with the real object as `this`. */
+class FakeClient {
+  #log: string[] = []
+  readonly name = 'fake'
+  async query(text: string): Promise<{ rowCount: number }> {
+    this.#log.push(text)
+    return { rowCount: 1 }
+  }
+  connect(): string {
+    return this.#log.length.toString()
+  }
+  get log(): readonly string[] {
+    return this.#log
+  }
+}
+
+describe('countingProxy', () => {
+  it('counts only the named methods and passes everything through to the real client', async () => {
+    const real = new FakeClient()
+    const { client, counter } = countingProxy(real, { count: ['query'] })
+    await client.query('SELECT 1')
+    await client.query('SELECT 2')
+    expect(client.connect()).toBe('2')
+    expect(client.name).toBe('fake')
+    expect(real.log).toEqual(['SELECT 1', 'SELECT 2'])
+    expect(counter.total).toBe(2)
+    expect(counter.byMethod).toEqual({ query: 2 })
+    counter.reset()
+    expect(counter.total).toBe(0)
+    expect(counter.byMethod).toEqual({})
+  })
+
+  it('follows returned objects and builder chains that return themselves', async () => {
+    let commits = 0
+    const builder = {
+      steps: [] as string[],
+      then(step: string) {
+        this.steps.push(step)
+        return this
+      },
+      async commit() {
+        commits++
+        return { succeeded: true, steps: this.steps }
+      },
+    }
+    const lease = { grant: async () => '7', revoke: async () => {} }
+    const real = { if: () => builder, lease: () => lease }
+    const { client, counter } = countingProxy(real, { count: ['grant', 'revoke', 'commit'], follow: ['lease', 'if', 'then'] })
+    expect(await client.lease().grant()).toBe('7')
+    const reply = await client.if().then('a').then('b').commit()
+    expect(reply).toEqual({ succeeded: true, steps: ['a', 'b'] })
+    expect(commits).toBe(1)
+    expect(counter.byMethod).toEqual({ grant: 1, commit: 1 })
+  })
+
+  it('counts one query per acquire and per release of the postgres provider, and one statement run through prepare()', async () => {
+    const statements: string[] = []
+    const pool: PostgresQueryable = {
+      async query(text) {
+        statements.push(text)
+        return { rowCount: 1 }
+      },
+    }
+    const { client, counter } = countingProxy(pool, { count: ['query'] })
+    const lock = await postgresLockProvider({ client }).lock(lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }))
+    expect(counter.total).toBe(1)
+    await lock!.unlock()
+    expect(counter.total).toBe(2)
+    expect(statements[0]).toMatch(/^INSERT INTO shedlock/)
+    expect(statements[1]).toMatch(/^UPDATE shedlock/)
+
+    const database: SqliteDatabase = { prepare: () => ({ run: () => ({ changes: 1 }) }) }
+    const sqlite = countingProxy(database, { count: ['run'], follow: ['prepare'] })
+    const held = await sqliteLockProvider({ database: sqlite.client }).lock(lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }))
+    await held!.unlock()
+    expect(sqlite.counter.byMethod).toEqual({ run: 2 })
+  })
+})

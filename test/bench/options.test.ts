@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest'
+import { BenchUsageError, MEASUREMENTS, parseBenchArgs, STORES } from '../../bench/options.ts'
+
+describe('bench options', () => {
+  it('defaults to every store and measurement, and --quick shortens the run', () => {
+    const full = parseBenchArgs([])
+    expect(full.stores).toEqual(STORES)
+    expect(full.storesGiven).toBe(false)
+    expect(full.measurements).toEqual(MEASUREMENTS)
+    expect(full).toMatchObject({ blocks: 10, rounds: 100, contenders: 32, scaleNames: 10_000, cycles: 100_000, concurrency: [1, 16] })
+    const quick = parseBenchArgs(['--quick'])
+    expect(quick.blocks).toBeLessThan(full.blocks)
+    expect(quick.blockMs).toBeLessThan(full.blockMs)
+    expect(quick.rounds).toBeLessThan(full.rounds)
+    // An explicit flag wins over --quick.
+    expect(parseBenchArgs(['--quick', '--rounds', '100']).rounds).toBe(100)
+  })
+
+  it('takes stores and measurements as lists, in the suite order', () => {
+    const options = parseBenchArgs(['--providers', 'redis, postgres', '--only', 'herd,overhead', '--concurrency', '4,1,4'])
+    expect(options.stores).toEqual(['postgres', 'redis'])
+    expect(options.storesGiven).toBe(true)
+    expect(options.measurements).toEqual(['overhead', 'herd'])
+    expect(options.concurrency).toEqual([4, 1])
+  })
+
+  it('rejects unknown names, bad numbers and unknown flags with a message naming them', () => {
+    expect(() => parseBenchArgs(['--providers', 'postgres,oracle'])).toThrow(/unknown "oracle"; choose from postgres/)
+    expect(() => parseBenchArgs(['--rounds', '0'])).toThrow(/--rounds must be a whole number from 1/)
+    expect(() => parseBenchArgs(['--blocks', 'ten'])).toThrow(BenchUsageError)
+    expect(() => parseBenchArgs(['--concurrency', '1,x'])).toThrow(/--concurrency/)
+    expect(() => parseBenchArgs(['--fast'])).toThrow(BenchUsageError)
+    expect(() => parseBenchArgs(['--only', ''])).toThrow(/--only needs at least one/)
+  })
+})

@@ -1,0 +1,179 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, it } from 'vitest'
+
+// The CLI as users run it: the built dist/cli/main.js (`npm test` builds first; while developing, `npm run build`).
+const main = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const TICK_LINE = /^\d\d:\d\d:\d\d {2}(.*)$/gm
+const HAS_TICK = /^\d\d:\d\d:\d\d {2}/m
+
+interface Run {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+const started: ChildProcess[] = []
+const dbDirs: string[] = []
+afterAll(() => {
+  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  for (const dir of dbDirs) rmSync(dir, { recursive: true, force: true })
+})
+
+/** Starts `node dist/cli/main.js ...args`; `output()` is what it printed so far. */
+function start(args: string[]): { child: ChildProcess; done: Promise<Run>; output: () => string } {
+  if (!existsSync(main)) throw new Error(`${main} is missing: run "npm run build" first`)
+  const child = spawn(process.execPath, [main, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  started.push(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (code, signal) => {
+      // The demo's own temporary folder, named in its first line.
+      const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3)\)\.$/m.exec(stdout)?.[1]
+      if (db?.includes('shedlock-demo-')) dbDirs.push(dirname(db))
+      resolve({ code, signal, stdout, stderr })
+    }),
+  )
+  return { child, done, output: () => stdout }
+}
+
+async function cli(...args: string[]): Promise<Run> {
+  return start(args).done
+}
+
+function summaryNumber(stdout: string, label: string): number {
+  const match = new RegExp(`^ *${label}: (\\d+)`, 'm').exec(stdout)
+  if (!match) throw new Error(`no "${label}" in the summary:\n${stdout}`)
+  return Number(match[1])
+}
+
+function workerPids(stdout: string): number[] {
+  return [...stdout.matchAll(/\(pid (\d+)\)/g)].map((m) => Number(m[1]))
+}
+
+/** Alive and not a zombie waiting for a reaper. */
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return true
+  }
+}
+
+async function waitFor(condition: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms
+  while (!condition()) {
+    if (Date.now() > deadline) return false
+    await sleep(50)
+  }
+  return true
+}
+
+describe('shedlock demo', () => {
+  it('three processes share one SQLite file: every tick runs exactly once, no duplicates, exit 0', async () => {
+    const run = await cli('demo', '--seconds', '4')
+    expect(run.stderr).toBe('')
+    expect(run.code, run.stdout).toBe(0)
+    const ticks = [...run.stdout.matchAll(TICK_LINE)].map((m) => m[1]!)
+    expect(ticks.length).toBeGreaterThanOrEqual(3)
+    for (const line of ticks) {
+      expect(line.match(/node-\d ran/g), line).toHaveLength(1)
+      expect(line.match(/node-\d skipped/g), line).toHaveLength(2)
+    }
+    expect(workerPids(run.stdout)).toHaveLength(3)
+    expect(run.stdout).toContain('duplicates: 0')
+    expect(summaryNumber(run.stdout, 'ticks')).toBe(4)
+    expect(summaryNumber(run.stdout, 'executions')).toBe(4)
+    expect(summaryNumber(run.stdout, 'skips')).toBe(8)
+    expect(summaryNumber(run.stdout, 'missed ticks')).toBe(0)
+    expect(summaryNumber(run.stdout, 'errors')).toBe(0)
+    expect(run.stdout).toMatch(/^ +db: .+demo\.db$/m)
+  }, 30_000)
+
+  it('--no-lock runs the task without shedlock: the checker reports duplicates and exits 1', async () => {
+    const run = await cli('demo', '--seconds', '2', '--no-lock')
+    expect(run.code, run.stdout).toBe(1)
+    expect(summaryNumber(run.stdout, 'duplicates')).toBeGreaterThan(0)
+    expect(summaryNumber(run.stdout, 'executions')).toBe(6)
+    expect(run.stdout).toContain('DUPLICATE')
+    expect(run.stdout).toMatch(/^FAILED: \d+ duplicates/m)
+  }, 30_000)
+
+  it('Ctrl-C stops every node, prints the summary and exits 130, leaving no process behind', async () => {
+    const { child, done, output } = start(['demo', '--seconds', '60'])
+    expect(await waitFor(() => HAS_TICK.test(output()) || child.exitCode !== null, 15_000), output()).toBe(true)
+    const pids = workerPids(output())
+    expect(pids).toHaveLength(3)
+    child.kill('SIGINT')
+    const run = await done
+    expect(run.code, run.stdout).toBe(130)
+    expect(run.stdout).toContain('Interrupted')
+    expect(run.stdout).toContain('duplicates: 0')
+    expect(pids.filter(isAlive)).toEqual([])
+  }, 30_000)
+
+  it('a node whose parent dies (kill -9) stops by itself', async () => {
+    const { child, done, output } = start(['demo', '--seconds', '60'])
+    expect(await waitFor(() => workerPids(output()).length === 3 || child.exitCode !== null, 15_000), output()).toBe(true)
+    const pids = workerPids(output())
+    child.kill('SIGKILL')
+    await done
+    expect(await waitFor(() => pids.every((pid) => !isAlive(pid)), 5_000), `still running: ${pids.filter(isAlive).join(', ')}`).toBe(true)
+  }, 30_000)
+})
+
+describe('shedlock command line', () => {
+  it('--help lists the commands and the exit codes; --version prints the package version', async () => {
+    const help = await cli('--help')
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/^Usage: shedlock <command>/m)
+    expect(help.stdout).toMatch(/^ {2}demo {2}/m)
+    expect(help.stdout).toContain('Exit codes: 0 ok, 1 failure, 2 usage error')
+    expect(help.stdout).not.toContain('__demo-worker')
+    const version = await cli('--version')
+    expect(version.code).toBe(0)
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    expect(version.stdout).toBe(`${pkg.version}\n`)
+  })
+
+  it('demo --help describes the options without running anything', async () => {
+    const run = await cli('demo', '--help')
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(/^Usage: shedlock demo \[--db PATH\] \[--seconds N\] \[--nodes N\]/)
+    expect(run.stdout).not.toContain('no-lock')
+    expect(run.stdout).not.toContain('Summary')
+  })
+
+  it.each([
+    [['demo', '--bogus'], /^shedlock demo: Unknown option '--bogus'/],
+    [['demo', '--seconds', 'abc'], /^shedlock demo: --seconds must be a whole number/],
+    [['demo', '--nodes', '0'], /^shedlock demo: --nodes must be a whole number from 1/],
+    [['demo', 'extra'], /^shedlock demo: Unexpected argument 'extra'/],
+    [['frobnicate'], /^shedlock: unknown command "frobnicate"/],
+    [['--frobnicate'], /^shedlock: unknown option "--frobnicate"/],
+  ])('%j is a usage error: one line on stderr, exit 2', async (args, message) => {
+    const run = await cli(...args)
+    expect(run.code).toBe(2)
+    expect(run.stdout).toBe('')
+    expect(run.stderr).toMatch(message)
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1)
+  })
+
+  it('no command prints the help on stderr and exits 2', async () => {
+    const run = await cli()
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain('Usage: shedlock <command>')
+  })
+})

@@ -1,0 +1,213 @@
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { connect } from 'node:net'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, it } from 'vitest'
+import { mysqlSchema } from '../../src/providers/mysql.ts'
+import { postgresSchema } from '../../src/providers/postgres.ts'
+import { sqliteSchema } from '../../src/providers/sqlite.ts'
+import { connectOrSkip } from '../support/backends.ts'
+import { cli, lines } from './support/cli.ts'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const temp = mkdtempSync(join(tmpdir(), 'shedlock-cli-main-'))
+afterAll(() => rmSync(temp, { recursive: true, force: true }))
+// No SHEDLOCK_URL from the environment of whoever runs the tests.
+const noUrl = { SHEDLOCK_URL: undefined }
+const COMMANDS = ['run', 'list', 'unlock', 'doctor', 'init', 'schema', 'demo']
+const redisUrl = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const redisUp = await connectOrSkip('redis', `${redisUrl} (SHEDLOCK_REDIS_URL), for the node-redis case`, async () => {
+  const { hostname, port } = new URL(redisUrl)
+  await new Promise<void>((resolve, reject) => {
+    const socket = connect(Number(port || 6379), hostname, () => {
+      socket.end()
+      resolve()
+    })
+    socket.once('error', reject)
+  })
+  return true
+})
+
+describe('help', () => {
+  it('shedlock --help lists every command, the URL forms and the exit codes', async () => {
+    const run = await cli(['--help'])
+    expect(run.code).toBe(0)
+    for (const name of COMMANDS) expect(run.stdout).toMatch(new RegExp(`^ {2}${name} +\\S`, 'm'))
+    for (const scheme of ['postgres://', 'mysql://', 'sqlite:PATH', 'redis://', 'mongodb://', 'dynamodb://', 'etcd://', 'zookeeper://', 'nats://', 'memcached://']) {
+      expect(run.stdout).toContain(scheme)
+    }
+    expect(run.stdout).toContain('Exit codes: 0 ok, 1 failure, 2 usage error')
+  })
+
+  it.each(COMMANDS)('shedlock %s --help describes the command and its exit codes, and touches no store', async (name) => {
+    const run = await cli([name, '--help'], { env: { SHEDLOCK_URL: 'postgres://nobody@127.0.0.1:1/none' } })
+    expect(run.code).toBe(0)
+    expect(run.stderr).toBe('')
+    expect(run.stdout).toMatch(new RegExp(`^Usage: shedlock ${name}\\b`))
+    expect(run.stdout).toMatch(/^Exit codes: /m)
+  })
+
+  it('run --help shows a crontab line', async () => {
+    const run = await cli(['run', '--help'])
+    expect(run.stdout).toMatch(/^ {2}0 2 \* \* \* SHEDLOCK_URL=\S+ shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+/m)
+  })
+})
+
+describe('usage errors: one line on stderr, exit 2, before any store is touched', () => {
+  const nowhere = 'sqlite:/nonexistent-dir/locks.db'
+  it.each([
+    [['list'], /^shedlock list: no store: pass --url URL or set SHEDLOCK_URL/],
+    [['list', '--url', 'ftp://user:ftp-s3cret@host/x'], /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//],
+    [['list', '--url', nowhere, '--format', 'xml'], /^shedlock list: --format must be table or json/],
+    [['list', '--url', nowhere, '--bogus'], /^shedlock list: Unknown option '--bogus'/],
+    [['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'], /^shedlock list: postgres: tableName "locks; DROP TABLE x" is not a plain SQL identifier/],
+    [['list', '--url', 'redis://127.0.0.1:1', '--table', 'x'], /^shedlock list: --table does not apply to redis URLs/],
+    [['list', '--url', 'etcd://127.0.0.1:1?bucket=x'], /^shedlock list: etcd URLs take only \?environment=, got \?bucket=/],
+    [['list', '--url', 'redis://127.0.0.1:1?environment=a:b'], /^shedlock list: redis: environment must be a non-empty string without ':'/],
+    [['unlock', '--url', nowhere], /^shedlock unlock: --name NAME is required/],
+    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10m'], /^shedlock run: give the command to run after --/],
+    [['run', '--url', nowhere, '--lock-at-most-for', '10m', '--', 'true'], /^shedlock run: --name NAME is required/],
+    [['run', '--url', nowhere, '--name', 'a', '--', 'true'], /^shedlock run: --lock-at-most-for is required/],
+    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', 'soon', '--', 'true'], /^shedlock run: --lock-at-most-for: Invalid duration "soon"/],
+    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'], /^shedlock run: Lock "a": lockAtLeastFor \(2m\) is longer than lockAtMostFor \(1m\)/],
+    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10s', '--keep-alive', '--', 'true'], /^shedlock run: --keep-alive needs --lock-at-most-for of at least 30s/],
+    [['doctor', '--url', nowhere, '--max-offset', 'abc'], /^shedlock doctor: --max-offset: Invalid duration "abc"/],
+    [['schema'], /^shedlock schema: name the store: shedlock schema postgres/],
+    [['schema', 'oracle'], /^shedlock schema: unknown store "oracle"/],
+    [['schema', 'redis', '--table', 'x'], /^shedlock schema: --table does not apply to redis/],
+    [['schema', 'postgres', 'mysql'], /^shedlock schema: one STORE at a time/],
+  ])('%j', async (args, message) => {
+    const run = await cli(args, { env: noUrl })
+    expect(run.code, run.stderr).toBe(2)
+    expect(run.stdout).toBe('')
+    expect(lines(run.stderr)).toHaveLength(1)
+    expect(run.stderr).toMatch(message)
+    expect(run.stderr).toMatch(/\(see shedlock \w+ --help\)\n$/)
+    expect(run.stderr).not.toContain('s3cret')
+  })
+})
+
+describe('schema', () => {
+  it.each([
+    ['postgres', postgresSchema({ tableName: 'jobs_lock' })],
+    ['postgresql', postgresSchema({ tableName: 'jobs_lock' })],
+    ['mysql', mysqlSchema({ tableName: 'jobs_lock' })],
+    ['mariadb', mysqlSchema({ tableName: 'jobs_lock' })],
+    ['sqlite', sqliteSchema({ tableName: 'jobs_lock' })],
+    ['postgres://app@db.internal/app', postgresSchema({ tableName: 'jobs_lock' })],
+  ])('schema %s --table jobs_lock prints the provider DDL', async (store, ddl) => {
+    const run = await cli(['schema', store, '--table', 'jobs_lock'])
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toBe(`${ddl}\n`)
+  })
+
+  it('takes the store from SHEDLOCK_URL when none is named', async () => {
+    const run = await cli(['schema'], { env: { SHEDLOCK_URL: 'mariadb://root@127.0.0.1/test' } })
+    expect(run.code).toBe(0)
+    expect(run.stdout).toBe(`${mysqlSchema()}\n`)
+  })
+
+  it('prints the commands that create a DynamoDB table, a MongoDB collection and a NATS bucket, and the key formats of the others', async () => {
+    expect((await cli(['schema', 'dynamodb'])).stdout).toMatch(/^aws dynamodb create-table --table-name Shedlock \\\n {2}--attribute-definitions AttributeName=_id,AttributeType=S \\\n {2}--key-schema AttributeName=_id,KeyType=HASH \\\n {2}--billing-mode PAY_PER_REQUEST$/m)
+    expect((await cli(['schema', 'mongodb', '--table', 'locks'])).stdout).toContain('db.createCollection("locks")')
+    expect((await cli(['schema', 'nats'])).stdout).toContain('nats kv add shedlock-locks --history 1')
+    expect((await cli(['schema', 'redis'])).stdout).toContain('job-lock:<environment>:<name>')
+    expect((await cli(['schema', 'etcd'])).stdout).toContain('shedlock:<environment>:<name>')
+    expect((await cli(['schema', 'memcached'])).stdout).toContain('shedlock:<environment>:<name>')
+    expect((await cli(['schema', 'zookeeper'])).stdout).toContain('/shedlock/<name>')
+  })
+})
+
+describe('SHEDLOCK_URL', () => {
+  it('is the store when --url is absent; --url wins over it', async () => {
+    const file = join(temp, 'env.db')
+    const missing = await cli(['list'], { env: { SHEDLOCK_URL: `sqlite:${file}` } })
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toBe(`shedlock list: no SQLite database at ${file}; create it (and the lock table) with: shedlock init --url sqlite:${file}\n`)
+    const other = join(temp, 'other.db')
+    const wins = await cli(['list', '--url', `sqlite:${other}`], { env: { SHEDLOCK_URL: `sqlite:${file}` } })
+    expect(wins.stderr).toContain(`no SQLite database at ${other}`)
+    expect(existsSync(file) || existsSync(other)).toBe(false)
+  })
+})
+
+describe('missing drivers (the built bin copied where no package can be found)', () => {
+  // dist/ and package.json alone, outside any node_modules: an import of a driver fails as it
+  // does for a user who has not installed it.
+  const copy = join(temp, 'shedlock')
+  cpSync(join(root, 'dist'), join(copy, 'dist'), { recursive: true })
+  cpSync(join(root, 'package.json'), join(copy, 'package.json'))
+  const main = join(copy, 'dist/cli/main.js')
+  const resolvable = (name: string): boolean => {
+    try {
+      createRequire(main).resolve(name)
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  it('the copy resolves no package at all', () => {
+    for (const name of ['pg', 'mysql2', 'ioredis', 'redis', 'mongodb', '@aws-sdk/client-dynamodb', 'etcd3', 'node-zookeeper-client', '@nats-io/kv', 'memjs', 'better-sqlite3']) {
+      expect(resolvable(name), name).toBe(false)
+    }
+  })
+
+  it('help and schema work without any driver: the bin imports none at startup', async () => {
+    expect((await cli(['--help'], { main })).code).toBe(0)
+    const schema = await cli(['schema', 'postgres'], { main })
+    expect(schema.code).toBe(0)
+    expect(schema.stdout).toBe(`${postgresSchema()}\n`)
+  })
+
+  it.each([
+    ['postgres://u:pg-s3cret@127.0.0.1:1/db', /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: run npm install pg$/],
+    ['mysql://u:my-s3cret@127.0.0.1:1/db', /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: run npm install mysql2$/],
+    ['redis://:rd-s3cret@127.0.0.1:1', /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: run npm install ioredis$/],
+    ['mongodb://u:mg-s3cret@127.0.0.1:1/db', /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: run npm install mongodb$/],
+    ['dynamodb://127.0.0.1:1', /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: run npm install @aws-sdk\/client-dynamodb$/],
+    ['etcd://127.0.0.1:1', /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: run npm install etcd3$/],
+    ['zookeeper://127.0.0.1:1', /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: run npm install node-zookeeper-client$/],
+    ['nats://127.0.0.1:1', /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: run npm install @nats-io\/transport-node @nats-io\/kv$/],
+    ['memcached://127.0.0.1:1', /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: run npm install memjs$/],
+  ])('%s: one line naming the package to install, exit 1', async (url, message) => {
+    const run = await cli(['list', '--url', url], { main })
+    expect(run.code).toBe(1)
+    expect(lines(run.stderr)).toHaveLength(1)
+    expect(run.stderr.trimEnd()).toMatch(message)
+    expect(run.stderr).not.toContain('s3cret')
+  })
+
+  it('sqlite: needs node:sqlite (Node >= 22.13) or better-sqlite3, and says so', async () => {
+    const file = join(temp, 'no-driver.db')
+    const run = await cli(['init', '--url', `sqlite:${file}`], { main })
+    const nodeSqlite = await import('node:sqlite' as string).then(
+      () => true,
+      () => false,
+    )
+    if (nodeSqlite) {
+      expect(run.code, run.stderr).toBe(0)
+      expect(run.stdout).toContain('created table shedlock')
+    } else {
+      expect(run.code).toBe(1)
+      expect(run.stderr).toMatch(/^shedlock init: no SQLite driver: install better-sqlite3 \(`npm i better-sqlite3`\) or use Node >= 22\.13/)
+    }
+  })
+
+  it.skipIf(!redisUp)('with only node-redis (the redis package) installed, redis:// URLs use it', async () => {
+    const modules = join(copy, 'node_modules')
+    mkdirSync(modules, { recursive: true })
+    symlinkSync(join(root, 'node_modules/redis'), join(modules, 'redis'))
+    try {
+      expect(resolvable('ioredis')).toBe(false)
+      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], { main })
+      expect(run.code, run.stdout + run.stderr).toBe(0)
+      expect(run.stdout).toMatch(/^ {2}ok {4}reachable: Redis \S+ \(node-redis\)/m)
+      expect(run.stdout).toMatch(/^ {2}ok {4}write: took lock .*, released it, removed its record$/m)
+    } finally {
+      rmSync(modules, { recursive: true, force: true })
+    }
+  })
+})

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest'
+import { UsageError } from '../../src/cli/command.ts'
+import { ownParameters, parseStoreUrl, redactSecrets, redactUrl, sqlitePath } from '../../src/cli/store-url.ts'
+
+describe('parseStoreUrl', () => {
+  it.each([
+    ['postgres://app@db/app', 'postgres'],
+    ['postgresql://app@db/app', 'postgres'],
+    ['mysql://root@db/test', 'mysql'],
+    ['MariaDB://root@db/test', 'mysql'],
+    ['sqlite:./locks.db', 'sqlite'],
+    ['sqlite:///var/lib/app/locks.db', 'sqlite'],
+    ['redis://cache:6379/2', 'redis'],
+    ['rediss://:pw@cache:6380', 'redis'],
+    ['mongodb://h1:27017,h2:27017/app?replicaSet=rs', 'mongodb'],
+    ['mongodb+srv://cluster0.example.net/app', 'mongodb'],
+    ['dynamodb://', 'dynamodb'],
+    ['dynamodb://127.0.0.1:8000?region=eu-west-1&table=Locks', 'dynamodb'],
+    ['etcd://127.0.0.1:2379', 'etcd'],
+    ['zookeeper://127.0.0.1:2181/chroot', 'zookeeper'],
+    ['nats://127.0.0.1:4222?bucket=locks', 'nats'],
+    ['memcached://127.0.0.1:11211', 'memcached'],
+  ])('%s is a %s store', (raw, scheme) => {
+    expect(parseStoreUrl(raw).scheme).toBe(scheme)
+  })
+
+  it('refuses unknown schemes and empty URLs with a UsageError listing the accepted ones, the password redacted', () => {
+    expect(() => parseStoreUrl('  ')).toThrow(UsageError)
+    const error = (() => {
+      try {
+        parseStoreUrl('oracle://scott:tiger-s3cret@db/orcl')
+      } catch (e) {
+        return e as Error
+      }
+      return undefined
+    })()
+    expect(error).toBeInstanceOf(UsageError)
+    expect(error!.message).toContain('"oracle://scott:***@db/orcl"')
+    expect(error!.message).toContain('postgres://')
+    expect(error!.message).not.toContain('tiger-s3cret')
+  })
+})
+
+describe('redaction', () => {
+  it('replaces the password of a URL, and secret query parameters, by ***', () => {
+    expect(redactUrl('postgres://app:p%40ss-s3cret@db:5432/app?sslmode=require')).toBe('postgres://app:***@db:5432/app?sslmode=require')
+    expect(redactUrl('redis://:only-s3cret@cache:6379')).toBe('redis://:***@cache:6379')
+    expect(redactUrl('mongodb://u:pw-s3cret@h1:1,h2:2/app?authSource=admin&password=x-s3cret')).toBe('mongodb://u:***@h1:1,h2:2/app?authSource=admin&password=***')
+    expect(redactUrl('postgres://app@db/app')).toBe('postgres://app@db/app')
+  })
+
+  it('treats the user of a nats:// URL without password as the token it is', () => {
+    const parsed = parseStoreUrl('nats://tok-s3cret-123@127.0.0.1:4222?bucket=b')
+    expect(parsed.redacted).toBe('nats://***@127.0.0.1:4222?bucket=b')
+    expect(redactSecrets('authorization violation for tok-s3cret-123')).toBe('authorization violation for ***')
+  })
+
+  it('removes a parsed URL’s password, decoded or not, from any later text, such as a driver message', () => {
+    parseStoreUrl('mysql://root:w%C3%B6rd-s3cret@db/test')
+    expect(redactSecrets('auth failed for wörd-s3cret and w%C3%B6rd-s3cret')).toBe('auth failed for *** and ***')
+    expect(redactSecrets('retrying mysql://root:other-secret@db2/x')).toBe('retrying mysql://root:***@db2/x')
+  })
+})
+
+describe('sqlitePath', () => {
+  it('reads sqlite:PATH and sqlite:///abs/path', () => {
+    expect(sqlitePath(parseStoreUrl('sqlite:./locks.db'))).toBe('./locks.db')
+    expect(sqlitePath(parseStoreUrl('sqlite:/var/locks.db'))).toBe('/var/locks.db')
+    expect(sqlitePath(parseStoreUrl('sqlite:///var/locks.db'))).toBe('/var/locks.db')
+    expect(() => sqlitePath(parseStoreUrl('sqlite:'))).toThrow(/sqlite: URL without a path/)
+  })
+})
+
+describe('ownParameters', () => {
+  it('returns the parameters a scheme defines and refuses the others', () => {
+    expect(ownParameters(parseStoreUrl('nats://h:4222?bucket=b'), ['bucket']).get('bucket')).toBe('b')
+    expect(() => ownParameters(parseStoreUrl('nats://h:4222?buckets=b'), ['bucket'])).toThrow(/nats URLs take only \?bucket=, got \?buckets=/)
+    expect(() => ownParameters(parseStoreUrl('etcd://h?environment=a&environment=b'), ['environment'])).toThrow(/appears twice/)
+  })
+})

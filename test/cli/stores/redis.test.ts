@@ -1,0 +1,47 @@
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { afterAll, describe } from 'vitest'
+import { redisLockProvider } from '../../../src/providers/redis.ts'
+import { connectOrSkip } from '../../support/backends.ts'
+import { cliProof } from '../support/proof.ts'
+
+const url = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const client = await connectOrSkip('redis', '127.0.0.1:6379 (SHEDLOCK_REDIS_URL)', async () => {
+  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null })
+  let socketError: unknown
+  r.on('error', (error) => {
+    socketError ??= error
+  })
+  try {
+    await r.connect()
+  } catch (error) {
+    r.disconnect()
+    throw socketError ?? error
+  }
+  return r
+})
+
+describe.skipIf(!client)('shedlock CLI on Redis (the built bin)', () => {
+  const redis = client!
+  // Every key of this file lives under its own environment, deleted at the end.
+  const environment = `cli-test-${process.pid}-${randomBytes(3).toString('hex')}`
+  const cliUrl = `${url}${url.includes('?') ? '&' : '?'}environment=${environment}`
+  afterAll(async () => {
+    const keys = await redis.keys(`job-lock:${environment}:*`)
+    if (keys.length > 0) await redis.del(...keys)
+    redis.disconnect()
+  })
+  // The server has no password, but users exist in Redis 6+: an unknown one is refused (WRONGPASS) whatever the password.
+  const wrong = new URL(url)
+  wrong.username = 'shedlock-no-such-user'
+  wrong.password = 'rd-s3cret-Pa55'
+
+  cliProof({
+    kind: /^Redis /,
+    args: ['--url', cliUrl],
+    provider: () => redisLockProvider({ client: redis, environment }),
+    isHeld: async (name) => (await redis.exists(`job-lock:${environment}:${name}`)) === 1,
+    init: { args: ['--url', cliUrl], first: /Redis needs no setup/, again: /Redis needs no setup/ },
+    wrongPassword: { url: wrong.toString(), password: wrong.password, message: /WRONGPASS/ },
+  })
+})

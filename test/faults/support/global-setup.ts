@@ -1,0 +1,43 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TestProject } from 'vitest/node'
+import type { Figure } from './figures.ts'
+
+/**
+ * Gives the fault tests a file to record their figures in and, after the run, prints one summary
+ * line: faults injected per store, hostile inputs tried, executions checked in the soak,
+ * overlaps found.
+ */
+export default function setup(project: TestProject): () => void {
+  const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-figures-'))
+  const file = join(dir, 'figures.jsonl')
+  project.provide('faultFiguresFile', file)
+  return () => {
+    let figures: Figure[] = []
+    try {
+      figures = readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Figure)
+    } catch {
+      // No test recorded anything (a filtered run).
+    }
+    rmSync(dir, { recursive: true, force: true })
+    if (figures.length === 0) return
+    const faults = new Map<string, number>()
+    let inputs = 0
+    let executions = 0
+    let overlaps = 0
+    for (const f of figures) {
+      // "postgres (app time)" counts for postgres.
+      const store = f.store.split(' ')[0]!
+      if (f.faults > 0) faults.set(store, (faults.get(store) ?? 0) + f.faults)
+      inputs += f.inputs ?? 0
+      executions += f.executions ?? 0
+      overlaps += f.overlaps ?? 0
+    }
+    const perStore = [...faults].map(([store, n]) => `${store} ${n}`).join(', ') || 'none'
+    console.log(`\nshedlock fault suite: faults injected per store: ${perStore}; hostile inputs tried: ${inputs}; soak executions checked: ${executions}; overlaps found: ${overlaps}\n`)
+  }
+}

@@ -1,0 +1,54 @@
+import type { Clock, LockProvider } from 'shedlock'
+import type { SqliteDatabase } from 'shedlock/sqlite'
+
+/** The stores the fault suite runs against processes and servers of its own. */
+export type StoreName = 'postgres' | 'mysql' | 'sqlite' | 'redis' | 'etcd' | 'nats' | 'memcached' | 'zookeeper' | 'dynamodb'
+
+/** How to reach one store: plain data, so that it travels to worker processes as JSON. */
+export interface StoreSpec {
+  store: StoreName
+  /** Client port on 127.0.0.1 (the server's, or a proxy's). */
+  port?: number
+  /** SQL and DynamoDB table. */
+  table?: string
+  /** SQL: let the database clock decide expiry. @default true */
+  useDbTime?: boolean
+  /** SQLite file. */
+  file?: string
+  /** SQLite busy timeout in ms. @default 5000 */
+  busyTimeoutMs?: number
+  /** Redis, etcd, memcached environment (key part). */
+  environment?: string
+  /** NATS bucket. */
+  bucket?: string
+  /** ZooKeeper root path. */
+  path?: string
+  /** Connection user and password (secrets tests); the DynamoDB secret access key. */
+  user?: string
+  password?: string
+  /** SQL pool size. @default 10 */
+  poolSize?: number
+}
+
+/** Options of one node. */
+export interface NodeOptions {
+  /** The node's clock, given to the provider (and by the caller to its executor). */
+  clock?: Clock
+  /** Connection and operation timeouts in ms. @default 2000 */
+  timeoutMs?: number
+}
+
+/** One node: a provider over its own client. */
+export interface StoreNode {
+  provider: LockProvider
+  close(): Promise<void>
+}
+
+export function openNode(spec: StoreSpec, options?: NodeOptions): Promise<StoreNode>
+
+export interface SqliteConnection extends SqliteDatabase {
+  exec(sql: string): unknown
+  close(): unknown
+}
+
+export function openSqlite(file: string, busyTimeoutMs: number): Promise<{ database: SqliteConnection; driver: 'node:sqlite' | 'better-sqlite3' }>

@@ -1,0 +1,174 @@
+// Opens one "node" of the fault suite: the store's driver client, connected the way the README
+// tells users to connect it, and the shedlock provider over it, built from the package itself
+// (`shedlock/<store>`, i.e. dist/). Plain JavaScript, because worker processes run it on Node 20,
+// which cannot load TypeScript; the tests import it too (types in store-clients.d.mts), so that a
+// node in a worker and a node in the test are built the same way.
+
+import { setTimeout as sleep } from 'node:timers/promises'
+
+/** Where every fault-suite client connects. */
+const HOST = '127.0.0.1'
+
+/** Connection options that make failures show within seconds, not minutes. */
+const TIMEOUT_MS = 2000
+
+/**
+ * @param {import('./store-clients.d.mts').StoreSpec} spec
+ * @param {import('./store-clients.d.mts').NodeOptions} [options]
+ * @returns {Promise<import('./store-clients.d.mts').StoreNode>}
+ */
+export async function openNode(spec, options = {}) {
+  const clock = options.clock
+  const timeout = options.timeoutMs ?? TIMEOUT_MS
+  const withClock = (o) => (clock ? { ...o, clock } : o)
+  switch (spec.store) {
+    case 'postgres': {
+      const { default: pg } = await import('pg')
+      const { postgresLockProvider } = await import('shedlock/postgres')
+      const pool = new pg.Pool({
+        host: HOST,
+        port: spec.port,
+        user: spec.user ?? 'postgres',
+        password: spec.password,
+        database: 'postgres',
+        max: spec.poolSize ?? 10,
+        connectionTimeoutMillis: timeout,
+      })
+      // pg emits 'error' on idle clients whose server went away; without a listener that
+      // crashes the process (documented by pg). An application must attach one too.
+      pool.on('error', () => {})
+      return {
+        provider: postgresLockProvider(withClock({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        close: () => pool.end().catch(() => {}),
+      }
+    }
+    case 'mysql': {
+      const mysql = await import('mysql2/promise')
+      const { mysqlLockProvider } = await import('shedlock/mysql')
+      const pool = mysql.createPool({
+        host: HOST,
+        port: spec.port,
+        user: spec.user ?? 'root',
+        password: spec.password,
+        database: 'test',
+        connectionLimit: spec.poolSize ?? 10,
+        connectTimeout: timeout,
+      })
+      return {
+        provider: mysqlLockProvider(withClock({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        close: () => pool.end().catch(() => {}),
+      }
+    }
+    case 'sqlite': {
+      const { sqliteLockProvider } = await import('shedlock/sqlite')
+      const { database } = await openSqlite(spec.file, spec.busyTimeoutMs ?? 5000)
+      return {
+        provider: sqliteLockProvider(withClock({ database, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        close: async () => database.close(),
+      }
+    }
+    case 'redis': {
+      const { Redis } = await import('ioredis')
+      const { redisLockProvider } = await import('shedlock/redis')
+      const client = new Redis({ host: HOST, port: spec.port, password: spec.password, connectTimeout: timeout, retryStrategy: () => 200 })
+      client.on('error', () => {})
+      return {
+        provider: redisLockProvider(withClock({ client, environment: spec.environment, timeout })),
+        close: async () => client.disconnect(),
+      }
+    }
+    case 'etcd': {
+      const { Etcd3 } = await import('etcd3')
+      const { etcdLockProvider } = await import('shedlock/etcd')
+      const client = new Etcd3({ hosts: `http://${HOST}:${spec.port}`, ...(spec.password ? { auth: { username: spec.user, password: spec.password } } : {}) })
+      return {
+        provider: etcdLockProvider(withClock({ client, environment: spec.environment, timeout })),
+        close: async () => client.close(),
+      }
+    }
+    case 'nats': {
+      const { connect } = await import('@nats-io/transport-node')
+      const { jetstream } = await import('@nats-io/jetstream')
+      const { Kvm } = await import('@nats-io/kv')
+      const { natsLockProvider } = await import('shedlock/nats')
+      // The README's advice: never stop reconnecting.
+      const nc = await connect({ servers: `${HOST}:${spec.port}`, user: spec.user, pass: spec.password, maxReconnectAttempts: -1, reconnectTimeWait: 200, timeout })
+      const kv = await new Kvm(jetstream(nc, { timeout })).create(spec.bucket)
+      return {
+        provider: natsLockProvider(withClock({ kv })),
+        close: () => nc.close().catch(() => {}),
+      }
+    }
+    case 'memcached': {
+      const { default: memjs } = await import('memjs')
+      const { memcachedLockProvider } = await import('shedlock/memcached')
+      const auth = spec.password ? `${spec.user}:${spec.password}@` : ''
+      // memjs logs every failed request to the console; failures here are on purpose.
+      const client = memjs.Client.create(`${auth}${HOST}:${spec.port}`, { logger: { log: () => {} }, timeout: timeout / 1000, conntimeout: timeout / 1000, retries: 1 })
+      return {
+        provider: memcachedLockProvider(withClock({ client, environment: spec.environment, timeout })),
+        close: async () => client.close(),
+      }
+    }
+    case 'zookeeper': {
+      const { default: zookeeper } = await import('node-zookeeper-client')
+      const { zookeeperLockProvider } = await import('shedlock/zookeeper')
+      const client = zookeeper.createClient(`${HOST}:${spec.port}`, { sessionTimeout: 30_000, spinDelay: 200 })
+      const connected = new Promise((resolve) => client.once('connected', resolve))
+      client.connect()
+      if (!(await Promise.race([connected.then(() => true), sleep(15_000).then(() => false)]))) {
+        client.close()
+        throw new Error(`ZooKeeper at ${HOST}:${spec.port} did not connect within 15 s`)
+      }
+      return {
+        provider: zookeeperLockProvider(withClock({ client, path: spec.path, timeout })),
+        close: async () => client.close(),
+      }
+    }
+    case 'dynamodb': {
+      const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb')
+      const { dynamoDBLockProvider } = await import('shedlock/dynamodb')
+      const client = new DynamoDBClient({
+        endpoint: `http://${HOST}:${spec.port}`,
+        region: 'us-east-1',
+        // dynalite accepts any credentials; the secret is a marker for the secrets tests.
+        credentials: { accessKeyId: 'faults', secretAccessKey: spec.password ?? 'dummy-secret' },
+        maxAttempts: 1,
+        // Without throwOnRequestTimeout, as many applications have it: the SDK then only logs a
+        // warning when a request outlasts requestTimeout, and shedlock's own bounds must hold.
+        requestHandler: { connectionTimeout: timeout, requestTimeout: timeout },
+      })
+      return {
+        provider: dynamoDBLockProvider(withClock({ client, tableName: spec.table })),
+        close: async () => client.destroy(),
+      }
+    }
+    default:
+      throw new Error(`unknown store ${spec.store}`)
+  }
+}
+
+/**
+ * Opens a SQLite file the way the README says: `node:sqlite` where this Node has it (22.13+),
+ * else better-sqlite3; WAL and a busy timeout either way.
+ * @param {string} file
+ * @param {number} busyTimeoutMs
+ */
+export async function openSqlite(file, busyTimeoutMs) {
+  let database
+  let driver
+  const [major, minor] = process.versions.node.split('.').map(Number)
+  if (major > 22 || (major === 22 && minor >= 13)) {
+    const specifier = 'node:sqlite'
+    const { DatabaseSync } = await import(specifier)
+    database = new DatabaseSync(file, { timeout: busyTimeoutMs })
+    database.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
+    driver = 'node:sqlite'
+  } else {
+    const { default: Database } = await import('better-sqlite3')
+    database = new Database(file, { timeout: busyTimeoutMs })
+    driver = 'better-sqlite3'
+  }
+  database.exec('PRAGMA journal_mode = WAL')
+  return { database, driver }
+}

@@ -1,0 +1,130 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+
+/** One line of a proof app's ledger: a run of the job. Times are epoch milliseconds. */
+export interface LedgerRecord {
+  node: string
+  /** The second of the fire (epoch seconds), as the scheduler reports it. */
+  tick: number
+  start: number
+  end: number
+  /** `assertLocked()` passed inside the job. */
+  locked: boolean
+  /** Which job, when an app runs several. */
+  job?: string
+}
+
+/** A finished proof process. */
+export interface ProofRun {
+  node: string
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+  /** When it printed "ready" (scheduling started) and "stopping". */
+  ready: number
+  stopping: number
+}
+
+/** What a ledger shows over the window where every process was scheduling. */
+export interface ProofReport {
+  /** Ticks (epoch seconds) every process was up for, first to last. */
+  window: number[]
+  executions: number
+  /** Runs per node, over the whole ledger. */
+  byNode: Record<string, number>
+  /** Ticks that ran more than once (whole ledger). */
+  duplicates: number[]
+  /** Ticks of the window that never ran. */
+  missing: number[]
+  /** Pairs of runs whose [start, end] intersect (whole ledger). */
+  overlaps: Array<[LedgerRecord, LedgerRecord]>
+  /** Runs where assertLocked() failed. */
+  unlocked: number
+}
+
+const children = new Set<ChildProcess>()
+
+/** Kills every proof process still running: call it from afterEach, so a failing test leaves none behind. */
+export function killProofProcesses(): void {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  children.clear()
+}
+
+/**
+ * Starts `node <script>` with `env`, and resolves once it exits (killing it after `timeoutMs`).
+ * The script prints `ready <ms>` when it starts scheduling and `stopping <ms>` when it stops.
+ */
+export function runProofProcess(script: string, node: string, env: Record<string, string>, timeoutMs: number): Promise<ProofRun> {
+  if (!existsSync(script)) throw new Error(`${script} is missing`)
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.add(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+  return new Promise((resolve) => {
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      children.delete(child)
+      const time = (word: string) => Number(new RegExp(`^${word} (\\d+)$`, 'm').exec(stdout)?.[1] ?? Number.NaN)
+      resolve({ node, code, signal, stdout, stderr, ready: time('ready'), stopping: time('stopping') })
+    })
+  })
+}
+
+/** Reads a JSON-lines ledger; missing file means no runs. */
+export function readLedger(path: string): LedgerRecord[] {
+  if (!existsSync(path)) return []
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as LedgerRecord)
+}
+
+/**
+ * Checks a ledger against the processes that wrote it. The window holds the ticks that fired at
+ * least `marginMs` after the last process was ready and finished (`runMs`) before the first one
+ * began to stop: each of them must have run exactly once.
+ */
+export function analyse(records: LedgerRecord[], runs: ProofRun[], options: { marginMs?: number; runMs?: number } = {}): ProofReport {
+  const margin = options.marginMs ?? 200
+  const runMs = options.runMs ?? 700
+  const from = Math.max(...runs.map((r) => r.ready)) + margin
+  const to = Math.min(...runs.map((r) => r.stopping)) - runMs
+  const window: number[] = []
+  for (let tick = Math.ceil(from / 1000); tick * 1000 <= to; tick++) window.push(tick)
+
+  const perTick = new Map<number, number>()
+  const byNode: Record<string, number> = {}
+  for (const r of records) {
+    perTick.set(r.tick, (perTick.get(r.tick) ?? 0) + 1)
+    byNode[r.node] = (byNode[r.node] ?? 0) + 1
+  }
+  const sorted = [...records].sort((a, b) => a.start - b.start)
+  const overlaps: Array<[LedgerRecord, LedgerRecord]> = []
+  let latest: LedgerRecord | undefined // the run that ends last among those started so far
+  for (const r of sorted) {
+    if (latest && r.start < latest.end) overlaps.push([latest, r])
+    if (!latest || r.end > latest.end) latest = r
+  }
+  return {
+    window,
+    executions: records.length,
+    byNode,
+    duplicates: [...perTick].filter(([, n]) => n > 1).map(([tick]) => tick),
+    missing: window.filter((tick) => !perTick.has(tick)),
+    overlaps,
+    unlocked: records.filter((r) => !r.locked).length,
+  }
+}
+
+/** One line for the test log and the report. */
+export function summary(name: string, report: ProofReport): string {
+  const nodes = Object.entries(report.byNode)
+    .sort()
+    .map(([node, n]) => `${node}=${n}`)
+    .join(' ')
+  return `${name}: ${report.window.length} ticks in the window, ${report.executions} executions in all (${nodes}), ${report.duplicates.length} duplicates, ${report.missing.length} missing, ${report.overlaps.length} overlaps`
+}

@@ -1,0 +1,89 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import * as root from '../src/index.ts'
+
+const rootDir = fileURLToPath(new URL('..', import.meta.url))
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  type?: string
+  exports: Record<string, string | { types?: string; default?: string }>
+  dependencies?: Record<string, string>
+  peerDependencies?: Record<string, string>
+}
+
+const entries = Object.entries(pkg.exports).filter(([key]) => key !== './package.json')
+
+describe('package.json', () => {
+  it('is an ES module package without runtime or peer dependencies', () => {
+    expect(pkg.type).toBe('module')
+    expect(pkg.dependencies ?? {}).toEqual({})
+    expect(pkg.peerDependencies ?? {}).toEqual({})
+  })
+
+  it('exports ./package.json as itself', () => {
+    expect(pkg.exports['./package.json']).toBe('./package.json')
+  })
+
+  it('has export entries', () => {
+    expect(entries.map(([key]) => key)).toContain('.')
+    expect(entries.map(([key]) => key)).toContain('./testing')
+  })
+
+  describe.each(entries)('exports[%j]', (key, target) => {
+    it('maps dist/X.js to an existing src/X.ts, with matching types', () => {
+      expect(typeof target).toBe('object')
+      const { default: js, types } = target as { types?: string; default?: string }
+      expect(js).toMatch(/^\.\/dist\/.+\.js$/)
+      const stem = js!.slice('./dist/'.length, -'.js'.length)
+      expect(types).toBe(`./dist/${stem}.d.ts`)
+      expect(existsSync(`${rootDir}src/${stem}.ts`), `src/${stem}.ts is missing`).toBe(true)
+      // "types" must come first for TypeScript's resolution.
+      expect(Object.keys(target as object)[0]).toBe('types')
+    })
+
+    it('is named after its module', () => {
+      const stem = (target as { default: string }).default.slice('./dist/'.length, -'.js'.length)
+      if (key === '.') expect(stem).toBe('index')
+      else expect(stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`)).toBe(true)
+    })
+  })
+
+  it('every provider module but in-memory has an export entry', () => {
+    const exported = new Set(entries.map(([, target]) => (target as { default?: string }).default))
+    const providers = readdirSync(`${rootDir}src/providers`).filter((file) => file.endsWith('.ts') && file !== 'in-memory.ts')
+    expect(providers.length).toBeGreaterThan(0)
+    const missing = providers.filter((file) => !exported.has(`./dist/providers/${file.replace(/\.ts$/, '.js')}`))
+    expect(missing, 'src/providers/ files without an export entry').toEqual([])
+  })
+})
+
+describe('root index', () => {
+  it.each([
+    'parseDuration',
+    'lockConfiguration',
+    'createLockingTaskExecutor',
+    'assertLocked',
+    'extendActiveLock',
+    'keepAliveLockProvider',
+    'inMemoryLockProvider',
+  ])('exports the function %s', (name) => {
+    expect(typeof (root as Record<string, unknown>)[name]).toBe('function')
+  })
+
+  it.each([
+    ['ShedLockError', Error],
+    ['LockConfigurationError', root.ShedLockError],
+    ['LockProviderError', root.ShedLockError],
+    ['LockStateError', root.ShedLockError],
+    ['NotLockedError', root.ShedLockError],
+    ['NoActiveLockError', root.ShedLockError],
+    ['LockCannotBeExtendedError', root.ShedLockError],
+  ] as const)('exports the error class %s', (name, base) => {
+    const ErrorClass = (root as unknown as Record<string, new (message: string) => Error>)[name]!
+    expect(typeof ErrorClass).toBe('function')
+    const error = new ErrorClass('message')
+    expect(error).toBeInstanceOf(base)
+    expect(error.name).toBe(name)
+    expect(error.message).toBe('message')
+  })
+})
