@@ -9,6 +9,7 @@ import { mysqlSchema } from '../../src/providers/mysql.ts'
 import { postgresSchema } from '../../src/providers/postgres.ts'
 import { sqliteSchema } from '../../src/providers/sqlite.ts'
 import { connectOrSkip } from '../support/backends.ts'
+import { REDIS_URL } from '../support/kv-clients.ts'
 import { cli, lines } from './support/cli.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -17,7 +18,7 @@ afterAll(() => rmSync(temp, { recursive: true, force: true }))
 // No SHEDLOCK_URL from the environment of whoever runs the tests.
 const noUrl = { SHEDLOCK_URL: undefined }
 const COMMANDS = ['run', 'list', 'unlock', 'doctor', 'init', 'schema', 'demo']
-const redisUrl = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const redisUrl = REDIS_URL
 const redisUp = await connectOrSkip('redis', `${redisUrl} (SHEDLOCK_REDIS_URL), for the node-redis case`, async () => {
   const { hostname, port } = new URL(redisUrl)
   await new Promise<void>((resolve, reject) => {

@@ -11,21 +11,12 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../src/index.ts'
 import { etcdLockProvider } from '../../src/providers/etcd.ts'
 import { lockProviderSuite } from '../../src/testing/index.ts'
-import { connectOrSkip } from '../support/backends.ts'
+import { ETCD_URL, etcdOrSkip } from '../support/kv-clients.ts'
 import { freePort } from '../support/processes.ts'
 import { registerSuite } from '../support/register-suite.ts'
 
-const url = process.env.SHEDLOCK_ETCD_URL ?? 'http://127.0.0.1:2379'
-const etcd = await connectOrSkip('etcd', `${url} (SHEDLOCK_ETCD_URL)`, async () => {
-  const client = new Etcd3({ hosts: url })
-  try {
-    await client.get('shedlock-connection-probe').string()
-  } catch (error) {
-    client.close()
-    throw error
-  }
-  return client
-})
+const url = ETCD_URL
+const etcd = await etcdOrSkip()
 
 // The TTL etcd really grants for a 1-second lease: it raises TTLs below ceil(1.5 × election
 // timeout), 2 s with etcd's default settings.

@@ -13,27 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../src/index.ts'
 import { fromIoredis, fromNodeRedis, type RedisCommands, redisLockProvider, toRedisCommands } from '../../src/providers/redis.ts'
 import { lockProviderSuite } from '../../src/testing/index.ts'
-import { connectOrSkip } from '../support/backends.ts'
+import { REDIS_URL, redisOrSkip } from '../support/kv-clients.ts'
 import { assertFailsClosed } from '../support/fail-closed.ts'
 import { registerSuite } from '../support/register-suite.ts'
 
-const url = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const url = REDIS_URL
 // A raw connection that reads the store behind the providers' backs.
-const raw = await connectOrSkip('redis', '127.0.0.1:6379 (SHEDLOCK_REDIS_URL)', async () => {
-  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null })
-  let socketError: unknown
-  r.on('error', (error) => {
-    socketError ??= error
-  })
-  try {
-    await r.connect()
-    await r.ping()
-  } catch (error) {
-    r.disconnect()
-    throw socketError ?? error
-  }
-  return r
-})
+const raw = await redisOrSkip()
 
 const run = promisify(execFile)
 const config = (name: string, lockAtMostFor: number | string = '5m', lockAtLeastFor: number | string = 0) => lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })

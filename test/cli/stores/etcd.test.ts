@@ -1,21 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { Etcd3 } from 'etcd3'
 import { afterAll, describe } from 'vitest'
 import { etcdLockProvider } from '../../../src/providers/etcd.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { ETCD_URL, etcdOrSkip } from '../../support/kv-clients.ts'
 import { cliBasics } from '../support/proof.ts'
 
-const url = process.env.SHEDLOCK_ETCD_URL ?? 'http://127.0.0.1:2379'
-const etcd = await connectOrSkip('etcd', `${url} (SHEDLOCK_ETCD_URL)`, async () => {
-  const client = new Etcd3({ hosts: url })
-  try {
-    await client.get('shedlock-connection-probe').string()
-  } catch (error) {
-    client.close()
-    throw error
-  }
-  return client
-})
+const url = ETCD_URL
+const etcd = await etcdOrSkip()
 
 describe.skipIf(!etcd)('shedlock CLI on etcd (the built bin)', () => {
   const client = etcd!

@@ -1,25 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { Redis } from 'ioredis'
 import { afterAll, describe } from 'vitest'
 import { redisLockProvider } from '../../../src/providers/redis.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { REDIS_URL, redisOrSkip } from '../../support/kv-clients.ts'
 import { cliProof } from '../support/proof.ts'
 
-const url = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
-const client = await connectOrSkip('redis', '127.0.0.1:6379 (SHEDLOCK_REDIS_URL)', async () => {
-  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null })
-  let socketError: unknown
-  r.on('error', (error) => {
-    socketError ??= error
-  })
-  try {
-    await r.connect()
-  } catch (error) {
-    r.disconnect()
-    throw socketError ?? error
-  }
-  return r
-})
+const url = REDIS_URL
+const client = await redisOrSkip()
 
 describe.skipIf(!client)('shedlock CLI on Redis (the built bin)', () => {
   const redis = client!

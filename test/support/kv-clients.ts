@@ -1,0 +1,45 @@
+import { Etcd3 } from 'etcd3'
+import { Redis } from 'ioredis'
+import { connectOrSkip } from './backends.ts'
+
+/** The Redis server of the tests: `SHEDLOCK_REDIS_URL`, by default the CI machine's. */
+export const REDIS_URL = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
+/** The etcd server of the tests: `SHEDLOCK_ETCD_URL`, by default the one `scripts/services.sh` starts. */
+export const ETCD_URL = process.env.SHEDLOCK_ETCD_URL ?? 'http://127.0.0.1:2379'
+
+/**
+ * An ioredis client that has answered `PING`, without retries (a dead server fails at once);
+ * `undefined` (skipped) when unreachable and not required.
+ */
+export function redisOrSkip(): Promise<Redis | undefined> {
+  return connectOrSkip('redis', `${REDIS_URL} (SHEDLOCK_REDIS_URL)`, async () => {
+    const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null })
+    // ioredis rejects connect() with a generic "Connection is closed"; the socket error says why.
+    let socketError: unknown
+    client.on('error', (error) => {
+      socketError ??= error
+    })
+    try {
+      await client.connect()
+      await client.ping()
+    } catch (error) {
+      client.disconnect()
+      throw socketError ?? error
+    }
+    return client
+  })
+}
+
+/** An etcd3 client that has answered a read; `undefined` (skipped) when unreachable and not required. */
+export function etcdOrSkip(): Promise<Etcd3 | undefined> {
+  return connectOrSkip('etcd', `${ETCD_URL} (SHEDLOCK_ETCD_URL)`, async () => {
+    const client = new Etcd3({ hosts: ETCD_URL })
+    try {
+      await client.get('shedlock-connection-probe').string()
+    } catch (error) {
+      client.close()
+      throw error
+    }
+    return client
+  })
+}
