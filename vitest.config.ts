@@ -11,7 +11,7 @@ export default defineConfig({
     maxWorkers: 2,
     // In CI a failed test runs once more: a whole CI run (three suites, 25 minutes) must not be
     // lost to one stall of a shared VM. `.ci/run` lists every test that passed only on its retry,
-    // so a flaky test stays visible. The fault suite never retries (test/faults/vitest.config.ts).
+    // so a flaky test stays visible.
     retry: process.env.CI === 'true' || process.env.CI === '1' ? 1 : 0,
   },
 })

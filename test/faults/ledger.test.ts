@@ -1,7 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import type { TestProject } from 'vitest/node'
+import type { Figure } from './support/figures.ts'
+import setup from './support/global-setup.ts'
 import { checkLedger, heapSlope, readLedgers } from './support/ledger.ts'
 
 // The soak's verdict rests on this checker: it must find what it is meant to find.
@@ -53,5 +56,27 @@ describe('the ledger checker (self-test)', () => {
     expect(Math.abs(heapSlope(flat, 10_000))).toBeLessThan(1_000)
     expect(heapSlope(flat, 0)).toBeGreaterThan(20_000)
     expect(heapSlope(leaking, 15_000)).toBeCloseTo(50_000, -2)
+  })
+})
+
+// A soak retried in CI must not pass the run if its first attempt overlapped.
+describe('the fault suite summary (self-test)', () => {
+  const summarise = (figures: Figure[]): number | string | undefined => {
+    let file = ''
+    const teardown = setup({ provide: (_key: string, value: string) => (file = value) } as unknown as TestProject)
+    for (const f of figures) appendFileSync(file, `${JSON.stringify(f)}\n`)
+    const before = process.exitCode
+    try {
+      teardown()
+      return process.exitCode
+    } finally {
+      process.exitCode = before
+    }
+  }
+
+  it('fails the run when any attempt, even one retried into a pass, found an overlap', () => {
+    const soak = { store: 'redis', group: 'soak', faults: 0, executions: 1000 }
+    expect(summarise([soak, { ...soak, overlaps: 0 }])).toBeUndefined()
+    expect(summarise([{ ...soak, overlaps: 1 }, { ...soak, overlaps: 0 }])).toBe(1)
   })
 })

@@ -11,7 +11,9 @@ export default defineConfig({
     fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    // A failed fault test is a finding: never retried into a pass.
-    retry: 0,
+    // In CI a failed fault test runs once more, so that one stall of a shared VM does not fail a
+    // 25-minute run; .ci/run lists every test that passed only on its retry. A retry cannot hide
+    // a double run: an overlap found by any attempt fails the run (global-setup.ts).
+    retry: process.env.CI === 'true' || process.env.CI === '1' ? 1 : 0,
   },
 })
