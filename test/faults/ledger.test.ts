@@ -1,7 +1,7 @@
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import type { TestProject } from 'vitest/node'
 import type { Figure } from './support/figures.ts'
 import setup from './support/global-setup.ts'
@@ -61,22 +61,31 @@ describe('the ledger checker (self-test)', () => {
 
 // A soak retried in CI must not pass the run if its first attempt overlapped.
 describe('the fault suite summary (self-test)', () => {
-  const summarise = (figures: Figure[]): number | string | undefined => {
+  // The exit code the summary leaves, and what it printed (kept out of the suite's own log).
+  const summarise = (figures: Figure[]): { exitCode: typeof process.exitCode; printed: string } => {
     let file = ''
     const teardown = setup({ provide: (_key: string, value: string) => (file = value) } as unknown as TestProject)
     for (const f of figures) appendFileSync(file, `${JSON.stringify(f)}\n`)
     const before = process.exitCode
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {})
+    const error = vi.spyOn(console, 'error').mockImplementation(() => {})
     try {
       teardown()
-      return process.exitCode
+      return { exitCode: process.exitCode, printed: [...log.mock.calls, ...error.mock.calls].join('\n') }
     } finally {
       process.exitCode = before
+      log.mockRestore()
+      error.mockRestore()
     }
   }
 
   it('fails the run when any attempt, even one retried into a pass, found an overlap', () => {
     const soak = { store: 'redis', group: 'soak', faults: 0, executions: 1000 }
-    expect(summarise([soak, { ...soak, overlaps: 0 }])).toBeUndefined()
-    expect(summarise([{ ...soak, overlaps: 1 }, { ...soak, overlaps: 0 }])).toBe(1)
+    const clean = summarise([soak, { ...soak, overlaps: 0 }])
+    expect(clean.exitCode).toBeUndefined()
+    expect(clean.printed).toContain('soak executions checked: 2000; overlaps found: 0')
+    const retried = summarise([{ ...soak, overlaps: 1 }, { ...soak, overlaps: 0 }])
+    expect(retried.exitCode).toBe(1)
+    expect(retried.printed).toContain('1 overlapping executions, counting retried attempts')
   })
 })
