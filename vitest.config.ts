@@ -11,7 +11,8 @@ export default defineConfig({
     maxWorkers: 2,
     // In CI a failed test runs once more: a whole CI run (three suites, 25 minutes) must not be
     // lost to one stall of a shared VM. `.ci/run` lists every test that passed only on its retry,
-    // so a flaky test stays visible.
+    // so a flaky test stays visible. Tests that count double runs never pass on a retry after
+    // finding one (test/support/double-runs.ts).
     retry: process.env.CI === 'true' || process.env.CI === '1' ? 1 : 0,
   },
 })

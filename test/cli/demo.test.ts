@@ -4,6 +4,7 @@ import { dirname } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
+import { noDoubleRunInAnyAttempt } from '../support/double-runs.ts'
 
 // The CLI as users run it: the built dist/cli/main.js (`npm test` builds first; while developing, `npm run build`).
 const main = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
@@ -93,6 +94,7 @@ describe('shedlock demo', () => {
       expect(line.match(/node-\d skipped/g), line).toHaveLength(2)
     }
     expect(workerPids(run.stdout)).toHaveLength(3)
+    noDoubleRunInAnyAttempt('duplicates', summaryNumber(run.stdout, 'duplicates'))
     expect(run.stdout).toContain('duplicates: 0')
     expect(summaryNumber(run.stdout, 'ticks')).toBe(4)
     expect(summaryNumber(run.stdout, 'executions')).toBe(4)
@@ -120,6 +122,7 @@ describe('shedlock demo', () => {
     const run = await done
     expect(run.code, run.stdout).toBe(130)
     expect(run.stdout).toContain('Interrupted')
+    noDoubleRunInAnyAttempt('duplicates', summaryNumber(run.stdout, 'duplicates'))
     expect(run.stdout).toContain('duplicates: 0')
     expect(pids.filter(isAlive)).toEqual([])
   }, 30_000)

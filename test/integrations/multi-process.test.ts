@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { noDoubleRunInAnyAttempt } from '../support/double-runs.ts'
 import { analyse, killProofProcesses, readLedger, runProofProcess, summary } from './support/proof.ts'
 
 // Three processes of a small app per scheduler, sharing one SQLite file, a job every second for
@@ -47,6 +48,7 @@ describe.each(['node-cron', 'croner', 'cron', 'node-schedule'])('%s: three proce
     const report = analyse(records, runs)
     console.log(summary(app, report))
     expect(report.window.length, 'ticks in the window').toBeGreaterThanOrEqual(3)
+    noDoubleRunInAnyAttempt('ticks that ran twice or overlapped', report.duplicates.length + report.overlaps.length)
     expect(report.duplicates, 'ticks that ran twice').toEqual([])
     expect(report.missing, 'ticks of the window that never ran').toEqual([])
     expect(report.overlaps, 'runs that overlapped').toEqual([])

@@ -7,6 +7,7 @@ import pg from 'pg'
 import { postgresSchema } from 'shedlock/postgres'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { connectOrSkip, uniqueTable } from '../../../test/support/backends.ts'
+import { noDoubleRunInAnyAttempt } from '../../../test/support/double-runs.ts'
 import { ensureNestjsBuilt, tsc } from '../../../test/integrations/support/build.ts'
 import { analyse, killProofProcesses, readLedger, runProofProcess, summary } from '../../../test/integrations/support/proof.ts'
 
@@ -77,6 +78,7 @@ describe('@nestjs/schedule: three processes over one PostgreSQL database', () =>
       )
       console.log(summary(`@nestjs/schedule, job "${job}"`, report))
       expect(report.window.length, 'ticks in the window').toBeGreaterThanOrEqual(3)
+      noDoubleRunInAnyAttempt(`${job}: ticks that ran twice or overlapped`, report.duplicates.length + report.overlaps.length)
       expect(report.duplicates, `${job}: ticks that ran twice`).toEqual([])
       expect(report.missing, `${job}: ticks of the window that never ran`).toEqual([])
       expect(report.overlaps, `${job}: runs that overlapped`).toEqual([])
