@@ -15,6 +15,7 @@ import {
   systemClock,
 } from 'shedlock'
 import { expect, it } from 'vitest'
+import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
 import { badLockNames } from './bad-input.ts'
 import { recordFigure } from './figures.ts'
 import { checkLedger, heapSlope, readLedgers } from './ledger.ts'
@@ -178,6 +179,7 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
       if (s.store !== 'mongodb') expect(error.provider).toBe(s.store)
       expect(error.message).toMatch(/could not acquire lock "while-down-/)
     }
+    noDoubleRunInAnyAttempt('tasks that ran while the store was down', ran.length)
     expect(ran, 'tasks that ran while the store was down').toEqual([])
     const lockFailed = events.filter((e) => e.hook === 'onLockFailed')
     expect(lockFailed).toHaveLength(3)
@@ -383,6 +385,10 @@ export function clockSkew(sut: Sut): void {
     const shortAtLeast = await ticks(4, 150, 10_000)
     const longAtLeast = await ticks(3, SKEW_MS + 1_000, SKEW_MS + 10_000)
 
+    // Unmitigated app time shows the stated risk on purpose; anything else is a double run.
+    const doubleRuns =
+      (appTime ? 0 : Number(concurrent) + Math.max(0, ...shortAtLeast.map((n) => n - 1))) + Number(concurrentMitigated) + Math.max(0, ...longAtLeast.map((n) => n - 1))
+    noDoubleRunInAnyAttempt('double runs under a skewed clock', doubleRuns)
     if (appTime) {
       expect(concurrent, 'app time: the node 30 s ahead ran the task while its holder still ran (the stated risk)').toBe(true)
       expect(Math.max(...shortAtLeast), 'app time: the first tick ran twice (the stated risk)').toBe(2)
@@ -459,7 +465,9 @@ export function taskOutlivesLock(sut: Sut): void {
     // A's release ran after B took the lock: B's record must be exactly as B wrote it.
     expect(await s.record(name), 'the late unlock changed the next holder\'s record').toBe(bRecord)
     expect(await s.isHeld(name)).toBe(true)
-    expect(await c.lock(config(name, '30s')), 'a third node got the lock the late unlock should have left alone').toBeUndefined()
+    const third = await c.lock(config(name, '30s'))
+    noDoubleRunInAnyAttempt('locks taken while another node held one', third === undefined ? 0 : 1)
+    expect(third, 'a third node got the lock the late unlock should have left alone').toBeUndefined()
     await bLock.unlock()
     recordFigure({ store: s.label, group: 'outlives', faults: 1, note: `signal ${abortedAt - until} ms after lockAtMostUntil; next holder in ${bAcquiredAt - until} ms; its lock survived the late unlock` })
   }, 60_000)
