@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
+import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
 
 /** One line of a proof app's ledger: a run of the job. Times are epoch milliseconds. */
 export interface LedgerRecord {
@@ -121,6 +122,21 @@ export function analyse(records: LedgerRecord[], runs: ProofRun[], options: { ma
 }
 
 /** One line for the test log and the report. */
+/**
+ * Counts the double runs (ticks run twice, overlapping runs) of `reports` for
+ * noDoubleRunInAnyAttempt(). Call it before any other check, so that an attempt failing elsewhere
+ * still counts them and its retry cannot pass; a ledger that cannot be read is left to those checks.
+ */
+export function countDoubleRuns(reports: () => ProofReport[]): void {
+  let count = 0
+  try {
+    for (const report of reports()) count += report.duplicates.length + report.overlaps.length
+  } catch {
+    return
+  }
+  noDoubleRunInAnyAttempt('ticks that ran twice or overlapped', count)
+}
+
 export function summary(name: string, report: ProofReport): string {
   const nodes = Object.entries(report.byNode)
     .sort()
