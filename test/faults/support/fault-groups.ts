@@ -173,13 +173,14 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
       await o.up()
     }
     const upAt = Date.now()
+    // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
+    noDoubleRunInAnyAttempt('tasks that ran while the store was down', ran.length)
 
     for (const error of failures) {
       assert.ok(error instanceof LockProviderError, `expected LockProviderError while the store was down, got ${String(error)}`)
       if (s.store !== 'mongodb') expect(error.provider).toBe(s.store)
       expect(error.message).toMatch(/could not acquire lock "while-down-/)
     }
-    noDoubleRunInAnyAttempt('tasks that ran while the store was down', ran.length)
     expect(ran, 'tasks that ran while the store was down').toEqual([])
     const lockFailed = events.filter((e) => e.hook === 'onLockFailed')
     expect(lockFailed).toHaveLength(3)
@@ -453,7 +454,14 @@ export function taskOutlivesLock(sut: Sut): void {
         bRecord = await s.record(name)
       }
     }
-    expect((await outcome).executed).toBe(true)
+    const aOutcome = await outcome
+    // A's release ran after B took the lock. Before any other check, so that a retry sees what
+    // this attempt found (test/support/double-runs.ts): B's record as it is now, and whether a
+    // third node can take the lock B holds.
+    const recordAfterLateUnlock = bLock ? await s.record(name) : undefined
+    const third = bLock ? await c.lock(config(name, '30s')) : undefined
+    noDoubleRunInAnyAttempt('locks taken while another node held one', third === undefined ? 0 : 1)
+    expect(aOutcome.executed).toBe(true)
     assert.ok(bLock, 'no other node got the lock after lockAtMostFor')
     assert.ok(abortedAt !== undefined, 'the task\'s signal never fired')
     expect(abortReason).toBeInstanceOf(LockLostError)
@@ -462,11 +470,9 @@ export function taskOutlivesLock(sut: Sut): void {
     expect(events.some((e) => e.hook === 'onLockLost')).toBe(true)
     expect(bAcquiredAt, 'the next node got the lock before lockAtMostUntil').toBeGreaterThanOrEqual(until - s.facts.earlyMs)
 
-    // A's release ran after B took the lock: B's record must be exactly as B wrote it.
-    expect(await s.record(name), 'the late unlock changed the next holder\'s record').toBe(bRecord)
+    // B's record must be exactly as B wrote it.
+    expect(recordAfterLateUnlock, 'the late unlock changed the next holder\'s record').toBe(bRecord)
     expect(await s.isHeld(name)).toBe(true)
-    const third = await c.lock(config(name, '30s'))
-    noDoubleRunInAnyAttempt('locks taken while another node held one', third === undefined ? 0 : 1)
     expect(third, 'a third node got the lock the late unlock should have left alone').toBeUndefined()
     await bLock.unlock()
     recordFigure({ store: s.label, group: 'outlives', faults: 1, note: `signal ${abortedAt - until} ms after lockAtMostUntil; next holder in ${bAcquiredAt - until} ms; its lock survived the late unlock` })
