@@ -121,7 +121,6 @@ export function analyse(records: LedgerRecord[], runs: ProofRun[], options: { ma
   }
 }
 
-/** One line for the test log and the report. */
 /**
  * Counts the double runs (ticks run twice, overlapping runs) of `reports` for
  * noDoubleRunInAnyAttempt(). Call it before any other check, so that an attempt failing elsewhere
@@ -137,6 +136,7 @@ export function countDoubleRuns(reports: () => ProofReport[]): void {
   noDoubleRunInAnyAttempt('ticks that ran twice or overlapped', count)
 }
 
+/** One line for the test log and the report. */
 export function summary(name: string, report: ProofReport): string {
   const nodes = Object.entries(report.byNode)
     .sort()
