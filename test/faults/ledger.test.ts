@@ -1,10 +1,7 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it, vi } from 'vitest'
-import type { TestProject } from 'vitest/node'
-import type { Figure } from './support/figures.ts'
-import setup from './support/global-setup.ts'
+import { afterAll, describe, expect, it } from 'vitest'
 import { checkLedger, heapSlope, readLedgers } from './support/ledger.ts'
 
 // The soak's verdict rests on this checker: it must find what it is meant to find.
@@ -56,36 +53,5 @@ describe('the ledger checker (self-test)', () => {
     expect(Math.abs(heapSlope(flat, 10_000))).toBeLessThan(1_000)
     expect(heapSlope(flat, 0)).toBeGreaterThan(20_000)
     expect(heapSlope(leaking, 15_000)).toBeCloseTo(50_000, -2)
-  })
-})
-
-// A soak retried in CI must not pass the run if its first attempt overlapped.
-describe('the fault suite summary (self-test)', () => {
-  // The exit code the summary leaves, and what it printed (kept out of the suite's own log).
-  const summarise = (figures: Figure[]): { exitCode: typeof process.exitCode; printed: string } => {
-    let file = ''
-    const teardown = setup({ provide: (_key: string, value: string) => (file = value) } as unknown as TestProject)
-    for (const f of figures) appendFileSync(file, `${JSON.stringify(f)}\n`)
-    const before = process.exitCode
-    const log = vi.spyOn(console, 'log').mockImplementation(() => {})
-    const error = vi.spyOn(console, 'error').mockImplementation(() => {})
-    try {
-      teardown()
-      return { exitCode: process.exitCode, printed: [...log.mock.calls, ...error.mock.calls].join('\n') }
-    } finally {
-      process.exitCode = before
-      log.mockRestore()
-      error.mockRestore()
-    }
-  }
-
-  it('fails the run when any attempt, even one retried into a pass, found an overlap', () => {
-    const soak = { store: 'redis', group: 'soak', faults: 0, executions: 1000 }
-    const clean = summarise([soak, { ...soak, overlaps: 0 }])
-    expect(clean.exitCode).toBeUndefined()
-    expect(clean.printed).toContain('soak executions checked: 2000; overlaps found: 0')
-    const retried = summarise([{ ...soak, overlaps: 1 }, { ...soak, overlaps: 0 }])
-    expect(retried.exitCode).toBe(1)
-    expect(retried.printed).toContain('1 overlapping executions, counting retried attempts')
   })
 })

@@ -13,8 +13,8 @@ export default defineConfig({
     hookTimeout: 120_000,
     // In CI a failed fault test runs once more, so that one stall of a shared VM does not fail a
     // 25-minute run; .ci/run lists every test that passed only on its retry. A retry cannot hide
-    // a double run: an overlap found by any soak attempt fails the run (global-setup.ts), and the
-    // other groups call noDoubleRunInAnyAttempt() (test/support/double-runs.ts).
+    // a double run: the groups that count them call noDoubleRunInAnyAttempt()
+    // (test/support/double-runs.ts).
     retry: process.env.CI === 'true' || process.env.CI === '1' ? 1 : 0,
   },
 })

@@ -529,6 +529,8 @@ export function soak(sut: Sut): void {
 
       const { executions, malformed } = readLedgers(ledgers)
       const check = checkLedger(executions, malformed)
+      // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
+      noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
       const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
       const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)
       const steadyFrom = startAt + Math.max(SOAK_WARMUP_SECONDS, SOAK_TOTAL_SECONDS / 2) * 1000
