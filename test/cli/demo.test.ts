@@ -49,15 +49,21 @@ async function cli(...args: string[]): Promise<Run> {
   return start(args).done
 }
 
-function summaryNumber(stdout: string, label: string): number {
+/** A number of the demo's summary, or undefined when the demo printed none. */
+function summaryNumberOrUndefined(stdout: string, label: string): number | undefined {
   const match = new RegExp(`^ *${label}: (\\d+)`, 'm').exec(stdout)
-  if (!match) throw new Error(`no "${label}" in the summary:\n${stdout}`)
-  return Number(match[1])
+  return match ? Number(match[1]) : undefined
+}
+
+function summaryNumber(stdout: string, label: string): number {
+  const n = summaryNumberOrUndefined(stdout, label)
+  if (n === undefined) throw new Error(`no "${label}" in the summary:\n${stdout}`)
+  return n
 }
 
 /** The checker's duplicate count, or 0 when the demo printed no summary (the checks that follow say why). */
 function duplicatesIn(stdout: string): number {
-  return Number(/^ *duplicates: (\d+)/m.exec(stdout)?.[1] ?? 0)
+  return summaryNumberOrUndefined(stdout, 'duplicates') ?? 0
 }
 
 function workerPids(stdout: string): number[] {
