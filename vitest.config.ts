@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config'
+import { inCI } from './test/support/backends.ts'
 
 export default defineConfig({
   test: {
@@ -13,6 +14,6 @@ export default defineConfig({
     // lost to one stall of a shared VM. `.ci/run` lists every test that passed only on its retry,
     // so a flaky test stays visible. Tests that count double runs never pass on a retry after
     // finding one (test/support/double-runs.ts).
-    retry: process.env.CI === 'true' || process.env.CI === '1' ? 1 : 0,
+    retry: inCI ? 1 : 0,
   },
 })

@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config'
+import { inCI } from '../support/backends.ts'
 
 // The fault suite (`npm run test:faults`): real servers of its own, killed, restarted and cut
 // off; child processes as nodes. Files run one at a time: each starts servers and up to eight
@@ -15,6 +16,6 @@ export default defineConfig({
     // 25-minute run; .ci/run lists every test that passed only on its retry. A retry cannot hide
     // a double run: the groups that count them call noDoubleRunInAnyAttempt()
     // (test/support/double-runs.ts).
-    retry: process.env.CI === 'true' || process.env.CI === '1' ? 1 : 0,
+    retry: inCI ? 1 : 0,
   },
 })

@@ -1,10 +1,13 @@
+/** True in CI (`CI=true` or `CI=1`): every store is required, and a failed test is retried once. */
+export const inCI = process.env.CI === 'true' || process.env.CI === '1'
+
 /**
  * Which stores a test run must reach. In CI (CI=true) every backend is required, and so is any
  * backend listed in SHEDLOCK_REQUIRED_BACKENDS (comma-separated, or "all"): a test that cannot
  * reach a required store fails. Elsewhere it is skipped, and says why.
  */
 export function isRequired(backend: string): boolean {
-  if (process.env.CI === 'true' || process.env.CI === '1') return true
+  if (inCI) return true
   const listed = (process.env.SHEDLOCK_REQUIRED_BACKENDS ?? '').split(',').map((s) => s.trim())
   return listed.includes(backend) || listed.includes('all')
 }
