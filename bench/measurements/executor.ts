@@ -1,6 +1,6 @@
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { type CompareOptions, type Contender, compare } from '../harness.ts'
 import type { ExecutorRow } from '../result.ts'
 import { ratio } from '../stats.ts'

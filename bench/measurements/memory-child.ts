@@ -3,7 +3,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { keepAliveLockProvider } from '../../src/core/keep-alive.ts'
 import { createLockingTaskExecutor, type LockingTaskExecutorListener } from '../../src/core/locking-task-executor.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 
 const gc = (globalThis as { gc?: () => void }).gc
 if (!gc) throw new Error('memory-child needs node --expose-gc')

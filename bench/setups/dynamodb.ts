@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { BatchWriteItemCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
-import { createDynamoDBLockTable, type DynamoDBSendClient, dynamoDBLockProvider } from '../../src/providers/dynamodb.ts'
+import { createDynamoDBLockTable, type DynamoDBSendClient, dynamoDBLockProvider } from '../../src/providers/dynamodb/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { chunks, inParallel, packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
 

@@ -1,5 +1,5 @@
 import { Etcd3 } from 'etcd3'
-import { type EtcdClient, etcdLockProvider } from '../../src/providers/etcd.ts'
+import { type EtcdClient, etcdLockProvider } from '../../src/providers/etcd/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { inParallel, packageVersion, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 

@@ -1,5 +1,5 @@
 import memjs from 'memjs'
-import { type MemcachedClient, memcachedLockKey, memcachedLockProvider } from '../../src/providers/memcached.ts'
+import { type MemcachedClient, memcachedLockKey, memcachedLockProvider } from '../../src/providers/memcached/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { inParallel, packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
 

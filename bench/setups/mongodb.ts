@@ -1,5 +1,5 @@
 import { type Collection, type Document, MongoClient } from 'mongodb'
-import { type MongoLockCollection, mongoLockProvider } from '../../src/providers/mongodb.ts'
+import { type MongoLockCollection, mongoLockProvider } from '../../src/providers/mongodb/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 

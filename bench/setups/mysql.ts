@@ -1,5 +1,5 @@
 import mysql from 'mysql2/promise'
-import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../src/providers/mysql.ts'
+import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { chunks, packageVersion, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 

@@ -1,6 +1,6 @@
 import { type KV, Kvm } from '@nats-io/kv'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
-import { type NatsKv, natsLockKey, natsLockProvider } from '../../src/providers/nats.ts'
+import { type NatsKv, natsLockKey, natsLockProvider } from '../../src/providers/nats/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { inParallel, packageVersion, type RawOperations, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 

@@ -1,6 +1,6 @@
 import advisoryLockModule from 'advisory-lock'
 import pg from 'pg'
-import { postgresLockProvider, postgresSchema, type PostgresQueryable } from '../../src/providers/postgres.ts'
+import { postgresLockProvider, postgresSchema, type PostgresQueryable } from '../../src/providers/postgres/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type Peer, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 

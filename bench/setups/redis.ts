@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { Redis } from 'ioredis'
 import { Mutex } from 'redis-semaphore'
-import { redisLockProvider } from '../../src/providers/redis.ts'
+import { redisLockProvider } from '../../src/providers/redis/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type Peer, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 

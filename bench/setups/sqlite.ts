@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { loadSqliteDriver, type SqliteConnection } from '../../src/cli/sqlite-driver.ts'
-import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite.ts'
+import { loadSqliteDriver, type SqliteConnection } from '../../src/providers/sqlite/driver.ts'
+import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
 

@@ -1,5 +1,5 @@
 import zookeeper from 'node-zookeeper-client'
-import { type ZooKeeperClient, zookeeperLockProvider, zookeeperNodeName } from '../../src/providers/zookeeper.ts'
+import { type ZooKeeperClient, zookeeperLockProvider, zookeeperNodeName } from '../../src/providers/zookeeper/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { inParallel, packageVersion, type RawOperations, type SetupContext, type StoreSetup } from './setup.ts'
 

@@ -20,15 +20,8 @@ export interface Command {
   run(args: string[]): Promise<number>
 }
 
-/** Bad command line: main prints `shedlock <command>: <message>` on one line and exits with EXIT_USAGE. */
-export class UsageError extends Error {
-  override name = 'UsageError'
-}
-
-/** A failure explained by its message: main prints `shedlock <command>: <message>` on one line and exits with EXIT_FAILURE. */
-export class CliError extends Error {
-  override name = 'CliError'
-}
+export { CliError, UsageError } from '../support/admin-errors.ts'
+import { UsageError } from '../support/admin-errors.ts'
 
 /** Options of one command, as `node:util` parseArgs takes them (strings and booleans only). */
 export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>
@@ -73,7 +66,4 @@ export function wantsHelp(args: string[]): boolean {
   return false
 }
 
-/** The first line of an error's message, for one-line reports. */
-export function messageOf(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).split('\n')[0]!
-}
+export { firstLine as messageOf } from '../support/admin-errors.ts'

@@ -5,9 +5,9 @@ import { join, resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
-import { sqliteLockProvider, sqliteSchema } from '../providers/sqlite.ts'
+import { sqliteLockProvider, sqliteSchema } from '../providers/sqlite/index.ts'
 import { CliError, type Command, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, integerOption, parseOptions, UsageError } from './command.ts'
-import { loadSqliteDriver, type SqliteDriver, type SqliteDriverName } from './sqlite-driver.ts'
+import { loadSqliteDriver, type SqliteDriver, type SqliteDriverName } from '../providers/sqlite/driver.ts'
 
 /** The lock every demo node asks for. */
 const TASK = { name: 'demo-task', lockAtMostFor: '10s', lockAtLeastFor: '500ms' } as const

@@ -4,7 +4,8 @@ import { formatDuration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import { type Command, EXIT_FAILURE, EXIT_OK, messageOf, parseOptions, UsageError } from './command.ts'
-import { type Check, type ClockReading, openStore, type Store, stateOf } from './store.ts'
+import type { Check, ClockReading, StoreAdmin } from '../support/store-admin.ts'
+import { openStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock doctor [--url URL] [--table NAME] [--max-offset DURATION]
@@ -59,7 +60,7 @@ export const doctorCommand: Command = {
     }
 
     process.stdout.write(`shedlock doctor: ${url.redacted}\n`)
-    let store: Store
+    let store: StoreAdmin
     try {
       store = await openStore(url, { table })
     } catch (error) {
@@ -76,7 +77,7 @@ export const doctorCommand: Command = {
   },
 }
 
-async function runChecks(store: Store, maxOffset: number, report: (check: Check) => void): Promise<void> {
+async function runChecks(store: StoreAdmin, maxOffset: number, report: (check: Check) => void): Promise<void> {
   const started = Date.now()
   try {
     const server = await store.ping()
@@ -103,7 +104,7 @@ async function runChecks(store: Store, maxOffset: number, report: (check: Check)
   report(await clockCheck(store, maxOffset))
 }
 
-async function writeCheck(store: Store): Promise<Check> {
+async function writeCheck(store: StoreAdmin): Promise<Check> {
   const name = `shedlock-doctor-${randomBytes(4).toString('hex')}`
   const label = 'write'
   const steps: string[] = []
@@ -112,26 +113,26 @@ async function writeCheck(store: Store): Promise<Check> {
     const lock = await store.provider().lock(lockConfiguration({ name, lockAtMostFor: '30s' }))
     if (!lock) return { status: 'fail', label, detail: `could not take the fresh lock "${name}" though nobody holds it` }
     taken = true
-    const held = await store.find(name)
-    if (!held.value || stateOf(held.value, held.now) !== 'held') {
+    const held = await store.inspector.get(name)
+    if (!held?.held) {
       await lock.unlock()
-      return { status: 'fail', label, detail: `took lock "${name}" but read it back as ${held.value ? 'free' : 'missing'}: the store does not keep what the provider writes` }
+      return { status: 'fail', label, detail: `took lock "${name}" but read it back as ${held ? 'free' : 'missing'}: the store does not keep what the provider writes` }
     }
-    const by = held.value.lockedBy
+    const by = held.lockedBy
     if (by !== undefined && !by.startsWith(`${hostname()}:`)) {
       await lock.unlock()
       return { status: 'fail', label, detail: `took lock "${name}" but read it back held by ${by}, not by this host` }
     }
     steps.push(`took lock "${name}" (read back held${by === undefined ? '' : ` by ${by}`})`)
     await lock.unlock()
-    const released = await store.find(name)
-    if (released.value && stateOf(released.value, released.now) === 'held') {
+    const released = await store.inspector.get(name)
+    if (released?.held) {
       return { status: 'fail', label, detail: `${steps.join(', ')}, released it, but it still reads as held` }
     }
     steps.push('released it')
     await store.remove(name)
     taken = false
-    if ((await store.find(name)).value) return { status: 'fail', label, detail: `${steps.join(', ')}, but its record could not be removed` }
+    if (await store.inspector.get(name)) return { status: 'fail', label, detail: `${steps.join(', ')}, but its record could not be removed` }
     steps.push('removed its record')
     return { status: 'ok', label, detail: steps.join(', ') }
   } catch (error) {
@@ -140,7 +141,7 @@ async function writeCheck(store: Store): Promise<Check> {
   }
 }
 
-async function clockCheck(store: Store, maxOffset: number): Promise<Check> {
+async function clockCheck(store: StoreAdmin, maxOffset: number): Promise<Check> {
   const label = 'clock'
   let reading: ClockReading | string
   try {

@@ -1,12 +1,12 @@
 import { type Command, EXIT_OK, parseOptions } from './command.ts'
-import { withStore } from './store.ts'
+import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock init [--url URL] [--table NAME]
 
 Creates what the store's provider needs, if it is missing, and says what it did:
-  SQL         the lock table (the DDL of "shedlock schema"); SQLite: the
-              database file too, in WAL mode
+  SQL         the lock table and the run history's table (the DDL of
+              "shedlock schema"); SQLite: the database file too, in WAL mode
   MongoDB     the collection
   DynamoDB    the table (partition key _id, on-demand), waiting until ACTIVE
   NATS        the KV bucket (one value per key, no TTL)
@@ -17,6 +17,7 @@ checks its columns).
 
 Options:
 ${URL_HELP}
+  --runs-table T the run history's table (SQL; default: shedlock_runs)
   -h, --help     show this help
 
 Exit codes: 0 done (or nothing to do), 1 the store failed, 2 usage error
@@ -28,10 +29,11 @@ export const initCommand: Command = {
   summary: 'create the lock table, collection, bucket or node if missing',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' } })
+    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' } })
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
-    return withStore(url, { table, create: true }, async (store) => {
+    const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
+    return withStore(url, { table, runsTable, create: true }, async (store) => {
       for (const line of await store.init()) process.stdout.write(`${store.kind} ${store.where}: ${line}\n`)
       return EXIT_OK
     })

@@ -1,4 +1,4 @@
-import { type LockRecord, stateOf } from './store.ts'
+import type { LockRecord } from '../core/lock-inspector.ts'
 
 /** One lock as `shedlock list --json` prints it. Times are ISO-8601 UTC, `null` when the store does not keep them. */
 export interface LockJson {
@@ -11,21 +11,26 @@ export interface LockJson {
   remainingMs: number | null
 }
 
-/** The JSON form of a record, against `now`. */
-export function lockJson(record: LockRecord, now: number): LockJson {
+/** `held` or `free`, as `list` shows a record. */
+export function stateOf(record: LockRecord): 'held' | 'free' {
+  return record.held ? 'held' : 'free'
+}
+
+/** The JSON form of a record. */
+export function lockJson(record: LockRecord): LockJson {
   return {
     name: record.name,
-    state: stateOf(record, now),
+    state: stateOf(record),
     lockedBy: record.lockedBy ?? null,
     lockedAt: record.lockedAt === undefined ? null : isoUtc(record.lockedAt),
     lockUntil: record.lockUntil === undefined ? null : isoUtc(record.lockUntil),
-    remainingMs: record.lockUntil === undefined ? null : Math.max(0, record.lockUntil - now),
+    remainingMs: record.remainingMs ?? null,
   }
 }
 
-/** Epoch milliseconds as ISO-8601 UTC with milliseconds, e.g. `2030-01-01T00:00:00.000Z`. */
-export function isoUtc(ms: number): string {
-  return new Date(ms).toISOString()
+/** A time as ISO-8601 UTC with milliseconds, e.g. `2030-01-01T00:00:00.000Z`. */
+export function isoUtc(time: Date | number): string {
+  return new Date(time).toISOString()
 }
 
 /**
@@ -52,9 +57,9 @@ export function humanDuration(ms: number): string {
 }
 
 /** What a record's REMAINING column says: `9m 58s`, `expired 3m ago`, or why it is unknown. */
-export function remainingText(record: LockRecord, now: number): string {
+export function remainingText(record: LockRecord, now: Date): string {
   if (record.lockUntil === undefined) return 'unknown'
-  const left = record.lockUntil - now
+  const left = record.lockUntil.getTime() - now.getTime()
   return left > 0 ? humanDuration(left) : `expired ${humanDuration(-left)} ago`
 }
 
@@ -70,12 +75,12 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
 }
 
 /** The table of `shedlock list`. */
-export function formatLocks(records: readonly LockRecord[], now: number): string {
+export function formatLocks(records: readonly LockRecord[], now: Date): string {
   return formatTable(
     ['NAME', 'STATE', 'LOCKED BY', 'LOCKED AT (UTC)', 'LOCK UNTIL (UTC)', 'REMAINING'],
     records.map((record) => [
       record.name,
-      stateOf(record, now),
+      stateOf(record),
       record.lockedBy ?? '-',
       record.lockedAt === undefined ? '-' : isoUtc(record.lockedAt),
       record.lockUntil === undefined ? '-' : isoUtc(record.lockUntil),
@@ -85,9 +90,10 @@ export function formatLocks(records: readonly LockRecord[], now: number): string
 }
 
 /** `"name" held by X since T until U (9m 58s left)`: what unlock and a skipped run say about a lock. */
-export function describeHolder(record: LockRecord, now: number): string {
+export function describeHolder(record: LockRecord): string {
   const by = record.lockedBy === undefined ? 'an unknown holder (the store does not record it)' : record.lockedBy
   const since = record.lockedAt === undefined ? '' : ` since ${isoUtc(record.lockedAt)}`
-  const until = record.lockUntil === undefined ? ' until an expiry the store does not reveal' : ` until ${isoUtc(record.lockUntil)} (${remainingText(record, now)} left)`
+  const until =
+    record.lockUntil === undefined ? ' until an expiry the store does not reveal' : ` until ${isoUtc(record.lockUntil)} (${humanDuration(record.remainingMs ?? 0)} left)`
   return `held by ${by}${since}${until}`
 }

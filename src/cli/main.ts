@@ -4,16 +4,19 @@ import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
 import { type Command, CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, wantsHelp } from './command.ts'
 import { demoCommand, demoWorkerCommand } from './demo.ts'
 import { doctorCommand } from './doctor.ts'
+import { historyCommand } from './history.ts'
 import { initCommand } from './init.ts'
 import { listCommand } from './list.ts'
 import { runCommand } from './run.ts'
 import { schemaCommand } from './schema.ts'
-import { redactSecrets, URL_FORMS } from './store-url.ts'
+import { statusCommand } from './status.ts'
+import { redactSecrets } from '../support/store-url.ts'
+import { URL_FORMS } from './store-url.ts'
 import { unlockCommand } from './unlock.ts'
 
 // These modules hold no driver: a store's driver is imported when a command opens a URL of that store.
 /** Every command, in the order of --help. */
-const commands: readonly Command[] = [runCommand, listCommand, unlockCommand, doctorCommand, initCommand, schemaCommand, demoCommand, demoWorkerCommand]
+const commands: readonly Command[] = [runCommand, listCommand, unlockCommand, historyCommand, statusCommand, doctorCommand, initCommand, schemaCommand, demoCommand, demoWorkerCommand]
 
 function version(): string {
   // package.json sits two folders up from dist/cli/main.js (and from src/cli/main.ts).

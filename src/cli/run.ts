@@ -8,12 +8,14 @@ import type { ExtensibleLockProvider } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { CliError, type Command, EXIT_OK, messageOf, parseOptions, UsageError } from './command.ts'
 import { describeHolder } from './lock-table.ts'
-import { type LockRecord, type LockSnapshot, stateOf, withStore } from './store.ts'
-import { redactSecrets, storeUrlOption, URL_HELP } from './store-url.ts'
+import type { LockRecord } from '../core/lock-inspector.ts'
+import { redactSecrets } from '../support/store-url.ts'
+import { withStore } from './open-store.ts'
+import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock run [--url URL] [--table NAME] --name NAME
                     --lock-at-most-for D [--lock-at-least-for D] [--keep-alive]
-                    [--quiet] -- COMMAND [ARGS...]
+                    [--slot minute|hour|day|ISO] [--quiet] -- COMMAND [ARGS...]
 
 Runs COMMAND under the lock NAME: put it in the crontab of every host, and at
 each tick exactly one host runs COMMAND; the others print one line
@@ -40,6 +42,17 @@ ${URL_HELP}
                            COMMAND runs, so lock-at-most-for only matters when
                            this host dies (needs lock-at-most-for >= 30s, and a
                            store whose locks can be extended: not memcached)
+  --slot minute|hour|day   run COMMAND at most once per slot across hosts, the
+                           slot being the current time on this host truncated
+                           to the minute, hour or day (UTC): hosts whose
+                           crontabs fire for the same minute agree even when
+                           their clocks differ by seconds. A host that comes
+                           later, even after the lock was released, prints
+                             skipped: slot TIME of lock "NAME" already ran ...
+                           and exits 0. Take a unit no longer than the
+                           crontab's period; the slot is remembered for 24h
+  --slot ISO               the same with an explicit slot, e.g.
+                           2026-11-24T02:00:00Z (with a zone)
   --quiet                  print nothing when skipped
   -h, --help               show this help
 
@@ -47,7 +60,7 @@ Crontab (every host, every night at 02:00):
   0 2 * * * SHEDLOCK_URL=postgres://cron@db/app shedlock run --name nightly-report --lock-at-most-for 30m --lock-at-least-for 1m -- /opt/app/report.sh
 
 Exit codes: COMMAND's exit code when it ran (128 + N when killed by signal N),
-            0 skipped because another host holds the lock,
+            0 skipped because another host holds the lock, or ran the slot,
             1 the store failed (COMMAND was not run), 2 usage error,
             126 COMMAND is not executable, 127 COMMAND not found
 `
@@ -71,6 +84,7 @@ export const runCommand: Command = {
       'lock-at-most-for': { type: 'string' },
       'lock-at-least-for': { type: 'string' },
       'keep-alive': { type: 'boolean' },
+      slot: { type: 'string' },
       quiet: { type: 'boolean' },
     })
     const [file, ...fileArgs] = commandLine
@@ -87,6 +101,7 @@ export const runCommand: Command = {
     if (keepAlive && options.lockAtMostFor < KEEP_ALIVE_MINIMUM_MS) {
       throw new UsageError(`--keep-alive needs --lock-at-most-for of at least ${formatDuration(KEEP_ALIVE_MINIMUM_MS)} (got ${mostFor}): it extends the lock every lock-at-most-for / 2`)
     }
+    const slot = typeof values.slot === 'string' ? slotOption(values.slot, Date.now()) : undefined
     const quiet = values.quiet === true
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
@@ -107,7 +122,7 @@ export const runCommand: Command = {
         })
         let outcome
         try {
-          outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), options)
+          outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), slot === undefined ? options : { ...options, slot })
         } catch (error) {
           if (!(error instanceof LockProviderError)) throw error
           // A missing table says how to create it, rather than quoting the DDL.
@@ -116,13 +131,26 @@ export const runCommand: Command = {
           throw new CliError(`${why}; the command was not run`, { cause: error })
         }
         if (outcome.executed) return outcome.result
-        if (!quiet) process.stdout.write(`${await skippedLine(() => store.find(name), name)}\n`)
+        if (!quiet && outcome.reason === 'slot-done') process.stdout.write(`skipped: slot ${slot!.toISOString()} of lock ${JSON.stringify(name)} already ran (or was skipped) on another host\n`)
+        else if (!quiet) process.stdout.write(`${await skippedLine(() => store.inspector.get(name), name)}\n`)
         return signals.received === undefined ? EXIT_OK : 128 + signalNumber(signals.received)
       })
     } finally {
       signals.stop()
     }
   },
+}
+
+const SLOT_UNITS: Readonly<Record<string, number>> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 }
+
+/** `--slot`: `minute`, `hour` or `day` (now, truncated, UTC), or an ISO date-time with a zone. */
+function slotOption(value: string, now: number): Date {
+  if (Object.hasOwn(SLOT_UNITS, value)) return new Date(Math.floor(now / SLOT_UNITS[value]!) * SLOT_UNITS[value]!)
+  const slot = new Date(value)
+  if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2}))?$/i.test(value) || Number.isNaN(slot.getTime())) {
+    throw new UsageError(`--slot: expected minute, hour, day or an ISO date-time with a zone (2026-11-24T02:00:00Z), got ${JSON.stringify(value)}`)
+  }
+  return slot
 }
 
 function durationOption(option: string, value: string): number {
@@ -133,10 +161,10 @@ function durationOption(option: string, value: string): number {
   }
 }
 
-async function skippedLine(find: () => Promise<LockSnapshot<LockRecord | undefined>>, name: string): Promise<string> {
+async function skippedLine(get: () => Promise<LockRecord | undefined>, name: string): Promise<string> {
   try {
-    const { now, value: record } = await find()
-    if (record && stateOf(record, now) === 'held') return `skipped: lock ${JSON.stringify(name)} is ${describeHolder(record, now)}`
+    const record = await get()
+    if (record?.held) return `skipped: lock ${JSON.stringify(name)} is ${describeHolder(record)}`
     return `skipped: lock ${JSON.stringify(name)} was held by another process (it has been released since)`
   } catch (error) {
     return `skipped: lock ${JSON.stringify(name)} is held by another process (could not read its holder: ${messageOf(error)})`

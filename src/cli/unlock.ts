@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline/promises'
 import { CliError, type Command, EXIT_FAILURE, EXIT_OK, parseOptions, UsageError } from './command.ts'
 import { describeHolder, isoUtc } from './lock-table.ts'
-import { stateOf, withStore } from './store.ts'
+import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock unlock [--url URL] [--table NAME] --name NAME [--yes]
@@ -45,23 +45,24 @@ export const unlockCommand: Command = {
     }
     const table = typeof values.table === 'string' ? values.table : undefined
     return withStore(url, { table }, async (store) => {
-      const { now, value: record } = await store.find(name)
+      const { inspector } = store
+      const record = await inspector.get(name)
       if (!record) throw new CliError(`no lock named ${JSON.stringify(name)} in ${store.where}; "shedlock list" shows the names`)
-      if (stateOf(record, now) === 'free') {
+      if (!record.held) {
         process.stdout.write(`lock ${JSON.stringify(name)} is not held (free since ${isoUtc(record.lockUntil!)}); nothing to release\n`)
         return EXIT_OK
       }
-      process.stdout.write(`lock ${JSON.stringify(name)} is ${describeHolder(record, now)}\n`)
+      process.stdout.write(`lock ${JSON.stringify(name)} is ${describeHolder(record)}\n`)
       if (!confirmed && !(await ask(`Release it? A node may then start the task at once. [y/N] `))) {
         process.stdout.write('not released\n')
         return EXIT_FAILURE
       }
-      if (await store.release(record)) {
+      if (await inspector.release(record)) {
         process.stdout.write(`released lock ${JSON.stringify(name)}\n`)
         return EXIT_OK
       }
-      const { now: later, value: current } = await store.find(name)
-      const state = !current ? 'it is gone' : stateOf(current, later) === 'free' ? 'it is free now' : `it is now ${describeHolder(current, later)}`
+      const current = await inspector.get(name)
+      const state = !current ? 'it is gone' : !current.held ? 'it is free now' : `it is now ${describeHolder(current)}`
       throw new CliError(`lock ${JSON.stringify(name)} changed after it was read (${state}); nothing was released. Run shedlock unlock again to see it`)
     })
   },

@@ -40,6 +40,18 @@ export const diagnosticsChannels = {
   lockExtended: 'shedlock:lock:extended',
   /** The lock can no longer be trusted while its task runs; `error` is the `LockLostError`. */
   lockLost: 'shedlock:lock:lost',
+  /** A slot run: this node claimed `slot` and runs it (or records it as skipped). */
+  slotClaimed: 'shedlock:slot:claimed',
+  /** A slot run: `slot` ran, or was skipped, on some node already. */
+  slotDone: 'shedlock:slot:done',
+  /** A slot run: this node claimed `slot`, but the lock was held; the slot is recorded as skipped. */
+  slotSkipped: 'shedlock:slot:skipped',
+  /** A catch-up found `slot` missed (every node was down when it was due). */
+  slotMissed: 'shedlock:slot:missed',
+  /** A catch-up ran the missed `slot`. */
+  slotCaughtUp: 'shedlock:slot:caughtUp',
+  /** Writing the run ledger failed (`error`); the run went on. */
+  runLedgerFailed: 'shedlock:ledger:failed',
 } as const
 
 /** A key of {@link diagnosticsChannels}. */
@@ -81,6 +93,8 @@ export interface LockEventMessage {
   readonly durationMs?: number
   /** `taskFinished` only: true when the task threw or rejected. */
   readonly failed?: boolean
+  /** The slot events: the slot. */
+  readonly slot?: Date
 }
 
 const channels = Object.fromEntries(Object.entries(diagnosticsChannels).map(([event, name]) => [event, channel(name)])) as Record<LockEventName, ReturnType<typeof channel>>
@@ -89,7 +103,12 @@ const channels = Object.fromEntries(Object.entries(diagnosticsChannels).map(([ev
  * Publishes one event to its channel, when the channel has a subscriber. Internal: the executor
  * is the only publisher.
  */
-export function publishLockEvent(event: LockEventName, execution: LockExecution, configuration: LockConfiguration, details?: { error?: unknown; durationMs?: number; failed?: boolean }): void {
+export function publishLockEvent(
+  event: LockEventName,
+  execution: LockExecution,
+  configuration: LockConfiguration,
+  details?: { error?: unknown; durationMs?: number; failed?: boolean; slot?: Date },
+): void {
   const target = channels[event]
   if (!target.hasSubscribers) return
   const message: LockEventMessage = { name: configuration.name, configuration, execution, ...details }

@@ -1,10 +1,27 @@
 import { LockConfigurationError } from './errors.ts'
 
+/** A unit of a {@link DurationString}, in any letter case: `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`, `d`. */
+export type DurationUnit =
+  | 'ns' | 'NS' | 'Ns' | 'nS'
+  | 'us' | 'US' | 'Us' | 'uS' | 'µs' | 'µS'
+  | 'ms' | 'MS' | 'Ms' | 'mS'
+  | 's' | 'S' | 'm' | 'M' | 'h' | 'H' | 'd' | 'D'
+
 /**
- * A duration: a number of milliseconds, or a string such as `"30s"`, `"10m"`, `"1500"` (ms) or
- * `"PT15M"` (ISO-8601). See {@link parseDuration}.
+ * A duration string, checked at compile time: `"1500"` (milliseconds), `"30s"`, `"10m"`, or
+ * ISO-8601 (`"PT15M"`). Typos such as `"10 minutes"` or `"1w"` do not compile. The type cannot
+ * say everything {@link parseDuration} checks: `"1.5s"` and `"-5s"` compile and are refused at run
+ * time; surrounding spaces, which `parseDuration()` trims, do not compile. A duration from
+ * configuration (a plain `string`) goes through `parseDuration()`, which takes any string and
+ * returns milliseconds.
  */
-export type Duration = number | string
+export type DurationString = `${number}` | `${number}${DurationUnit}` | `P${string}` | `p${string}`
+
+/**
+ * A duration: a number of milliseconds, or a {@link DurationString} such as `"30s"`, `"10m"`,
+ * `"1500"` (ms) or `"PT15M"` (ISO-8601). See {@link parseDuration}.
+ */
+export type Duration = number | DurationString
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ns: 1e-6,
@@ -35,7 +52,7 @@ const HELP = 'use milliseconds (1500), an integer with a unit ms, s, m, h or d (
  * @throws LockConfigurationError for negative, empty, non-finite, fractional non-ISO or unknown
  *   input; the message quotes the input.
  */
-export function parseDuration(value: number | string): number {
+export function parseDuration(value: Duration | string): number {
   if (typeof value === 'number') {
     if (!Number.isFinite(value) || value < 0) throw invalid(value, 'it must be a finite number of milliseconds, 0 or more')
     return checkSafe(value, Math.ceil(value))

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { countingProxy } from '../../bench/counting.ts'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
-import { type PostgresQueryable, postgresLockProvider } from '../../src/providers/postgres.ts'
-import { sqliteLockProvider, type SqliteDatabase } from '../../src/providers/sqlite.ts'
+import { type PostgresQueryable, postgresLockProvider } from '../../src/providers/postgres/index.ts'
+import { sqliteLockProvider, type SqliteDatabase } from '../../src/providers/sqlite/index.ts'
 
 /** A client with a private field, as pg's Pool and ioredis have: methods must run with the real object as `this`. */
 class FakeClient {
@@ -59,16 +59,21 @@ describe('countingProxy', () => {
     expect(counter.byMethod).toEqual({ grant: 1, commit: 1 })
   })
 
-  it('counts one query per acquire and per release of the postgres provider, and one statement run through prepare()', async () => {
+  it('counts one query per acquire and per release of the postgres provider (after its one-time read of the name length), and one statement run through prepare()', async () => {
     const statements: string[] = []
     const pool: PostgresQueryable = {
       async query(text) {
         statements.push(text)
-        return { rowCount: 1 }
+        return { rowCount: 1, rows: [{ max_length: 64, type: 'character varying(64)' }] }
       },
     }
     const { client, counter } = countingProxy(pool, { count: ['query'] })
-    const lock = await postgresLockProvider({ client }).lock(lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }))
+    const provider = postgresLockProvider({ client })
+    // The first acquire of a provider reads the name column's length first.
+    await (await provider.lock(lockConfiguration({ name: 'first', lockAtMostFor: 60_000 })))!.unlock()
+    expect(statements.splice(0)).toEqual([expect.stringMatching(/pg_attribute/), expect.stringMatching(/^INSERT INTO shedlock/), expect.stringMatching(/^UPDATE shedlock/)])
+    counter.reset()
+    const lock = await provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }))
     expect(counter.total).toBe(1)
     await lock!.unlock()
     expect(counter.total).toBe(2)

@@ -1,9 +1,17 @@
 import { describe, expect, it } from 'vitest'
 import { describeHolder, formatTable, humanDuration, lockJson, remainingText } from '../../src/cli/lock-table.ts'
-import type { LockRecord } from '../../src/cli/store.ts'
+import type { LockRecord } from '../../src/core/lock-inspector.ts'
 
 const NOW = Date.UTC(2030, 0, 1, 12, 0, 0)
-const record = (fields: Partial<LockRecord>): LockRecord => ({ name: 'report', lockUntil: undefined, lockedAt: undefined, lockedBy: undefined, token: undefined, ...fields })
+// A record as an inspector reads it at NOW: held while lockUntil is ahead (or unknown).
+const record = (fields: { lockUntil?: number; lockedAt?: number; lockedBy?: string }): LockRecord => ({
+  name: 'report',
+  lockUntil: fields.lockUntil === undefined ? undefined : new Date(fields.lockUntil),
+  lockedAt: fields.lockedAt === undefined ? undefined : new Date(fields.lockedAt),
+  lockedBy: fields.lockedBy,
+  held: fields.lockUntil === undefined || fields.lockUntil > NOW,
+  remainingMs: fields.lockUntil === undefined ? undefined : Math.max(0, fields.lockUntil - NOW),
+})
 
 describe('humanDuration', () => {
   it.each([
@@ -24,7 +32,7 @@ describe('humanDuration', () => {
 describe('lock records', () => {
   it('held while lockUntil is ahead of the store now, free after; JSON in ISO UTC with null for what the store does not keep', () => {
     const held = record({ lockUntil: NOW + 61_000, lockedAt: NOW - 5_000, lockedBy: 'web-1:42:abc' })
-    expect(lockJson(held, NOW)).toEqual({
+    expect(lockJson(held)).toEqual({
       name: 'report',
       state: 'held',
       lockedBy: 'web-1:42:abc',
@@ -32,11 +40,11 @@ describe('lock records', () => {
       lockUntil: '2030-01-01T12:01:01.000Z',
       remainingMs: 61_000,
     })
-    expect(lockJson(record({ lockUntil: NOW - 1 }), NOW)).toMatchObject({ state: 'free', remainingMs: 0, lockedBy: null, lockedAt: null })
-    expect(lockJson(record({}), NOW)).toMatchObject({ state: 'held', lockUntil: null, remainingMs: null })
-    expect(remainingText(record({ lockUntil: NOW - 125_000 }), NOW)).toBe('expired 2m 5s ago')
-    expect(describeHolder(held, NOW)).toBe('held by web-1:42:abc since 2030-01-01T11:59:55.000Z until 2030-01-01T12:01:01.000Z (1m 1s left)')
-    expect(describeHolder(record({}), NOW)).toBe('held by an unknown holder (the store does not record it) until an expiry the store does not reveal')
+    expect(lockJson(record({ lockUntil: NOW - 1 }))).toMatchObject({ state: 'free', remainingMs: 0, lockedBy: null, lockedAt: null })
+    expect(lockJson(record({}))).toMatchObject({ state: 'held', lockUntil: null, remainingMs: null })
+    expect(remainingText(record({ lockUntil: NOW - 125_000 }), new Date(NOW))).toBe('expired 2m 5s ago')
+    expect(describeHolder(held)).toBe('held by web-1:42:abc since 2030-01-01T11:59:55.000Z until 2030-01-01T12:01:01.000Z (1m 1s left)')
+    expect(describeHolder(record({}))).toBe('held by an unknown holder (the store does not record it) until an expiry the store does not reveal')
   })
 
   it('formatTable aligns columns two spaces apart without trailing blanks', () => {

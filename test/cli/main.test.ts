@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
-import { mysqlSchema } from '../../src/providers/mysql.ts'
-import { postgresSchema } from '../../src/providers/postgres.ts'
-import { sqliteSchema } from '../../src/providers/sqlite.ts'
+import { mysqlRunsSchema, mysqlSchema } from '../../src/providers/mysql/index.ts'
+import { postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import { sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { connectOrSkip } from '../support/backends.ts'
 import { REDIS_URL } from '../support/kv-clients.ts'
 import { cli, lines } from './support/cli.ts'
@@ -17,7 +17,7 @@ const temp = mkdtempSync(join(tmpdir(), 'shedlock-cli-main-'))
 afterAll(() => rmSync(temp, { recursive: true, force: true }))
 // No SHEDLOCK_URL from the environment of whoever runs the tests.
 const noUrl = { SHEDLOCK_URL: undefined }
-const COMMANDS = ['run', 'list', 'unlock', 'doctor', 'init', 'schema', 'demo']
+const COMMANDS = ['run', 'list', 'unlock', 'doctor', 'init', 'schema', 'history', 'status', 'demo']
 const redisUrl = REDIS_URL
 const redisUp = await connectOrSkip('redis', `${redisUrl} (SHEDLOCK_REDIS_URL), for the node-redis case`, async () => {
   const { hostname, port } = new URL(redisUrl)
@@ -90,24 +90,27 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
   })
 })
 
+/** What `shedlock schema` prints for a SQL store: the lock table, then the run history's table. */
+const withRuns = (ddl: string, runs: string): string => `${ddl}\n-- The run history (optional; shedlock history, shedlock status):\n${runs}\n`
+
 describe('schema', () => {
   it.each([
-    ['postgres', postgresSchema({ tableName: 'jobs_lock' })],
-    ['postgresql', postgresSchema({ tableName: 'jobs_lock' })],
-    ['mysql', mysqlSchema({ tableName: 'jobs_lock' })],
-    ['mariadb', mysqlSchema({ tableName: 'jobs_lock' })],
-    ['sqlite', sqliteSchema({ tableName: 'jobs_lock' })],
-    ['postgres://app@db.internal/app', postgresSchema({ tableName: 'jobs_lock' })],
-  ])('schema %s --table jobs_lock prints the provider DDL', async (store, ddl) => {
+    ['postgres', withRuns(postgresSchema({ tableName: 'jobs_lock' }), postgresRunsSchema())],
+    ['postgresql', withRuns(postgresSchema({ tableName: 'jobs_lock' }), postgresRunsSchema())],
+    ['mysql', withRuns(mysqlSchema({ tableName: 'jobs_lock' }), mysqlRunsSchema())],
+    ['mariadb', withRuns(mysqlSchema({ tableName: 'jobs_lock' }), mysqlRunsSchema())],
+    ['sqlite', withRuns(sqliteSchema({ tableName: 'jobs_lock' }), sqliteRunsSchema())],
+    ['postgres://app@db.internal/app', withRuns(postgresSchema({ tableName: 'jobs_lock' }), postgresRunsSchema())],
+  ])('schema %s --table jobs_lock prints the lock table DDL, then the run history DDL', async (store, ddl) => {
     const run = await cli(['schema', store, '--table', 'jobs_lock'])
     expect(run.code, run.stderr).toBe(0)
-    expect(run.stdout).toBe(`${ddl}\n`)
+    expect(run.stdout).toBe(ddl)
   })
 
   it('takes the store from SHEDLOCK_URL when none is named', async () => {
     const run = await cli(['schema'], { env: { SHEDLOCK_URL: 'mariadb://root@127.0.0.1/test' } })
     expect(run.code).toBe(0)
-    expect(run.stdout).toBe(`${mysqlSchema()}\n`)
+    expect(run.stdout).toBe(withRuns(mysqlSchema(), mysqlRunsSchema()))
   })
 
   it('prints the commands that create a DynamoDB table, a MongoDB collection and a NATS bucket, and the key formats of the others', async () => {
@@ -131,6 +134,22 @@ describe('SHEDLOCK_URL', () => {
     const wins = await cli(['list', '--url', `sqlite:${other}`], { env: { SHEDLOCK_URL: `sqlite:${file}` } })
     expect(wins.stderr).toContain(`no SQLite database at ${other}`)
     expect(existsSync(file) || existsSync(other)).toBe(false)
+  })
+})
+
+describe('history and status', () => {
+  it('take --table as every command that takes --url does (their help lists it)', async () => {
+    const url = `sqlite:${join(temp, 'history.db')}`
+    const store = ['--url', url, '--table', 'jobs_lock', '--runs-table', 'jobs_runs']
+    expect((await cli(['init', ...store])).code).toBe(0)
+    for (const command of ['history', 'status']) expect((await cli([command, '--help'])).stdout).toContain('--table NAME')
+    const history = await cli(['history', 'report', ...store, '--json'])
+    expect(history.code, history.stderr).toBe(0)
+    expect(JSON.parse(history.stdout)).toEqual({ task: 'report', runs: [] })
+    // No run is no success: a named task without runs is stale.
+    const status = await cli(['status', ...store, '--stale', 'report=1h', '--json'])
+    expect(status.code, status.stderr).toBe(1)
+    expect(JSON.parse(status.stdout).tasks).toMatchObject([{ name: 'report', state: 'stale', lastRun: null }])
   })
 })
 
@@ -160,7 +179,7 @@ describe('missing drivers (the built bin copied where no package can be found)',
     expect((await cli(['--help'], { main })).code).toBe(0)
     const schema = await cli(['schema', 'postgres'], { main })
     expect(schema.code).toBe(0)
-    expect(schema.stdout).toBe(`${postgresSchema()}\n`)
+    expect(schema.stdout).toBe(withRuns(postgresSchema(), postgresRunsSchema()))
   })
 
   it.each([

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { UsageError } from '../../src/cli/command.ts'
-import { ownParameters, parseStoreUrl, redactSecrets, redactUrl, sqlitePath } from '../../src/cli/store-url.ts'
+import { parseStoreUrl } from '../../src/cli/store-url.ts'
+import { ownParameters, redactSecrets, redactUrl } from '../../src/support/store-url.ts'
 
 describe('parseStoreUrl', () => {
   it.each([
@@ -59,15 +60,6 @@ describe('redaction', () => {
     parseStoreUrl('mysql://root:w%C3%B6rd-s3cret@db/test')
     expect(redactSecrets('auth failed for wörd-s3cret and w%C3%B6rd-s3cret')).toBe('auth failed for *** and ***')
     expect(redactSecrets('retrying mysql://root:other-secret@db2/x')).toBe('retrying mysql://root:***@db2/x')
-  })
-})
-
-describe('sqlitePath', () => {
-  it('reads sqlite:PATH and sqlite:///abs/path', () => {
-    expect(sqlitePath(parseStoreUrl('sqlite:./locks.db'))).toBe('./locks.db')
-    expect(sqlitePath(parseStoreUrl('sqlite:/var/locks.db'))).toBe('/var/locks.db')
-    expect(sqlitePath(parseStoreUrl('sqlite:///var/locks.db'))).toBe('/var/locks.db')
-    expect(() => sqlitePath(parseStoreUrl('sqlite:'))).toThrow(/sqlite: URL without a path/)
   })
 })
 

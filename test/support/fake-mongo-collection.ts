@@ -2,21 +2,32 @@ import { randomBytes } from 'node:crypto'
 import { setImmediate as tick } from 'node:timers/promises'
 
 /**
- * An in-memory stand-in for the one driver method the MongoDB provider calls,
- * `Collection.findOneAndUpdate`, with the semantics of MongoDB 6+ and the mongodb 6/7 driver.
- * No MongoDB server can run on this machine; the same semantics tests run against a real server
- * when SHEDLOCK_MONGODB_URL is set, which keeps this fake honest.
+ * An in-memory stand-in for the driver methods the MongoDB provider and inspector call,
+ * `Collection.findOneAndUpdate` (provider), `find`, `findOne`, `updateOne` and `deleteMany` (inspector), with
+ * the semantics of MongoDB 6+ and the mongodb 6/7 driver. No MongoDB server can run on this
+ * machine; the same semantics tests run against a real server when SHEDLOCK_MONGODB_URL is set,
+ * which keeps this fake honest.
  *
  * What it models, and nothing more (anything else throws "not supported by the fake", so that a
  * provider change cannot silently rely on behaviour the fake lacks):
- * - filters: top-level fields only, each an equality value or an object of `$eq $lt $lte $gt $gte`;
- *   equality and comparison follow BSON type bracketing (a Date bound never matches a string, a
- *   missing field matches no comparison and no equality except with `null`);
+ * - filters: top-level fields only, each an equality value or an object of `$eq $lt $lte $gt $gte`
+ *   and `$regex`; equality and comparison follow BSON type bracketing (a Date bound never matches
+ *   a string, a missing field matches no comparison and no equality except with `null`); `$regex`
+ *   takes a pattern string without `$options`, matches string values only, and runs as a
+ *   JavaScript `u` RegExp (MongoDB's PCRE agrees on the anchored, escaped prefixes the inspector
+ *   sends; a pattern with a NUL character fails as on the server);
  * - updates: `$set` of top-level fields; a replacement document is refused like the driver does
  *   (MongoInvalidArgumentError), and changing `_id` fails with code 66 (ImmutableField);
  * - options `upsert`, `returnDocument` ('before', the default, or 'after') and
  *   `includeResultMetadata`; the resolved value is the driver 6/7 shape: the document or `null`,
  *   or `{ value, ok: 1, lastErrorObject }` with `includeResultMetadata: true`;
+ * - `find(filter).toArray()` (documents in insertion order, as a collection scan returns them
+ *   without a sort), `findOne(filter)` (the first match or `null`), and `updateOne(filter, update)`
+ *   without upsert, resolving to `{ acknowledged, matchedCount, modifiedCount, upsertedCount,
+ *   upsertedId }` (a `$set` that writes the values already stored matches but modifies nothing),
+ *   and `deleteMany(filter)`, resolving to `{ acknowledged, deletedCount }` (each document is
+ *   matched and deleted atomically, as on a server; other calls may run between documents);
+ *   each returns copies;
  * - upsert: when nothing matches, a document built from the filter's equality fields plus `$set`
  *   is inserted, and the unique `_id` index refuses it with E11000 (code 11000) when a document
  *   with that `_id` exists; MongoDB does not retry such an upsert, because the filter is not made
@@ -24,7 +35,8 @@ import { setImmediate as tick } from 'node:timers/promises'
  * - atomicity: matching and updating one document is atomic, but an upsert's "nothing matched"
  *   and its insert are two steps with other operations in between, so two concurrent upserts of
  *   a new `_id` both try to insert and the second fails with E11000, as on a real server;
- * - every call is asynchronous (it yields to the event loop), like a network round trip.
+ * - every call is asynchronous (it yields to the event loop), like a network round trip; a broken
+ *   connection or a queued failure rejects any of them (`find` when its cursor is read).
  */
 export class FakeMongoCollection {
   /** Like the driver's `Collection.collectionName`. */
@@ -49,7 +61,7 @@ export class FakeMongoCollection {
     const set = setOf(update)
     const predicates = compile(filter)
     await tick()
-    this.#throwIfFailing()
+    this.#throwIfFailing(filter)
 
     const wrap = (value: Document | null, lastErrorObject: Document): unknown =>
       options.includeResultMetadata ? { value, ok: 1, lastErrorObject } : value
@@ -80,6 +92,69 @@ export class FakeMongoCollection {
     this.#documents.set(key, inserted)
     await tick()
     return wrap(after ? structuredClone(inserted) : null, { n: 1, updatedExisting: false, upserted: inserted._id })
+  }
+
+  /** `Collection.find`: a cursor of which the fake has `toArray()`. Filters are checked at once, as the fake refuses what it cannot model. */
+  find(filter: Document = {}, options: Document = {}): { toArray(): Promise<Document[]> } {
+    if (Object.keys(options ?? {}).length > 0) throw notSupported('find options')
+    const predicates = compile(filter)
+    return {
+      toArray: async () => {
+        await tick()
+        this.#throwIfFailing(filter)
+        return [...this.#documents.values()].filter((doc) => predicates.every((p) => p(doc))).map((doc) => structuredClone(doc))
+      },
+    }
+  }
+
+  /** `Collection.findOne`: the first matching document, or `null`. */
+  async findOne(filter: Document = {}, options: Document = {}): Promise<Document | null> {
+    if (Object.keys(options ?? {}).length > 0) throw notSupported('findOne options')
+    const predicates = compile(filter)
+    await tick()
+    this.#throwIfFailing(filter)
+    const match = [...this.#documents.values()].find((doc) => predicates.every((p) => p(doc)))
+    return match ? structuredClone(match) : null
+  }
+
+  /** `Collection.updateOne` without upsert: updates the first matching document, atomically. */
+  async updateOne(filter: Document, update: Document, options: Document = {}): Promise<UpdateResult> {
+    for (const [key, value] of Object.entries(options ?? {})) {
+      if (key === 'upsert' ? value !== false : key !== 'writeConcern' && key !== 'comment') throw notSupported(`updateOne option ${key}`)
+    }
+    // The driver refuses a replacement document before it sends anything.
+    const keys = Object.keys(update ?? {})
+    if (keys.length === 0 || !keys.every((key) => key.startsWith('$'))) throw new MongoInvalidArgumentError('Update document requires atomic operators')
+    const set = setOf(update)
+    const predicates = compile(filter)
+    await tick()
+    this.#throwIfFailing(filter)
+    const match = [...this.#documents.values()].find((doc) => predicates.every((p) => p(doc)))
+    if (!match) return { acknowledged: true, matchedCount: 0, modifiedCount: 0, upsertedCount: 0, upsertedId: null }
+    if ('_id' in set && !bsonEqual(set._id, match._id)) throw immutableId()
+    // MongoDB leaves a document whose fields already hold the values alone: matched, not modified.
+    const modified = Object.entries(set).some(([field, value]) => !(field in match) || !bsonEqual(match[field], value))
+    Object.assign(match, structuredClone(set))
+    await tick()
+    return { acknowledged: true, matchedCount: 1, modifiedCount: modified ? 1 : 0, upsertedCount: 0, upsertedId: null }
+  }
+
+  /** `Collection.deleteMany`: deletes every matching document. */
+  async deleteMany(filter: Document = {}, options: Document = {}): Promise<DeleteResult> {
+    for (const key of Object.keys(options ?? {})) if (key !== 'writeConcern' && key !== 'comment') throw notSupported(`deleteMany option ${key}`)
+    const predicates = compile(filter)
+    await tick()
+    this.#throwIfFailing(filter)
+    let deletedCount = 0
+    for (const [key, doc] of this.#documents) {
+      // Each document is matched and deleted in one step; other operations may run in between.
+      if (predicates.every((p) => p(doc))) {
+        this.#documents.delete(key)
+        deletedCount++
+        await tick()
+      }
+    }
+    return { acknowledged: true, deletedCount }
   }
 
   // ---- test helpers, not part of the driver's API: direct access to the stored documents ----
@@ -116,8 +191,14 @@ export class FakeMongoCollection {
     this.#failures.push(error)
   }
 
-  #throwIfFailing(): void {
+  #throwIfFailing(filter?: Document): void {
     if (this.#broken) throw this.#broken
+    // What the server refuses once the filter reaches it: a $regex with an embedded NUL (RegexMatchExpression, BadValue).
+    for (const condition of Object.values(filter ?? {})) {
+      if (isOperatorObject(condition) && typeof condition.$regex === 'string' && condition.$regex.includes('\0')) {
+        throw new MongoServerError('Regular expression cannot contain an embedded null byte', 2, 'BadValue')
+      }
+    }
     const next = this.#failures.shift()
     if (next) throw next
   }
@@ -125,6 +206,12 @@ export class FakeMongoCollection {
 
 /** A BSON document, as far as the fake is concerned. */
 export type Document = Record<string, unknown>
+
+/** What `deleteMany` resolves to, as the driver's `DeleteResult`. */
+export interface DeleteResult {
+  acknowledged: boolean
+  deletedCount: number
+}
 
 /** The options of `findOneAndUpdate` the fake understands. */
 export interface FindOneAndUpdateOptions {
@@ -134,6 +221,15 @@ export interface FindOneAndUpdateOptions {
   writeConcern?: unknown
   comment?: unknown
   maxTimeMS?: number
+}
+
+/** What `updateOne` resolves to, as the driver's `UpdateResult`. */
+export interface UpdateResult {
+  acknowledged: boolean
+  matchedCount: number
+  modifiedCount: number
+  upsertedCount: number
+  upsertedId: unknown
 }
 
 const KNOWN_OPTIONS = new Set(['upsert', 'returnDocument', 'includeResultMetadata', 'writeConcern', 'comment', 'maxTimeMS'])
@@ -189,6 +285,7 @@ function compile(filter: Document): Predicate[] {
   return Object.entries(filter).map(([field, condition]) => {
     if (field.startsWith('$') || field.includes('.')) throw notSupported(`filter field ${field}`)
     if (!isOperatorObject(condition)) return (doc) => bsonEqual(doc[field], condition)
+    if ('$options' in condition) throw notSupported('$options')
     const tests = Object.entries(condition).map(([op, bound]): ((value: unknown, present: boolean) => boolean) => {
       switch (op) {
         case '$eq':
@@ -201,6 +298,11 @@ function compile(filter: Document): Predicate[] {
           return (value, present) => present && compare(value, bound, (c) => c > 0)
         case '$gte':
           return (value, present) => present && compare(value, bound, (c) => c >= 0)
+        case '$regex': {
+          if (typeof bound !== 'string') throw notSupported('$regex other than a pattern string')
+          const pattern = new RegExp(bound, 'u')
+          return (value) => typeof value === 'string' && pattern.test(value)
+        }
         default:
           throw notSupported(`filter operator ${op}`)
       }

@@ -51,6 +51,12 @@ const HOOKS = [
   'onUnlockFailed',
   'onLockExtended',
   'onLockLost',
+  'onSlotClaimed',
+  'onSlotDone',
+  'onSlotSkipped',
+  'onSlotMissed',
+  'onSlotCaughtUp',
+  'onRunLedgerFailed',
 ] as const
 
 export type Hook = (typeof HOOKS)[number]
@@ -76,4 +82,12 @@ export function recordingListener(log: string[] = [], only?: readonly Hook[]): L
     }
   }
   return listener
+}
+
+/**
+ * A hand-made lock handle for tests that bypass `defineLock()`: `handle` with the
+ * `Symbol.asyncDispose` every `SimpleLock` has (it unlocks).
+ */
+export function fakeHandle<T extends { unlock(): Promise<void> }>(handle: T): T & AsyncDisposable {
+  return Object.assign(handle, { [Symbol.asyncDispose]: () => handle.unlock() })
 }

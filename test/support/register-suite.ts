@@ -1,5 +1,5 @@
 import { it } from 'vitest'
-import type { LockProviderTestCase } from '../../src/testing/index.ts'
+import type { LockInspectorTestCase, LockProviderTestCase, RunLedgerTestCase } from '../../src/testing/index.ts'
 
 /** Registers the conformance cases with vitest, skipped ones visibly. */
 export function registerSuite(cases: LockProviderTestCase[]): void {
@@ -7,4 +7,14 @@ export function registerSuite(cases: LockProviderTestCase[]): void {
     if (c.skip) it.skip(`${c.name} (${c.skip})`, () => {})
     else it(c.name, c.run, c.timeoutMs)
   }
+}
+
+/** Registers the inspector contract's cases with vitest. */
+export function registerInspectorSuite(cases: LockInspectorTestCase[]): void {
+  for (const c of cases) it(`inspector ${c.name}`, c.run, c.timeoutMs)
+}
+
+/** Registers the run ledger contract's cases with vitest. */
+export function registerRunLedgerSuite(cases: RunLedgerTestCase[]): void {
+  for (const c of cases) it(`run ledger ${c.name}`, c.run, c.timeoutMs)
 }

@@ -1,9 +1,11 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
-import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider } from '../../core/lock-provider.ts'
-import { defineLock } from '../define-lock.ts'
+import { defineLock } from '../../core/define-lock.ts'
 import { lockOwner } from '../lock-owner.ts'
+import { checkLockRequest, nameTooLong, type StoreLimits } from '../lock-request.ts'
+import { type DescribeStoreError, storeGuard } from '../store-errors.ts'
 import type { SqlTableOptions } from './sql-table.ts'
 
 /** Options shared by the SQL providers. */
@@ -23,8 +25,23 @@ export interface SqlLockProviderOptions extends SqlTableOptions {
   clock?: Clock
 }
 
+/** What the lock table can hold, as {@link SqlAccessor.readLimits} found it. */
+export interface SqlTableLimits extends StoreLimits {
+  /** The longest name the name column holds, in characters (Unicode code points). `undefined`: no limit (a `text` column). */
+  readonly maxNameLength?: number
+  /** Where the limit comes from, for the error message, e.g. `column name of shedlock, VARCHAR(64)`. */
+  readonly nameColumn?: string
+}
+
 /** The three statements of one SQL dialect. Each is a single statement, run outside any caller transaction. */
 export interface SqlAccessor {
+  /**
+   * Reads what the table can hold, before the first acquire; later acquires reuse the answer.
+   * Resolves to `undefined` when it cannot tell (the table is missing, say): the answer is then
+   * not kept, and the acquire statement runs, so that it reports the problem as it always does.
+   * A rejection reaches the caller as the acquire's `LockProviderError`. Omitted: no limits.
+   */
+  readLimits?(): Promise<SqlTableLimits | undefined>
   /** Inserts the row, or takes over an expired one. Resolves to `true` when this acquisition now holds the lock. */
   acquire(configuration: LockConfiguration, owner: string): Promise<boolean>
   /** Moves `lock_until` of a row this acquisition still holds. Resolves to `true` when it did. */
@@ -33,37 +50,62 @@ export interface SqlAccessor {
   unlock(current: LockConfiguration, owner: string, acquired: LockConfiguration): Promise<void>
 }
 
-/** Turns a driver error into a `LockProviderError` that names the lock and says what to do. */
-export type DescribeSqlError = (error: unknown, action: 'acquire' | 'extend' | 'release', lockName: string) => LockProviderError
-
 /**
- * The `LockProvider` around a dialect's {@link SqlAccessor}: one statement per acquire attempt,
- * one per release, no cache of known rows (a row deleted by hand is simply recreated), and a
- * `locked_by` value unique to each acquisition.
+ * The `LockProvider` around a dialect's {@link SqlAccessor}: one statement per acquire attempt
+ * (the first acquire of a provider also runs {@link SqlAccessor.readLimits}), one per release, no
+ * cache of known rows (a row deleted by hand is simply recreated), and a `locked_by` value unique
+ * to each acquisition. A name or a deadline past the table's limits rejects with
+ * `LockConfigurationError` before the acquire or extend statement is sent.
  */
-export function sqlLockProvider(name: string, accessor: SqlAccessor, options: SqlLockProviderOptions, describe: DescribeSqlError): ExtensibleLockProvider {
+export function sqlLockProvider(name: string, accessor: SqlAccessor, options: SqlLockProviderOptions, describe: DescribeStoreError): ExtensibleLockProvider {
   if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
     throw new LockConfigurationError(`lockedBy must be a non-empty string (it prefixes the locked_by column), got ${JSON.stringify(options.lockedBy)}`)
   }
   const clock = options.clock ?? systemClock
-  const guard = async <T>(action: 'acquire' | 'extend' | 'release', name: string, run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run()
-    } catch (error) {
-      throw error instanceof LockProviderError ? error : describe(error, action, name)
+  const guard = storeGuard(describe)
+
+  // Read once; concurrent first acquires share one reading. An unknown answer or a failure is
+  // not kept: the next acquire reads again.
+  let known: SqlTableLimits | undefined = accessor.readLimits ? undefined : {}
+  let reading: Promise<SqlTableLimits | undefined> | undefined
+  const limits = async (): Promise<SqlTableLimits> => {
+    if (known) return known
+    reading ??= accessor.readLimits!().finally(() => {
+      reading = undefined
+    })
+    const read = await reading
+    if (read) known = read
+    return read ?? {}
+  }
+
+  // Throws before anything is sent for a name or a deadline the table cannot hold.
+  const checkLimits = (configuration: LockConfiguration, limits: SqlTableLimits): void => {
+    const max = limits.maxNameLength
+    // Code points are never more than UTF-16 units: count them only when it could matter.
+    if (max !== undefined && configuration.name.length > max) {
+      const size = [...configuration.name].length
+      if (size > max) throw nameTooLong(limits.nameColumn ? `${name} (${limits.nameColumn})` : name, configuration.name, size, max, 'characters', 'the name')
     }
+    if (limits.latestDeadline) checkLockRequest(name, configuration, clock, { latestDeadline: limits.latestDeadline })
   }
 
   return {
     name,
     async lock(configuration) {
+      checkLockRequest(name, configuration, clock)
+      checkLimits(configuration, await guard('acquire', configuration.name, limits))
       const owner = lockOwner(options.lockedBy)
       const acquired = await guard('acquire', configuration.name, () => accessor.acquire(configuration, owner))
       if (!acquired) return undefined
       return defineLock(configuration, {
         clock,
+        lockedBy: owner,
         unlock: (current) => guard('release', current.name, () => accessor.unlock(current, owner, configuration)),
-        extend: (next) => guard('extend', next.name, () => accessor.extend(next, owner, configuration)),
+        extend: async (next) => {
+          // A lock was acquired, so the limits are known.
+          checkLimits(next, known ?? {})
+          return guard('extend', next.name, () => accessor.extend(next, owner, configuration))
+        },
       })
     },
   }
@@ -88,9 +130,4 @@ export interface LockAtLeastAnchor {
 export function lockAtLeastAnchor(current: LockConfiguration, acquired: LockConfiguration, clock: Clock): LockAtLeastAnchor {
   if (current === acquired) return { from: 'lockedAt', seconds: current.lockAtLeastFor / 1000 }
   return { from: 'now', seconds: Math.max(0, current.lockAtLeastUntil.getTime() - clock.now()) / 1000 }
-}
-
-/** The message of an unknown thrown value, for error texts. */
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

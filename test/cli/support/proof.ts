@@ -1,3 +1,4 @@
+import type { Duration } from '../../../src/core/duration.ts'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -5,7 +6,7 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LockProvider, lockConfiguration, type SimpleLock } from '../../../src/index.ts'
+import { type LockProvider, lockConfiguration, type SimpleLock, slotRecordName } from '../../../src/index.ts'
 import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
 import { cli, type CliRun, type ListJson, lines, startCli, waitFor } from './cli.ts'
 
@@ -43,7 +44,7 @@ export function cliProof(store: ProofStore): void {
 interface ProofContext {
   lockName(what: string): string
   dir: string
-  hold(name: string, lockAtMostFor?: string): Promise<SimpleLock>
+  hold(name: string, lockAtMostFor?: Duration): Promise<SimpleLock>
   list(): Promise<ListJson>
 }
 
@@ -62,7 +63,7 @@ export function cliBasics(store: ProofStore, options: { run?: boolean } = {}): v
     for (const lock of held) await lock.unlock().catch(() => {})
     rmSync(dir, { recursive: true, force: true })
   })
-  const hold = async (name: string, lockAtMostFor = '5m'): Promise<SimpleLock> => {
+  const hold = async (name: string, lockAtMostFor: Duration = '5m'): Promise<SimpleLock> => {
     const lock = await store.provider().lock(lockConfiguration({ name, lockAtMostFor }))
     assert.ok(lock, `could not take lock ${name}`)
     held.push(lock)
@@ -123,6 +124,26 @@ export function cliBasics(store: ProofStore, options: { run?: boolean } = {}): v
       const after = (await list()).locks.find((l) => l.name === name)
       // SQL keeps the row with lock_until in the past; key-value stores delete the key.
       if (after) expect(after.state).toBe('free')
+    })
+  })
+
+  describe('list of slot records', () => {
+    it('hides slot records unless --slots, counting them; --prefix selects by name', async () => {
+      const name = lockName('slots')
+      await hold(name)
+      await hold(slotRecordName(name, new Date('2026-11-24T02:00:00.000Z')), '1h')
+      const listed = async (...extra: string[]): Promise<ListJson & { slotRecords: number }> => {
+        const run = await cli(['list', ...store.args, '--prefix', name, '--json', ...extra])
+        assert.equal(run.code, 0, run.stderr)
+        return JSON.parse(run.stdout) as ListJson & { slotRecords: number }
+      }
+      const hidden = await listed()
+      expect(hidden.locks.map((l) => l.name)).toEqual([name])
+      expect(hidden.slotRecords).toBe(1)
+      expect((await listed('--slots')).locks.map((l) => l.name)).toEqual([name, `${name}@20261124T020000Z`])
+      const table = await cli(['list', ...store.args, '--prefix', name])
+      expect(table.code, table.stderr).toBe(0)
+      expect(lines(table.stdout)[0]).toMatch(/1 lock, 1 held \(1 slot record hidden: --slots\); now /)
     })
   })
 

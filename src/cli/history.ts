@@ -1,0 +1,107 @@
+import type { RunLedger, RunRecord, TaskHealth } from '../core/run-ledger.ts'
+import type { StoreAdmin } from '../support/store-admin.ts'
+import { CliError, type Command, EXIT_OK, integerOption, parseOptions, UsageError } from './command.ts'
+import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
+import { withStore } from './open-store.ts'
+import { storeUrlOption, URL_HELP } from './store-url.ts'
+
+const RUNS_HELP = `  --runs-table T  the run history's table (default: shedlock_runs)`
+
+const HELP = `Usage: shedlock history NAME [--url URL] [--table NAME] [--runs-table T]
+                        [--limit N] [--json]
+
+Shows the runs of task NAME from the run history, newest first: when each
+started (UTC), the slot it ran for, the node, how it ended (ok, failed,
+lock-lost, skipped, or running), how long it took and, for a failure, the
+error's class and first line. The history is what executors given a run
+ledger record (postgresRunLedger, mysqlRunLedger, sqliteRunLedger,
+redisRunLedger); "shedlock init" creates its table.
+
+Options:
+${URL_HELP}
+${RUNS_HELP}
+  --limit N      at most N runs (default: 20)
+  --json         print JSON: { task, runs: [{ id, name, slot, node,
+                 startedAt, finishedAt, outcome, durationMs, error }] }
+  -h, --help     show this help
+
+Exit codes: 0 shown (also when there are no runs), 1 the store failed or
+            keeps no history, 2 usage error
+`
+
+/** `shedlock history`. */
+export const historyCommand: Command = {
+  name: 'history',
+  summary: 'show the recorded runs of one task: when, where, how they ended',
+  help: HELP,
+  async run(args) {
+    const [name, ...rest] = args
+    if (name === undefined || name.startsWith('-')) throw new UsageError('name the task: shedlock history NAME [--url URL]')
+    // --table as every command that takes --url: one set of store options for all of them.
+    const values = parseOptions(rest, { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } })
+    const limit = integerOption(values, 'limit', 20, 1, 10_000)
+    const url = storeUrlOption(values)
+    return withStore(url, { table: stringOption(values.table), runsTable: stringOption(values['runs-table']) }, async (store) => {
+      const runs = await ledgerOf(store).history(name, { limit })
+      if (values.json === true) {
+        process.stdout.write(`${JSON.stringify({ task: name, runs: runs.map(runJson) }, null, 2)}\n`)
+        return EXIT_OK
+      }
+      process.stdout.write(`${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${name}", newest first\n`)
+      if (runs.length > 0) {
+        const now = Date.now()
+        const rows = runs.map((run) => [
+          isoUtc(run.startedAt),
+          run.slot === undefined ? '-' : isoUtc(run.slot),
+          run.node,
+          run.outcome === 'running' ? `running (${humanDuration(now - run.startedAt.getTime())})` : run.outcome,
+          run.durationMs === undefined ? '-' : durationText(run.durationMs),
+          run.error === undefined ? '' : `${run.error.type}: ${run.error.message}`,
+        ])
+        process.stdout.write(`\n${formatTable(['STARTED (UTC)', 'SLOT (UTC)', 'NODE', 'OUTCOME', 'DURATION', 'ERROR'], rows)}\n`)
+      }
+      return EXIT_OK
+    })
+  },
+}
+
+/** The run ledger of an open store, or a CliError saying the store keeps none. */
+export function ledgerOf(store: StoreAdmin): RunLedger {
+  if (!store.runLedger) throw new CliError(`${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`)
+  return store.runLedger
+}
+
+/** A run as the CLI's JSON prints it: times in ISO-8601 UTC, `null` for what is unknown. */
+export function runJson(run: RunRecord): Record<string, unknown> {
+  return {
+    id: run.id,
+    name: run.name,
+    slot: run.slot === undefined ? null : isoUtc(run.slot),
+    node: run.node,
+    startedAt: isoUtc(run.startedAt),
+    finishedAt: run.finishedAt === undefined ? null : isoUtc(run.finishedAt),
+    outcome: run.outcome,
+    durationMs: run.durationMs ?? null,
+    error: run.error ?? null,
+  }
+}
+
+/** A task's health as the CLI's JSON prints it. */
+export function healthJson(health: TaskHealth): Record<string, unknown> {
+  return {
+    name: health.name,
+    lastRun: health.lastRun ? runJson(health.lastRun) : null,
+    lastSuccess: health.lastSuccess ? runJson(health.lastSuccess) : null,
+    lastFailure: health.lastFailure ? runJson(health.lastFailure) : null,
+    consecutiveFailures: health.consecutiveFailures,
+  }
+}
+
+/** `1.2s`, `350ms`, `2m 5s`. */
+export function durationText(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)}ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)}s` : humanDuration(ms)
+}
+
+function stringOption(value: string | boolean | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined
+}

@@ -1,0 +1,85 @@
+import type { Clock } from './clock.ts'
+import { systemClock } from './clock.ts'
+import { LockStateError } from './errors.ts'
+import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
+import type { ExtensibleLock, SimpleLock } from './lock-provider.ts'
+
+/** What a provider does to release or extend one acquisition. */
+export interface LockOperations {
+  /** Releases the lock held under `configuration` (keeping it until `lockAtLeastUntil`). */
+  unlock(configuration: LockConfiguration): Promise<void>
+  /**
+   * Extends the lock to `next` (a configuration measured from now). Resolves to `true` when the
+   * store still held the lock for this acquisition and moved its expiry.
+   */
+  extend?(next: LockConfiguration, current: LockConfiguration): Promise<boolean>
+  /** Clock for the `createdAt` of extensions. @default systemClock */
+  clock?: Clock
+  /** The owner the store keeps for this acquisition (`locked_by`), shown as the handle's `lockedBy`. */
+  lockedBy?: string
+}
+
+type State = 'held' | 'busy' | 'spent'
+
+/**
+ * Builds the single-use handle every provider returns, so that no provider re-implements the
+ * "already unlocked or extended" rules:
+ * - `unlock()` or `extend()` on a spent handle throws `LockStateError`;
+ * - a failed `unlock()` (rejected) leaves the handle usable, so it may be retried;
+ * - `extend()` spends the handle whether or not the lock was still held, and returns the new one;
+ *   a rejected `extend()` leaves it usable.
+ */
+export function defineLock(configuration: LockConfiguration, operations: LockOperations & { extend: NonNullable<LockOperations['extend']> }): ExtensibleLock
+export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock
+export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock | ExtensibleLock {
+  let state: State = 'held'
+
+  const claim = (action: string): void => {
+    if (state === 'held') {
+      state = 'busy'
+      return
+    }
+    const why = state === 'busy' ? 'an unlock or extend of this handle is still in progress' : 'it was already unlocked or extended'
+    throw new LockStateError(`Cannot ${action} lock "${configuration.name}": ${why}. Use the handle returned by extend(), and unlock each handle once`)
+  }
+
+  const unlock = async (): Promise<void> => {
+    claim('unlock')
+    try {
+      await operations.unlock(configuration)
+      state = 'spent'
+    } catch (error) {
+      state = 'held'
+      throw error
+    }
+  }
+
+  // Leaving an `await using` block releases a handle that is still held; a spent one needs nothing.
+  const dispose = async (): Promise<void> => {
+    if (state === 'held') await unlock()
+  }
+  const { extend } = operations
+  const owner = operations.lockedBy === undefined ? {} : { lockedBy: operations.lockedBy }
+  if (!extend) return { ...owner, unlock, [Symbol.asyncDispose]: dispose }
+  const clock = operations.clock ?? systemClock
+
+  return {
+    ...owner,
+    unlock,
+    [Symbol.asyncDispose]: dispose,
+    async extend(lockAtMostFor, lockAtLeastFor) {
+      // Validate before claiming, so that bad durations leave the handle usable.
+      const next = lockConfiguration({ name: configuration.name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(clock.now()) })
+      claim('extend')
+      let extended: boolean
+      try {
+        extended = await extend(next, configuration)
+      } catch (error) {
+        state = 'held'
+        throw error
+      }
+      state = 'spent'
+      return extended ? defineLock(next, { ...operations, extend }) : undefined
+    },
+  }
+}

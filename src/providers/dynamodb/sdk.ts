@@ -1,0 +1,133 @@
+import { LockConfigurationError } from '../../core/errors.ts'
+import { messageOf } from '../../support/store-errors.ts'
+
+// The AWS SDK v3 as the provider and the inspector use it: the client's one method, the command
+// classes (imported on first use, or passed as `lib`), and the inputs they are built with.
+
+const SDK = '@aws-sdk/client-dynamodb'
+
+/**
+ * The part of an AWS SDK v3 `DynamoDBClient` (`@aws-sdk/client-dynamodb` 3.x) that shedlock
+ * calls: `send(command)`. We don't import the SDK statically; pass your client as it is. A
+ * `DynamoDBDocumentClient` is not one: it would re-marshal the attribute values.
+ */
+export interface DynamoDBSendClient {
+  send(command: object): Promise<unknown>
+}
+
+/** A string attribute value, the only type the lock items use. */
+export interface DynamoDBStringValue {
+  S: string
+}
+
+/** The input of `UpdateItemCommand` that the provider builds. */
+export interface DynamoDBUpdateItemInput {
+  TableName: string
+  Key: Record<string, DynamoDBStringValue>
+  UpdateExpression: string
+  ConditionExpression: string
+  ExpressionAttributeValues: Record<string, DynamoDBStringValue>
+}
+
+/** The input of `CreateTableCommand` that `createDynamoDBLockTable` builds. */
+export interface DynamoDBCreateTableInput {
+  TableName: string
+  KeySchema: { AttributeName: string; KeyType: 'HASH' }[]
+  AttributeDefinitions: { AttributeName: string; AttributeType: 'S' }[]
+  BillingMode: 'PAY_PER_REQUEST'
+}
+
+/** The input of `ScanCommand` that the inspector builds: one page of the table, read consistently, filtered by name prefix (and expiry). */
+export interface DynamoDBScanInput {
+  TableName: string
+  ConsistentRead: true
+  ExclusiveStartKey?: Record<string, DynamoDBStringValue>
+  FilterExpression?: string
+  ProjectionExpression?: string
+  ExpressionAttributeNames?: Record<string, string>
+  ExpressionAttributeValues?: Record<string, DynamoDBStringValue>
+}
+
+/** The input of `DeleteItemCommand` that the inspector builds: a conditional delete of one expired item. */
+export interface DynamoDBDeleteItemInput {
+  TableName: string
+  Key: Record<string, DynamoDBStringValue>
+  ConditionExpression: string
+  ExpressionAttributeValues: Record<string, DynamoDBStringValue>
+}
+
+/** The input of `GetItemCommand` that the inspector builds. */
+export interface DynamoDBGetItemInput {
+  TableName: string
+  Key: Record<string, DynamoDBStringValue>
+  ConsistentRead: true
+}
+
+/**
+ * The command classes used, as `@aws-sdk/client-dynamodb` exports them. Pass the module as
+ * `lib` when it cannot be imported by name (bundlers, several SDK copies):
+ * `import * as lib from '@aws-sdk/client-dynamodb'`.
+ */
+export interface DynamoDBLib {
+  UpdateItemCommand: new (input: DynamoDBUpdateItemInput) => object
+  DescribeTableCommand: new (input: { TableName: string }) => object
+  CreateTableCommand: new (input: DynamoDBCreateTableInput) => object
+}
+
+/** The command classes the inspector uses, as `@aws-sdk/client-dynamodb` exports them (`import * as lib from '@aws-sdk/client-dynamodb'`). */
+export interface DynamoDBInspectorLib {
+  ScanCommand: new (input: DynamoDBScanInput) => object
+  GetItemCommand: new (input: DynamoDBGetItemInput) => object
+  UpdateItemCommand: new (input: DynamoDBUpdateItemInput) => object
+  DeleteItemCommand: new (input: DynamoDBDeleteItemInput) => object
+}
+
+/**
+ * @throws LockConfigurationError unless `client` has `send(command)`.
+ */
+export function checkClient(client: unknown): asserts client is DynamoDBSendClient {
+  if (!client || typeof (client as Partial<DynamoDBSendClient>).send !== 'function') {
+    throw new LockConfigurationError('dynamodb: pass your DynamoDBClient (from @aws-sdk/client-dynamodb) as client: an object with send(command)')
+  }
+}
+
+/**
+ * Returns a loader of the command classes `needed`: `lib` as given, or the SDK imported once, on first use.
+ * @throws LockConfigurationError when `lib` lacks one of them.
+ */
+export function commandLoader<L extends object>(lib: L | undefined, needed: readonly (keyof L & string)[]): () => Promise<L> {
+  if (lib !== undefined) {
+    const missing = needed.filter((key) => typeof (lib as Partial<L> | null)?.[key] !== 'function')
+    if (missing.length > 0) {
+      throw new LockConfigurationError(`dynamodb: lib must be the ${SDK} module (import * as lib from '${SDK}'); it has no ${missing.join(', ')}`)
+    }
+    return async () => lib
+  }
+  let loaded: Promise<L> | undefined
+  return () => {
+    loaded ??= import('@aws-sdk/client-dynamodb').then((module) => {
+      const found = module as unknown as Partial<L>
+      const missing = needed.filter((key) => typeof found[key] !== 'function')
+      if (missing.length > 0) throw new Error(`the module has no ${missing.join(', ')}`)
+      return found as L
+    })
+    return loaded.catch((error: unknown) => {
+      // Not cached: the package may be installed while the process runs.
+      loaded = undefined
+      throw new SdkLoadError(error)
+    })
+  }
+}
+
+/** The SDK could not be imported; `cause` says why. */
+export class SdkLoadError extends Error {
+  override name = 'SdkLoadError'
+  constructor(cause: unknown) {
+    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, { cause })
+  }
+}
+
+/** The `name` of what the SDK threw, which says what went wrong (`ConditionalCheckFailedException`, ...). */
+export function errorName(error: unknown): unknown {
+  return (error as { name?: unknown } | null)?.name
+}

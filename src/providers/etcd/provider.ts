@@ -1,0 +1,262 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import { type Duration, parseDuration } from '../../core/duration.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { defineLock } from '../../core/define-lock.ts'
+import { addedValue } from '../../support/added-value.ts'
+import { lockOwner } from '../../support/lock-owner.ts'
+import { checkLockRequest, nameTooLong } from '../../support/lock-request.ts'
+import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
+import { withTimeout } from '../../support/with-timeout.ts'
+import { type EtcdLockInspectorOptions, etcdLockInspector } from './inspector.ts'
+import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, MAX_KEY_BYTES, PROVIDER } from './format.ts'
+
+/** One operation of a transaction: an etcd3 `PutBuilder` or `DeleteBuilder`. Never awaited here (builders are thenables that run themselves). */
+export interface EtcdOperation {
+  op(): Promise<object>
+}
+
+/** The part of an etcd3 `PutBuilder` this provider calls. */
+export interface EtcdPutBuilder extends EtcdOperation {
+  value(value: string): EtcdPutBuilder
+  lease(id: string): EtcdPutBuilder
+}
+
+/** The part of an etcd3 `DeleteBuilder` this provider calls. */
+export interface EtcdDeleteBuilder {
+  key(key: string): EtcdOperation
+}
+
+/** The part of an etcd3 `ComparatorBuilder` (a transaction) this provider calls. */
+export interface EtcdTransaction {
+  then(...operations: EtcdOperation[]): EtcdTransaction
+  commit(): Promise<{ succeeded: boolean }>
+}
+
+/** The part of an etcd3 `Lease` this provider calls. */
+export interface EtcdLease {
+  /** Resolves to the lease ID once etcd granted it. */
+  grant(): Promise<string>
+  /** Revokes the lease, deleting the keys attached to it. */
+  revoke(): Promise<void>
+}
+
+/**
+ * The part of an `Etcd3` client (etcd3 1.x) that this provider calls. We don't import etcd3: any
+ * client with these methods works. The provider never closes it.
+ */
+export interface EtcdClient {
+  lease(ttl: number, options: { autoKeepAlive: boolean }): EtcdLease
+  if(key: string, column: 'Version' | 'Value', cmp: '==', value: string | number): EtcdTransaction
+  put(key: string): EtcdPutBuilder
+  delete(): EtcdDeleteBuilder
+}
+
+/** Options of {@link etcdLockProvider}. */
+export interface EtcdLockProviderOptions {
+  /** Your `Etcd3` client. */
+  client: EtcdClient
+  /** Second part of every key, `shedlock:<environment>:<name>`. Must not be empty or contain `:`. @default "default" */
+  environment?: string
+  /**
+   * Prefix of the owner in each value. Each acquisition stores
+   * `ADDED:<ISO time>@<lockedBy>:<pid>:<random>`, unique per acquisition. @default the host name
+   */
+  lockedBy?: string
+  /**
+   * How long one lock operation (its lease grants, transaction and revokes together) may take,
+   * in milliseconds or a duration string. Past it, the operation rejects with
+   * `LockProviderError` and the task does not run. etcd3 fails at once when the server refuses
+   * connections, but waits without end for a server that accepts them and never answers.
+   * @default "5s"
+   */
+  timeout?: Duration
+  /** Clock for the time in each value and the rest of `lockAtLeastFor` on unlock. @default systemClock */
+  clock?: Clock
+}
+
+const NO_KEEP_ALIVE = Object.freeze({ autoKeepAlive: false })
+// etcd's lease.MaxLeaseTTL: a longer lease is refused ("etcdserver: too large lease TTL").
+const MAX_LEASE_TTL_S = 9_000_000_000
+
+
+/**
+ * Locks in etcd keys in Java ShedLock's format (its `EtcdLockProvider`), so Java and Node nodes
+ * can share locks: the key is `shedlock:<environment>:<name>`, the value
+ * `ADDED:<ISO-8601 time, 3 fraction digits>@<owner>`, and the key is attached to a lease whose
+ * TTL is the lock's remaining duration; etcd deletes the key when the lease expires.
+ *
+ * - acquire: grant a lease of `lockAtMostUntil - now` (no keep-alive), then one transaction
+ *   `If(version(key) == 0) Then put(key, value, lease)`; when the key exists the lease is revoked
+ *   and `lock()` resolves to `undefined`;
+ * - unlock: when `lockAtLeastUntil` has passed, `If(value == mine) Then delete(key)`; otherwise
+ *   the key moves to a new lease of what remains of `lockAtLeastFor`,
+ *   `If(value == mine) Then put(key, value, newLease)`. The old lease is revoked either way;
+ * - extend: the key moves to a new lease of `lockAtMostFor`, `If(value == mine) Then put(...)`.
+ *   Resolves to `undefined` when the key expired or another acquisition holds it.
+ *
+ * Unlike Java's provider, unlock and extend are owner-checked: the value is unique to each
+ * acquisition, so a holder whose lock expired touches nothing of the next holder's. A key Java
+ * wrote (`ADDED:<time>@<host>`) counts as held as long as it exists.
+ *
+ * Durations: etcd leases have whole-second TTLs, so every duration rounds up to whole seconds
+ * (a `lockAtMostFor` of 1.2 s holds the key 2 s), and etcd raises TTLs below its minimum to that
+ * minimum (`ceil(1.5 × election timeout)`: 2 s with the default 1 s election timeout), so no
+ * lock, and no `lockAtLeastFor` after an unlock, lasts less than 2 s. etcd also deletes expired
+ * leases' keys in a background pass every 500 ms, so a key may outlive its lease by up to about
+ * half a second. Expiry runs on the etcd leader's clock; the app clock only measures durations.
+ *
+ * Lock names go into keys as they are: etcd keys are arbitrary bytes and `environment` cannot
+ * contain `:`, so every name (with `:`, `/`, spaces, any Unicode) has its own key, the key Java
+ * uses. A key is at most 512 KiB of UTF-8: etcd refuses requests over 1.5 MiB by default (the
+ * transactions carry the key twice), and an oversized request also trips etcd3's circuit breaker
+ * for every other call of the client, so a longer name is refused with `LockConfigurationError`
+ * before anything is sent.
+ *
+ * Lease TTLs end at 9,000,000,000 s (about 285 years, etcd's `MaxLeaseTTL`): a `lockAtMostFor`
+ * longer than that, on `lock()` or `extend()`, is refused with `LockConfigurationError`.
+ *
+ * Leases: each acquire attempt grants one; an attempt that finds the lock held revokes it at once.
+ * After a timeout or a lost connection a lease may stay behind, without keys or with the key it
+ * was meant for, until its TTL ends (never longer than the lock's own duration).
+ *
+ * ```ts
+ * import { Etcd3 } from 'etcd3'
+ * import { etcdLockProvider } from 'shedlock/etcd'
+ * const provider = etcdLockProvider({ client: new Etcd3({ hosts: 'http://127.0.0.1:2379' }), environment: 'production' })
+ * ```
+ *
+ * `provider.inspector()` is {@link etcdLockInspector} over the same client, key space and timeout;
+ * handles carry `lockedBy`, the owner written in the lock's value.
+ *
+ * @throws LockConfigurationError for a missing client, an empty `environment` or `lockedBy`, an
+ *   `environment` containing `:`, or a `timeout` that is not a positive duration.
+ */
+export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  if (options === null || typeof options !== 'object') {
+    throw new LockConfigurationError('etcd: pass options { client, environment?, lockedBy? }')
+  }
+  const { client } = options
+  if (!client || typeof client.lease !== 'function' || typeof client.if !== 'function' || typeof client.put !== 'function' || typeof client.delete !== 'function') {
+    throw new LockConfigurationError('etcd: pass your Etcd3 client (etcd3 1.x) as { client }')
+  }
+  const space = etcdKeySpace(options.environment ?? DEFAULT_ENVIRONMENT)
+  if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
+    throw new LockConfigurationError(`etcd: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`)
+  }
+  const timeout = parseDuration(options.timeout ?? '5s')
+  if (timeout <= 0) throw new LockConfigurationError('etcd: timeout must be longer than 0ms')
+  const clock = options.clock ?? systemClock
+
+  const storeCall = storeGuard((error, action, name) => describeEtcdError(error, action, name, timeout))
+  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> => storeCall(action, name, () => withTimeout(run(), timeout, { store: 'etcd' }))
+
+  // Builders are thenables that execute themselves when awaited: build them inline, never return
+  // one from an async function.
+  const putIfMine = (key: string, value: string, leaseId: string): Promise<{ succeeded: boolean }> =>
+    client.if(key, 'Value', '==', value).then(client.put(key).value(value).lease(leaseId)).commit()
+
+  // The latest deadline a lease granted now can reach.
+  const longestLease = (): { ms: number; why: string } => ({
+    ms: clock.now() + MAX_LEASE_TTL_S * 1000,
+    why: `etcd grants leases of at most ${MAX_LEASE_TTL_S.toLocaleString('en-US')} s, about 285 years`,
+  })
+
+  return {
+    name: PROVIDER,
+    // An Etcd3 client has the calls the inspector makes as well as the provider's.
+    inspector: () => etcdLockInspector({ client: options.client as unknown as EtcdLockInspectorOptions['client'], environment: space.environment, timeout }),
+    async lock(configuration) {
+      checkLockRequest(PROVIDER, configuration, clock, { latestDeadline: longestLease() })
+      const { name } = configuration
+      const key = etcdLockKey(space, name)
+      // Checked before anything is sent: an oversized request breaks the client for other locks.
+      const bytes = Buffer.byteLength(key)
+      if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+      const now = clock.now()
+      const owner = lockOwner(options.lockedBy)
+      const value = addedValue(now, owner)
+      // Mutable: unlock and extend move the key to new leases. An object, because it is first
+      // assigned inside a closure.
+      const held: { lease: EtcdLease | undefined } = { lease: undefined }
+      let acquired: boolean
+      try {
+        acquired = await guard('acquire', name, async () => {
+          const lease = client.lease(leaseSeconds(configuration.lockAtMostUntil.getTime() - now), NO_KEEP_ALIVE)
+          held.lease = lease
+          const id = await lease.grant()
+          return (await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(id)).commit()).succeeded
+        })
+      } catch (error) {
+        // Whether or not the transaction committed (or still will, after a timeout), nobody uses
+        // this acquisition: revoking its lease deletes the key it may have created, so a late
+        // acquisition cannot block the name. Not awaited: the server is most likely unreachable.
+        if (held.lease) void quietly(held.lease.revoke())
+        throw error
+      }
+      let lease = held.lease!
+      if (!acquired) {
+        // The key belongs to another lease, this one holds nothing: revoke it, so that failed
+        // attempts leave no leases behind.
+        await quietly(withTimeout(lease.revoke(), timeout, { store: 'etcd' }))
+        return undefined
+      }
+
+      return defineLock(configuration, {
+        clock,
+        lockedBy: owner,
+        unlock: (current) =>
+          guard('release', name, async () => {
+            const old = lease
+            const keepMs = current.lockAtLeastUntil.getTime() - clock.now()
+            if (keepMs <= 0) {
+              await client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit()
+            } else {
+              const keep = client.lease(leaseSeconds(keepMs), NO_KEEP_ALIVE)
+              // On an error after the grant the new lease is not revoked: the put may have
+              // committed, and revoking would release the lock before lockAtLeastUntil. It ends
+              // after `keep` seconds anyway.
+              const { succeeded } = await putIfMine(key, value, await keep.grant())
+              if (succeeded) lease = keep
+              else await quietly(keep.revoke())
+            }
+            // The key is gone or on the new lease (or was never ours any more): the old lease
+            // holds nothing of this lock.
+            await quietly(old.revoke())
+          }),
+        extend: (next) => {
+          // Thrown, not wrapped by the guard: the extension is refused before anything is sent,
+          // and the handle stays usable.
+          checkLockRequest(PROVIDER, next, clock, { latestDeadline: longestLease() })
+          return guard('extend', name, async () => {
+            const old = lease
+            const fresh = client.lease(leaseSeconds(next.lockAtMostUntil.getTime() - clock.now()), NO_KEEP_ALIVE)
+            const { succeeded } = await putIfMine(key, value, await fresh.grant())
+            if (!succeeded) {
+              // The key expired or belongs to another acquisition: neither lease holds it.
+              await Promise.all([quietly(fresh.revoke()), quietly(old.revoke())])
+              return false
+            }
+            lease = fresh
+            await quietly(old.revoke())
+            return true
+          })
+        },
+      })
+    },
+  }
+}
+
+/** Whole seconds, rounded up and at least 1: etcd lease TTLs are whole seconds, and etcd3 refuses TTLs below 1. */
+function leaseSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000))
+}
+
+/** Waits for `promise` and ignores its failure: for best-effort lease revokes. */
+async function quietly(promise: Promise<unknown>): Promise<void> {
+  try {
+    await promise
+  } catch {
+    // A lease that could not be revoked ends with its TTL.
+  }
+}

@@ -1,0 +1,81 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import type { ExtensibleLockProvider } from '../../core/lock-provider.ts'
+import type { LockInspector } from '../../core/lock-inspector.ts'
+import { defineLock } from '../../core/define-lock.ts'
+import { checkLockRequest } from '../../support/lock-request.ts'
+import { inMemoryLockInspector } from './inspector.ts'
+import { type InMemoryEntry, registerStore } from './store.ts'
+
+/** Options of {@link inMemoryLockProvider}. */
+export interface InMemoryLockProviderOptions {
+  /** @default systemClock */
+  clock?: Clock
+}
+
+/** What {@link InMemoryLockProvider.inspect} reports about one lock. */
+export interface InMemoryLockRecord {
+  readonly lockUntil: Date
+  readonly lockedAt: Date
+}
+
+/** An extensible provider that keeps locks in this process's memory. */
+export interface InMemoryLockProvider extends ExtensibleLockProvider {
+  /** Lists and cleans this provider's locks (see `inMemoryLockInspector`). */
+  inspector(): LockInspector
+  /** The stored record of `name` (held or not), or `undefined` if it was never locked. */
+  inspect(name: string): InMemoryLockRecord | undefined
+}
+
+/**
+ * Locks held in this process's memory: for tests, and for a single process that must not run a
+ * task twice at once. It coordinates nothing across processes. Extensible; unlock and extend
+ * only touch the acquisition that owns the lock. `inMemoryLockInspector(provider)` lists and
+ * force-releases its locks.
+ *
+ * ```ts
+ * import { inMemoryLockProvider } from 'shedlock'
+ * const provider = inMemoryLockProvider()
+ * ```
+ */
+export function inMemoryLockProvider(options: InMemoryLockProviderOptions = {}): InMemoryLockProvider {
+  const clock = options.clock ?? systemClock
+  const entries = new Map<string, InMemoryEntry>()
+
+  const ownedEntry = (name: string, owner: symbol): InMemoryEntry | undefined => {
+    const entry = entries.get(name)
+    return entry?.owner === owner ? entry : undefined
+  }
+
+  const provider: InMemoryLockProvider = {
+    name: 'in-memory',
+    async lock(configuration: LockConfiguration) {
+      checkLockRequest('in-memory', configuration, clock)
+      const now = clock.now()
+      const existing = entries.get(configuration.name)
+      if (existing && existing.lockUntil > now) return undefined
+      const owner = Symbol(configuration.name)
+      entries.set(configuration.name, { lockUntil: configuration.lockAtMostUntil.getTime(), lockedAt: now, owner })
+      return defineLock(configuration, {
+        clock,
+        async unlock(current) {
+          const entry = ownedEntry(current.name, owner)
+          if (entry) entry.lockUntil = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
+        },
+        async extend(next) {
+          const entry = ownedEntry(next.name, owner)
+          if (!entry || entry.lockUntil <= clock.now()) return false
+          entry.lockUntil = next.lockAtMostUntil.getTime()
+          return true
+        },
+      })
+    },
+    inspect(name) {
+      const entry = entries.get(name)
+      return entry && { lockUntil: new Date(entry.lockUntil), lockedAt: new Date(entry.lockedAt) }
+    },
+    inspector: () => inMemoryLockInspector(provider),
+  }
+  registerStore(provider, { entries, clock })
+  return provider
+}

@@ -1,0 +1,177 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import { type Duration, parseDuration } from '../../core/duration.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import type { LockProvider } from '../../core/lock-provider.ts'
+import { defineLock } from '../../core/define-lock.ts'
+import { addedValue } from '../../support/added-value.ts'
+import { lockOwner } from '../../support/lock-owner.ts'
+import { checkLockRequest } from '../../support/lock-request.ts'
+import { storeGuard } from '../../support/store-errors.ts'
+import { DEFAULT_ENVIRONMENT, describeMemcachedError, encodeKey, memcachedKeyPrefix, PROVIDER, textOf } from './format.ts'
+
+/**
+ * The part of a `memjs` 1.3 `Client` that this provider calls (the promise forms). We don't
+ * import memjs: pass your `memjs.Client.create(...)` as is. Keep its default (no-op) serializer:
+ * the provider writes and compares plain strings.
+ */
+export interface MemcachedClient {
+  /** Resolves to `{ value: null }` when the key is missing; memjs gives the value as a Buffer. */
+  get(key: string): Promise<{ value: unknown }>
+  /** Stores `value` only if `key` is missing; resolves to `false` if it exists. `expires` in seconds, see memcached's rules. */
+  add(key: string, value: string, options: { expires: number }): Promise<boolean>
+  /** Stores `value` only if `key` exists; resolves to `false` if it is missing. */
+  replace(key: string, value: string, options: { expires: number }): Promise<boolean>
+  /** Resolves to `false` if the key was missing. */
+  delete(key: string): Promise<boolean>
+}
+
+/** Options of {@link memcachedLockProvider}. */
+export interface MemcachedLockProviderOptions {
+  /** Your memjs 1.3 client. The provider never opens or closes connections. */
+  client: MemcachedClient
+  /**
+   * The middle part of every key, `shedlock:<environment>:<name>`, to keep apart fleets that share
+   * a memcached (Java ShedLock's `env`). No spaces, control characters or `:`. @default "default"
+   */
+  environment?: string
+  /**
+   * Longest wait for one memcached call, as a duration (milliseconds or a string such as `"5s"`),
+   * after which the call rejects with `LockProviderError`. memjs normally gives up sooner by itself
+   * (its `timeout`, `conntimeout` and `retries` options: about 2.5 s with its defaults), but a
+   * connection that the server closes while a request is in flight never calls back.
+   * @default "5s"
+   */
+  timeout?: Duration
+  /** The clock of the `ADDED:<time>` part of the value and of expiries beyond 30 days. @default systemClock */
+  clock?: Clock
+}
+
+// memcached reads an expiration above 30 days as an absolute Unix time, not as seconds from now.
+const RELATIVE_LIMIT_S = 2_592_000
+// Expirations travel as 32-bit unsigned integers: the latest is 2106-02-07T06:28:15Z (memjs
+// throws a RangeError for a larger one).
+const MAX_EXPIRATION = 0xffff_ffff
+const LATEST_DEADLINE = {
+  ms: MAX_EXPIRATION * 1000,
+  why: 'memcached expirations are 32-bit Unix times, the last one 2106-02-07T06:28:15Z',
+} as const
+// memcached's clock ticks in whole seconds, so a record may vanish up to 1 s before
+// lockAtMostUntil, and another node may add its own at once. An unlock this close to
+// lockAtMostUntil leaves the record to expire by itself rather than risk deleting a newer lock
+// in the gap between its get and its delete (memjs 1.3 has no compare-and-swap).
+const UNLOCK_GUARD_MS = 2_000
+
+/**
+ * The expiration memcached needs for a record that must live until `untilMs`: whole seconds,
+ * rounded up and at least 1 (0 would mean "never expires"), or the absolute Unix time in seconds
+ * when that is more than 30 days away. lock() refuses deadlines past MAX_EXPIRATION.
+ */
+function expiration(untilMs: number, nowMs: number): number {
+  const seconds = Math.max(1, Math.ceil((untilMs - nowMs) / 1000))
+  if (seconds <= RELATIVE_LIMIT_S) return seconds
+  return Math.ceil(untilMs / 1000)
+}
+
+/**
+ * Locks in memcached, in Java ShedLock's format: key `shedlock:<environment>:<name>` (see
+ * {@link memcachedLockKey}), value `ADDED:<ISO-8601 time>@<owner>`, expiry set on the record.
+ * Not extensible, like Java's.
+ *
+ * `add` takes the lock, so of several nodes exactly one gets a missing key; memcached expires it
+ * after `lockAtMostFor`, rounded up to whole seconds. Unlock deletes the record, or shortens its
+ * expiry to what remains of `lockAtLeastFor`, after checking that the stored value is still this
+ * acquisition's (`<owner>` is `<host>:<pid>:<random>`, unique per acquisition).
+ *
+ * ```ts
+ * import memjs from 'memjs'
+ * import { memcachedLockProvider } from 'shedlock/memcached'
+ * const provider = memcachedLockProvider({ client: memjs.Client.create('127.0.0.1:11211') })
+ * ```
+ *
+ * What memcached cannot do, and what it means for you:
+ * - It may evict a held lock under memory pressure (LRU) or lose it on restart, releasing it
+ *   early: another node may then run the task while the first still runs. Do not use it for
+ *   locks that must not be lost.
+ * - Its clock ticks in whole seconds: a lock may expire up to 1 s before `lockAtMostUntil` (and
+ *   before `lockAtLeastUntil`). Keep `lockAtMostFor` well above the task's duration.
+ * - No compare-and-swap in memjs 1.3: unlock reads the value, then deletes or replaces it. A lock
+ *   released within 2 s of `lockAtMostUntil` is left to expire by itself, so that the gap between
+ *   the read and the write cannot delete a lock another node took after this one expired.
+ * - Beyond 30 days an expiry is sent as an absolute Unix time, read on memcached's clock. Those
+ *   are 32-bit: a `lockAtMostUntil` after 2106-02-07T06:28:15Z rejects with
+ *   `LockConfigurationError`.
+ * - Keys are at most 250 bytes (memcached's limit; a longer one also stalls the connection): a
+ *   longer name rejects with `LockConfigurationError` before anything is sent.
+ *
+ * @throws LockConfigurationError for a missing client, an invalid `environment` or `timeout`.
+ */
+export function memcachedLockProvider(options: MemcachedLockProviderOptions): LockProvider {
+  const { client } = options ?? {}
+  if (!client || (['get', 'add', 'replace', 'delete'] as const).some((method) => typeof client[method] !== 'function')) {
+    throw new LockConfigurationError("memcached: pass your memjs client as { client }, e.g. memjs.Client.create('127.0.0.1:11211')")
+  }
+  const prefix = memcachedKeyPrefix(options.environment ?? DEFAULT_ENVIRONMENT)
+  const timeoutMs = parseDuration(options.timeout ?? '5s')
+  if (timeoutMs <= 0) throw new LockConfigurationError('memcached: timeout must be longer than 0 ms')
+  const clock = options.clock ?? systemClock
+  if (typeof clock?.now !== 'function') throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
+
+  const timed = <T>(call: () => Promise<T>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(Object.assign(new Error(`memcached did not answer within ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs)
+      Promise.resolve()
+        .then(call)
+        .then(
+          (value) => {
+            clearTimeout(timer)
+            resolve(value)
+          },
+          (error: unknown) => {
+            clearTimeout(timer)
+            reject(error)
+          },
+        )
+    })
+
+  const guard = storeGuard((error, action, name) => describeMemcachedError(error, action, name))
+
+  // Checked before anything is sent: a key memcached refuses stalls the connection.
+  const keyOf = (name: string): string => {
+    const key = encodeKey(prefix, name)
+    if (typeof key !== 'string') throw key
+    return key
+  }
+
+  const release = async (key: string, value: string, held: LockConfiguration): Promise<void> => {
+    const lockAtMostUntil = held.lockAtMostUntil.getTime()
+    if (lockAtMostUntil - clock.now() < UNLOCK_GUARD_MS) return
+    const { value: stored } = await timed(() => client.get(key))
+    // Someone else's record (this one expired or was evicted, and another node took the lock), or none.
+    if (textOf(stored) !== value) return
+    const now = clock.now()
+    if (lockAtMostUntil - now < UNLOCK_GUARD_MS) return
+    const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
+    if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await timed(() => client.delete(key))
+    else await timed(() => client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) }))
+  }
+
+  return {
+    name: PROVIDER,
+    async lock(configuration: LockConfiguration) {
+      checkLockRequest(PROVIDER, configuration, clock, { latestDeadline: LATEST_DEADLINE })
+      const { name } = configuration
+      const key = keyOf(name)
+      const now = clock.now()
+      const owner = lockOwner()
+      const value = addedValue(now, owner)
+      const added = await guard('acquire', name, () => timed(() => client.add(key, value, { expires: expiration(configuration.lockAtMostUntil.getTime(), now) })))
+      if (added !== true) return undefined
+      return defineLock(configuration, {
+        clock,
+        lockedBy: owner,
+        unlock: (held) => guard('release', name, () => release(key, value, held)),
+      })
+    },
+  }
+}

@@ -1,0 +1,150 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { defineLock } from '../../core/define-lock.ts'
+import { lockOwner } from '../../support/lock-owner.ts'
+import { checkLockRequest } from '../../support/lock-request.ts'
+import { storeGuard } from '../../support/store-errors.ts'
+import { checkName, collectionLabel, describeMongoError, DUPLICATE_KEY, PROVIDER } from './format.ts'
+import { type MongoInspectorCollection, mongoLockInspector } from './inspector.ts'
+
+/**
+ * The part of a MongoDB Node.js driver (mongodb 6 and 7) `Collection` that this provider calls.
+ * We don't import `mongodb`: pass `db.collection('shedLock')` as it is.
+ *
+ * `findOneAndUpdate` must resolve the way mongodb 6 and 7 do by default: to the matched document,
+ * or `null` when none matched. A driver 5 `ModifyResult` (`{ value, ok }`) is read too.
+ */
+export interface MongoLockCollection {
+  /** The collection's name, for error messages only. */
+  readonly collectionName?: string
+  findOneAndUpdate(filter: Record<string, unknown>, update: Record<string, unknown>, options: { upsert?: boolean }): Promise<unknown>
+}
+
+/** Options of {@link mongoLockProvider}. */
+export interface MongoLockProviderOptions {
+  /**
+   * The lock collection, e.g. `client.db('app').collection('shedLock')` (`shedLock` is Java
+   * ShedLock's default name: use it to share locks with Java nodes). It needs no index: `_id` is
+   * the lock name, and `_id` is always unique. The provider never opens or closes connections.
+   *
+   * Get it with `{ writeConcern: { w: 'majority' } }` on a replica set (Java ShedLock does the
+   * same): a lock acknowledged by the primary alone is lost if the primary fails over before it
+   * replicated, and another node may then take it.
+   */
+  collection: MongoLockCollection
+  /**
+   * Prefix of the `lockedBy` value. Each acquisition stores `<lockedBy>:<pid>:<random>`, so that
+   * locks are owned per acquisition, never per host. @default the host name
+   */
+  lockedBy?: string
+  /**
+   * The clock that decides expiry. MongoDB compares `lockUntil` with the time this process sends
+   * (an update filter cannot read the server's clock), so nodes must keep their clocks in sync.
+   * @default systemClock
+   */
+  clock?: Clock
+}
+
+/**
+ * Locks in a MongoDB collection in Java ShedLock's format:
+ * `{ _id: <name>, lockUntil: Date, lockedAt: Date, lockedBy: string }`. Extensible.
+ *
+ * Acquire is one `findOneAndUpdate({ _id: name, lockUntil: { $lte: now } }, { $set: … }, { upsert: true })`:
+ * a missing document is inserted, an expired one taken over, and a held one makes the upsert try
+ * to insert a second document with the same `_id`, which fails with duplicate key error 11000:
+ * "held" (also what the loser of two concurrent upserts of a new name gets). Unlock and extend
+ * update only the document this acquisition still holds (`lockedBy` filter); Java ShedLock's
+ * unlock does not check the holder (its issue #74). A document deleted by hand is recreated by
+ * the next acquire. Any lock name works as it is: `_id` accepts every string, up to the 16 MiB
+ * a document holds; a name over 16 MiB − 64 KiB of UTF-8 rejects with `LockConfigurationError`
+ * before anything is sent.
+ *
+ * Expiry is decided on this process's clock (see `clock`): keep the nodes' clocks in sync, and
+ * use `lockAtLeastFor` to absorb small differences.
+ *
+ * ```ts
+ * import { MongoClient } from 'mongodb'
+ * import { mongoLockProvider } from 'shedlock/mongodb'
+ * const client = new MongoClient(url)
+ * const provider = mongoLockProvider({ collection: client.db('app').collection('shedLock', { writeConcern: { w: 'majority' } }) })
+ * ```
+ *
+ * Each handle's `lockedBy` is the owner this acquisition stored. `provider.inspector()` is
+ * {@link mongoLockInspector} over the same collection and clock (it throws
+ * `LockConfigurationError` for a collection without `find`, `findOne`, `updateOne` and `deleteMany`).
+ *
+ * @throws LockConfigurationError when `collection` is not a driver Collection or `lockedBy` is empty.
+ */
+export function mongoLockProvider(options: MongoLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  const { collection, lockedBy } = options ?? {}
+  if (!collection || typeof collection.findOneAndUpdate !== 'function') {
+    throw new LockConfigurationError(
+      "mongodb: pass your lock collection as { collection }, e.g. client.db('app').collection('shedLock') (an object with findOneAndUpdate; a Db or MongoClient is not one)",
+    )
+  }
+  if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
+    throw new LockConfigurationError(`mongodb: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`)
+  }
+  const clock = options.clock ?? systemClock
+  const guard = storeGuard(describeMongoError(collectionLabel(collection)))
+
+  const acquire = async (configuration: LockConfiguration, owner: string): Promise<boolean> => {
+    const now = new Date(clock.now())
+    try {
+      await collection.findOneAndUpdate(
+        { _id: configuration.name, lockUntil: { $lte: now } },
+        { $set: { lockUntil: configuration.lockAtMostUntil, lockedAt: now, lockedBy: owner } },
+        { upsert: true },
+      )
+      return true
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code === DUPLICATE_KEY) return false
+      throw error
+    }
+  }
+
+  return {
+    name: PROVIDER,
+    // A driver Collection also has the find, findOne, updateOne and deleteMany the inspector calls.
+    inspector: () => mongoLockInspector({ collection: collection as MongoLockCollection & MongoInspectorCollection, clock }),
+    async lock(configuration) {
+      checkLockRequest(PROVIDER, configuration, clock)
+      checkName(configuration.name)
+      const owner = lockOwner(lockedBy)
+      if (!(await guard('acquire', configuration.name, () => acquire(configuration, owner)))) return undefined
+      return defineLock(configuration, {
+        clock,
+        lockedBy: owner,
+        unlock: (current) =>
+          guard('release', current.name, async () => {
+            // An unmatched filter means another node holds the lock by now: leave it alone.
+            const lockUntil = new Date(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))
+            await collection.findOneAndUpdate({ _id: current.name, lockedBy: owner }, { $set: { lockUntil } }, {})
+          }),
+        extend: (next) =>
+          guard('extend', next.name, async () => {
+            const now = new Date(clock.now())
+            const before = await collection.findOneAndUpdate(
+              { _id: next.name, lockedBy: owner, lockUntil: { $gt: now } },
+              { $set: { lockUntil: next.lockAtMostUntil } },
+              {},
+            )
+            return matched(before)
+          }),
+      })
+    },
+  }
+}
+
+
+/** Did `findOneAndUpdate` (without upsert) match a document? */
+function matched(result: unknown): boolean {
+  if (result === null || result === undefined) return false
+  // Driver 5 (and 6/7 with includeResultMetadata) wrap the document: { value, ok, lastErrorObject }.
+  // Lock documents never have these fields, so the two shapes cannot be confused.
+  const wrapped = result as { value?: unknown; ok?: unknown }
+  if ('ok' in wrapped && 'value' in wrapped) return wrapped.value !== null && wrapped.value !== undefined
+  return true
+}

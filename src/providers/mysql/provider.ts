@@ -1,0 +1,232 @@
+import { systemClock } from '../../core/clock.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
+import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
+import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
+import { mysqlLockInspector } from './inspector.ts'
+import { checkPromiseClient, dbNow as dbNowOf, describeMysqlError, isConcurrencyFailure, type MysqlColumnType, type MysqlQueryable, PROVIDER, readLockColumns, TIMESTAMP_END } from './table.ts'
+
+export type { MysqlQueryable } from './table.ts'
+
+
+/** Options of {@link mysqlLockProvider}. */
+export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
+  /** Your mysql2 promise Pool. The provider never opens connections of its own. */
+  client: MysqlQueryable
+  /**
+   * The type of the `lock_until` column (see {@link MysqlColumnType}); `locked_at` is written
+   * the same way. Given, the provider sends no query to find it (nor the `name` column's length:
+   * see `maxNameLength`). A wrong value lets nodes whose sessions are in different time zones
+   * take each other's locks.
+   * @default read once from `information_schema.COLUMNS`, on the first `lock()`
+   */
+  columnType?: MysqlColumnType
+  /**
+   * The longest lock name, in characters, when `columnType` is given; without `columnType` the
+   * provider reads the `name` column's declared length instead (and refuses this option).
+   * @default 64, the `VARCHAR(64)` of {@link mysqlSchema} and of Java ShedLock's DDL
+   */
+  maxNameLength?: number
+}
+
+// Reported as insertId by the statements below when they found the row but must not count as a
+// success. An arbitrary constant below 2^31: the lock table has no AUTO_INCREMENT column, and
+// even one would take over a billion attempts to reach it.
+const MARK = 1_518_500_249
+/** A piece of SQL and the values of its `?` placeholders, in order. */
+interface Fragment {
+  sql: string
+  values: unknown[]
+}
+
+/**
+ * Locks in a MySQL 8 or MariaDB 10.5+ table in Java ShedLock's format (create it with
+ * {@link mysqlSchema}; a table Java ShedLock created, with `TIMESTAMP(3)` columns, also works).
+ * The `name` column must be the table's primary key: the upsert relies on it to find the row.
+ *
+ * One `INSERT … ON DUPLICATE KEY UPDATE` per acquire attempt that takes the row over only if it
+ * expired, one `UPDATE` per release; unlock and extend only touch the row this acquisition holds.
+ * Extensible. Uses `query` (text protocol, one round trip per statement), not `execute`.
+ *
+ * The first acquire of a provider also reads the types of the `name` and `lock_until` columns
+ * from `information_schema.COLUMNS` (one more query, once; not kept while the table is missing;
+ * skipped when `columnType` is given). `DATETIME` columns get UTC values; `TIMESTAMP` columns get
+ * the session's now, which MySQL stores as the true instant, so nodes whose sessions are in
+ * different time zones exclude each other on both (see {@link MysqlColumnType}). On a `TIMESTAMP`
+ * column, a `lockAtMostUntil` after 2038-01-19T03:14:07.999Z rejects with `LockConfigurationError`.
+ * Caveat: a session time zone with daylight saving reads and writes `TIMESTAMP` values in its
+ * repeated autumn hour ambiguously (and rejects values in its spring gap): use `DATETIME(3)`
+ * columns or sessions at `+00:00`.
+ *
+ * A lock name longer than the `name` column (in characters) rejects with `LockConfigurationError`
+ * before the acquire statement is sent, in strict SQL mode or not (without strict mode, MySQL
+ * would silently truncate it, so that two names sharing their first 64 characters became one
+ * lock). A name ending with a space rejects with `LockConfigurationError`: MySQL compares
+ * `VARCHAR` values without trailing spaces (PAD SPACE collations such as `utf8mb4_bin`), so it
+ * would share the row of the name without them.
+ *
+ * Deadlocks and lock wait timeouts on acquire mean "not acquired" (another contender is writing
+ * the row); unlock and extend retry them up to 5 times (jittered backoff, at most 310 ms in all).
+ *
+ * Pass a promise client: a mysql2 callback-API pool or connection (`createPool()` from `mysql2`)
+ * rejects with `LockConfigurationError` when the provider is created; use `pool.promise()`.
+ *
+ * ```ts
+ * import mysql from 'mysql2/promise'
+ * import { mysqlLockProvider } from 'shedlock/mysql'
+ * const provider = mysqlLockProvider({ client: mysql.createPool({ uri }) })
+ * ```
+ *
+ * @throws LockConfigurationError for table or column names that are not plain SQL identifiers,
+ *   for a client of mysql2's callback API (or any `query(sql, values, callback)`), and for a
+ *   `columnType` or `maxNameLength` that is not one of the values above.
+ */
+export function mysqlLockProvider(options: MysqlLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  const { client } = options ?? {}
+  if (!client || typeof client.query !== 'function') {
+    throw new LockConfigurationError('mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))')
+  }
+  checkPromiseClient(client)
+  const t = sqlTable(PROVIDER, options)
+  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const clock = options.clock ?? systemClock
+  const useDbTime = options.useDbTime ?? true
+  const { columnType: givenType, maxNameLength } = options
+  if (givenType !== undefined && givenType !== 'datetime' && givenType !== 'timestamp') {
+    throw new LockConfigurationError(`mysql: columnType must be 'datetime' or 'timestamp' (the type of the ${lockUntil} column), got ${JSON.stringify(givenType)}`)
+  }
+  if (maxNameLength !== undefined && (givenType === undefined || !Number.isSafeInteger(maxNameLength) || maxNameLength < 1)) {
+    throw new LockConfigurationError(
+      givenType === undefined
+        ? 'mysql: maxNameLength applies only with columnType; without it, the provider reads the length of the name column from the table'
+        : `mysql: maxNameLength must be a positive whole number of characters (the length of the ${name} column), got ${JSON.stringify(maxNameLength)}`,
+    )
+  }
+
+  const run = async (sql: string, values: unknown[]): Promise<{ affectedRows: number; marked: boolean }> => {
+    const reply: unknown = await client.query(sql, values)
+    const result: unknown = Array.isArray(reply) ? reply[0] : undefined
+    const affectedRows = (result as { affectedRows?: unknown } | null | undefined)?.affectedRows
+    if (typeof affectedRows !== 'number') {
+      throw new TypeError('client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())')
+    }
+    // insertId may be a number, a bigint or a string (supportBigNumbers); MARK fits all three.
+    return { affectedRows, marked: Number((result as { insertId?: unknown }).insertId) === MARK }
+  }
+
+  // Deadlocks and lock wait timeouts roll back only the failed statement. Unlock and extend are
+  // idempotent and must not be lost to them (a lost unlock keeps the lock until lockAtMostFor),
+  // so they are retried; Java ShedLock retries its unlock the same way.
+  const retrying = <T>(attempt: () => Promise<T>): Promise<T> => retryConcurrencyFailures(attempt, isConcurrencyFailure)
+
+  // The type of lock_until decides how times are written; until it is known (a missing table:
+  // the statement reports it), DATETIME's UTC.
+  let columnType: MysqlColumnType | undefined = givenType
+  const limitsOf = (type: MysqlColumnType, limits: SqlTableLimits): SqlTableLimits => (type === 'timestamp' ? { ...limits, latestDeadline: TIMESTAMP_END } : limits)
+  const readLimits = async (): Promise<SqlTableLimits | undefined> => {
+    // Given columnType: nothing to read.
+    if (givenType) return limitsOf(givenType, { maxNameLength: maxNameLength ?? 64, nameColumn: maxNameLength === undefined ? 'maxNameLength, 64 by default with columnType' : 'the maxNameLength option' })
+    const found = await readLockColumns((sql, values) => client.query(sql, values), t)
+    // No such table or columns: nothing is kept, and the acquire statement reports what is wrong.
+    if (!found) return undefined
+    columnType = found.columnType
+    return limitsOf(found.columnType, found.maxNameLength === undefined ? {} : { maxNameLength: found.maxNameLength, nameColumn: found.nameColumn })
+  }
+
+  const acquire = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
+    const expired = `${lockUntil} <= ${now.sql}`
+    // MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, and later ones see the
+    // values earlier ones assigned; lock_until is assigned last so that every IF tests the old
+    // value (also right under MariaDB's SIMULTANEOUS_ASSIGNMENT mode). VALUES() is deprecated in
+    // MySQL 8.0.20, so the parameters are repeated instead.
+    //
+    // Success is not readable from affectedRows alone: mysql2 connects with CLIENT_FOUND_ROWS, so
+    // an upsert that leaves a held row unchanged reports 1, like an insert (without the flag it
+    // reports 0). The held branch therefore calls LAST_INSERT_ID(MARK), which makes the server
+    // report MARK as this statement's insertId; an insert reports 0, a takeover 0 (or the row's
+    // AUTO_INCREMENT value) and affectedRows 2. LAST_INSERT_ID(expr) only marks the statement
+    // that calls it: later statements on the same pooled connection report their own insertId.
+    const sql =
+      `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${until.sql}, ${now.sql}, ?) ` +
+      `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${lockedBy}, ${lockedBy})), ` +
+      `${lockedAt} = IF(${expired}, ${now.sql}, ${lockedAt}), ` +
+      `${lockUntil} = IF(${expired}, ${until.sql}, ${lockUntil})`
+    const values = [lockName, ...until.values, ...now.values, owner, ...now.values, owner, ...now.values, ...now.values, ...now.values, ...until.values]
+    try {
+      const { affectedRows, marked } = await run(sql, values)
+      return affectedRows > 0 && !marked
+    } catch (error) {
+      // Concurrent upserts of one key can deadlock in InnoDB (or time out waiting): another
+      // contender is writing the row right now, so this attempt did not get the lock. Java
+      // ShedLock also answers "not locked" to concurrency failures on acquire.
+      if (isConcurrencyFailure(error)) return false
+      throw error
+    }
+  }
+
+  const extend = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
+    // The same value twice within one millisecond leaves the row unchanged, which reports
+    // affectedRows 0 without CLIENT_FOUND_ROWS; the marker tells that the row matched anyway.
+    const sql =
+      `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until.sql}, ${until.sql}) ` +
+      `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`
+    const { affectedRows, marked } = await retrying(() => run(sql, [...until.values, ...until.values, lockName, owner, ...now.values]))
+    return affectedRows > 0 || marked
+  }
+
+  const unlock = async (lockName: string, owner: string, until: Fragment): Promise<void> => {
+    await retrying(() => run(`UPDATE ${t.table} SET ${lockUntil} = ${until.sql} WHERE ${name} = ? AND ${lockedBy} = ?`, [...until.values, lockName, owner]))
+  }
+
+  // Database time: the column type's now. Both are the statement's start time.
+  const dbNowSql = (): string => dbNowOf(columnType ?? 'datetime')
+  const dbNow = (): Fragment => ({ sql: dbNowSql(), values: [] })
+  const dbIn = (ms: number): Fragment => ({ sql: `TIMESTAMPADD(MICROSECOND, ?, ${dbNowSql()})`, values: [Math.round(ms * 1000)] })
+  // App time. Timestamps never go over the wire as Date objects, which mysql2 would convert with
+  // its own `timezone` option. DATETIME: UTC text. TIMESTAMP: epoch seconds (a number with up to
+  // 3 decimals, so a DECIMAL literal: exact), which FROM_UNIXTIME() turns into the session's
+  // local time, which MySQL turns back into the same instant when it stores or compares it.
+  const at = (ms: number): Fragment =>
+    columnType === 'timestamp' ? { sql: 'FROM_UNIXTIME(?)', values: [Math.round(ms) / 1000] } : { sql: 'CAST(? AS DATETIME(3))', values: [utcTimestamp(ms)] }
+
+  const accessor: SqlAccessor = useDbTime
+    ? {
+        readLimits,
+        acquire: (c, owner) => acquire(c.name, owner, dbNow(), dbIn(c.lockAtMostFor)),
+        extend: (next, owner) => extend(next.name, owner, dbNow(), dbIn(next.lockAtMostFor)),
+        unlock: (current, owner, acquired) => {
+          const anchor = lockAtLeastAnchor(current, acquired, clock)
+          const now = dbNowSql()
+          return unlock(current.name, owner, {
+            sql: `GREATEST(TIMESTAMPADD(MICROSECOND, ?, ${anchor.from === 'lockedAt' ? lockedAt : now}), ${now})`,
+            values: [Math.round(anchor.seconds * 1e6)],
+          })
+        },
+      }
+    : {
+        readLimits,
+        acquire: (c, owner) => acquire(c.name, owner, at(clock.now()), at(c.lockAtMostUntil.getTime())),
+        extend: (next, owner) => extend(next.name, owner, at(clock.now()), at(next.lockAtMostUntil.getTime())),
+        unlock: (current, owner) => unlock(current.name, owner, at(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))),
+      }
+  const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
+  const inspect = { client, tableName: t.table, columnNames: t.columns, ...(options.columnType === undefined ? {} : { columnType: options.columnType }) }
+  return {
+    name: provider.name,
+    inspector: () => mysqlLockInspector(inspect),
+    lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined> {
+      // VARCHAR comparisons under PAD SPACE collations (utf8mb4_bin, and Java ShedLock's tables)
+      // ignore trailing spaces: "report " would find and take the row of "report".
+      if (configuration.name.endsWith(' ')) {
+        return Promise.reject(
+          new LockConfigurationError(
+            `Lock name ${JSON.stringify(configuration.name)} ends with a space: MySQL compares names without their trailing spaces, so it would be the same lock as ${JSON.stringify(configuration.name.trimEnd())}; remove the trailing space`,
+          ),
+        )
+      }
+      return provider.lock(configuration)
+    },
+  }
+}

@@ -1,0 +1,159 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { defineLock } from '../../core/define-lock.ts'
+import { checkLockRequest } from '../../support/lock-request.ts'
+import { storeGuard } from '../../support/store-errors.ts'
+import { checkBucketName, checkedKey, decodeLockUntil, describeNatsError, encodeLockUntil, isWrongLastSequence, type NatsKvEntry, notALockRecord, PROVIDER } from './format.ts'
+import { type NatsInspectableKv, natsLockInspector } from './inspector.ts'
+
+/**
+ * The part of a JetStream KV bucket (`KV` from `@nats-io/kv` 3) that this provider calls. We
+ * don't import `@nats-io/kv`: pass the bucket that `new Kvm(nc).create('shedlock-locks')` or
+ * `new Kvm(nc).open('shedlock-locks')` resolves to.
+ */
+export interface NatsKv {
+  /** The last entry of `key`, a delete marker included, or `null` if it has none. */
+  get(key: string): Promise<NatsKvEntry | null>
+  /** Writes `key` if it has no entry, or only a delete marker; resolves to the new revision. */
+  create(key: string, data: Uint8Array): Promise<number>
+  /** Writes `key` if its last revision is `version`; resolves to the new revision. */
+  update(key: string, data: Uint8Array, version: number): Promise<number>
+  /** Leaves a delete marker on `key`, if its last revision is `previousSeq`. */
+  delete(key: string, options: { previousSeq: number }): Promise<void>
+}
+
+/** Options of {@link natsLockProvider}. */
+export interface NatsLockProviderOptions {
+  /**
+   * Your JetStream KV bucket, from `@nats-io/kv` 3. Java ShedLock's bucket is named
+   * {@link NATS_LOCK_BUCKET} (`shedlock-locks`); use it to share locks with Java nodes.
+   */
+  kv: NatsKv
+  /** Decides when locks expire: the stored `lockUntil` is this clock's time. @default systemClock */
+  clock?: Clock
+}
+
+/**
+ * Locks in a NATS JetStream KV bucket, in Java ShedLock's format: the key is the lock name (see
+ * {@link natsLockKey}), the value `lockUntil` as an 8-byte big-endian count of epoch
+ * milliseconds, nothing else. Extensible.
+ *
+ * Keys are at most 3,812 characters minus twice the bucket name's length (3,784 in
+ * `shedlock-locks`; counted on the key, so a name that needs encoding gets less). The server
+ * closes the whole connection on a subject that overflows its 4 KB `max_control_line`, failing
+ * every lock on it, so a longer name is refused with `LockConfigurationError` before anything is
+ * sent. The limit keeps 256 bytes of the line for the command, the reply inbox and the sizes: a
+ * custom inbox prefix or JetStream domain should stay well below that. A `kv` without a `bucket`
+ * name counts as a bucket of 255 characters.
+ *
+ * Every write is conditional on the entry's revision, so of several nodes exactly one takes a
+ * free or expired lock. The provider remembers the revision of its own write and makes unlock and
+ * extend conditional on it: a node whose lock expired and was taken by another cannot release or
+ * prolong the newer lock, although no owner is stored (Java ShedLock compares `lockUntil`
+ * values instead). Expiry is decided on this process's clock (`clock`), as Java does: keep the
+ * clocks of all nodes in sync.
+ *
+ * Create the bucket once, with one value per key (the default) and no TTL:
+ *
+ * ```ts
+ * import { connect } from '@nats-io/transport-node'
+ * import { Kvm } from '@nats-io/kv'
+ * import { natsLockProvider, NATS_LOCK_BUCKET } from 'shedlock/nats'
+ * const nc = await connect({ servers: 'nats://127.0.0.1:4222', maxReconnectAttempts: -1 })
+ * const provider = natsLockProvider({ kv: await new Kvm(nc).create(NATS_LOCK_BUCKET) })
+ * ```
+ *
+ * - A bucket `ttl` (stream `max_age`) shorter than `lockAtMostFor` deletes held locks early, and
+ *   another node may then run the task: leave it unset. History above 1 is never read.
+ * - Each call waits at most the JetStream client's timeout (5 s by default; pass
+ *   `jetstream(nc, { timeout })` to `new Kvm()` to change it), then rejects with
+ *   `LockProviderError`. Connect with `maxReconnectAttempts: -1`: by default the client gives up
+ *   reconnecting after 10 attempts and closes, and the provider would then fail until restarted.
+ * - A write whose reply is lost (timeout) may still have been stored: an acquisition then stays
+ *   held until `lockAtMostFor`, and an unlock or extension that timed out leaves the lock as the
+ *   server has it (the handle can be unlocked again, which does nothing if the revision moved).
+ * - Reads may come from a stale replica (direct get); the conditional writes make that safe.
+ *
+ * `provider.inspector()` is {@link natsLockInspector} over the same bucket and clock (it throws
+ * `LockConfigurationError` for a `kv` without `keys()`).
+ *
+ * @throws LockConfigurationError when `kv` lacks `get`, `create`, `update` or `delete`, or its
+ *   bucket name is so long (over 1,905 characters) that no key fits in a subject.
+ */
+export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  const { kv } = options ?? {}
+  if (!kv || (['get', 'create', 'update', 'delete'] as const).some((method) => typeof kv[method] !== 'function')) {
+    throw new LockConfigurationError('nats: pass your JetStream KV bucket as { kv }, e.g. await new Kvm(nc).create("shedlock-locks") from @nats-io/kv')
+  }
+  const clock = options.clock ?? systemClock
+  if (typeof clock?.now !== 'function') throw new LockConfigurationError('nats: clock must have a now() method returning epoch milliseconds')
+  // @nats-io/kv's Bucket has a `bucket` name, which sets the key limit and improves error messages.
+  const bucket = checkBucketName(kv)
+  const guard = storeGuard(describeNatsError(bucket))
+
+  // Resolves to the new revision, or undefined when another write came first.
+  const conditional = async (write: () => Promise<number>): Promise<number | undefined> => {
+    try {
+      return await write()
+    } catch (error) {
+      if (isWrongLastSequence(error)) return undefined
+      throw error
+    }
+  }
+
+  return {
+    name: PROVIDER,
+    // The bucket's keys() and history(), which a @nats-io/kv bucket has, list and clean its records.
+    inspector: () => natsLockInspector({ kv: kv as NatsKv & NatsInspectableKv, clock }),
+    async lock(configuration: LockConfiguration) {
+      checkLockRequest(PROVIDER, configuration, clock)
+      const { name } = configuration
+      // Checked before anything is sent: a name the server cannot take must not reach the connection.
+      const key = checkedKey(name, bucket)
+      const value = encodeLockUntil(configuration.lockAtMostUntil.getTime())
+      const revision = await guard('acquire', name, async () => {
+        const entry = await kv.get(key)
+        if (!entry || entry.operation !== 'PUT') {
+          // create() also writes over a delete marker, conditionally on the marker's revision.
+          return conditional(() => kv.create(key, value))
+        }
+        const lockUntil = decodeLockUntil(entry.value)
+        if (lockUntil === undefined) throw notALockRecord(key, entry.value)
+        if (lockUntil > clock.now()) return undefined
+        return conditional(() => kv.update(key, value, entry.revision))
+      })
+      if (revision === undefined) return undefined
+
+      // The revision of this acquisition's last write: if the entry has another one now, another
+      // node took the lock after it expired, and this acquisition must not touch it.
+      let current = revision
+      return defineLock(configuration, {
+        clock,
+        unlock: (held) =>
+          guard('release', name, async () => {
+            const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
+            if (lockAtLeastUntil > clock.now()) await conditional(() => kv.update(key, encodeLockUntil(lockAtLeastUntil), current))
+            else {
+              await conditional(async () => {
+                await kv.delete(key, { previousSeq: current })
+                return current
+              })
+            }
+          }),
+        extend: (next, held) =>
+          guard('extend', name, async () => {
+            // An expired lock is not extended even if no other node took it yet: the caller was
+            // told it may lose the lock at lockAtMostUntil, and another node may be acquiring it now.
+            if (held.lockAtMostUntil.getTime() <= clock.now()) return false
+            const written = await conditional(() => kv.update(key, encodeLockUntil(next.lockAtMostUntil.getTime()), current))
+            if (written === undefined) return false
+            current = written
+            return true
+          }),
+      })
+    },
+  }
+}
+

@@ -1,0 +1,140 @@
+import { systemClock } from '../../core/clock.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
+import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
+import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
+import { type PostgresRowsQueryable, postgresLockInspector } from './inspector.ts'
+import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
+
+/**
+ * The part of a `pg` Pool (node-postgres 8) that this provider calls. We don't import `pg`: any
+ * client with this `query` works. Pass a Pool, so that every lock statement runs on its own
+ * connection, outside any transaction of yours. `rows` is read once, from the query that finds
+ * the `name` column's length; a client that returns no `rows` gets no name-length check.
+ */
+export interface PostgresQueryable {
+  query(text: string, values: unknown[]): Promise<{ rowCount: number | null; rows?: unknown[] }>
+}
+
+/** Options of {@link postgresLockProvider}. */
+export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
+  /** Your `pg` Pool. The provider never opens connections of its own. */
+  client: PostgresQueryable
+}
+
+
+/**
+ * Locks in a PostgreSQL table in Java ShedLock's format (create it with {@link postgresSchema}).
+ *
+ * One `INSERT … ON CONFLICT DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
+ * `UPDATE` per release; unlock and extend only touch the row this acquisition holds. Extensible.
+ *
+ * The first acquire of a provider also reads the declared length of the `name` column from
+ * `pg_attribute` (one more query, once; not kept while the table is missing): a longer name
+ * rejects with `LockConfigurationError` before the acquire statement is sent.
+ *
+ * Sessions at `repeatable read` or `serializable` (`default_transaction_isolation`) are fine: an
+ * acquire that meets a serialization failure (SQLSTATE 40001) or a deadlock (40P01) did not get
+ * the lock (the statement rolled back; another contender is writing the row), so `lock()`
+ * resolves to `undefined`, as Java ShedLock answers. Unlock and extend retry such failures up to 5
+ * times (jittered backoff, at most 310 ms in all) before they reject.
+ *
+ * ```ts
+ * import pg from 'pg'
+ * import { postgresLockProvider } from 'shedlock/postgres'
+ * const provider = postgresLockProvider({ client: new pg.Pool({ connectionString }) })
+ * ```
+ *
+ * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
+ */
+export function postgresLockProvider(options: PostgresLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  const { client } = options ?? {}
+  if (!client || typeof client.query !== 'function') {
+    throw new LockConfigurationError('postgres: pass your pg Pool as { client } (an object with query(text, values))')
+  }
+  const t = sqlTable(PROVIDER, options)
+  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const clock = options.clock ?? systemClock
+  const useDbTime = options.useDbTime ?? true
+  const run = async (text: string, values: unknown[]): Promise<number> => (await client.query(text, values)).rowCount ?? 0
+  // Unlock and extend are idempotent and must not be lost to a rolled-back statement.
+  const retrying = (text: string, values: unknown[]): Promise<number> => retryConcurrencyFailures(() => run(text, values), isConcurrencyFailure)
+  // A serialization failure or deadlock on acquire: another contender is writing the row right
+  // now, and this statement rolled back, so nothing was written: not acquired.
+  const acquiring = async (text: string, values: unknown[]): Promise<boolean> => {
+    try {
+      return (await run(text, values)) > 0
+    } catch (error) {
+      if (isConcurrencyFailure(error)) return false
+      throw error
+    }
+  }
+
+  // to_regclass() resolves the name as the statements do (search_path, schema-qualified, folded
+  // to lower case); unquoted column names fold to lower case too. varchar(n) and char(n) store
+  // n + 4 in atttypmod; text and unbounded varchar store -1.
+  const readLimits = async (): Promise<SqlTableLimits | undefined> => {
+    const { rows } = await client.query(
+      `SELECT CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS max_length, ` +
+        'format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = lower($2) AND a.attnum > 0 AND NOT a.attisdropped',
+      [t.table, name],
+    )
+    // A client that returns no rows: no check, and no point in asking again.
+    if (!Array.isArray(rows)) return {}
+    const row = rows[0] as { max_length?: unknown; type?: unknown } | undefined
+    // No such table or column: the acquire statement says so.
+    if (!row) return undefined
+    const max = row.max_length === null || row.max_length === undefined ? undefined : Number(row.max_length)
+    return max === undefined ? {} : { maxNameLength: max, nameColumn: `column ${name} of ${t.table}, ${String(row.type)}` }
+  }
+
+  // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left alone.
+  const upsert = (untilSql: string, nowSql: string): string =>
+    `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES ($1, ${untilSql}, ${nowSql}, $2) ` +
+    `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy} ` +
+    `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}`
+
+  const accessor: SqlAccessor = useDbTime
+    ? {
+        readLimits,
+        acquire: (c, owner) => acquiring(upsert(`${DB_NOW} + make_interval(secs => $3)`, DB_NOW), [c.name, owner, c.lockAtMostFor / 1000]),
+        extend: async (next, owner) =>
+          (await retrying(
+            `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW} + make_interval(secs => $3) WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${DB_NOW}`,
+            [next.name, owner, next.lockAtMostFor / 1000],
+          )) > 0,
+        unlock: async (current, owner, acquired) => {
+          const anchor = lockAtLeastAnchor(current, acquired, clock)
+          const from = anchor.from === 'lockedAt' ? lockedAt : DB_NOW
+          await retrying(`UPDATE ${t.table} SET ${lockUntil} = GREATEST(${from} + make_interval(secs => $3), ${DB_NOW}) WHERE ${name} = $1 AND ${lockedBy} = $2`, [
+            current.name,
+            owner,
+            anchor.seconds,
+          ])
+        },
+      }
+    : {
+        readLimits,
+        acquire: (c, owner) => acquiring(upsert('$3::timestamp', '$4::timestamp'), [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
+        extend: async (next, owner) =>
+          (await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > $4::timestamp`, [
+            next.name,
+            owner,
+            utcTimestamp(next.lockAtMostUntil.getTime()),
+            utcTimestamp(clock.now()),
+          ])) > 0,
+        unlock: async (current, owner) => {
+          const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
+          await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2`, [current.name, owner, utcTimestamp(until)])
+        },
+      }
+  const inspect = { client: client as PostgresRowsQueryable, tableName: t.table, columnNames: t.columns }
+  return { ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), inspector: () => postgresLockInspector(inspect) }
+}
+
+/** A serialization failure (40001, at `repeatable read` or `serializable`) or a deadlock (40P01): the statement rolled back. */
+function isConcurrencyFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === '40001' || code === '40P01'
+}

@@ -1,0 +1,103 @@
+import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
+import { CONCURRENCY_RETRIES } from '../../support/sql/concurrency-retry.ts'
+import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+
+// Java ShedLock's table in PostgreSQL: its DDL, the now the provider compares lock_until with, and
+// what the database's errors mean. The provider, the inspector and the CLI read it from here.
+
+export const PROVIDER = 'postgres'
+
+/**
+ * The database's now, as `lock_until` holds it (UTC, `timestamp without time zone`).
+ * statement_timestamp(), not CURRENT_TIMESTAMP: the latter is frozen at the start of an enclosing
+ * transaction, which made Java ShedLock's jOOQ provider run tasks twice (its issue #3577).
+ */
+export const DB_NOW = `timezone('utc', statement_timestamp())`
+
+/** The database's now in epoch milliseconds, as a float8 (pg returns a number, not a numeric string). */
+export const DB_NOW_MS = `(extract(epoch FROM statement_timestamp()) * 1000)::float8`
+
+/** A lock timestamp column in epoch milliseconds: extract() reads the stored value as UTC, which is what the provider writes. */
+export function epochMs(column: string): string {
+  return `(extract(epoch FROM ${column}) * 1000)::float8`
+}
+
+/**
+ * DDL for the lock table in PostgreSQL, the same as Java ShedLock's (`TIMESTAMP` columns hold UTC).
+ * Idempotent (`IF NOT EXISTS`).
+ */
+export function postgresSchema(options: SqlTableOptions = {}): string {
+  const { table, columns: c } = sqlTable(PROVIDER, options)
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (`,
+    `  ${c.name} VARCHAR(64) NOT NULL,`,
+    `  ${c.lockUntil} TIMESTAMP NOT NULL,`,
+    `  ${c.lockedAt} TIMESTAMP NOT NULL,`,
+    `  ${c.lockedBy} VARCHAR(255) NOT NULL,`,
+    `  PRIMARY KEY (${c.name})`,
+    ');',
+  ].join('\n')
+}
+
+/** What a PostgreSQL error means for the lock and what to do about it. */
+export function describePostgresError(t: SqlTable): DescribeStoreError {
+  return (error, action, lockName) => {
+    const code = (error as { code?: unknown } | null)?.code
+    const detail = redactUrlPasswords(messageOf(error))
+    let advice: string
+    switch (code) {
+      case '42P01':
+        advice = `table ${t.table} does not exist. Create it with:\n${postgresSchema({ tableName: t.table, columnNames: t.columns })}`
+        break
+      case '42703':
+      case '42P10':
+        advice = `table ${t.table} does not have the expected columns (${Object.values(t.columns).join(', ')}) with ${t.columns.name} as primary key (${detail}); fix the table or pass columnNames`
+        break
+      case '40001':
+      case '40P01':
+        advice = `${code === '40001' ? 'a serialization failure' : 'a deadlock'} with concurrent lock statements persisted through ${CONCURRENCY_RETRIES + 1} attempts (${detail}); ${outcomeOf(action)}`
+        break
+      case '22001':
+        advice = `the name is too long for the ${t.columns.name} column (${detail}); use a shorter lock name or widen the column`
+        break
+      case 'ECONNREFUSED':
+      case 'ENOTFOUND':
+      case 'ETIMEDOUT':
+      case 'ECONNRESET':
+      case '57P01':
+      case '57P03':
+      case '08006':
+      case '08001':
+        advice = `PostgreSQL is unreachable (${detail}); ${outcomeOf(action)}. Check the server; the provider recovers by itself once it is back`
+        break
+      default:
+        advice = detail
+    }
+    return storeError(PROVIDER, action, lockName, advice, error)
+  }
+}
+
+/**
+ * DDL of the run history's table in PostgreSQL (see `postgresRunLedger`): one row per run, kept
+ * apart from the lock table. Idempotent.
+ */
+export function postgresRunsSchema(options: { tableName?: string } = {}): string {
+  const table = runsTableName(PROVIDER, options.tableName)
+  const bare = table.split('.').at(-1)!
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (`,
+    '  id VARCHAR(36) NOT NULL PRIMARY KEY,',
+    '  name VARCHAR(255) NOT NULL,',
+    '  slot TIMESTAMP NULL,',
+    '  node VARCHAR(255) NOT NULL,',
+    '  started_at TIMESTAMP NOT NULL,',
+    '  finished_at TIMESTAMP NULL,',
+    '  outcome VARCHAR(16) NOT NULL,',
+    '  duration_ms BIGINT NULL,',
+    '  error_type VARCHAR(100) NULL,',
+    '  error_message VARCHAR(500) NULL',
+    ');',
+    `CREATE INDEX IF NOT EXISTS ${bare}_name_started ON ${table} (name, started_at);`,
+  ].join('\n')
+}

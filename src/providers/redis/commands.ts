@@ -1,0 +1,195 @@
+import { LockConfigurationError } from '../../core/errors.ts'
+
+/** Sends one raw command to a Redis server: `args` are the command's words, e.g. `['SCAN', '0', 'COUNT', '100']`; resolves to Redis's reply. */
+export type RedisCommand = (args: readonly string[]) => Promise<unknown>
+
+/**
+ * The Redis commands shedlock sends, as a small port so that it does not depend on one client
+ * library. Build one with {@link fromIoredis} or {@link fromNodeRedis}, or write your own for
+ * another client.
+ *
+ * The provider needs `setIfAbsent`, `evalSha` and `eval` only. Every one of them names exactly
+ * one key, so a Cluster client routes it to the node that owns the key's slot. The inspector
+ * (`redisLockInspector`) also needs `command`, for `TIME` and `SCAN`, and uses `masters` and
+ * `keyPrefix` where the client has them. Errors are passed through as the client raised them:
+ * shedlock turns them into `LockProviderError`s and recognises a `NOSCRIPT` reply by its message.
+ */
+export interface RedisCommands {
+  /** Which client this port drives, e.g. `ioredis` or `node-redis`; used in error messages. */
+  readonly client: string
+  /** `SET key value NX PX milliseconds`. Resolves to `true` when Redis replied `OK` (the key was absent and is now set). */
+  setIfAbsent(key: string, value: string, milliseconds: number): Promise<boolean>
+  /** `EVALSHA sha1 1 key ...args`: resolves to the script's reply; rejects with Redis's `NOSCRIPT` error when the script is not cached. */
+  evalSha(sha1: string, key: string, args: readonly string[]): Promise<unknown>
+  /** `EVAL script 1 key ...args`: resolves to the script's reply (and caches the script on that Redis node). */
+  eval(script: string, key: string, args: readonly string[]): Promise<unknown>
+  /**
+   * Optional: sends a raw command (a {@link RedisCommand}) and resolves to Redis's reply, as the
+   * client returns it (strings, numbers, arrays, `null`). The provider never calls it; the
+   * inspector needs it, for the keyless `TIME` and `SCAN`, and refuses a port without it. On a
+   * Cluster client, a keyless command goes to a node of the client's choice.
+   */
+  command?(args: readonly string[]): Promise<unknown>
+  /**
+   * Optional, Cluster clients only: one {@link RedisCommand} per master node. The inspector's
+   * `list()` SCANs each of them (a SCAN cursor belongs to one node). A Cluster port without it
+   * lists only the keys of the node that `command` reaches.
+   */
+  masters?(): Promise<readonly RedisCommand[]>
+  /**
+   * Optional: the prefix the client itself adds to every key it sends (ioredis's and node-redis's
+   * `keyPrefix` option). Clients do not add it to SCAN patterns, nor strip it from the keys SCAN
+   * returns, so the inspector does both. `fromIoredis` and `fromNodeRedis` read it from the client.
+   */
+  readonly keyPrefix?: string
+}
+
+/**
+ * The part of an ioredis (5 or 6) `Redis` or `Cluster` client that {@link fromIoredis} calls. We
+ * don't import ioredis: any object with these methods works.
+ */
+export interface IoredisClient {
+  set(key: string, value: string, millisecondsToken: 'PX', milliseconds: number, nx: 'NX'): Promise<unknown>
+  evalsha(sha1: string, numkeys: number, ...args: string[]): Promise<unknown>
+  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>
+}
+
+/** `keys` and `arguments` of a node-redis `eval`/`evalSha` call. */
+export interface NodeRedisEvalOptions {
+  keys: string[]
+  arguments: string[]
+}
+
+/**
+ * The part of a node-redis (the `redis` package, 4 to 6) client, from `createClient()` or
+ * `createCluster()`, that {@link fromNodeRedis} calls. We don't import redis: any object with
+ * these methods works. Legacy-mode clients (`legacyMode: true`, `client.legacy()`) are callback
+ * based and do not fit; pass the regular client.
+ */
+export interface NodeRedisClient {
+  // `{ PX, NX: true }` is understood by node-redis 4, 5 and 6 (5 and 6 also accept `{ expiration, condition }`).
+  set(key: string, value: string, options: { PX: number; NX: true }): Promise<unknown>
+  evalSha(sha1: string, options: NodeRedisEvalOptions): Promise<unknown>
+  eval(script: string, options: NodeRedisEvalOptions): Promise<unknown>
+}
+
+/** What `redisLockProvider` accepts as `client`. */
+export type RedisClientLike = IoredisClient | NodeRedisClient | RedisCommands
+
+/**
+ * Adapts an ioredis `Redis` or `Cluster` client. Options of the client apply: its `keyPrefix`,
+ * if set, is prepended to every lock key (Java ShedLock sharing the store must use the same
+ * prefix), and its offline queue and retry settings decide how long a command waits while Redis
+ * is down (the provider's `timeout` bounds that wait).
+ *
+ * For the inspector, the port also has `command` (the client's `call()`), the client's
+ * `keyPrefix`, and on a `Cluster` `masters` (`cluster.nodes('master')`).
+ *
+ * @throws LockConfigurationError when `client` lacks `set`, `evalsha` or `eval`.
+ */
+export function fromIoredis(client: IoredisClient): RedisCommands {
+  requireMethods(client, 'ioredis', ['set', 'evalsha', 'eval'])
+  // Read by shape: IoredisClient declares only what the provider needs.
+  const c = client as unknown as {
+    call?: (command: string, ...args: string[]) => Promise<unknown>
+    isCluster?: unknown
+    nodes?: (role: 'master') => readonly { call(command: string, ...args: string[]): Promise<unknown> }[]
+    options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } }
+  }
+  const call = c.call
+  const keyPrefix = prefixText(c.options?.keyPrefix ?? c.options?.redisOptions?.keyPrefix)
+  return {
+    client: 'ioredis',
+    setIfAbsent: async (key, value, milliseconds) => (await client.set(key, value, 'PX', milliseconds, 'NX')) === 'OK',
+    evalSha: async (sha1, key, args) => client.evalsha(sha1, 1, key, ...args),
+    eval: async (script, key, args) => client.eval(script, 1, key, ...args),
+    ...(typeof call === 'function' && { command: ([name, ...args]) => call.call(client, name!, ...args) }),
+    ...(c.isCluster === true &&
+      typeof c.nodes === 'function' && {
+        masters: async () => c.nodes!('master').map((node): RedisCommand => ([name, ...args]) => node.call(name!, ...args)),
+      }),
+    ...(keyPrefix !== undefined && { keyPrefix }),
+  }
+}
+
+/**
+ * Adapts a node-redis (`redis` 4 to 6) client from `createClient()` or `createCluster()`. The
+ * client must be connected (`await client.connect()`) before locks are taken: node-redis rejects
+ * commands of a client that is not open with "The client is closed".
+ *
+ * For the inspector, the port also has `command` (the client's `sendCommand()`), the client's
+ * `keyPrefix` (node-redis 6), and on a cluster `masters` (`cluster.masters` and
+ * `cluster.nodeClient()`).
+ *
+ * @throws LockConfigurationError when `client` lacks `set`, `evalSha` or `eval`.
+ */
+export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
+  requireMethods(client, 'node-redis', ['set', 'evalSha', 'eval'])
+  // Read by shape: NodeRedisClient declares only what the provider needs. A cluster's
+  // sendCommand() takes (firstKey, isReadonly, args), a client's (args).
+  const c = client as unknown as {
+    sendCommand?: (...args: unknown[]) => Promise<unknown>
+    nodeClient?: (node: unknown) => unknown
+    masters?: unknown
+    getMasters?: () => unknown
+    options?: { keyPrefix?: unknown }
+    _options?: { keyPrefix?: unknown }
+  }
+  const send = c.sendCommand
+  const cluster = typeof c.nodeClient === 'function'
+  const keyPrefix = prefixText((c.options ?? c._options)?.keyPrefix)
+  const masters = async (): Promise<RedisCommand[]> => {
+    const nodes = Array.isArray(c.masters) ? c.masters : typeof c.getMasters === 'function' ? c.getMasters() : []
+    const clients = await Promise.all((nodes as unknown[]).map(async (node) => (await c.nodeClient!(node)) as { sendCommand(args: string[]): Promise<unknown> }))
+    return clients.map((node): RedisCommand => (args) => node.sendCommand([...args]))
+  }
+  return {
+    client: 'node-redis',
+    // A client with a type mapping may return the reply as a Buffer; String() covers both.
+    setIfAbsent: async (key, value, milliseconds) => String(await client.set(key, value, { PX: milliseconds, NX: true })) === 'OK',
+    evalSha: async (sha1, key, args) => client.evalSha(sha1, { keys: [key], arguments: [...args] }),
+    eval: async (script, key, args) => client.eval(script, { keys: [key], arguments: [...args] }),
+    ...(typeof send === 'function' && { command: (args) => (cluster ? send.call(client, undefined, true, [...args]) : send.call(client, [...args])) }),
+    ...(cluster && { masters }),
+    ...(keyPrefix !== undefined && { keyPrefix }),
+  }
+}
+
+/**
+ * Picks the adapter for `client`, by shape rather than by class (the libraries are not imported):
+ * - a {@link RedisCommands} port (it has `setIfAbsent`) is used as it is;
+ * - ioredis `Redis` and `Cluster` instances have a boolean `isCluster` and lower-case `evalsha`;
+ * - node-redis clients and clusters have camel-case `evalSha` and `sendCommand`.
+ *
+ * @throws LockConfigurationError for anything else, saying what to pass.
+ */
+export function toRedisCommands(client: RedisClientLike): RedisCommands {
+  const c = client as unknown as Record<string, unknown> | null | undefined
+  if (c === null || typeof c !== 'object') {
+    throw new LockConfigurationError(`redis: pass your Redis client as { client }: an ioredis Redis or Cluster, a node-redis createClient() or createCluster(), or a RedisCommands port; got ${c === null ? 'null' : typeof c}`)
+  }
+  if (typeof c.setIfAbsent === 'function') {
+    requireMethods(c, 'RedisCommands', ['setIfAbsent', 'evalSha', 'eval'])
+    return client as RedisCommands
+  }
+  if (typeof c.isCluster === 'boolean' && typeof c.evalsha === 'function') return fromIoredis(client as IoredisClient)
+  if (typeof c.evalSha === 'function' && typeof c.sendCommand === 'function') return fromNodeRedis(client as NodeRedisClient)
+  throw new LockConfigurationError(
+    'redis: { client } is not a recognised Redis client: pass an ioredis Redis or Cluster, a node-redis client from createClient() or createCluster(), or wrap your client with fromIoredis(), fromNodeRedis() or your own RedisCommands port',
+  )
+}
+
+/** A client's `keyPrefix` option as text; `undefined` when it has none. */
+function prefixText(value: unknown): string | undefined {
+  if (typeof value === 'string') return value === '' ? undefined : value
+  if (value instanceof Uint8Array) return value.length === 0 ? undefined : Buffer.from(value).toString('utf8')
+  return undefined
+}
+
+function requireMethods(client: unknown, what: string, methods: readonly string[]): void {
+  const c = client as Record<string, unknown> | null | undefined
+  const missing = c === null || typeof c !== 'object' ? methods : methods.filter((m) => typeof c[m] !== 'function')
+  if (missing.length > 0) {
+    throw new LockConfigurationError(`redis: the ${what} client passed has no ${missing.map((m) => `${m}()`).join(', ')}; pass a ${what} client`)
+  }
+}

@@ -1,0 +1,148 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import { type Duration, parseDuration } from '../../core/duration.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { defineLock } from '../../core/define-lock.ts'
+import { addedValue } from '../../support/added-value.ts'
+import { lockOwner } from '../../support/lock-owner.ts'
+import { checkLockRequest, nameTooLong } from '../../support/lock-request.ts'
+import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
+import { withTimeout } from '../../support/with-timeout.ts'
+import { type RedisClientLike, type RedisCommands, toRedisCommands } from './commands.ts'
+import { redisLockInspector } from './inspector.ts'
+import { DELETE_IF_OWNED, describeRedisError, EXPIRE_IF_OWNED, MAX_KEY_BYTES, PROVIDER, redisKeySpace, redisLockKey, runScript } from './format.ts'
+
+/** Options of {@link redisLockProvider}. */
+export interface RedisLockProviderOptions {
+  /**
+   * Your connected client: an ioredis (5 or 6) `Redis` or `Cluster`, a node-redis (4 to 6)
+   * client from `createClient()` or `createCluster()`, or a {@link RedisCommands} port (see
+   * `fromIoredis`, `fromNodeRedis`). The kind is recognised by shape: see `toRedisCommands`.
+   * The provider never connects, closes or configures it.
+   */
+  client: RedisClientLike
+  /** Second part of every key, `<keyPrefix>:<environment>:<name>`. Must not be empty or contain `:`. @default "default" */
+  environment?: string
+  /** First part of every key, `<keyPrefix>:<environment>:<name>`. Must not be empty or contain `:`. @default "job-lock" */
+  keyPrefix?: string
+  /**
+   * Prefix of the owner in each value. Each acquisition stores
+   * `ADDED:<ISO time>@<lockedBy>:<pid>:<random>`, unique per acquisition. @default the host name
+   */
+  lockedBy?: string
+  /**
+   * How long one Redis operation may take, in milliseconds or a duration string. Past it, the
+   * operation rejects with `LockProviderError` and the task does not run. It bounds the wait of
+   * a client that queues commands while Redis is down (node-redis does so without end by
+   * default; ioredis until `maxRetriesPerRequest` reconnection attempts failed). @default "5s"
+   */
+  timeout?: Duration
+  /** Clock used to turn `lockAtMostUntil` and `lockAtLeastUntil` into relative expiries. @default systemClock */
+  clock?: Clock
+}
+
+/**
+ * Locks in Redis keys in Java ShedLock's format, so Java and Node nodes can share locks: the key
+ * is `<keyPrefix>:<environment>:<name>` (default `job-lock:default:<name>`), the value
+ * `ADDED:<ISO-8601 time, 3 fraction digits>@<owner>`, unique per acquisition (Java's values are
+ * `ADDED:<time>@<host>:<uuid>`; values are opaque to other nodes, so both kinds mix).
+ *
+ * - acquire: one `SET key value NX PX <lockAtMostUntil - now>`; reply `OK` means acquired;
+ * - unlock: compare-and-delete when `lockAtLeastUntil` has passed, otherwise compare-and-`PEXPIRE`
+ *   to what remains of it (a Lua script, one key);
+ * - extend: compare-and-`PEXPIRE` to the new `lockAtMostFor`; resolves to the new handle when this
+ *   acquisition still held the key.
+ *
+ * Expiry is decided on the Redis server's clock: `PX` and `PEXPIRE` are relative, so the app
+ * clock only measures durations and clock skew between nodes does not matter.
+ *
+ * Lock names are used in keys as they are: Redis keys are binary-safe, and neither `keyPrefix`
+ * nor `environment` may contain `:`, so every name (with `:`, `/`, spaces, any Unicode) maps to
+ * its own key, the same key Java ShedLock uses. A key is at most 512 MiB − 64 KiB of UTF-8:
+ * Redis closes the connection on a longer argument (`proto-max-bulk-len`), so a longer name is
+ * refused with `LockConfigurationError` before anything is sent.
+ *
+ * Works with Redis Cluster (every command names one key, routed by the Cluster client) and with
+ * any Redis from 2.6.12 (`SET … NX PX`, Lua scripts).
+ *
+ * Caveats, none of which the provider can detect:
+ * - Redis replicates asynchronously, so a failover can promote a replica that has not seen a
+ *   lock yet and grant it again;
+ * - a Redis without persistence (RDB/AOF) forgets every lock when it restarts;
+ * - every lock key has a TTL, so a `maxmemory-policy` that evicts (`volatile-*`, `allkeys-*`) may
+ *   drop a held lock under memory pressure; use `noeviction` for a Redis that holds locks.
+ *
+ * A failed operation rejects with `LockProviderError` (its `cause` is the client's error). While
+ * Redis is down, clients keep commands queued until they reconnect; `timeout` bounds that wait,
+ * and an acquisition that reaches Redis after its timeout is released as soon as it lands.
+ * With node-redis, attach an `'error'` listener to the client: without one, a dropped
+ * connection crashes the process.
+ *
+ * ```ts
+ * import { Redis } from 'ioredis'
+ * import { redisLockProvider } from 'shedlock/redis'
+ * const provider = redisLockProvider({ client: new Redis(url), environment: 'production' })
+ * ```
+ *
+ * `provider.inspector()` is {@link redisLockInspector} over the same client, key space and timeout;
+ * handles carry `lockedBy`, the owner written in the lock's value.
+ *
+ * @throws LockConfigurationError for a missing or unrecognised client, an empty `keyPrefix`,
+ *   `environment` or `lockedBy`, a `keyPrefix` or `environment` containing `:`, or a `timeout`
+ *   that is not a positive duration.
+ */
+export function redisLockProvider(options: RedisLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  if (options === null || typeof options !== 'object') {
+    throw new LockConfigurationError('redis: pass options { client, environment?, keyPrefix?, lockedBy? }')
+  }
+  const commands = toRedisCommands(options.client)
+  const space = redisKeySpace(options)
+  if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
+    throw new LockConfigurationError(`redis: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`)
+  }
+  const timeout = parseDuration(options.timeout ?? '5s')
+  if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
+  const clock = options.clock ?? systemClock
+
+  const storeCall = storeGuard((error, action, name) => describeRedisError(error, action, name, commands.client, timeout))
+  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>, late?: (value: T) => void): Promise<T> =>
+    storeCall(action, name, () => withTimeout(run(), timeout, { store: 'Redis', late }))
+
+  const release = async (key: string, value: string, keepFor: number): Promise<void> => {
+    if (keepFor <= 0) await runScript(commands, DELETE_IF_OWNED, key, [value])
+    else await runScript(commands, EXPIRE_IF_OWNED, key, [value, String(keepFor)])
+  }
+
+  return {
+    name: PROVIDER,
+    // Built on demand: the inspector needs raw commands (SCAN, TIME), which a bare RedisCommands port may lack.
+    inspector: () => redisLockInspector({ client: options.client, environment: space.environment, keyPrefix: space.keyPrefix, timeout }),
+    async lock(configuration) {
+      checkLockRequest(PROVIDER, configuration, clock)
+      const { name } = configuration
+      const key = redisLockKey(space, name)
+      // One pass over the key, far cheaper than sending a name this long; checked before anything is sent.
+      const bytes = Buffer.byteLength(key)
+      if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+      const now = clock.now()
+      const owner = lockOwner(options.lockedBy)
+      const value = addedValue(now, owner)
+      // PX must be at least 1; checkLockRequest() refused a configuration that has expired.
+      const ttl = Math.max(1, configuration.lockAtMostUntil.getTime() - now)
+      const acquired = await guard('acquire', name, () => commands.setIfAbsent(key, value, ttl), (late) => {
+        // The SET timed out here but reached Redis later (a client queues commands while it
+        // reconnects): nobody uses that acquisition, so free it rather than block the name
+        // until lockAtMostFor. The delete is owner-checked, so it touches nothing else.
+        if (late) runScript(commands, DELETE_IF_OWNED, key, [value]).catch(() => {})
+      })
+      if (!acquired) return undefined
+      return defineLock(configuration, {
+        clock,
+        lockedBy: owner,
+        unlock: (current) => guard('release', current.name, () => release(key, value, current.lockAtLeastUntil.getTime() - clock.now())),
+        extend: (next) =>
+          guard('extend', next.name, async () => Number(await runScript(commands, EXPIRE_IF_OWNED, key, [value, String(Math.max(1, next.lockAtMostUntil.getTime() - clock.now()))])) === 1),
+      })
+    },
+  }
+}

@@ -1,0 +1,171 @@
+import { randomUUID } from 'node:crypto'
+import { type Duration, parseDuration } from '../../core/duration.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import { healthOf, type RunEnd, type RunLedger, type RunOutcome, type RunRecord, type RunStart, type TaskHealth } from '../../core/run-ledger.ts'
+import { storeGuard } from '../../support/store-errors.ts'
+import { withTimeout } from '../../support/with-timeout.ts'
+import { type RedisClientLike, toRedisCommands } from './commands.ts'
+import { APPEND_RUN, DEFAULT_ENVIRONMENT, describeRedisError, PROVIDER, READ_RUNS, redisRunsKeySpace, redisScanPattern, runScript } from './format.ts'
+import { scanKeys, scanNodes, textOf } from './scan.ts'
+
+/** Options of {@link redisRunLedger}. */
+export interface RedisRunLedgerOptions {
+  /** Your connected client, as the provider takes it: ioredis `Redis` or `Cluster`, node-redis client or cluster, or a `RedisCommands` port. */
+  client: RedisClientLike
+  /** Second part of every key, `<keyPrefix>:<environment>:<name>`: use the provider's. @default "default" */
+  environment?: string
+  /** First part of every key, `<keyPrefix>:<environment>:<name>`; not the locks' prefix, so that the inspector never sees a run history as a lock. @default "shedlock-runs" */
+  keyPrefix?: string
+  /** Runs kept per task name; older ones are trimmed from the task's stream. @default 100 */
+  keep?: number
+  /** Runs older than this are not read back, and a task's stream is deleted once it has had no run for this long; milliseconds or a duration string. @default "30d" */
+  maxAge?: Duration
+  /** How long one Redis command may take, milliseconds or a duration string. @default "5s" */
+  timeout?: Duration
+}
+
+const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
+
+/**
+ * The run history in Redis, apart from the lock keys: one capped stream per task,
+ * `shedlock-runs:<environment>:<name>`. A run appends an entry when it starts and one when it ends
+ * (each entry holds the whole run as JSON, so a trimmed start entry loses nothing); each append
+ * trims the stream to `2 × keep` entries and sets its expiry to `maxAge`, in one script on the
+ * node that owns the key (Cluster clients route it by the key). Needs Redis 5 or later (streams).
+ *
+ * `finish(id)` must be called by the process that called `start()`, as the executor does: the
+ * ledger keeps the task name of each open run in memory until it ends. `tasks()` SCANs for the
+ * streams, so it needs a client that can send raw commands (ioredis, node-redis, or a port with
+ * `command`).
+ *
+ * ```ts
+ * const runLedger = redisRunLedger({ client: redis })
+ * const executor = createLockingTaskExecutor(redisLockProvider({ client: redis }), { runLedger })
+ * ```
+ *
+ * @throws LockConfigurationError for a missing client, a bad key part, `keep`, `maxAge` or `timeout`.
+ */
+export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
+  if (options === null || typeof options !== 'object') throw new LockConfigurationError('redis: pass options { client, environment?, keep?, maxAge? } to redisRunLedger')
+  const commands = toRedisCommands(options.client)
+  const space = redisRunsKeySpace({ keyPrefix: options.keyPrefix, environment: options.environment ?? DEFAULT_ENVIRONMENT })
+  const keep = options.keep ?? 100
+  if (!Number.isSafeInteger(keep) || keep < 1) throw new LockConfigurationError(`redis: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
+  const maxAge = parseDuration(options.maxAge ?? '30d')
+  const timeout = parseDuration(options.timeout ?? '5s')
+  if (maxAge <= 0 || timeout <= 0) throw new LockConfigurationError('redis: maxAge and timeout must be longer than 0ms')
+  const guard = storeGuard((error, action, name) => describeRedisError(error, action, name, commands.client, timeout, 'run ledger'))
+  const bounded = <T>(promise: Promise<T>): Promise<T> => withTimeout(promise, timeout, { store: 'Redis' })
+  // Open runs: finish(id) needs the task's key, and a RunLedger's finish() is given the id only.
+  const open = new Map<string, RunStart>()
+
+  const append = (run: RunStart, id: string, end: RunEnd | undefined): Promise<unknown> =>
+    bounded(runScript(commands, APPEND_RUN, space.prefix + run.name, [id, JSON.stringify(stored(id, run, end)), String(keep * 2), String(Math.ceil(maxAge))]))
+
+  const read = async (name: string, limit: number): Promise<RunRecord[]> => {
+    const reply = await bounded(runScript(commands, READ_RUNS, space.prefix + name, [String(keep * 2)]))
+    const since = Date.now() - maxAge
+    const seen = new Set<string>()
+    const runs: RunRecord[] = []
+    // Newest entry first: the first entry of a run is its latest state.
+    for (const entry of Array.isArray(reply) ? reply : []) {
+      const record = recordOf(name, entry)
+      if (!record || seen.has(record.id)) continue
+      seen.add(record.id)
+      if (record.startedAt.getTime() >= since) runs.push(record)
+    }
+    runs.sort((a, b) => b.startedAt.getTime() - a.startedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    return runs.slice(0, Math.min(limit, keep))
+  }
+
+  return {
+    name: PROVIDER,
+    start: (run) =>
+      guard('record', run.name, async () => {
+        const id = randomUUID()
+        await append(run, id, undefined)
+        open.set(id, { name: run.name, slot: run.slot, node: run.node, startedAt: run.startedAt })
+        return id
+      }),
+    finish: async (id, end) => {
+      const run = open.get(id)
+      if (!run) throw new LockConfigurationError(`redis: run ${JSON.stringify(id)} was not started by this run ledger (or has already finished); finish() takes an id that start() of the same ledger returned`)
+      open.delete(id)
+      await guard('record', run.name, async () => void (await append(run, id, end)))
+    },
+    record: (run) => guard('record', run.name, async () => void (await append(run, randomUUID(), run))),
+    history: (name, historyOptions = {}) => guard('inspect', name, () => read(name, Math.max(0, historyOptions.limit ?? 50))),
+    health: (name) => guard('inspect', name, async () => healthOf(name, await read(name, keep))),
+    tasks: async () => {
+      const command = commands.command?.bind(commands)
+      if (typeof command !== 'function') {
+        throw new LockConfigurationError(`redis: tasks() SCANs for the run histories, which the ${commands.client} port passed as client cannot: give it a command(args) method, or pass an ioredis or node-redis client`)
+      }
+      return guard('list', '', async () => {
+        const clientPrefix = commands.keyPrefix ?? ''
+        const nodes = await scanNodes(commands, command, bounded)
+        const names = [...(await scanKeys(nodes, redisScanPattern(space, clientPrefix), clientPrefix, bounded))].map((key) => key.slice(space.prefix.length)).sort()
+        const health: TaskHealth[] = []
+        for (const name of names) {
+          const runs = await read(name, keep)
+          if (runs.length > 0) health.push(healthOf(name, runs))
+        }
+        return health
+      })
+    },
+  }
+}
+
+/** What one stream entry holds: the whole run, as far as it is known. */
+interface StoredRun {
+  id: string
+  slot: string | null
+  node: string
+  startedAt: string
+  finishedAt: string | null
+  outcome: RunOutcome
+  durationMs: number | null
+  error: { type: string; message: string } | null
+}
+
+function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
+  return {
+    id,
+    slot: run.slot?.toISOString() ?? null,
+    node: run.node.slice(0, 255),
+    startedAt: run.startedAt.toISOString(),
+    finishedAt: end?.finishedAt.toISOString() ?? null,
+    outcome: end?.outcome ?? 'running',
+    durationMs: end ? Math.round(end.durationMs) : null,
+    error: end?.error ? { type: end.error.type, message: end.error.message } : null,
+  }
+}
+
+/** A stream entry `[entryId, [field, value, …]]` as a run; `undefined` for an entry that is not one of ours. */
+function recordOf(name: string, entry: unknown): RunRecord | undefined {
+  if (!Array.isArray(entry) || !Array.isArray(entry[1])) return undefined
+  const fields = entry[1] as unknown[]
+  let json: string | undefined
+  for (let i = 0; i + 1 < fields.length; i += 2) if (textOf(fields[i]) === 'run') json = textOf(fields[i + 1])
+  if (json === undefined) return undefined
+  let run: Partial<StoredRun>
+  try {
+    run = JSON.parse(json) as Partial<StoredRun>
+  } catch {
+    return undefined
+  }
+  const date = (value: unknown): Date | undefined => (typeof value === 'string' && !Number.isNaN(Date.parse(value)) ? new Date(value) : undefined)
+  const startedAt = date(run.startedAt)
+  if (typeof run.id !== 'string' || !startedAt) return undefined
+  return Object.freeze({
+    id: run.id,
+    name,
+    slot: date(run.slot),
+    node: String(run.node ?? ''),
+    startedAt,
+    finishedAt: date(run.finishedAt),
+    outcome: typeof run.outcome === 'string' && OUTCOMES.has(run.outcome) ? run.outcome : 'running',
+    durationMs: typeof run.durationMs === 'number' ? run.durationMs : undefined,
+    error: run.error && typeof run.error.type === 'string' ? { type: run.error.type, message: String(run.error.message ?? '') } : undefined,
+  })
+}

@@ -1,0 +1,144 @@
+import type { StoreAdminModule } from '../support/store-admin.ts'
+
+/** One store the command line can open, and what it needs to know about it before loading it. */
+export interface StoreEntry {
+  /** The store's id, its folder under `providers/` and its name in `shedlock schema ID`. */
+  readonly id: string
+  /** For people, e.g. "PostgreSQL". */
+  readonly title: string
+  /** URL schemes, with their colon, e.g. `postgres:`; the first is the one help shows. */
+  readonly schemes: readonly string[]
+  /** Other names `shedlock schema NAME` accepts, e.g. `mariadb` for MySQL. */
+  readonly aliases?: readonly string[]
+  /** The accepted URL form, for help texts. */
+  readonly urlForm: string
+  /** What `--table` names in this store and its default; absent: the store has no table (keys, nodes). */
+  readonly table?: { readonly what: string; readonly default: string }
+  /** Where the URL names what `--table` would, for stores without a table. */
+  readonly insteadOfTable?: string
+  /** The driver packages the store's URLs need, as `npm install` takes them. */
+  readonly drivers: readonly string[]
+  /** Whether its locks can be extended (`run --keep-alive` needs it). */
+  readonly extensible: boolean
+  /** Loads the store's `admin.ts` (and, when opened, its driver): only the store a URL names. */
+  load(): Promise<StoreAdminModule>
+}
+
+// Literal import specifiers, one per store, so that bundlers and `tsc` see them and only the
+// store asked for is loaded. Adding a store: its folder, and one entry here.
+/** Every store, in the order help texts list them. */
+export const STORES: readonly StoreEntry[] = [
+  {
+    id: 'postgres',
+    title: 'PostgreSQL',
+    schemes: ['postgres:', 'postgresql:'],
+    aliases: ['postgresql'],
+    urlForm: 'postgres://USER[:PASSWORD]@HOST[:PORT]/DB',
+    table: { what: 'SQL table', default: 'shedlock' },
+    drivers: ['pg'],
+    extensible: true,
+    load: () => import('./postgres/admin.ts'),
+  },
+  {
+    id: 'mysql',
+    title: 'MySQL/MariaDB',
+    schemes: ['mysql:', 'mariadb:'],
+    aliases: ['mariadb'],
+    urlForm: 'mysql://USER[:PASSWORD]@HOST[:PORT]/DB',
+    table: { what: 'SQL table', default: 'shedlock' },
+    drivers: ['mysql2'],
+    extensible: true,
+    load: () => import('./mysql/admin.ts'),
+  },
+  {
+    id: 'sqlite',
+    title: 'SQLite',
+    schemes: ['sqlite:'],
+    urlForm: 'sqlite:PATH (or sqlite:///abs/path)',
+    table: { what: 'SQL table', default: 'shedlock' },
+    drivers: ['node:sqlite (Node 22.13+)', 'better-sqlite3'],
+    extensible: true,
+    load: () => import('./sqlite/admin.ts'),
+  },
+  {
+    id: 'redis',
+    title: 'Redis',
+    schemes: ['redis:', 'rediss:'],
+    urlForm: 'redis://[:PASSWORD@]HOST[:PORT][/DB][?environment=E&keyPrefix=P]',
+    insteadOfTable: 'separate fleets with ?environment= in the URL',
+    drivers: ['ioredis', 'redis'],
+    extensible: true,
+    load: () => import('./redis/admin.ts'),
+  },
+  {
+    id: 'mongodb',
+    title: 'MongoDB',
+    schemes: ['mongodb:', 'mongodb+srv:'],
+    urlForm: 'mongodb://[USER:PASSWORD@]HOST[:PORT]/DB',
+    table: { what: 'MongoDB collection', default: 'shedLock' },
+    drivers: ['mongodb'],
+    extensible: true,
+    load: () => import('./mongodb/admin.ts'),
+  },
+  {
+    id: 'dynamodb',
+    title: 'DynamoDB',
+    schemes: ['dynamodb:'],
+    urlForm: 'dynamodb://[HOST:PORT][?region=R&table=T]',
+    table: { what: 'DynamoDB table', default: 'Shedlock' },
+    drivers: ['@aws-sdk/client-dynamodb'],
+    extensible: true,
+    load: () => import('./dynamodb/admin.ts'),
+  },
+  {
+    id: 'etcd',
+    title: 'etcd',
+    schemes: ['etcd:'],
+    urlForm: 'etcd://HOST:PORT[?environment=E]',
+    insteadOfTable: 'separate fleets with ?environment= in the URL',
+    drivers: ['etcd3'],
+    extensible: true,
+    load: () => import('./etcd/admin.ts'),
+  },
+  {
+    id: 'zookeeper',
+    title: 'ZooKeeper',
+    schemes: ['zookeeper:'],
+    urlForm: 'zookeeper://HOST:PORT[/CHROOT][?path=/shedlock]',
+    insteadOfTable: 'name the parent node with ?path= in the URL',
+    drivers: ['node-zookeeper-client'],
+    extensible: true,
+    load: () => import('./zookeeper/admin.ts'),
+  },
+  {
+    id: 'nats',
+    title: 'NATS JetStream',
+    schemes: ['nats:'],
+    urlForm: 'nats://HOST:PORT[?bucket=shedlock-locks]',
+    insteadOfTable: 'name the bucket with ?bucket= in the URL',
+    drivers: ['@nats-io/transport-node', '@nats-io/kv'],
+    extensible: true,
+    load: () => import('./nats/admin.ts'),
+  },
+  {
+    id: 'memcached',
+    title: 'memcached',
+    schemes: ['memcached:'],
+    urlForm: 'memcached://HOST:PORT[?environment=E]',
+    insteadOfTable: 'separate fleets with ?environment= in the URL',
+    drivers: ['memjs'],
+    extensible: false,
+    load: () => import('./memcached/admin.ts'),
+  },
+]
+
+/** The store whose URL scheme (with its colon, lower case) is `scheme`, if any. */
+export function storeOfScheme(scheme: string): StoreEntry | undefined {
+  return STORES.find((store) => store.schemes.includes(scheme))
+}
+
+/** The store named `name` (an id or an alias, any case), if any. */
+export function storeNamed(name: string): StoreEntry | undefined {
+  const wanted = name.toLowerCase()
+  return STORES.find((store) => store.id === wanted || store.aliases?.includes(wanted))
+}

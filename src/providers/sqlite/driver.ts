@@ -1,0 +1,82 @@
+import { CliError } from '../../support/admin-errors.ts'
+import type { SqliteRowsDatabase } from './inspector.ts'
+
+/** The SQLite drivers the CLI can use, most preferred first. */
+export type SqliteDriverName = 'node:sqlite' | 'better-sqlite3'
+
+/** An open connection: what the provider and the inspector need, plus `exec` and `close`. */
+export interface SqliteConnection extends SqliteRowsDatabase {
+  exec(sql: string): unknown
+  close(): unknown
+}
+
+/** A loaded driver. */
+export interface SqliteDriver {
+  readonly name: SqliteDriverName
+  /** Opens (creating if needed) the file, with a 5 s busy timeout. */
+  open(path: string): SqliteConnection
+}
+
+/** Busy timeout of every connection the CLI opens: a process that meets another's write waits this long. */
+export const BUSY_TIMEOUT_MS = 5000
+
+export const NO_DRIVER_MESSAGE = 'no SQLite driver: install better-sqlite3 (`npm i better-sqlite3`) or use Node >= 22.13 (which has node:sqlite)'
+
+type Constructor = new (path: string, options?: { timeout?: number }) => SqliteConnection
+
+/**
+ * Loads a SQLite driver lazily: `only` if given, else `node:sqlite` when this Node has it
+ * (>= 22.13), else `better-sqlite3`. Nothing is imported until this is called.
+ * @throws CliError with {@link NO_DRIVER_MESSAGE} when none loads.
+ */
+export async function loadSqliteDriver(only?: SqliteDriverName): Promise<SqliteDriver> {
+  const reasons: string[] = []
+  for (const name of only ? [only] : (['node:sqlite', 'better-sqlite3'] as const)) {
+    try {
+      return name === 'node:sqlite' ? await loadNodeSqlite() : await loadBetterSqlite3()
+    } catch (error) {
+      reasons.push(`${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`)
+    }
+  }
+  throw new CliError(`${NO_DRIVER_MESSAGE} (${reasons.join('; ')})`)
+}
+
+async function loadNodeSqlite(): Promise<SqliteDriver> {
+  // A variable specifier: @types/node 20 does not declare node:sqlite, and bundlers leave it alone.
+  const specifier = 'node:sqlite'
+  const { DatabaseSync } = (await importQuietly(specifier)) as { DatabaseSync: Constructor }
+  return {
+    name: 'node:sqlite',
+    open(path) {
+      // node:sqlite waits 0 ms for a busy database unless told; the pragma works on every version.
+      const database = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS })
+      database.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`)
+      return database
+    },
+  }
+}
+
+async function loadBetterSqlite3(): Promise<SqliteDriver> {
+  const specifier = 'better-sqlite3'
+  const Database = ((await import(specifier)) as { default: Constructor }).default
+  // The import succeeds even when the native binary does not match this Node; opening loads it.
+  new Database(':memory:').close()
+  return { name: 'better-sqlite3', open: (path) => new Database(path, { timeout: BUSY_TIMEOUT_MS }) }
+}
+
+/** Imports without printing node:sqlite's "SQLite is an experimental feature" warning (Node 22). */
+async function importQuietly(specifier: string): Promise<unknown> {
+  const emitWarning = process.emitWarning
+  process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]): void {
+    const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: unknown } | undefined)?.type
+    const text = typeof warning === 'string' ? warning : warning.message
+    const experimental = type === 'ExperimentalWarning' || (warning instanceof Error && warning.name === 'ExperimentalWarning')
+    if (experimental && /sqlite/i.test(text)) return
+    ;(emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest)
+  } as typeof process.emitWarning
+  try {
+    return await import(specifier)
+  } finally {
+    process.emitWarning = emitWarning
+  }
+}

@@ -1,0 +1,114 @@
+import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
+import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+
+// The lock table in SQLite: Java ShedLock's columns, with times as UTC text. Its DDL, the now the
+// provider compares lock_until with, how to read the times as epoch milliseconds, and what the
+// drivers' errors mean. The provider, the inspector and the CLI read it from here.
+
+/** The provider's name, as messages and diagnostics give it. */
+export const PROVIDER = 'sqlite'
+
+/** SQLite's own datetime text, UTC, to the millisecond: `YYYY-MM-DD HH:MM:SS.SSS`, the format utcTimestamp() writes. */
+export const FORMAT: string = `'%Y-%m-%d %H:%M:%f'`
+
+/** The database's now, as the lock columns hold it. 'now' is the same for every use within one statement, so a statement compares against one instant. */
+export const DB_NOW: string = `strftime(${FORMAT}, 'now')`
+
+/** The database's now plus a modifier bound to the `?`, e.g. `+30.000 seconds`. */
+export const DB_NOW_PLUS: string = `strftime(${FORMAT}, 'now', ?)`
+
+/**
+ * A time of the lock table (a column holding UTC text, or `'now'`) in epoch milliseconds, as a
+ * REAL. julianday() parses the stored `YYYY-MM-DD HH:MM:SS.SSS` text (also without milliseconds,
+ * or with a `T`) as UTC; 2440587.5 is the Julian day of the Unix epoch. NULL for text that is not
+ * a time.
+ */
+export function epochMs(expression: string): string {
+  return `((julianday(${expression}) - 2440587.5) * 86400000.0)`
+}
+
+/** The database's now in epoch milliseconds: this host's clock, read by SQLite. */
+export const DB_NOW_MS: string = epochMs(`'now'`)
+
+/**
+ * DDL for the lock table in SQLite: Java ShedLock's columns, with times as UTC text
+ * `YYYY-MM-DD HH:MM:SS.SSS` (SQLite's own datetime format, which sorts as text in time order).
+ * Idempotent (`IF NOT EXISTS`); run it with `database.exec()`.
+ *
+ * ```ts
+ * import { sqliteSchema } from 'shedlock/sqlite'
+ * database.exec(sqliteSchema({ tableName: 'shedlock' }))
+ * ```
+ *
+ * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
+ */
+export function sqliteSchema(options: SqlTableOptions = {}): string {
+  const { table, columns: c } = sqlTable(PROVIDER, options)
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (`,
+    `  ${c.name} TEXT NOT NULL PRIMARY KEY,`,
+    `  ${c.lockUntil} TEXT NOT NULL,`,
+    `  ${c.lockedAt} TEXT NOT NULL,`,
+    `  ${c.lockedBy} TEXT NOT NULL`,
+    ');',
+  ].join('\n')
+}
+
+/** What a better-sqlite3 or node:sqlite error means for the lock and what to do about it. */
+export function describeSqliteError(t: SqlTable): DescribeStoreError {
+  return (error, action, lockName) => {
+    const detail = redactUrlPasswords(messageOf(error))
+    let advice: string
+    if (isClosed(error)) {
+      advice = `the database is closed (${detail}); ${outcomeOf(action)}. Keep the connection open while the provider is in use`
+    } else if (isBusy(error)) {
+      advice = `the database is locked by another writer; set a busy timeout (better-sqlite3: the timeout option, 5 s by default; node:sqlite: new DatabaseSync(path, { timeout: 5000 })) and use WAL (${detail})`
+    } else if (/^no such table\b|^unknown database\b/i.test(detail)) {
+      advice = `table ${t.table} does not exist (${detail}). Create it with:\n${sqliteSchema({ tableName: t.table, columnNames: t.columns })}`
+    } else if (/^no such column\b|\bhas no column named\b|ON CONFLICT clause does not match/i.test(detail)) {
+      advice = `table ${t.table} does not have the expected columns (${Object.values(t.columns).join(', ')}) with ${t.columns.name} as primary key (${detail}); fix the table or pass columnNames`
+    } else {
+      advice = detail
+    }
+    return storeError(PROVIDER, action, lockName, advice, error)
+  }
+}
+
+/** better-sqlite3 throws `TypeError: The database connection is not open`; node:sqlite an Error with code `ERR_INVALID_STATE`. */
+function isClosed(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === 'ERR_INVALID_STATE' || (error instanceof TypeError && /database connection is not open/i.test(error.message))
+}
+
+/** better-sqlite3: code `SQLITE_BUSY` (or an extended `SQLITE_BUSY_*`); node:sqlite: `errcode` 5 in its low byte. */
+function isBusy(error: unknown): boolean {
+  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown }
+  return (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || (typeof errcode === 'number' && (errcode & 0xff) === 5)
+}
+
+/**
+ * DDL of the run history's table in SQLite (see `sqliteRunLedger`): one row per run, kept apart
+ * from the lock table; times are UTC text `YYYY-MM-DD HH:MM:SS.SSS`. Idempotent; run it with
+ * `database.exec()`.
+ */
+export function sqliteRunsSchema(options: { tableName?: string } = {}): string {
+  const table = runsTableName(PROVIDER, options.tableName)
+  const [schema, bare] = table.includes('.') ? (table.split('.') as [string, string]) : [undefined, table]
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (`,
+    '  id TEXT NOT NULL PRIMARY KEY,',
+    '  name TEXT NOT NULL,',
+    '  slot TEXT NULL,',
+    '  node TEXT NOT NULL,',
+    '  started_at TEXT NOT NULL,',
+    '  finished_at TEXT NULL,',
+    '  outcome TEXT NOT NULL,',
+    '  duration_ms INTEGER NULL,',
+    '  error_type TEXT NULL,',
+    '  error_message TEXT NULL',
+    ');',
+    // SQLite names the index's database on the index, not on the table.
+    `CREATE INDEX IF NOT EXISTS ${schema === undefined ? '' : `${schema}.`}${bare}_name_started ON ${bare} (name, started_at);`,
+  ].join('\n')
+}

@@ -1,0 +1,33 @@
+// The value Java ShedLock's Redis, etcd and memcached providers store with each lock, and so do
+// ours: `ADDED:<ISO-8601 time>@<owner>`. The providers write it with addedValue(); the
+// inspectors read it back with parseAddedValue().
+
+/** What a value `ADDED:<ISO time>@<owner>` says; fields are `undefined` when the value has another shape. */
+export interface AddedValue {
+  /** Epoch milliseconds of the ISO time: when the holder took the lock, on its own clock. */
+  readonly lockedAt: number | undefined
+  readonly lockedBy: string | undefined
+}
+
+const ADDED = /^ADDED:([^@]*)@([\s\S]*)$/
+
+/**
+ * The value stored with a lock taken at `lockedAtMs` (epoch milliseconds, the holder's clock) by
+ * `owner`: `ADDED:<ISO-8601 time, UTC, 3 fraction digits>@<owner>`, as Java ShedLock writes it
+ * (`ADDED:2030-01-01T00:00:00.000Z@host:1234:9f86d081`). Unique per acquisition when `owner` is.
+ */
+export function addedValue(lockedAtMs: number, owner: string): string {
+  return `ADDED:${new Date(lockedAtMs).toISOString()}@${owner}`
+}
+
+/**
+ * Reads the value the Redis, etcd and memcached providers (and Java ShedLock) store with each
+ * lock: `ADDED:<ISO-8601 time>@<owner>`, where the owner is `<host>:<pid>:<random>` from shedlock
+ * and `<host>` or `<host>:<uuid>` from Java. The inverse of {@link addedValue}.
+ */
+export function parseAddedValue(value: string): AddedValue {
+  const match = ADDED.exec(value)
+  if (!match) return { lockedAt: undefined, lockedBy: undefined }
+  const time = Date.parse(match[1]!)
+  return { lockedAt: Number.isNaN(time) ? undefined : time, lockedBy: match[2] === '' ? undefined : match[2] }
+}

@@ -1,0 +1,45 @@
+import type { LockRecord } from '../core/lock-inspector.ts'
+
+// What the stores' inspectors share: the order of list(), and the release of a record "as read".
+
+/** The order of `LockInspector.list()`: by name, in JavaScript string order (UTF-16 code units). */
+export function byName(a: LockRecord, b: LockRecord): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0
+}
+
+/**
+ * A force-release that takes nothing another node wrote since: given a record read by this
+ * inspector, only the state it was read in (`readAs` holds the token it was read with: a value, a
+ * revision, a version); given a name, the state it is in now (read afresh). A record that is not
+ * held is left alone. `remove(token)` deletes or frees the record only if it still holds `token`,
+ * and resolves to whether it did.
+ */
+export async function releaseAsRead<T>(
+  lock: string | LockRecord,
+  readAs: WeakMap<LockRecord, T>,
+  readNow: () => Promise<LockRecord | undefined>,
+  remove: (token: T) => Promise<boolean>,
+): Promise<boolean> {
+  if (typeof lock !== 'string' && !lock.held) return false
+  let token = typeof lock === 'string' ? undefined : readAs.get(lock)
+  if (token === undefined) {
+    const current = await readNow()
+    if (!current?.held) return false
+    token = readAs.get(current)
+    if (token === undefined) return false
+  }
+  return remove(token)
+}
+
+/**
+ * Records read at once while listing: enough to hide the round trips, few enough not to flood
+ * the connection (a catch-up lists every slot record of a task, 1,440 a day for one a minute).
+ */
+export const PARALLEL_READS = 16
+
+/** `run` over `items`, {@link PARALLEL_READS} at a time; the results in the order of `items`. */
+export async function inBatches<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = []
+  for (let i = 0; i < items.length; i += PARALLEL_READS) results.push(...(await Promise.all(items.slice(i, i + PARALLEL_READS).map(run))))
+  return results
+}

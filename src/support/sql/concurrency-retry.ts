@@ -1,0 +1,36 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+
+/**
+ * Retries after a concurrency failure (a deadlock, a serialization failure, a lock wait timeout),
+ * so that at most `1 + CONCURRENCY_RETRIES` statements run. Java ShedLock retries its unlock up to
+ * 10 times; fewer suffice here because each retry waits longer than the one before.
+ */
+export const CONCURRENCY_RETRIES = 5
+
+/** The pause before retry `retry` (0-based), in ms: `10 * 2^retry`, less up to half of it at random. */
+export function concurrencyBackoffMs(retry: number): number {
+  const ceiling = 10 * 2 ** retry
+  // Jitter: contenders that failed together must not retry together.
+  return Math.round(ceiling * (0.5 + Math.random() / 2))
+}
+
+/**
+ * Runs `attempt`, and runs it again while it throws an error that `isConcurrencyFailure` accepts,
+ * at most `retries` more times (pauses of 5–10, 10–20, 20–40, 40–80, 80–160 ms: at most 310 ms in
+ * all with the default). Any other error, or the last concurrency failure, is thrown.
+ *
+ * For release and extend only, which are idempotent and must not be lost to a rolled-back
+ * statement: a lost release keeps the lock until `lockAtMostFor`. An acquire that meets a
+ * concurrency failure is not retried: another contender is writing the row, so it did not get the
+ * lock, which is an answer, not an error.
+ */
+export async function retryConcurrencyFailures<T>(attempt: () => Promise<T>, isConcurrencyFailure: (error: unknown) => boolean, retries: number = CONCURRENCY_RETRIES): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await attempt()
+    } catch (error) {
+      if (retry >= retries || !isConcurrencyFailure(error)) throw error
+      await sleep(concurrencyBackoffMs(retry))
+    }
+  }
+}

@@ -1,0 +1,133 @@
+import type { LockInspector } from '../../core/lock-inspector.ts'
+import type { LockProvider } from '../../core/lock-provider.ts'
+import type { RunLedger } from '../../core/run-ledger.ts'
+import type { Check, ClockReading, StoreAdmin } from '../store-admin.ts'
+import type { SqlTable } from './sql-table.ts'
+
+/** A column of the lock table as the database's catalog describes it. */
+export interface SqlColumn {
+  readonly name: string
+  /** The catalog's type name, lower case. */
+  readonly type: string
+}
+
+/**
+ * What one SQL database contributes to its {@link StoreAdmin}, beyond the provider and the
+ * inspector over the same connection. Statements use `?` placeholders; a dialect with other
+ * placeholders rewrites them in `query` and `execute`.
+ */
+export interface SqlAdminDialect {
+  readonly kind: string
+  readonly where: string
+  readonly table: SqlTable
+  readonly inspector: LockInspector
+  /** The run history, in its own table. */
+  readonly runLedger: RunLedger
+  /** The runs table's name, for init's lines. */
+  readonly runsTable: string
+  /** Whether the runs table exists. */
+  runsTableExists(): Promise<boolean>
+  /** The DDL of the runs table (one or more statements, each ending with `;`). */
+  runsSchema(): string
+  provider(): LockProvider
+  /** Rows of a `SELECT`. */
+  query(sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>
+  /** Rows matched by an `UPDATE` or `DELETE`, or 0 for DDL. */
+  execute(sql: string, params: readonly unknown[]): Promise<number>
+  tableExists(): Promise<boolean>
+  /** The table's columns, in catalog order. */
+  columns(): Promise<SqlColumn[]>
+  /** The primary key's columns, in key order; empty when there is none. */
+  primaryKey(): Promise<string[]>
+  /** Type names accepted for each kind of column; anything else is a warning. */
+  readonly expectedTypes: { readonly name: readonly string[]; readonly time: readonly string[]; readonly lockedBy: readonly string[] }
+  /** The DDL of `shedlock schema` for this table. */
+  schema(): string
+  /** The `shedlock init` command line that creates the table, for advice. */
+  readonly initCommand: string
+  version(): Promise<string>
+  readClock(): Promise<ClockReading | string>
+  readonly clockDependence: string
+  close(): Promise<void>
+}
+
+/** The {@link StoreAdmin} of a SQL database: the table's creation and checks; locks are read through the inspector. */
+export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
+  const { table: t } = dialect
+  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+
+  return {
+    kind: dialect.kind,
+    where: dialect.where,
+    extensible: true,
+    provider: () => dialect.provider(),
+    inspector: dialect.inspector,
+    runLedger: dialect.runLedger,
+    async init() {
+      const lines: string[] = []
+      if (await dialect.tableExists()) lines.push(`table ${t.table} already exists: nothing to do (shedlock doctor checks its columns)`)
+      else {
+        await dialect.execute(dialect.schema(), [])
+        lines.push(`created table ${t.table}`)
+      }
+      if (await dialect.runsTableExists()) lines.push(`table ${dialect.runsTable} (run history) already exists: nothing to do`)
+      else {
+        // One statement at a time: not every driver takes several in one call.
+        for (const statement of dialect.runsSchema().split(/;\n?/).filter((s) => s.trim() !== '')) await dialect.execute(statement, [])
+        lines.push(`created table ${dialect.runsTable} (run history)`)
+      }
+      return lines
+    },
+    ping: () => dialect.version(),
+    async structure(): Promise<Check[]> {
+      if (!(await dialect.tableExists())) {
+        return [{ status: 'fail', label: `table ${t.table}`, detail: `does not exist; create it with: ${dialect.initCommand}` }]
+      }
+      const columns = await dialect.columns()
+      const byName = new Map(columns.map((c) => [c.name.toLowerCase(), c]))
+      const expected = Object.values(t.columns)
+      const missing = expected.filter((c) => !byName.has(c.toLowerCase()))
+      if (missing.length > 0) {
+        return [
+          {
+            status: 'fail',
+            label: `table ${t.table}`,
+            detail: `lacks the column${missing.length === 1 ? '' : 's'} ${missing.join(', ')} (it has ${columns.map((c) => c.name).join(', ') || 'none'}); shedlock needs ${expected.join(', ')}, see: shedlock schema`,
+          },
+        ]
+      }
+      const checks: Check[] = []
+      const key = (await dialect.primaryKey()).map((c) => c.toLowerCase())
+      const keyOk = key.length === 1 && key[0] === name.toLowerCase()
+      checks.push({
+        status: keyOk ? 'ok' : 'fail',
+        label: `table ${t.table}`,
+        detail: keyOk
+          ? `columns ${expected.map((c) => `${c} ${byName.get(c.toLowerCase())!.type}`).join(', ')}; primary key (${name})`
+          : `the primary key is ${key.length === 0 ? 'missing' : `(${key.join(', ')})`}, but must be (${name}) alone: the lock upsert finds the row by it`,
+      })
+      const wrongTypes = (
+        [
+          [name, dialect.expectedTypes.name],
+          [lockUntil, dialect.expectedTypes.time],
+          [lockedAt, dialect.expectedTypes.time],
+          [lockedBy, dialect.expectedTypes.lockedBy],
+        ] as const
+      ).filter(([column, types]) => !types.includes(byName.get(column.toLowerCase())!.type))
+      if (wrongTypes.length > 0) {
+        checks.push({
+          status: 'warn',
+          label: 'column types',
+          detail: `${wrongTypes.map(([column, types]) => `${column} is ${byName.get(column.toLowerCase())!.type}, expected ${types.join(' or ')}`).join('; ')} (see: shedlock schema)`,
+        })
+      }
+      return checks
+    },
+    async remove(lockName) {
+      await dialect.execute(`DELETE FROM ${t.table} WHERE ${name} = ?`, [lockName])
+    },
+    readClock: () => dialect.readClock(),
+    clockDependence: dialect.clockDependence,
+    close: () => dialect.close(),
+  }
+}

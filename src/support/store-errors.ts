@@ -1,0 +1,52 @@
+import { LockProviderError } from '../core/errors.ts'
+
+/** What a provider or an inspector asks of its store, as error messages name it. */
+export type StoreAction = 'acquire' | 'extend' | 'release' | 'inspect' | 'list' | 'record'
+
+const OUTCOME: Readonly<Record<StoreAction, string>> = {
+  acquire: 'the task was not run',
+  extend: 'the lock was not extended',
+  release: 'the lock stays held until it expires',
+  inspect: 'nothing was changed',
+  list: 'nothing was changed',
+  record: 'the run is missing from the history',
+}
+
+/** What a failed `action` means for the caller, for error advice: "the task was not run", … */
+export function outcomeOf(action: StoreAction): string {
+  return OUTCOME[action]
+}
+
+/** The message of any thrown value. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+export { redactUrlPasswords, URL_PASSWORD } from '../core/redact.ts'
+
+/**
+ * The `LockProviderError` of a failed store call: `<provider>: could not <action> lock "<name>":
+ * <advice>`, or `<provider>: could not list the locks: <advice>`.
+ */
+export function storeError(provider: string, action: StoreAction, lockName: string, advice: string, cause: unknown): LockProviderError {
+  if (action === 'list') return new LockProviderError(`${provider}: could not list the locks: ${advice}`, { cause, provider })
+  if (action === 'record') return new LockProviderError(`${provider}: could not record a run of "${lockName}" in the run history: ${advice}`, { cause, provider, lockName })
+  return new LockProviderError(`${provider}: could not ${action} lock "${lockName}": ${advice}`, { cause, provider, lockName })
+}
+
+/** Turns what a store call threw into the `LockProviderError` the caller gets. */
+export type DescribeStoreError = (error: unknown, action: StoreAction, lockName: string) => LockProviderError
+
+/**
+ * The one wrapper around every store call of a provider: a `LockProviderError` passes as it is,
+ * anything else goes through `describe`.
+ */
+export function storeGuard(describe: DescribeStoreError): <T>(action: StoreAction, lockName: string, run: () => Promise<T>) => Promise<T> {
+  return async (action, lockName, run) => {
+    try {
+      return await run()
+    } catch (error) {
+      throw error instanceof LockProviderError ? error : describe(error, action, lockName)
+    }
+  }
+}

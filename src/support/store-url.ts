@@ -1,0 +1,117 @@
+import { UsageError } from './admin-errors.ts'
+import { redactUrlPasswords, URL_PASSWORD } from './store-errors.ts'
+
+/** A parsed store URL. Print {@link StoreUrl.redacted}, never `raw`. */
+export interface StoreUrl {
+  /** The store's id in the registry, e.g. `postgres` for `postgresql://` URLs too. */
+  readonly scheme: string
+  /** As given: may hold a password. Only drivers get it. */
+  readonly raw: string
+  /** `raw` with its password replaced by `***`: what output and errors show. */
+  readonly redacted: string
+  /** The parsed URL; `undefined` for `sqlite:PATH` and for URLs the WHATWG parser refuses (MongoDB host lists). */
+  readonly url: URL | undefined
+}
+
+/** How a store's URLs are parsed: as WHATWG URLs (the default), not at all (`sqlite:PATH`), or where possible (MongoDB host lists). */
+export type UrlParsing = 'url' | 'opaque' | 'lenient'
+
+// Passwords and other secrets, as given and percent-decoded: every line the CLI prints passes
+// through redactSecrets(), which replaces them, so that a driver error quoting the URL or the
+// password cannot leak one.
+const secrets = new Set<string>()
+
+// Query parameters that carry secrets in the drivers' URL formats.
+const SECRET_PARAMETER = /^(password|passwd|pass|secret|token|sslpassword|authtoken|aws_secret_access_key|secretaccesskey)$/i
+
+/**
+ * Parses the URL of store `id` (its scheme already recognised), and remembers its secrets for
+ * {@link redactSecrets}.
+ * @throws UsageError for a URL the WHATWG parser refuses, where the store needs one.
+ */
+export function parseStoreUrl(text: string, id: string, parsing: UrlParsing = 'url'): StoreUrl {
+  rememberSecrets(text)
+  let redacted = redactUrl(text)
+  // nats://TOKEN@host: NATS takes a token in place of the user, with no password after it.
+  const token = /^nats:\/\/([^:/@\s]+)@/i.exec(text)?.[1]
+  if (token) {
+    rememberSecret(token)
+    redacted = redacted.replace(`//${token}@`, '//***@')
+  }
+  let url: URL | undefined
+  if (parsing !== 'opaque') {
+    try {
+      url = new URL(text)
+    } catch {
+      if (parsing !== 'lenient') throw new UsageError(`${JSON.stringify(redacted)} is not a valid URL; see the URL forms in shedlock --help`)
+    }
+  }
+  return { scheme: id, raw: text, redacted, url }
+}
+
+/** `raw` with the password of every `scheme://user:password@` and every secret query parameter replaced by `***`. */
+export function redactUrl(raw: string): string {
+  const withoutPassword = redactUrlPasswords(raw)
+  const query = withoutPassword.indexOf('?')
+  if (query < 0) return withoutPassword
+  const hashAt = withoutPassword.indexOf('#', query)
+  const end = hashAt < 0 ? withoutPassword.length : hashAt
+  const params = withoutPassword
+    .slice(query + 1, end)
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=')
+      return equals > 0 && SECRET_PARAMETER.test(pair.slice(0, equals)) ? `${pair.slice(0, equals)}=***` : pair
+    })
+  return `${withoutPassword.slice(0, query + 1)}${params.join('&')}${withoutPassword.slice(end)}`
+}
+
+/** `text` with every remembered secret, and the password of any URL in it, replaced by `***`. */
+export function redactSecrets(text: string): string {
+  let out = redactUrlPasswords(text)
+  // Longest first, so that a secret containing another is replaced whole.
+  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('***')
+  return out
+}
+
+function rememberSecrets(text: string): void {
+  for (const match of text.matchAll(URL_PASSWORD)) if (match[2]) rememberSecret(match[2])
+  const query = text.indexOf('?')
+  if (query >= 0) {
+    for (const pair of text.slice(query + 1).split(/[&#]/)) {
+      const equals = pair.indexOf('=')
+      if (equals > 0 && SECRET_PARAMETER.test(pair.slice(0, equals))) rememberSecret(pair.slice(equals + 1))
+    }
+  }
+}
+
+function rememberSecret(value: string): void {
+  // Replacing one or two characters everywhere would garble every line; such a password is
+  // still redacted wherever it appears in a URL, by pattern.
+  if (value.length < 3) return
+  secrets.add(value)
+  try {
+    const decoded = decodeURIComponent(value)
+    if (decoded.length >= 3) secrets.add(decoded)
+    const encoded = encodeURIComponent(decoded)
+    if (encoded.length >= 3) secrets.add(encoded)
+  } catch {
+    // Not valid percent-encoding: the value as given is enough.
+  }
+}
+
+/**
+ * The query parameters of a URL whose scheme the CLI defines (no driver reads them).
+ * @throws UsageError for a parameter not in `allowed` or given twice.
+ */
+export function ownParameters(url: StoreUrl, allowed: readonly string[]): Map<string, string> {
+  const found = new Map<string, string>()
+  for (const [key, value] of url.url?.searchParams ?? []) {
+    if (!allowed.includes(key)) {
+      throw new UsageError(`${url.scheme} URLs take ${allowed.length === 0 ? 'no query parameters' : `only ${allowed.map((a) => `?${a}=`).join(', ')}`}, got ?${key}= in ${url.redacted}`)
+    }
+    if (found.has(key)) throw new UsageError(`?${key}= appears twice in ${url.redacted}`)
+    found.set(key, value)
+  }
+  return found
+}

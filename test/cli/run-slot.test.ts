@@ -1,0 +1,62 @@
+import { afterAll, describe, expect, it } from 'vitest'
+import { postgresSchema } from '../../src/providers/postgres/index.ts'
+import { uniqueTable } from '../support/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { cli } from './support/cli.ts'
+
+// shedlock run --slot, on PostgreSQL (the built bin, as users run it).
+const pool = await postgresPoolOrSkip(2)
+const table = uniqueTable('cli_slot')
+if (pool) await pool.query(postgresSchema({ tableName: table }))
+afterAll(async () => {
+  await pool?.query(`DROP TABLE IF EXISTS ${table}`)
+  await pool?.end()
+})
+
+const run = (name: string, slot: string, ...command: string[]) =>
+  cli(['run', '--url', POSTGRES_URL, '--table', table, '--name', name, '--lock-at-most-for', '1m', '--slot', slot, '--', ...command])
+
+describe.skipIf(!pool)('shedlock run --slot', () => {
+  it('runs the command once per slot: a later host, after the lock was released, prints a skipped line and exits 0', async () => {
+    const first = await run('report', '2026-11-24T02:00:00Z', process.execPath, '-e', 'console.log("ran"); process.exit(3)')
+    expect(first).toMatchObject({ code: 3, stdout: 'ran\n', stderr: '' })
+    // The same slot written with another offset is the same instant.
+    const again = await run('report', '2026-11-24T03:00:00+01:00', process.execPath, '-e', 'console.log("ran again")')
+    expect(again).toMatchObject({ code: 0, stderr: '' })
+    expect(again.stdout).toBe('skipped: slot 2026-11-24T02:00:00.000Z of lock "report" already ran (or was skipped) on another host\n')
+    expect((await run('report', '2026-11-24T02:01:00Z', 'true')).code).toBe(0)
+    const { rows } = await pool!.query<{ name: string }>(`SELECT name FROM ${table} ORDER BY name`)
+    expect(rows.map((row) => row.name)).toEqual(['report', 'report@20261124T020000Z', 'report@20261124T020100Z'])
+  })
+
+  it('--slot minute: the current minute on this host, so two hosts of one crontab line agree', async () => {
+    const runs = await Promise.all([1, 2].map(() => run('every-minute', 'minute', process.execPath, '-e', 'console.log("ran")')))
+    // Unless the two calls straddle a minute's boundary, one ran and one was skipped.
+    const ran = runs.filter((r) => r.stdout === 'ran\n')
+    expect(ran.length).toBeGreaterThanOrEqual(1)
+    for (const r of runs) expect(r.code).toBe(0)
+    const { rows } = await pool!.query<{ name: string }>(`SELECT name FROM ${table} WHERE name LIKE 'every-minute@%'`)
+    for (const { name } of rows) expect(name).toMatch(/^every-minute@\d{8}T\d{4}00Z$/)
+    expect(rows.length).toBe(ran.length)
+  })
+
+  it('quiet: no skipped line', async () => {
+    await run('quiet', '2026-01-01', 'true')
+    const skipped = await cli(['run', '--url', POSTGRES_URL, '--table', table, '--name', 'quiet', '--lock-at-most-for', '1m', '--slot', '2026-01-01', '--quiet', '--', 'true'])
+    expect(skipped).toMatchObject({ code: 0, stdout: '', stderr: '' })
+  })
+})
+
+describe('shedlock run --slot: usage errors before any store is touched', () => {
+  it.each(['2026-11-24T02:00', 'yesterday', 'week', 'constructor', '2026-13-01T00:00:00Z'])('%s', async (slot) => {
+    const result = await cli(['run', '--url', 'postgres://nobody@127.0.0.1:1/none', '--name', 'a', '--lock-at-most-for', '1m', '--slot', slot, '--', 'true'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/^shedlock run: --slot: expected minute, hour, day or an ISO date-time with a zone/)
+  })
+
+  it('--help documents --slot', async () => {
+    const help = await cli(['run', '--help'])
+    expect(help.stdout).toContain('--slot minute|hour|day')
+    expect(help.stdout).toContain('--slot ISO')
+  })
+})
