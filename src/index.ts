@@ -1,7 +1,8 @@
 export { type Clock, systemClock } from './core/clock.ts'
 export { diagnosticsChannels, type LockEventMessage, type LockEventName, type LockExecution } from './core/diagnostics.ts'
-export { type Duration, parseDuration } from './core/duration.ts'
+export { type Duration, type DurationString, type DurationUnit, parseDuration } from './core/duration.ts'
 export {
+  ExecutorClosedError,
   LockCannotBeExtendedError,
   LockConfigurationError,
   LockExtensionError,
@@ -16,26 +17,69 @@ export {
 export { type KeepAliveOptions, keepAliveLockProvider } from './core/keep-alive.ts'
 export { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './core/lock-configuration.ts'
 export { assertLocked, extendActiveLock } from './core/lock-context.ts'
-export type { ExtensibleLock, ExtensibleLockProvider, KeepAliveLock, LockProvider, SimpleLock } from './core/lock-provider.ts'
+export type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider, KeepAliveLock, LockProvider, SimpleLock } from './core/lock-provider.ts'
+export type { LockInspector, LockList, LockRecord, LockSelection } from './core/lock-inspector.ts'
 export {
+  type CatchUpOptions,
+  type CatchUpPolicy,
+  type CatchUpResult,
+  type CloseOptions,
   createLockingTaskExecutor,
+  type ExecutionOptions,
   type LockedTask,
   type LockingTaskExecutor,
   type LockingTaskExecutorListener,
   type LockingTaskExecutorOptions,
+  type LockRequest,
+  type SkipReason,
   type TaskContext,
   type TaskOutcome,
   type TaskResult,
 } from './core/locking-task-executor.ts'
-export { type InMemoryLockProvider, type InMemoryLockProviderOptions, type InMemoryLockRecord, inMemoryLockProvider } from './providers/in-memory.ts'
-export { defineLock, type LockOperations } from './support/define-lock.ts'
 export {
+  healthOf,
+  type HistoryOptions,
+  type RunEnd,
+  type RunError,
+  type RunLedger,
+  type RunOutcome,
+  type RunRecord,
+  type RunStart,
+  type TaskHealth,
+} from './core/run-ledger.ts'
+export { DEFAULT_SLOT_RETENTION, parseSlotRecordName, slotRecordName } from './core/slots.ts'
+export {
+  type InMemoryLockProvider,
+  type InMemoryLockProviderOptions,
+  type InMemoryLockRecord,
+  inMemoryLockInspector,
+  inMemoryLockProvider,
+  type InMemoryRunLedgerOptions,
+  inMemoryRunLedger,
+} from './providers/in-memory/index.ts'
+export { defineLock, type LockOperations } from './core/define-lock.ts'
+export {
+  catchUpSchedulerLock,
+  closeSchedulerLock,
   type ConfigureSchedulerLockOptions,
   configureSchedulerLock,
   type LockableMethod,
   SchedulerLock,
+  type SchedulerLockConfiguration,
   type SchedulerLockDecorator,
   type SchedulerLockOptions,
 } from './integrations/scheduler-lock.ts'
-export { type LockedFunction, type WithLockOptions, withLock } from './integrations/with-lock.ts'
-export type { ExecutorOrProvider } from './integrations/lock-options.ts'
+export { type LockedFunction, type LockedFunctionControls, type WithLockOptions, withLock } from './integrations/with-lock.ts'
+export type { CatchUpSettings, ExecutorOrProvider } from './integrations/lock-options.ts'
+export {
+  type CatchUpSchedule,
+  type CronerJobLike,
+  type CronJobLike,
+  type CronTimeLike,
+  type DateTimeLike,
+  type FireTimes,
+  fireTimesOf,
+  intervalSlot,
+  type NodeCronTaskLike,
+} from './integrations/schedules.ts'
+export { taskContext } from './integrations/task-context.ts'

@@ -76,3 +76,11 @@ export class LockCannotBeExtendedError extends LockExtensionError {
 export class LockLostError extends ShedLockError {
   override name = 'LockLostError'
 }
+
+/**
+ * The reason a task's `AbortSignal` aborts when its executor is closed (`executor.close()`, on a
+ * shutdown): the task should stop, so that its lock is released before the process exits.
+ */
+export class ExecutorClosedError extends ShedLockError {
+  override name = 'ExecutorClosedError'
+}

@@ -1,13 +1,12 @@
 import { debuglog } from 'node:util'
 import { type Clock, systemClock } from './clock.ts'
+import { atDeadline, beforeDeadline, type CancelDeadline } from './deadline.ts'
 import { type Duration, parseDuration } from './duration.ts'
 import { LockConfigurationError, LockLostError, LockProviderError, LockStateError } from './errors.ts'
-import type { LockConfiguration } from './lock-configuration.ts'
-import type { ExtensibleLock, ExtensibleLockProvider, KeepAliveLock, LockProvider } from './lock-provider.ts'
+import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
+import { type ExtensibleLock, type ExtensibleLockProvider, type KeepAliveLock, type LockProvider, markWrapper } from './lock-provider.ts'
 
 const debug = debuglog('shedlock')
-// The largest delay setTimeout accepts; the watchdog re-arms for later deadlines.
-const MAX_TIMER_MS = 2 ** 31 - 1
 // How long unlock() waits for an extension in flight at least, even after lockAtMostUntil.
 const RELEASE_GRACE_MS = 5_000
 
@@ -36,8 +35,10 @@ export interface KeepAliveOptions {
 export function keepAliveLockProvider(provider: ExtensibleLockProvider, options: KeepAliveOptions = {}): LockProvider {
   const minimum = parseDuration(options.minLockAtMostFor ?? '30s')
   const clock = options.clock ?? systemClock
-  return {
+  const inspector = provider.inspector
+  return markWrapper({
     name: provider.name,
+    ...(inspector ? { inspector: () => inspector.call(provider) } : {}),
     async lock(configuration) {
       if (configuration.lockAtMostFor < minimum) {
         throw new LockConfigurationError(
@@ -47,7 +48,7 @@ export function keepAliveLockProvider(provider: ExtensibleLockProvider, options:
       const lock = await provider.lock(configuration)
       return lock && keepAlive(lock, configuration, clock)
     },
-  }
+  }, provider)
 }
 
 function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, clock: Clock): KeepAliveLock {
@@ -60,7 +61,7 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
   let stopped = false
   let inflight: Promise<void> | undefined
   let timer: NodeJS.Timeout | undefined
-  let watchdog: NodeJS.Timeout | undefined
+  let cancelWatchdog: CancelDeadline | undefined
 
   const lose = (message: string, cause?: unknown): void => {
     stopped = true
@@ -70,14 +71,11 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
   // An extension that never answers (a partitioned network, a client without a timeout) must not
   // keep the signal quiet past lockAtMostUntil: from then on another node may hold the lock.
   const watch = (): void => {
-    if (watchdog) clearTimeout(watchdog)
-    watchdog = setTimeout(() => {
-      watchdog = undefined
-      if (stopped) return
-      if (clock.now() < lockAtMostUntil) return watch()
-      lose(`Lock "${name}" was lost: no keep-alive extension succeeded before lockAtMostUntil (${new Date(lockAtMostUntil).toISOString()})`)
-    }, Math.min(Math.max(0, lockAtMostUntil - clock.now()), MAX_TIMER_MS))
-    watchdog.unref()
+    cancelWatchdog?.()
+    const until = lockAtMostUntil
+    cancelWatchdog = atDeadline(until, clock, () => {
+      if (!stopped) lose(`Lock "${name}" was lost: no keep-alive extension succeeded before lockAtMostUntil (${new Date(until).toISOString()})`)
+    })
   }
 
   const tick = async (): Promise<void> => {
@@ -103,7 +101,7 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
     lockAtMostUntil = now + lockAtMostFor
     if (!stopped) watch()
     try {
-      lock.onExtended?.(Object.freeze({ ...configuration, createdAt: new Date(now), lockAtLeastFor: remainingAtLeast, lockAtMostUntil: new Date(lockAtMostUntil), lockAtLeastUntil: new Date(now + remainingAtLeast) }))
+      lock.onExtended?.(lockConfiguration({ name, lockAtMostFor, lockAtLeastFor: remainingAtLeast, createdAt: new Date(now) }))
     } catch (error) {
       // A reporting callback must not stop the lock from being kept alive.
       debug('onExtended of lock "%s" threw: %s', name, error instanceof Error ? error.message : String(error))
@@ -126,6 +124,9 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
   const lock: KeepAliveLock = {
     signal: controller.signal,
     onExtended: undefined,
+    async [Symbol.asyncDispose]() {
+      if (!releasing) await lock.unlock()
+    },
     async unlock() {
       if (releasing) {
         throw new LockStateError(`Cannot unlock lock "${name}": it was already unlocked. Unlock each handle once`)
@@ -133,11 +134,13 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
       releasing = true
       stopped = true
       if (timer) clearTimeout(timer)
-      if (watchdog) clearTimeout(watchdog)
+      cancelWatchdog?.()
       try {
-        if (inflight && !(await settlesBefore(inflight, Math.max(lockAtMostUntil - clock.now(), RELEASE_GRACE_MS)))) {
+        if (inflight) {
           // Which handle is current depends on that extension; past lockAtMostUntil the lock has expired anyway.
-          throw new LockProviderError(`Could not release lock "${name}": its keep-alive extension got no answer from the store; the lock expires at ${new Date(lockAtMostUntil).toISOString()}`, { lockName: name })
+          const expired = (): LockProviderError =>
+            new LockProviderError(`Could not release lock "${name}": its keep-alive extension got no answer from the store; the lock expires at ${new Date(lockAtMostUntil).toISOString()}`, { lockName: name })
+          await beforeDeadline(inflight, Math.max(lockAtMostUntil, clock.now() + RELEASE_GRACE_MS), clock, expired)
         }
         // After a rejected extension the old handle is still valid: release it (owner-checked).
         if (current) await current.unlock()
@@ -150,17 +153,4 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
   schedule()
   watch()
   return lock
-}
-
-/** Resolves to true when `promise` settles within `ms`, to false otherwise. */
-async function settlesBefore(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const expired = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), Math.min(Math.max(0, ms), MAX_TIMER_MS))
-  })
-  try {
-    return await Promise.race([promise.then(() => true as const, () => true as const), expired])
-  } finally {
-    clearTimeout(timer)
-  }
 }

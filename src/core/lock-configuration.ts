@@ -2,6 +2,12 @@ import { type Duration, formatDuration, parseDuration } from './duration.ts'
 import { LockConfigurationError } from './errors.ts'
 
 const LONE_SURROGATE = /\p{Cs}/u
+// 9999-12-31T23:59:59.999Z: the last instant every store can hold and that ISO-8601 strings keep
+// in time order (a later one is written "+010000-…", which sorts before "2026-…").
+const LATEST_DEADLINE_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
+// Configurations built by lockConfiguration(): everything else is re-validated or refused, so an
+// object that only looks like one (a blank name, a negative duration) never reaches a store.
+const built = new WeakSet<LockConfiguration>()
 
 /** What you pass to {@link lockConfiguration}. */
 export interface LockConfigurationOptions {
@@ -9,7 +15,8 @@ export interface LockConfigurationOptions {
   name: string
   /**
    * How long the lock is held at most, if the holder never releases it (for example because the
-   * process died). Set it well above the task's normal duration. Milliseconds or a duration string.
+   * process died). Set it well above the task's normal duration. Milliseconds or a duration
+   * string; more than 0 (a lock that expires as it is taken excludes nobody).
    */
   lockAtMostFor: Duration
   /**
@@ -46,8 +53,8 @@ export interface LockConfiguration {
  * ```
  *
  * @throws LockConfigurationError for a blank name or one with a lone surrogate, an invalid or
- *   negative duration, `lockAtLeastFor` longer than `lockAtMostFor`, or a `lockAtMostUntil` past
- *   the last JavaScript date; the message names the lock and the fix.
+ *   negative duration, a `lockAtMostFor` of 0, `lockAtLeastFor` longer than `lockAtMostFor`, or
+ *   a `lockAtMostUntil` after 9999-12-31T23:59:59.999Z; the message names the lock and the fix.
  */
 export function lockConfiguration(options: LockConfigurationOptions): LockConfiguration {
   if (options === null || typeof options !== 'object') {
@@ -69,6 +76,9 @@ export function lockConfiguration(options: LockConfigurationOptions): LockConfig
     throw new LockConfigurationError(`Lock "${name}": lockAtMostFor is required; set it well above the task's normal duration, e.g. "10m"`)
   }
   const lockAtMostFor = durationOf(name, 'lockAtMostFor', options.lockAtMostFor)
+  if (lockAtMostFor === 0) {
+    throw new LockConfigurationError(`Lock "${name}": lockAtMostFor is 0, so the lock would expire as it is taken and another node could run the task at the same time; set it well above the task's normal duration, e.g. "10m"`)
+  }
   const lockAtLeastFor = durationOf(name, 'lockAtLeastFor', options.lockAtLeastFor ?? 0)
   if (lockAtLeastFor > lockAtMostFor) {
     throw new LockConfigurationError(
@@ -80,12 +90,14 @@ export function lockConfiguration(options: LockConfigurationOptions): LockConfig
     throw new LockConfigurationError(`Lock "${name}": createdAt must be a valid Date`)
   }
   const start = createdAt.getTime()
-  // A Date ends at ±8.64e15 ms: later deadlines would be Invalid Dates, which every timer and
-  // store comparison reads as "already expired".
-  if (!Number.isFinite(new Date(start + lockAtMostFor).getTime())) {
-    throw new LockConfigurationError(`Lock "${name}": createdAt + lockAtMostFor is past the last date JavaScript can hold (+275760-09-13); use a shorter lockAtMostFor`)
+  // Later deadlines are Invalid Dates (past +275760) or ISO strings that sort before today's
+  // (past 9999): stores that compare them would read a held lock as expired.
+  if (start + lockAtMostFor > LATEST_DEADLINE_MS) {
+    throw new LockConfigurationError(
+      `Lock "${name}": createdAt + lockAtMostFor is after 9999-12-31T23:59:59.999Z, the last time the stores can hold; use a shorter lockAtMostFor`,
+    )
   }
-  return Object.freeze({
+  const configuration: LockConfiguration = Object.freeze({
     name,
     createdAt: new Date(start),
     lockAtMostFor,
@@ -93,12 +105,13 @@ export function lockConfiguration(options: LockConfigurationOptions): LockConfig
     lockAtMostUntil: new Date(start + lockAtMostFor),
     lockAtLeastUntil: new Date(start + lockAtLeastFor),
   })
+  built.add(configuration)
+  return configuration
 }
 
-/** True when `value` is a configuration built by {@link lockConfiguration} (or looks exactly like one). */
+/** True when `value` was built by {@link lockConfiguration}; an object that only looks like one is not. */
 export function isLockConfiguration(value: unknown): value is LockConfiguration {
-  const v = value as LockConfiguration | null
-  return typeof v === 'object' && v !== null && v.lockAtMostUntil instanceof Date && v.lockAtLeastUntil instanceof Date && v.createdAt instanceof Date
+  return typeof value === 'object' && value !== null && built.has(value as LockConfiguration)
 }
 
 function durationOf(name: string, field: string, value: Duration): number {

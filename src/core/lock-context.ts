@@ -1,12 +1,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { type Clock, systemClock } from './clock.ts'
+import { atDeadline, type CancelDeadline } from './deadline.ts'
 import type { Duration } from './duration.ts'
 import { LockCannotBeExtendedError, LockLostError, NoActiveLockError, NotLockedError } from './errors.ts'
 import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
 import { isExtensibleLock, isKeepAliveLock, type SimpleLock } from './lock-provider.ts'
-
-// The largest delay setTimeout accepts; longer deadlines are re-armed in steps.
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** Callbacks of one {@link ActiveLock}, set by the executor to report to its listener. */
 export interface ActiveLockEvents {
@@ -26,9 +24,12 @@ export class ActiveLock {
   readonly #clock: Clock
   readonly #events: ActiveLockEvents
   readonly #simulated: boolean
-  #timer: NodeJS.Timeout | undefined
+  #cancelWatchdog: CancelDeadline | undefined
   #finished = false
+  #lost = false
   #tail: Promise<unknown> = Promise.resolve()
+  // Re-entrant runs joined to this lock that have not settled: the lock is released after them.
+  readonly #joined = new Set<Promise<unknown>>()
 
   constructor(configuration: LockConfiguration, handle: SimpleLock | undefined, options: { clock?: Clock; events?: ActiveLockEvents; simulated?: boolean } = {}) {
     this.#configuration = configuration
@@ -67,6 +68,43 @@ export class ActiveLock {
     return this.#finished
   }
 
+  /** True once the lock could no longer be trusted while its task ran (its signal aborted with a `LockLostError`). */
+  get lost(): boolean {
+    return this.#lost
+  }
+
+  /**
+   * True while a same-name call may run under this lock instead of taking its own: the lock is
+   * held (its task, or a run joined to it, still runs) and has not been lost.
+   */
+  get joinable(): boolean {
+    return !this.#finished && !this.#controller.signal.aborted
+  }
+
+  /**
+   * Runs a re-entrant (same-name) task under this lock. The lock is not released before `run`
+   * settles, even when its caller did not await it and the outer task returned long before.
+   */
+  join<T>(run: () => Promise<T>): Promise<T> {
+    const running = run()
+    const tracked = running.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.#joined.add(tracked)
+    void tracked.then(() => this.#joined.delete(tracked))
+    return running
+  }
+
+  /**
+   * Waits until every joined run has settled (runs joined meanwhile included), then finishes, in
+   * the same turn as the last check: no run can join between the two.
+   */
+  async finishAfterJoinedRuns(): Promise<void> {
+    while (this.#joined.size > 0) await Promise.all(this.#joined)
+    this.finish()
+  }
+
   /** The handle to unlock when the task ends; `undefined` once a failed extension spent it. */
   get handle(): SimpleLock | undefined {
     return this.#handle
@@ -79,11 +117,18 @@ export class ActiveLock {
     return run
   }
 
+  /**
+   * Aborts the task's signal with `reason` (the caller's own signal aborted, or the executor
+   * closed): the lock is still held, so this is no loss and reports none.
+   */
+  abort(reason: unknown): void {
+    if (!this.#finished && !this.#controller.signal.aborted) this.#controller.abort(reason)
+  }
+
   /** Stops the watchdog: the task has ended, so a later expiry is no loss. */
   finish(): void {
     this.#finished = true
-    if (this.#timer) clearTimeout(this.#timer)
-    this.#timer = undefined
+    this.#cancelWatchdog?.()
   }
 
   async #extendNow(lockAtMostFor: Duration, lockAtLeastFor: Duration): Promise<void> {
@@ -114,19 +159,16 @@ export class ActiveLock {
   }
 
   #arm(deadline: number): void {
-    if (this.#timer) clearTimeout(this.#timer)
-    const delay = deadline - this.#clock.now()
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined
-      if (this.#clock.now() < deadline) return this.#arm(deadline)
-      this.#lose(new LockLostError(`Lock "${this.name}" expired at lockAtMostUntil (${new Date(deadline).toISOString()}) while its task was still running; another node may take it now`))
-    }, Math.min(Math.max(delay, 0), MAX_TIMER_MS))
-    this.#timer.unref()
+    this.#cancelWatchdog?.()
+    this.#cancelWatchdog = atDeadline(deadline, this.#clock, () =>
+      this.#lose(new LockLostError(`Lock "${this.name}" expired at lockAtMostUntil (${new Date(deadline).toISOString()}) while its task was still running; another node may take it now`)),
+    )
   }
 
   #lose(reason: unknown): void {
     if (this.#finished || this.#controller.signal.aborted) return
     const error = reason instanceof LockLostError ? reason : new LockLostError(`Lock "${this.name}" was lost`, { cause: reason })
+    this.#lost = true
     this.#controller.abort(error)
     this.#events.onLost?.(this.#configuration, error)
   }
@@ -146,10 +188,14 @@ export function runWithActiveLock<T>(lock: ActiveLock, fn: () => T): T {
   return storage.run({ lock, parent: storage.getStore() }, fn)
 }
 
-/** The innermost active lock named `name` in this async context, if any (re-entrancy check). */
+/**
+ * The innermost active lock named `name` in this async context that a same-name call may join
+ * (re-entrancy check): one whose task has ended and whose joined runs have settled is released or
+ * about to be, and one that was lost no longer excludes other nodes.
+ */
 export function findActiveLock(name: string): ActiveLock | undefined {
   for (let frame = storage.getStore(); frame; frame = frame.parent) {
-    if (frame.lock.name === name && !frame.lock.finished) return frame.lock
+    if (frame.lock.name === name && frame.lock.joinable) return frame.lock
   }
   return undefined
 }

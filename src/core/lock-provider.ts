@@ -1,10 +1,19 @@
+import type { Duration } from './duration.ts'
+import type { LockInspector } from './lock-inspector.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
 
 /**
  * A held lock. Each handle is single-use: unlock it once, or extend it once and use the handle
  * that `extend()` returns. Reuse throws `LockStateError`.
+ *
+ * Disposable: `await using lock = await provider.lock(configuration)` unlocks it when the block
+ * ends (`lock()` may resolve to `undefined`, which `await using` skips). Disposing a handle that
+ * was already unlocked or extended does nothing; dispose the handle `extend()` returned instead.
+ * Build handles with `defineLock()`, which gives them all of this.
  */
-export interface SimpleLock {
+export interface SimpleLock extends AsyncDisposable {
+  /** The owner the store keeps for this acquisition (`locked_by`, unique per acquisition), where it keeps one. */
+  readonly lockedBy?: string
   /**
    * Releases the lock, or keeps it until `lockAtLeastUntil` when that is later. Touches nothing
    * if another node holds the lock by now. Rejects with `LockProviderError` when the store fails;
@@ -21,7 +30,7 @@ export interface ExtensibleLock extends SimpleLock {
    * the new handle, or to `undefined` once the lock has expired (or another node holds it); either
    * way this handle is spent.
    */
-  extend(lockAtMostFor: number | string, lockAtLeastFor: number | string): Promise<ExtensibleLock | undefined>
+  extend(lockAtMostFor: Duration, lockAtLeastFor: Duration): Promise<ExtensibleLock | undefined>
 }
 
 /**
@@ -43,6 +52,17 @@ export interface LockProvider {
   /** Short name of the store, e.g. `"postgres"`, reported in diagnostics events, debug lines and telemetry. */
   readonly name?: string
   lock(configuration: LockConfiguration): Promise<SimpleLock | undefined>
+  /**
+   * The inspector of this provider's store, over the same client, table or key space. The
+   * executor uses it for slot runs (to remove old slot records, and to find missed slots); every
+   * provider of shedlock has one but memcached's, which cannot list its keys.
+   */
+  inspector?(): LockInspector
+}
+
+/** A provider whose store can be inspected: `inspector()` is there (every provider of shedlock but memcached's). */
+export interface InspectableLockProvider extends LockProvider {
+  inspector(): LockInspector
 }
 
 /** A provider whose locks can be extended while held. */
@@ -58,4 +78,19 @@ export function isExtensibleLock(lock: SimpleLock): lock is ExtensibleLock {
 /** True when `lock` keeps itself alive (see `keepAliveLockProvider`). */
 export function isKeepAliveLock(lock: SimpleLock): lock is KeepAliveLock {
   return (lock as Partial<KeepAliveLock>).signal instanceof AbortSignal
+}
+
+// A wrapper's provider, for records that must not get the wrapper's behaviour (the executor's
+// slot records through a keep-alive wrapper, which would extend them). Internal.
+const UNWRAPPED: unique symbol = Symbol('shedlock.unwrappedProvider')
+
+/** Marks `wrapper` as a wrapper of `inner` (see {@link unwrappedProvider}). */
+export function markWrapper<P extends LockProvider>(wrapper: P, inner: LockProvider): P {
+  Object.defineProperty(wrapper, UNWRAPPED, { value: inner })
+  return wrapper
+}
+
+/** The provider inside a wrapper marked by {@link markWrapper}, or `provider` itself. */
+export function unwrappedProvider(provider: LockProvider): LockProvider {
+  return (provider as { [UNWRAPPED]?: LockProvider })[UNWRAPPED] ?? provider
 }

@@ -1,7 +1,18 @@
 import { type Duration, formatDuration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
-import { createLockingTaskExecutor, type LockingTaskExecutor, type LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
+import { type CatchUpPolicy, type CatchUpResult, createLockingTaskExecutor, type LockingTaskExecutor, type LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
+
+/**
+ * The catch-up of an integration: what to do, when a node starts, about the slots every node
+ * missed (all were down at their fire time). See `executor.catchUp()` and docs/slots.md.
+ */
+export interface CatchUpSettings {
+  /** `'skip'` (nothing), `'once'` (one run, for the latest missed slot) or `'all'` (each missed slot, oldest first). */
+  policy: CatchUpPolicy
+  /** How far back a missed slot still counts, in milliseconds or a duration string; at most the slot retention (24 h by default). */
+  within: Duration
+}
 
 /** A lock provider, or an executor built on one (to keep its listener). What every integration accepts. */
 export type ExecutorOrProvider = LockProvider | LockingTaskExecutor
@@ -65,6 +76,52 @@ export function checkDurations(where: string, lockAtMostFor: Duration | undefine
     )
   }
   return { ...(atMost === undefined ? {} : { lockAtMostFor: atMost }), ...(atLeast === undefined ? {} : { lockAtLeastFor: atLeast }) }
+}
+
+/** The slot options every integration shares, parsed. */
+export interface SlotSettings {
+  /** Milliseconds; `undefined` for the executor's default. */
+  slotRetention: number | undefined
+  /** Parsed; `undefined` without catch-up. */
+  catchUp: { policy: CatchUpPolicy; within: number } | undefined
+}
+
+/**
+ * Checks `slotRetention` and `catchUp` given at definition time: a positive retention, a known
+ * policy, a `within` no longer than the retention (when it is given), and catch-up only for slot
+ * runs with a fixed name (a catch-up has no call arguments to compute a name from).
+ *
+ * @throws LockConfigurationError naming `where`.
+ */
+export function checkSlotSettings(where: string, options: { slot?: unknown; slotRetention?: unknown; catchUp?: unknown; name?: unknown }): SlotSettings {
+  const { slot, slotRetention, catchUp } = options
+  let retention: number | undefined
+  if (slotRetention !== undefined) {
+    retention = parseField(where, 'slotRetention', slotRetention as Duration)
+    if (!(retention > 0)) throw new LockConfigurationError(`${where}: slotRetention must be more than 0, got ${JSON.stringify(slotRetention)}`)
+    if (slot === undefined || slot === false) throw new LockConfigurationError(`${where}: slotRetention is set without slot; it applies to slot runs only`)
+  }
+  if (catchUp === undefined) return { slotRetention: retention, catchUp: undefined }
+  if (catchUp === null || typeof catchUp !== 'object') throw new LockConfigurationError(`${where}: catchUp must be { policy, within }, got ${kindOf(catchUp)}`)
+  const { policy, within } = catchUp as Partial<CatchUpSettings>
+  if (policy !== 'skip' && policy !== 'once' && policy !== 'all') {
+    throw new LockConfigurationError(`${where}: catchUp.policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy) ?? String(policy)}`)
+  }
+  if (within === undefined) throw new LockConfigurationError(`${where}: catchUp.within is required: how far back a missed slot still counts, e.g. '6h'`)
+  const windowMs = parseField(where, 'catchUp.within', within)
+  if (retention !== undefined && windowMs > retention) {
+    throw new LockConfigurationError(`${where}: catchUp.within (${show(within, windowMs)}) is longer than slotRetention (${show(slotRetention as Duration, retention)}); missed slots could not be told from run ones`)
+  }
+  if (slot === undefined || slot === false) {
+    throw new LockConfigurationError(`${where}: catchUp needs slot: a catch-up finds the slots nobody ran from the slot records that slot runs leave`)
+  }
+  if (typeof options.name === 'function') throw new LockConfigurationError(`${where}: catchUp needs a fixed lock name, not a name function (a catch-up has no call arguments)`)
+  return { slotRetention: retention, catchUp: { policy, within: windowMs } }
+}
+
+/** What a catch-up that does nothing (no `catchUp` option, policy 'skip', or a shutdown) resolves to. */
+export function skippedCatchUp(): CatchUpResult {
+  return { outcome: 'skipped', missed: [], ran: [], failed: [] }
 }
 
 /** A `LockConfigurationError` of the core with `where` in front, to throw instead; other errors as they are. */

@@ -1,7 +1,10 @@
 import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { type LockConfigurationOptions, lockConfiguration } from '../core/lock-configuration.ts'
-import { type ExecutorOrProvider, toExecutor, withContext } from './lock-options.ts'
+import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
+import { type CatchUpSettings, checkSlotSettings, type ExecutorOrProvider, kindOf, type SlotSettings, skippedCatchUp, toExecutor, withContext } from './lock-options.ts'
+import { fireTimesOf, isNodeCronTask, type NodeCronTaskLike } from './schedules.ts'
+import { isShutdownStop, runInTaskContext } from './task-context.ts'
 
 /**
  * node-cron 4's `RunCoordinator` (node-cron ≥ 4.4): asked before each fire of a `distributed`
@@ -23,13 +26,44 @@ export interface LockingRunCoordinatorOptions {
    * is a little late skips the same fire. Keep it below the schedule's period. @default 0
    */
   lockAtLeastFor?: Duration
+  /**
+   * Makes each fire a slot run: the fire time in node-cron's key (`<task name>:<fire time>`, the
+   * scheduled time, not the time the timer fired) is the slot, so each fire runs at most once
+   * across all nodes, however late a node fires it (see docs/slots.md). @default false
+   */
+  slot?: boolean
+  /** How long a slot's record is kept (with `slot`). @default the executor's, else "24h" */
+  slotRetention?: Duration
+  /** What the coordinator's `catchUp(task)` does about the slots every node missed (needs `slot`). @default no catch-up */
+  catchUp?: CatchUpSettings
+}
+
+/** A node-cron 4 run coordinator that locks each fire, with a catch-up and a shutdown of its own. */
+export interface LockingRunCoordinator extends Required<NodeCronRunCoordinator> {
+  /**
+   * Runs the slots every node missed, by the `catchUp` option's policy: the fire times of `task`
+   * (its `match()`) within `catchUp.within` after the task's latest slot record, each run with
+   * `task.execute()` under the lock (node-cron reports them as `'invoked'` executions); inside
+   * them `assertLocked()` works and `taskContext().slot` says which slot it is. Call it once
+   * when the node starts. Without the `catchUp` option, or once closed, resolves to
+   * `{ outcome: 'skipped' }`.
+   *
+   * @throws LockConfigurationError when `task` is not a node-cron `ScheduledTask`, or for a provider without an inspector.
+   * @throws LockProviderError when the store fails.
+   */
+  catchUp(task: NodeCronTaskLike): Promise<CatchUpResult>
+  /**
+   * Closes the executor the coordinator runs on (see `executor.close()`): later fires are
+   * skipped (`'not-elected'`), and the locks of fires in progress are released once they complete.
+   */
+  close(options?: CloseOptions): Promise<void>
 }
 
 /** The part of node-cron 4's `TaskOptions` that {@link lockingTaskOptions} fills in. */
 export interface NodeCronLockingTaskOptions {
   name: string
   distributed: true
-  runCoordinator: NodeCronRunCoordinator
+  runCoordinator: LockingRunCoordinator
   /** Milliseconds: `lockAtMostFor`, so node-cron's lease hint and the lock agree. */
   distributedLease: number
 }
@@ -46,7 +80,10 @@ interface Held {
  * run, or kept until `lockAtLeastFor` has passed.
  *
  * - One lock per task, named by `options.name`, not one per fire: node-cron's key
- *   (`<task name>:<ISO time>`) is only used to pair `shouldRun` with its `onComplete`.
+ *   (`<task name>:<ISO time>`) pairs `shouldRun` with its `onComplete`, and with `slot: true`
+ *   gives the slot (its time is the scheduled fire time): each fire then runs at most once
+ *   across nodes, even on a node whose timer fired it late (skipped with `'not-elected'`).
+ * - `catchUp(task)` runs the fires every node missed; `close()` closes the executor on a shutdown.
  * - Fails closed: when the store fails, `shouldRun` rejects with `LockProviderError`, so node-cron
  *   skips the fire with reason `'coordinator-error'` and logs the error.
  * - node-cron's `ttlMs` (`distributedLease`) is ignored: the lock is held at most `lockAtMostFor`.
@@ -69,9 +106,11 @@ interface Held {
  * @param executorOrProvider a `LockProvider`, or a `LockingTaskExecutor` to keep its listener.
  * @throws LockConfigurationError at once for a blank name, bad durations or a wrong provider.
  */
-export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, options: LockingRunCoordinatorOptions): Required<NodeCronRunCoordinator> {
-  const lock = check('lockingRunCoordinator()', options)
-  const executor = toExecutor(`lockingRunCoordinator() of lock "${lock.name}"`, executorOrProvider)
+export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, options: LockingRunCoordinatorOptions): LockingRunCoordinator {
+  const { settings, ...lock } = check('lockingRunCoordinator()', options)
+  const where = `lockingRunCoordinator() of lock "${lock.name}"`
+  const executor = toExecutor(where, executorOrProvider)
+  const slotRetention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
   // shouldRun and onComplete are separate calls: the run's lock waits here, keyed by the fire.
   const held = new Map<string, Held>()
 
@@ -87,10 +126,11 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       const finished = new Promise<void>((resolve) => {
         release = resolve
       })
+      const request: LockRequest = options.slot === true ? { ...lock, slot: slotOfKey(where, key), ...slotRetention } : lock
       const execution = executor.executeWithLock(() => {
         started()
         return finished
-      }, lock)
+      }, request)
       // Resolves true once the lock is taken, false when another node holds it; rejects (fail
       // closed) when the store fails.
       const skipped = execution.then(() => false as const)
@@ -109,7 +149,36 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       // The executor reports a failed release to its listener (or as a warning); it never rejects here.
       await entry.execution
     },
+    async catchUp(task) {
+      if (!isNodeCronTask(task)) throw new LockConfigurationError(`${where}: catchUp() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
+      const catchUp = settings.catchUp
+      if (!catchUp || executor.closed) return skippedCatchUp()
+      try {
+        return await executor.catchUp(
+          (context) => runInTaskContext(context, () => task.execute()),
+          { ...lock, ...slotRetention },
+          { policy: catchUp.policy, within: catchUp.within, fireTimes: fireTimesOf(task) },
+        )
+      } catch (error) {
+        if (isShutdownStop(error, executor, undefined)) return skippedCatchUp()
+        throw error
+      }
+    },
+    close: (closeOptions) => executor.close(closeOptions),
   }
+}
+
+// node-cron's key: `<task name>:<fire time, toISOString()>`; the name may hold colons itself.
+const KEY_SLOT = /:(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/
+
+/** The fire time in node-cron's key. @throws LockConfigurationError when the key holds none. */
+function slotOfKey(where: string, key: string): Date {
+  const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
+  const slot = match ? new Date(match[1]!) : undefined
+  if (!slot || Number.isNaN(slot.getTime())) {
+    throw new LockConfigurationError(`${where}: slot: true needs node-cron's key "<task name>:<fire time>", got ${JSON.stringify(key)}; the fire was not run`)
+  }
+  return slot
 }
 
 /**
@@ -130,12 +199,16 @@ export function lockingTaskOptions(executorOrProvider: ExecutorOrProvider, optio
   return { name: lock.name, distributed: true, runCoordinator: lockingRunCoordinator(executorOrProvider, options), distributedLease: lock.lockAtMostFor }
 }
 
-function check(where: string, options: LockingRunCoordinatorOptions): LockConfigurationOptions & { lockAtMostFor: number; lockAtLeastFor: number } {
+function check(where: string, options: LockingRunCoordinatorOptions): LockConfigurationOptions & { lockAtMostFor: number; lockAtLeastFor: number; settings: SlotSettings } {
   if (options === null || typeof options !== 'object') throw new LockConfigurationError(`${where}: options are missing; pass { name, lockAtMostFor, lockAtLeastFor? }`)
+  let lock: { name: string; lockAtMostFor: number; lockAtLeastFor: number }
   try {
     const { name, lockAtMostFor, lockAtLeastFor } = lockConfiguration({ name: options.name, lockAtMostFor: options.lockAtMostFor, lockAtLeastFor: options.lockAtLeastFor ?? 0 })
-    return { name, lockAtMostFor, lockAtLeastFor }
+    lock = { name, lockAtMostFor, lockAtLeastFor }
   } catch (error) {
     throw withContext(where, error)
   }
+  const at = `${where} of lock "${lock.name}"`
+  if (options.slot !== undefined && typeof options.slot !== 'boolean') throw new LockConfigurationError(`${at}: slot must be true or false, got ${kindOf(options.slot)}`)
+  return { ...lock, settings: checkSlotSettings(at, { ...options, slot: options.slot === true ? true : undefined }) }
 }

@@ -2,6 +2,7 @@ import type { LockExecution } from '../core/diagnostics.ts'
 import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
 import type { LockConfiguration } from '../core/lock-configuration.ts'
 import type { LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
+import type { RunLedger } from '../core/run-ledger.ts'
 
 // Structural subsets of @opentelemetry/api 1.x, so that this module imports nothing at run time:
 // the application passes its own Meter, Tracer and (optionally) API namespace.
@@ -26,11 +27,23 @@ export interface OpenTelemetryMetricOptions {
   advice?: { explicitBucketBoundaries?: number[] }
 }
 
+/** What an `@opentelemetry/api` observable callback is given: `observe(value, attributes)`. */
+export interface OpenTelemetryObservableResultLike {
+  observe(value: number, attributes?: OpenTelemetryAttributes): void
+}
+
+/** What this module needs of an `@opentelemetry/api` `ObservableGauge`. */
+export interface OpenTelemetryObservableGaugeLike {
+  addCallback(callback: (result: OpenTelemetryObservableResultLike) => void | Promise<void>): void
+}
+
 /** What this module needs of an `@opentelemetry/api` `Meter`. */
 export interface OpenTelemetryMeterLike {
   createCounter(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryCounterLike
   createUpDownCounter(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryCounterLike
   createHistogram(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryHistogramLike
+  /** `@opentelemetry/api` 1.3 and later; without it, no `shedlock.task.last_success` gauge. */
+  createObservableGauge?(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryObservableGaugeLike
 }
 
 /** What this module needs of an `@opentelemetry/api` `Span`. */
@@ -74,6 +87,12 @@ export interface OpenTelemetryListenerOptions {
    * span. Without it, they are the lock span's siblings. Needs `tracer`.
    */
   api?: OpenTelemetryApiLike
+  /**
+   * The executor's run ledger. With it, the `shedlock.task.last_success` gauge reports the last
+   * success of every task in the ledger, on whichever node it ran (one `tasks()` read per metric
+   * collection). Without it, the gauge reports the successes of this process only.
+   */
+  runLedger?: RunLedger
 }
 
 // Scheduled tasks last from milliseconds to hours; the SDK's default boundaries (0 to 10 000)
@@ -96,6 +115,14 @@ const SPAN_STATUS_ERROR = 2
  * - `shedlock.task.duration` (histogram, `s`): tasks run under a lock; `error.type` when the task
  *   threw.
  * - `shedlock.task.active` (up-down counter, `{task}`): tasks running under a lock right now.
+ * - `shedlock.task.last_success` (gauge, `s`): when each task last succeeded, in seconds since
+ *   the epoch; from `runLedger` when given (every node's runs), else this process's runs. Alert
+ *   on `time() - shedlock_task_last_success_seconds > max age`.
+ * - `shedlock.slot.outcomes` (counter, `{slot}`): slot runs, by `shedlock.slot.outcome`: `run`
+ *   (this node claimed the slot and ran it), `done_elsewhere` (the slot had run, or was claimed,
+ *   on some node already), `skipped` (claimed while a run of an earlier slot held the lock),
+ *   `missed` (a catch-up found it missed while every node was down) and `caught_up` (a catch-up
+ *   ran it).
  *
  * Spans: one per attempt, named `shedlock <lock name>`, a child of the span active where
  * `executeWithLock()` was called. It ends when the task finishes, or at once when the lock is not
@@ -130,7 +157,30 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
     }),
     active: meter.createUpDownCounter('shedlock.task.active', { unit: '{task}', description: 'Tasks running under a lock in this process' }),
+    slots: meter.createCounter('shedlock.slot.outcomes', {
+      unit: '{slot}',
+      description: 'Slot runs, by outcome: run, done_elsewhere, skipped (lock held), missed (every node was down) or caught_up',
+    }),
   }
+  // Epoch milliseconds of each task's last success in this process, for the gauge without a ledger.
+  const lastSuccess = new Map<string, number>()
+  const { runLedger } = options
+  meter?.createObservableGauge?.('shedlock.task.last_success', { unit: 's', description: 'When each task last succeeded, in seconds since the epoch' }).addCallback(async (result) => {
+    const seen = new Map(lastSuccess)
+    if (runLedger) {
+      // A ledger that cannot be read leaves this process's own successes: a gauge callback must not throw.
+      const tasks = await runLedger.tasks().catch(() => [])
+      for (const task of tasks) {
+        const at = task.lastSuccess?.finishedAt ?? task.lastSuccess?.startedAt
+        if (at && at.getTime() > (seen.get(task.name) ?? 0)) seen.set(task.name, at.getTime())
+      }
+    }
+    for (const [name, at] of seen) result.observe(at / 1000, { 'shedlock.lock.name': name })
+  })
+  // Slot runs claimed here and not yet started or skipped.
+  const claimed = new WeakSet<LockExecution>()
+  const slotOutcome = (configuration: LockConfiguration, execution: LockExecution, outcome: string): void =>
+    instruments?.slots.add(1, { ...lockAttributes(configuration, execution), 'shedlock.slot.outcome': outcome })
   // The executor passes the same execution object to every hook of one call: concurrent calls,
   // of one name or several, each find their own span.
   const spans = new WeakMap<LockExecution, OpenTelemetrySpanLike>()
@@ -178,6 +228,7 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
     onTaskStarted(configuration, execution) {
       if (execution.reentrant) return
       instruments?.active.add(1, lockAttributes(configuration, execution))
+      if (claimed.delete(execution)) slotOutcome(configuration, execution, 'run')
     },
     onTaskFinished(configuration, outcome, execution) {
       if (execution.reentrant) return
@@ -187,7 +238,26 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
         instruments.duration.record(outcome.durationMs / 1000, outcome.failed ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes)
       }
       if (outcome.failed) endSpan(execution, 'failed', outcome.error)
-      else endSpan(execution, 'executed')
+      else {
+        lastSuccess.set(configuration.name, Date.now())
+        endSpan(execution, 'executed')
+      }
+    },
+    onSlotClaimed(_configuration, _slot, execution) {
+      claimed.add(execution)
+    },
+    onSlotDone(configuration, _slot, execution) {
+      slotOutcome(configuration, execution, 'done_elsewhere')
+    },
+    onSlotSkipped(configuration, _slot, execution) {
+      claimed.delete(execution)
+      slotOutcome(configuration, execution, 'skipped')
+    },
+    onSlotMissed(configuration, _slot, execution) {
+      slotOutcome(configuration, execution, 'missed')
+    },
+    onSlotCaughtUp(configuration, _slot, execution) {
+      slotOutcome(configuration, execution, 'caught_up')
     },
     onLockExtended(configuration, execution) {
       spans.get(execution)?.addEvent('shedlock.lock.extended', deadlines(configuration))
@@ -234,6 +304,9 @@ function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerO
   }
   if (api !== undefined && !(hasMethods(api?.context, ['active', 'with']) && hasMethods(api?.trace, ['setSpan']))) {
     throw new LockConfigurationError("openTelemetryListener(): api must be the @opentelemetry/api namespace: import * as api from '@opentelemetry/api'")
+  }
+  if (options.runLedger !== undefined && (meter === undefined || typeof options.runLedger?.tasks !== 'function')) {
+    throw new LockConfigurationError('openTelemetryListener(): runLedger feeds the shedlock.task.last_success gauge, so it needs a meter and a RunLedger (e.g. postgresRunLedger({ client }))')
   }
   if (api !== undefined && tracer === undefined) {
     throw new LockConfigurationError('openTelemetryListener(): api makes the lock span active in the task, so it needs a tracer as well; pass tracer or drop api')

@@ -1,8 +1,22 @@
 import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
-import type { LockingTaskExecutor, LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
-import { checkDurations, checkName, type ExecutorOrProvider, isExecutorOrProvider, kindOf, toExecutor, withContext } from './lock-options.ts'
+import type { CatchUpResult, CloseOptions, LockingTaskExecutor, LockingTaskExecutorListener, LockRequest } from '../core/locking-task-executor.ts'
+import {
+  type CatchUpSettings,
+  checkDurations,
+  checkName,
+  checkSlotSettings,
+  type ExecutorOrProvider,
+  isExecutorOrProvider,
+  kindOf,
+  type SlotSettings,
+  skippedCatchUp,
+  toExecutor,
+  withContext,
+} from './lock-options.ts'
+import { type CatchUpSchedule, cronLatestFireTime, type CronTimeLike, fireTimesOf, loadCronTime } from './schedules.ts'
+import { isShutdownStop, runInTaskContext } from './task-context.ts'
 
 /** Options of {@link configureSchedulerLock} (Java ShedLock's `@EnableSchedulerLock`). */
 export interface ConfigureSchedulerLockOptions {
@@ -38,6 +52,46 @@ export interface SchedulerLockOptions {
   lockAtLeastFor?: Duration
   /** Name of one of the configured `providers`. @default the configured default provider */
   provider?: string
+  /**
+   * Makes each call a slot run: at most once per (name, scheduled fire time) across all nodes,
+   * however late a node fires it (see docs/slots.md).
+   *
+   * - `true`: the fire time of the method's `@Cron(expression, { timeZone?, utcOffset? })` of
+   *   `@nestjs/schedule` that the call is for: the latest fire time at or before the call,
+   *   computed with cron's `CronTime` (the `cron` package, which `@nestjs/schedule` runs on).
+   *   Needs `@Cron` on the method (legacy decorators, as NestJS uses): a method with `@Interval`
+   *   or `@Timeout` below, or standard decorators, is refused where the class is defined; with
+   *   `@Cron` missing altogether, the first call rejects (and `ShedLockModule` refuses to start).
+   * - a function of the call's arguments (`this` = the instance) that returns the slot. Anything
+   *   but a valid `Date` rejects the call with `LockConfigurationError`.
+   */
+  slot?: true | ((...args: any[]) => Date | undefined)
+  /** How long a slot's record is kept (with `slot`). @default the executor's, else "24h" */
+  slotRetention?: Duration
+  /**
+   * What a catch-up does about the slots every node missed: `ShedLockModule` runs it when the
+   * application starts (for methods with `slot: true` and `@Cron`), or call
+   * {@link catchUpSchedulerLock}. Needs `slot` and a fixed `name`. @default no catch-up
+   */
+  catchUp?: CatchUpSettings
+}
+
+/**
+ * What {@link configureSchedulerLock} returns: the executors of the configuration, for code that
+ * locks outside decorators, and their shutdown.
+ */
+export interface SchedulerLockConfiguration {
+  /**
+   * The executor of the provider named `provider` (one of `providers`), or of the default
+   * provider: the one `@SchedulerLock` methods run on, with the configured listener.
+   *
+   * @throws LockConfigurationError when no such provider is configured.
+   */
+  executor(provider?: string): LockingTaskExecutor
+  /** Closes every executor of this configuration, those built over providers and those passed in (see `executor.close()`). */
+  close(options?: CloseOptions): Promise<void>
+  /** True once `close()` was called. */
+  readonly closed: boolean
 }
 
 type AnyMethod = (...args: any[]) => any
@@ -61,12 +115,28 @@ interface Registry {
   readonly fallback: LockingTaskExecutor | undefined
   readonly lockAtMostFor: number
   readonly lockAtLeastFor: number
+  readonly configuration: SchedulerLockConfiguration
+}
+
+/** What a locked method knows of itself: for {@link catchUpSchedulerLock}. */
+interface LockedMethodInfo {
+  readonly method: AnyMethod
+  readonly name: SchedulerLockOptions['name']
+  readonly durations: { lockAtMostFor?: number; lockAtLeastFor?: number }
+  readonly providerName: string | undefined
+  readonly settings: SlotSettings
+  readonly at: (self: unknown) => string
 }
 
 // One per process, like the async lock context: decorators are applied when classes are
 // defined, long before any configuration exists, so they look it up at each call.
 let registry: Registry | undefined
-const lockedMethods = new WeakSet<object>()
+const lockedMethods = new WeakMap<object, LockedMethodInfo>()
+
+// The metadata keys of @nestjs/schedule (its decorators store them with reflect-metadata).
+const SCHEDULE_CRON_OPTIONS = 'SCHEDULE_CRON_OPTIONS'
+const SCHEDULER_TYPE = 'SCHEDULER_TYPE'
+const SCHEDULER_TYPE_CRON = 1
 
 const CONFIGURE = 'configureSchedulerLock()'
 const HOW_TO_CONFIGURE = "call configureSchedulerLock({ provider, defaultLockAtMostFor: '10m' }) once at startup, before the first call (NestJS: import ShedLockModule.forRoot() from @shedlock/nestjs)"
@@ -74,7 +144,8 @@ const HOW_TO_CONFIGURE = "call configureSchedulerLock({ provider, defaultLockAtM
 /**
  * Sets the providers and default durations of every `@SchedulerLock` method: call it once at
  * startup (the counterpart of Java ShedLock's `@EnableSchedulerLock`). A later call replaces the
- * configuration for the calls that follow.
+ * configuration for the calls that follow. Returns the configuration's executors (for code that
+ * locks outside decorators) and their `close()`; {@link closeSchedulerLock} closes the current one.
  *
  * ```ts
  * configureSchedulerLock({ provider: postgresLockProvider({ client: pool }), defaultLockAtMostFor: '10m' })
@@ -84,7 +155,7 @@ const HOW_TO_CONFIGURE = "call configureSchedulerLock({ provider, defaultLockAtM
  * @throws LockConfigurationError without `defaultLockAtMostFor`, for bad durations, without a
  *   provider, or for a provider that is neither a `LockProvider` nor a `LockingTaskExecutor`.
  */
-export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): void {
+export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): SchedulerLockConfiguration {
   if (options === null || typeof options !== 'object') {
     throw new LockConfigurationError(`${CONFIGURE}: options are missing; pass { provider, defaultLockAtMostFor: '10m' }`)
   }
@@ -116,7 +187,32 @@ export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): 
   let fallback: LockingTaskExecutor | undefined
   if (provider !== undefined) fallback = executorOf(`${CONFIGURE}: provider`, provider)
   else if (entries.length === 1) fallback = byName.values().next().value
-  registry = { byName, fallback, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0 }
+  const all = [...new Set(executors.values())]
+  const partial = { byName, fallback, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0 }
+  let closing: Promise<void> | undefined
+  const configuration: SchedulerLockConfiguration = {
+    executor: (name) => pickExecutor(partial, name, CONFIGURE),
+    close: (closeOptions) => {
+      closing ??= Promise.all(all.map((executor) => executor.close(closeOptions))).then(() => undefined)
+      return closing
+    },
+    get closed() {
+      return closing !== undefined
+    },
+  }
+  registry = { ...partial, configuration }
+  return configuration
+}
+
+/**
+ * Closes the executors of the current configuration (see {@link SchedulerLockConfiguration.close}),
+ * on a shutdown: running `@SchedulerLock` methods' signals abort (`taskContext().signal`), later
+ * calls resolve to `undefined`, and it resolves once the running ones released their locks.
+ * Resolves at once when nothing is configured. `ShedLockModule` of `@shedlock/nestjs` calls it
+ * when the application shuts down.
+ */
+export function closeSchedulerLock(options?: CloseOptions): Promise<void> {
+  return registry ? registry.configuration.close(options) : Promise.resolve()
 }
 
 /**
@@ -138,6 +234,12 @@ export function resetSchedulerLock(): void {
  * decorators does not matter. Providers and default durations come from
  * {@link configureSchedulerLock}, looked up at each call.
  *
+ * With `slot`, each scheduled fire runs at most once across nodes (`slot: true` reads it from the
+ * method's `@Cron` of `@nestjs/schedule`); `catchUp` runs the fires every node missed
+ * ({@link catchUpSchedulerLock}, or `ShedLockModule` when the application starts). Inside the
+ * method, `taskContext()` gives its signal and slot; a call stopped by {@link closeSchedulerLock}
+ * resolves to `undefined`.
+ *
  * ```ts
  * class Reports {
  *   @SchedulerLock({ name: 'nightly-report', lockAtMostFor: '10m', lockAtLeastFor: '30s' })
@@ -146,18 +248,21 @@ export function resetSchedulerLock(): void {
  * ```
  *
  * @throws LockConfigurationError where the class is defined, for a missing or blank name, bad
- *   durations, `lockAtLeastFor` above `lockAtMostFor`, a blank provider name, or a decorator on
- *   something other than a method. The message names the class (legacy decorators only: standard
+ *   durations, `lockAtLeastFor` above `lockAtMostFor`, a blank provider name, bad `slot`,
+ *   `slotRetention` or `catchUp` options, `slot: true` where no `@Cron` can be (standard
+ *   decorators, `@Interval` or `@Timeout` below), or a decorator on something other than a
+ *   method. The message names the class (legacy decorators only: standard
  *   ones are not told the class), the method and the lock.
  * @returns a decorator whose method's promise rejects with `LockConfigurationError` when
- *   {@link configureSchedulerLock} was not called or the named provider is not configured, with
+ *   {@link configureSchedulerLock} was not called, the named provider is not configured, or the
+ *   call's slot cannot be known (`slot: true` without `@Cron`, a slot function's bad result), with
  *   `LockProviderError` when the store fails (the method did not run), and with the method's
  *   own errors.
  */
 export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecorator {
   const lockLabel = typeof options?.name === 'string' ? ` (lock ${JSON.stringify(options.name)})` : typeof options?.name === 'function' ? ' (lock name from a function)' : ''
 
-  const decorate = (method: unknown, where: string, classOf: (self: unknown) => string): AnyMethod => {
+  const decorate = (method: unknown, where: string, classOf: (self: unknown) => string, legacy: boolean): AnyMethod => {
     const at = `@SchedulerLock on ${where}${lockLabel}`
     if (typeof method !== 'function') throw new LockConfigurationError(`${at}: it decorates methods only, not ${kindOf(method)}; put it on a method`)
     if (lockedMethods.has(method)) throw new LockConfigurationError(`${at}: the method already has a @SchedulerLock; keep one`)
@@ -170,7 +275,13 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
     if (providerName !== undefined && (typeof providerName !== 'string' || providerName.trim() === '')) {
       throw new LockConfigurationError(`${at}: provider must be the name of one of the providers given to ${CONFIGURE}, got ${kindOf(providerName)}`)
     }
-    return lockedMethod(method as AnyMethod, options.name, durations, providerName, (self) => `@SchedulerLock on ${classOf(self)}${lockLabel}`)
+    const slot = options.slot
+    if (slot !== undefined && slot !== true && typeof slot !== 'function') {
+      throw new LockConfigurationError(`${at}: slot must be true (the fire time of the method's @Cron) or a function that returns the slot, got ${kindOf(slot)}`)
+    }
+    const settings = checkSlotSettings(at, options)
+    if (slot === true) checkCronSlot(at, method, legacy)
+    return lockedMethod(method as AnyMethod, options.name, durations, providerName, settings, slot, (self) => `@SchedulerLock on ${classOf(self)}${lockLabel}`)
   }
 
   const decorator = (...args: unknown[]): unknown => {
@@ -182,7 +293,7 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
       if (second.kind !== 'method') {
         throw new LockConfigurationError(`@SchedulerLock on ${second.kind} ${name}${lockLabel}: it decorates methods only, not a ${second.kind}; put it on a method`)
       }
-      return decorate(first, where, (self) => `${nameOfClass(self)}.${name}()`)
+      return decorate(first, where, (self) => `${nameOfClass(self)}.${name}()`, false)
     }
     const legacy = (typeof second === 'string' || typeof second === 'symbol') && (typeof first === 'function' || (typeof first === 'object' && first !== null))
     if (legacy) {
@@ -194,7 +305,7 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
         const what = !descriptor ? 'a property' : descriptor.get || descriptor.set ? 'an accessor' : 'a property'
         throw new LockConfigurationError(`@SchedulerLock on ${owner}${lockLabel}: it decorates methods only, not ${what}; put it on a method`)
       }
-      descriptor.value = decorate(descriptor.value, `${owner}()`, () => `${owner}()`)
+      descriptor.value = decorate(descriptor.value, `${owner}()`, () => `${owner}()`, true)
       return descriptor
     }
     throw new LockConfigurationError(
@@ -204,18 +315,56 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
   return decorator as SchedulerLockDecorator
 }
 
+/**
+ * `slot: true` needs `@Cron` metadata: refused where the class is defined when it can never
+ * come (standard decorators, no reflect-metadata, `@Interval` or `@Timeout` below). `@Cron`
+ * applied above this decorator stores its metadata later, on the locked method: checked at each
+ * call, and by `ShedLockModule` when the application starts.
+ */
+function checkCronSlot(at: string, method: unknown, legacy: boolean): void {
+  const how = 'pass slot: (...args) => Date instead'
+  if (!legacy) throw new LockConfigurationError(`${at}: slot: true reads the fire time of @Cron of @nestjs/schedule, which needs legacy decorators (experimentalDecorators); ${how}`)
+  const reflect = Reflect as unknown as ReflectMetadata
+  if (typeof reflect.getOwnMetadata !== 'function') {
+    throw new LockConfigurationError(`${at}: slot: true reads the fire time of @Cron of @nestjs/schedule, and reflect-metadata is not loaded (no @Cron can be there); ${how}`)
+  }
+  const type = reflect.getOwnMetadata(SCHEDULER_TYPE, method as object)
+  if (type !== undefined && type !== SCHEDULER_TYPE_CRON) {
+    throw new LockConfigurationError(`${at}: slot: true needs @Cron: @Interval and @Timeout have no fire times; ${how} (intervalSlot() for an @Interval)`)
+  }
+}
+
 function lockedMethod(
   method: AnyMethod,
   name: SchedulerLockOptions['name'],
   durations: { lockAtMostFor?: number; lockAtLeastFor?: number },
   providerName: string | undefined,
+  settings: SlotSettings,
+  slot: SchedulerLockOptions['slot'],
   at: (self: unknown) => string,
 ): AnyMethod {
-  const run = async (self: unknown, args: unknown[]): Promise<unknown> => {
+  const run = async (self: unknown, args: unknown[], calledAt: Date): Promise<unknown> => {
     const where = at(self)
     const current = registry
     if (!current) throw new LockConfigurationError(`${where}: @SchedulerLock is not configured; ${HOW_TO_CONFIGURE}`)
     const executor = pickExecutor(current, providerName, where)
+    const { lockName, lockAtMostFor, lockAtLeastFor } = lockOf(current, self, args, where)
+    let slotOptions: Pick<LockRequest, 'slot' | 'slotRetention'> = {}
+    if (slot !== undefined) {
+      const retention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
+      slotOptions = { slot: slot === true ? await cronSlot(locked, calledAt, where) : slotOfFunction(slot, self, args, where), ...retention }
+    }
+    try {
+      const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => method.apply(self, args)), { name: lockName, lockAtMostFor, lockAtLeastFor, ...slotOptions })
+      return outcome.executed ? outcome.result : undefined
+    } catch (error) {
+      // Stopped by a shutdown (closeSchedulerLock(), ShedLockModule): skipped, not failed.
+      if (isShutdownStop(error, executor, undefined)) return undefined
+      throw error
+    }
+  }
+  // The lock's name and durations for one call, checked where the class and method can be named.
+  const lockOf = (current: Registry, self: unknown, args: unknown[], where: string) => {
     const lockAtMostFor = durations.lockAtMostFor ?? current.lockAtMostFor
     const lockAtLeastFor = durations.lockAtLeastFor ?? current.lockAtLeastFor
     let lockName: string
@@ -230,19 +379,112 @@ function lockedMethod(
     } catch (error) {
       throw withContext(where, error)
     }
-    const outcome = await executor.executeWithLock(() => method.apply(self, args), { name: lockName, lockAtMostFor, lockAtLeastFor })
-    return outcome.executed ? outcome.result : undefined
+    return { lockName, lockAtMostFor, lockAtLeastFor }
   }
   const locked = function (this: unknown, ...args: unknown[]): Promise<unknown> {
-    return run(this, args)
+    // The call's time, before anything awaits: the slot is the latest fire time at or before it.
+    return run(this, args, new Date())
   }
   Object.defineProperty(locked, 'name', { value: method.name, configurable: true })
   copyMetadata(method, locked)
-  lockedMethods.add(locked)
+  lockedMethods.set(locked, { method, name, durations, providerName, settings, at })
   return locked
 }
 
-function pickExecutor(current: Registry, providerName: string | undefined, where: string): LockingTaskExecutor {
+function slotOfFunction(slot: (...args: any[]) => Date | undefined, self: unknown, args: unknown[], where: string): Date {
+  let computed: unknown
+  try {
+    computed = slot.apply(self, args)
+  } catch (error) {
+    throw new LockConfigurationError(`${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
+  if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
+    throw new LockConfigurationError(`${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`)
+  }
+  return computed
+}
+
+// The CronTime of each locked method's @Cron, built once.
+const cronTimes = new WeakMap<object, Promise<CronTimeLike>>()
+
+/** The `CronTime` of the `@Cron` on `locked`, as `@nestjs/schedule` builds its `CronJob`. */
+function cronTimeOf(locked: object, where: string): Promise<CronTimeLike> {
+  let cronTime = cronTimes.get(locked)
+  if (!cronTime) {
+    const reflect = Reflect as unknown as ReflectMetadata
+    const metadata = typeof reflect.getOwnMetadata === 'function' ? (reflect.getOwnMetadata(SCHEDULE_CRON_OPTIONS, locked) as NestCronOptions | undefined) : undefined
+    if (!metadata || metadata.cronTime === undefined) {
+      return Promise.reject(new LockConfigurationError(`${where}: slot: true and catch-up need @Cron(expression) of @nestjs/schedule on the method (its fire times); pass slot: (...args) => Date, or a schedule to catchUpSchedulerLock()`))
+    }
+    cronTime = loadCronTime().then((CronTime) => new CronTime(metadata.cronTime, metadata.timeZone ?? null, metadata.timeZone == null ? (metadata.utcOffset ?? null) : null))
+    cronTime.catch(() => cronTimes.delete(locked))
+    cronTimes.set(locked, cronTime)
+  }
+  return cronTime
+}
+
+/** `@Cron`'s options, as @nestjs/schedule stores them. */
+interface NestCronOptions {
+  cronTime?: unknown
+  timeZone?: string
+  utcOffset?: number
+}
+
+/** The nominal fire time of a call of a `@Cron` method: the latest fire time at or before `calledAt`. */
+async function cronSlot(locked: object, calledAt: Date, where: string): Promise<Date> {
+  const slot = cronLatestFireTime(await cronTimeOf(locked, where), calledAt)
+  if (!slot) throw new LockConfigurationError(`${where}: slot: true: @Cron has no fire time at or before ${calledAt.toISOString()}`)
+  return slot
+}
+
+/**
+ * Runs the catch-up of a `@SchedulerLock` method of `instance`: the slots every node missed, by
+ * its `catchUp` option, under its lock, on its provider. Each run calls the method without
+ * arguments (`this` = `instance`); `taskContext().slot` says which slot it is for. Fire times
+ * come from `schedule`, else from the method's `@Cron` (with cron's `CronTime`).
+ * `ShedLockModule` of `@shedlock/nestjs` calls it for every `@Cron` method with
+ * `slot: true` and `catchUp` when the application starts.
+ *
+ * ```ts
+ * const reports = new Reports()
+ * await catchUpSchedulerLock(reports, 'nightly', new Cron('0 3 * * *', { paused: true }))
+ * ```
+ *
+ * Resolves to `{ outcome: 'skipped' }` for a method without `catchUp`, or once its executor closed.
+ *
+ * @throws LockConfigurationError when the method is not a `@SchedulerLock` method, nothing is
+ *   configured, its provider is not, it has no schedule, or the provider has no inspector.
+ * @throws LockProviderError when the store fails.
+ */
+export async function catchUpSchedulerLock(instance: object, method: string | symbol, schedule?: CatchUpSchedule): Promise<CatchUpResult> {
+  const locked = (instance as Record<string | symbol, unknown> | null)?.[method]
+  const info = typeof locked === 'function' ? lockedMethods.get(locked) : undefined
+  if (!info) {
+    throw new LockConfigurationError(`catchUpSchedulerLock(): ${nameOfClass(instance)}.${String(method)} is not a method with @SchedulerLock`)
+  }
+  const where = info.at(instance)
+  const catchUp = info.settings.catchUp
+  if (!catchUp) return skippedCatchUp()
+  const current = registry
+  if (!current) throw new LockConfigurationError(`${where}: @SchedulerLock is not configured; ${HOW_TO_CONFIGURE}`)
+  const executor = pickExecutor(current, info.providerName, where)
+  if (executor.closed) return skippedCatchUp()
+  const fireTimes = fireTimesOf(schedule ?? (await cronTimeOf(locked as object, where)))
+  const lockAtMostFor = info.durations.lockAtMostFor ?? current.lockAtMostFor
+  const lockAtLeastFor = info.durations.lockAtLeastFor ?? current.lockAtLeastFor
+  const retention = info.settings.slotRetention === undefined ? {} : { slotRetention: info.settings.slotRetention }
+  try {
+    return await executor.catchUp(
+      (context) => runInTaskContext(context, () => info.method.apply(instance, [])),
+      { name: info.name as string, lockAtMostFor, lockAtLeastFor, ...retention },
+      { policy: catchUp.policy, within: catchUp.within, fireTimes },
+    )
+  } catch (error) {
+    throw withContext(where, error)
+  }
+}
+
+function pickExecutor(current: Pick<Registry, 'byName' | 'fallback'>, providerName: string | undefined, where: string): LockingTaskExecutor {
   const configured = [...current.byName.keys()].map((n) => JSON.stringify(n)).join(', ')
   if (providerName !== undefined) {
     const executor = current.byName.get(providerName)

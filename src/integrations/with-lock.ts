@@ -1,7 +1,10 @@
 import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
-import { checkDurations, checkName, type ExecutorOrProvider, toExecutor, withContext } from './lock-options.ts'
+import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
+import { type CatchUpSettings, checkDurations, checkName, checkSlotSettings, type ExecutorOrProvider, kindOf, skippedCatchUp, toExecutor, withContext } from './lock-options.ts'
+import { type CatchUpSchedule, fireTimesOf, nominalFireTime } from './schedules.ts'
+import { isShutdownStop, runInTaskContext } from './task-context.ts'
 
 /** Options of {@link withLock}. */
 export interface WithLockOptions<This = unknown, Args extends unknown[] = unknown[]> {
@@ -19,16 +22,64 @@ export interface WithLockOptions<This = unknown, Args extends unknown[] = unknow
   lockAtLeastFor?: Duration
   /**
    * Called instead of rejecting: with the `LockProviderError` when the store fails (the task did
-   * not run), the task's own error, or a `LockConfigurationError` from a dynamic name. The call
-   * then resolves to `undefined`. Use it where nobody awaits the returned promise, as in croner,
-   * node-schedule or `setInterval`, where a rejection is an unhandled rejection that ends the
-   * process. If `onError` throws, the call rejects with that error. @default undefined: reject
+   * not run), the task's own error, or a `LockConfigurationError` from a dynamic name or slot. The
+   * call then resolves to `undefined`. Use it where nobody awaits the returned promise, as in
+   * croner, node-schedule or `setInterval`, where a rejection is an unhandled rejection that ends
+   * the process. If `onError` throws, the call rejects with that error. @default undefined: reject
    */
   onError?: (error: unknown) => void
+  /**
+   * Makes each call a slot run: it runs at most once per (name, scheduled fire time) across all
+   * nodes, however late a node fires it and whatever `lockAtLeastFor` says (see docs/slots.md).
+   *
+   * - `true`: the scheduler's nominal fire time, read from its call: croner's `Cron` job (first
+   *   argument), node-schedule's fire date (first argument), node-cron 4's context (first
+   *   argument), cron's `CronJob` (`this` of `onTick`). A call that carries none (by hand, cron's
+   *   `context` option) rejects with `LockConfigurationError`.
+   * - a function of the call's arguments (and `this`) that returns the slot, e.g.
+   *   {@link intervalSlot} for `setInterval`. Returning anything but a valid `Date` rejects the
+   *   call with `LockConfigurationError`: a call never runs without its slot.
+   */
+  slot?: true | ((this: This, ...args: Args) => Date | undefined)
+  /** How long a slot's record is kept (with `slot`). @default the executor's, else "24h" */
+  slotRetention?: Duration
+  /**
+   * A shutdown signal: once it aborts, new calls resolve to `undefined` without asking the store,
+   * and running calls' task signals (see `taskContext()`) abort with its reason. A call that then
+   * rejects with that reason resolves to `undefined`.
+   */
+  signal?: AbortSignal
+  /**
+   * What `catchUp(schedule)` of the returned function does about the slots every node missed
+   * (needs `slot`, and a fixed `name`). @default no catch-up
+   */
+  catchUp?: CatchUpSettings
+}
+
+/** The methods of a {@link withLock} function, besides the call itself. */
+export interface LockedFunctionControls {
+  /**
+   * Runs the slots every node missed, by the `catchUp` option's policy: the fire times of
+   * `schedule` within `catchUp.within` after the task's latest slot record. Call it once when
+   * the node starts. Each catch-up run calls the function without arguments (`this` undefined);
+   * `taskContext().slot` says which slot it is for. Without the `catchUp` option, or once the
+   * `signal` aborted or the executor closed, resolves to `{ outcome: 'skipped' }`.
+   *
+   * @param schedule the scheduler's own fire times: a croner `Cron`, a cron `CronJob`, a
+   *   node-cron `ScheduledTask`, or a function `(from, to) => Date[]`.
+   * @throws LockConfigurationError for a schedule of another kind, or a provider without an inspector.
+   * @throws LockProviderError when the store fails.
+   */
+  catchUp(schedule: CatchUpSchedule): Promise<CatchUpResult>
+  /**
+   * Closes the executor this function runs on (the one passed to `withLock`, or the one it built
+   * over the provider): see `executor.close()`. Calls then resolve to `undefined`.
+   */
+  close(options?: CloseOptions): Promise<void>
 }
 
 /** What {@link withLock} returns: `fn`'s parameters and `this`, resolving to its result, or to `undefined` when skipped. */
-export type LockedFunction<This, Args extends unknown[], R> = (this: This, ...args: Args) => Promise<Awaited<R> | undefined>
+export type LockedFunction<This, Args extends unknown[], R> = ((this: This, ...args: Args) => Promise<Awaited<R> | undefined>) & LockedFunctionControls
 
 /**
  * Wraps `fn` so that each call runs it under the lock, or skips it at once when another node
@@ -43,11 +94,25 @@ export type LockedFunction<This, Args extends unknown[], R> = (this: This, ...ar
  * new Cron('0 3 * * *', { catch: (error) => log.error(error) }, report)
  * ```
  *
+ * With `slot`, each scheduled fire runs at most once across nodes, however late a node fires it;
+ * `catchUp(schedule)` of the returned function runs the fires every node missed; `close()` (or
+ * the `signal` option) stops it on a shutdown. See docs/slots.md.
+ *
+ * ```ts
+ * const report = withLock(provider, { name: 'nightly-report', lockAtMostFor: '10m', slot: true, catchUp: { policy: 'once', within: '6h' }, onError }, sendReport)
+ * const job = new Cron('0 3 * * *', report)
+ * await report.catchUp(job)
+ * process.once('SIGTERM', () => void report.close().then(() => process.exit(0)))
+ * ```
+ *
  * @param executorOrProvider a `LockProvider`, or a `LockingTaskExecutor` to keep its listener.
  * @throws LockConfigurationError at once for a missing or blank name, bad durations,
- *   `lockAtLeastFor` above `lockAtMostFor`, or a `fn` or provider of the wrong kind.
+ *   `lockAtLeastFor` above `lockAtMostFor`, a `fn` or provider of the wrong kind, or bad `slot`,
+ *   `slotRetention`, `signal` or `catchUp` options.
  * @returns a function whose promise rejects with `LockProviderError` when the store fails (the
- *   task did not run) and with `fn`'s own errors, unless `onError` is given.
+ *   task did not run), with `LockConfigurationError` when the call's slot cannot be known, and
+ *   with `fn`'s own errors, unless `onError` is given. A run stopped by the shutdown (its task
+ *   rejects with the reason its signal aborted with) resolves to `undefined`.
  */
 export function withLock<This, Args extends unknown[], R>(
   executorOrProvider: ExecutorOrProvider,
@@ -66,18 +131,51 @@ export function withLock<This, Args extends unknown[], R>(
   const durations = checkDurations(label, lockAtMostFor, lockAtLeastFor)
   if (typeof fn !== 'function') throw new LockConfigurationError(`${label}: the task must be a function, got ${typeof fn}`)
   if (onError !== undefined && typeof onError !== 'function') throw new LockConfigurationError(`${label}: onError must be a function, got ${typeof onError}`)
+  const { slot, signal } = options
+  if (slot !== undefined && slot !== true && typeof slot !== 'function') {
+    throw new LockConfigurationError(`${label}: slot must be true (the scheduler's fire time) or a function that returns the slot, got ${kindOf(slot)}`)
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new LockConfigurationError(`${label}: signal must be an AbortSignal, got ${kindOf(signal)}`)
+  const settings = checkSlotSettings(label, options)
   const executor = toExecutor(label, executorOrProvider)
+  const slotRetention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
+  const shutdown = signal === undefined ? {} : { signal }
 
   const run = async (self: This, args: Args): Promise<Awaited<R> | undefined> => {
     try {
+      // Everything up to executeWithLock() runs in the scheduler's own call, before any await:
+      // croner's currentRun() and cron's lastDate() are still this run's.
+      if (signal?.aborted) return undefined
       const lock = { name: typeof name === 'function' ? nameOf(self, args) : name, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0 }
-      const outcome = await executor.executeWithLock(() => fn.apply(self, args), lock)
+      const slotOptions = slot === undefined ? {} : { slot: slotOf(self, args, lock.name), ...slotRetention }
+      const request: LockRequest = { ...lock, ...slotOptions, ...shutdown }
+      const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => fn.apply(self, args)), request)
       return outcome.executed ? (outcome.result as Awaited<R>) : undefined
     } catch (error) {
+      // Stopped by the shutdown (the signal, or a closed executor): skipped, not failed.
+      if (isShutdownStop(error, executor, signal)) return undefined
       if (!onError) throw error
       onError(error)
       return undefined
     }
+  }
+
+  // The slot of one call: the scheduler's fire time, or the slot function's; checked here.
+  const slotOf = (self: This, args: Args, lockName: string): Date => {
+    const where = `withLock() of lock "${lockName}"`
+    if (slot === true) return nominalFireTime(where, self, args)
+    let computed: unknown
+    try {
+      computed = (slot as (this: This, ...args: Args) => Date | undefined).apply(self, args)
+    } catch (error) {
+      throw new LockConfigurationError(`${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    }
+    if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
+      throw new LockConfigurationError(
+        `${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`,
+      )
+    }
+    return computed
   }
 
   // A computed name is checked here, so that its error says where the name came from.
@@ -95,7 +193,28 @@ export function withLock<This, Args extends unknown[], R>(
     }
     return computed as string
   }
-  return function (this: This, ...args: Args) {
+
+  const controls: LockedFunctionControls = {
+    async catchUp(schedule) {
+      const fireTimes = fireTimesOf(schedule)
+      const catchUp = settings.catchUp
+      if (!catchUp || signal?.aborted || executor.closed) return skippedCatchUp()
+      const request: LockRequest = { name: name as string, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0, ...slotRetention, ...shutdown }
+      try {
+        return await executor.catchUp(
+          (context) => runInTaskContext(context, () => fn.apply(undefined as This, [] as unknown as Args)),
+          request,
+          { policy: catchUp.policy, within: catchUp.within, fireTimes },
+        )
+      } catch (error) {
+        if (isShutdownStop(error, executor, signal)) return skippedCatchUp()
+        throw error
+      }
+    },
+    close: (closeOptions) => executor.close(closeOptions),
+  }
+  const locked = function (this: This, ...args: Args) {
     return run(this, args)
   }
+  return Object.assign(locked, controls)
 }

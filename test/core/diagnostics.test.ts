@@ -6,12 +6,12 @@ import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { diagnosticsChannels, type LockEventMessage, type LockEventName } from '../../src/core/diagnostics.ts'
 import { LockCannotBeExtendedError, LockLostError, LockProviderError } from '../../src/core/errors.ts'
-import { lockConfiguration } from '../../src/core/lock-configuration.ts'
+import { type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { ExtensibleLock, LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
-import { deferred, manualClock } from '../support/fakes.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
+import { deferred, manualClock, fakeHandle } from '../support/fakes.ts'
 
 interface Received {
   event: LockEventName
@@ -37,7 +37,7 @@ afterEach(() => {
 })
 
 const named = <T extends LockProvider>(provider: T, name: string): T => Object.assign(provider, { name })
-const opts = (name = 'job') => ({ name, lockAtMostFor: '10m' })
+const opts = (name = 'job'): LockConfigurationOptions => ({ name, lockAtMostFor: '10m' })
 
 describe('diagnosticsChannels', () => {
   it('names one channel per decision, under shedlock:', () => {
@@ -52,6 +52,12 @@ describe('diagnosticsChannels', () => {
       unlockFailed: 'shedlock:lock:unlockFailed',
       lockExtended: 'shedlock:lock:extended',
       lockLost: 'shedlock:lock:lost',
+      slotClaimed: 'shedlock:slot:claimed',
+      slotDone: 'shedlock:slot:done',
+      slotSkipped: 'shedlock:slot:skipped',
+      slotMissed: 'shedlock:slot:missed',
+      slotCaughtUp: 'shedlock:slot:caughtUp',
+      runLedgerFailed: 'shedlock:ledger:failed',
     })
   })
 })
@@ -90,7 +96,7 @@ describe('published events', () => {
     const provider = inMemoryLockProvider()
     await provider.lock(lockConfiguration(opts()))
     const received = record()
-    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: false })
+    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: false, reason: 'held' })
     expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockNotAcquired'])
     expect(received[1]!.message.execution.provider).toBe('in-memory')
   })
@@ -117,7 +123,7 @@ describe('published events', () => {
 
   it('a failing release: unlockFailed with the store error', async () => {
     const storeDown = new LockProviderError('store down')
-    const provider: LockProvider = { lock: async () => ({ unlock: async () => Promise.reject(storeDown) }) }
+    const provider: LockProvider = { lock: async () => fakeHandle({ unlock: async () => Promise.reject(storeDown) }) }
     vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const received = record()
     await expect(createLockingTaskExecutor(provider).executeWithLock(() => 'ok', opts())).resolves.toEqual({ executed: true, result: 'ok' })
@@ -207,7 +213,7 @@ describe('published events', () => {
 
   it('an extension that finds the lock expired reports lost, never extended', async () => {
     const received = record()
-    const handle: ExtensibleLock = { unlock: async () => {}, extend: async () => undefined }
+    const handle: ExtensibleLock = fakeHandle({ unlock: async () => {}, extend: async () => undefined })
     await createLockingTaskExecutor({ lock: async () => handle }).executeWithLock(() => extendActiveLock('1m').catch(() => undefined), opts())
     expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'lockLost', 'taskFinished'])
   })
@@ -236,7 +242,7 @@ describe('a subscriber that throws', () => {
       import { subscribe } from 'node:diagnostics_channel'
       import { createLockingTaskExecutor } from ${JSON.stringify(dist('core/locking-task-executor.js'))}
       import { diagnosticsChannels } from ${JSON.stringify(dist('core/diagnostics.js'))}
-      import { inMemoryLockProvider } from ${JSON.stringify(dist('providers/in-memory.js'))}
+      import { inMemoryLockProvider } from ${JSON.stringify(dist('providers/in-memory/index.js'))}
       const uncaught = []
       process.on('uncaughtException', (error) => uncaught.push(error.message))
       const seen = []

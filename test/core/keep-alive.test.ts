@@ -1,3 +1,4 @@
+import type { Duration } from '../../src/core/duration.ts'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { LockCannotBeExtendedError, LockConfigurationError, LockLostError, LockStateError } from '../../src/core/errors.ts'
 import { keepAliveLockProvider } from '../../src/core/keep-alive.ts'
@@ -5,8 +6,8 @@ import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-c
 import { extendActiveLock } from '../../src/core/lock-context.ts'
 import { type ExtensibleLock, type ExtensibleLockProvider, isKeepAliveLock, type KeepAliveLock } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
-import { dateClock, deferred, manualClock, recordingListener } from '../support/fakes.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
+import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
 
 type ExtendBehaviour = (atMost: number | string, atLeast: number | string) => Promise<boolean>
 
@@ -19,15 +20,16 @@ function scriptedProvider(t0: () => number) {
   const configurations: LockConfiguration[] = []
   let counter = 0
   let behaviour: ExtendBehaviour = async () => true
-  const handle = (id: number): ExtensibleLock => ({
-    async unlock() {
-      log.push(`${Date.now() - t0()}: unlock #${id}`)
-    },
-    async extend(atMost, atLeast) {
-      log.push(`${Date.now() - t0()}: extend #${id} (${atMost}, ${atLeast})`)
-      return (await behaviour(atMost, atLeast)) ? handle(++counter) : undefined
-    },
-  })
+  const handle = (id: number): ExtensibleLock =>
+    fakeHandle({
+      async unlock() {
+        log.push(`${Date.now() - t0()}: unlock #${id}`)
+      },
+      async extend(atMost: number | string, atLeast: number | string) {
+        log.push(`${Date.now() - t0()}: extend #${id} (${atMost}, ${atLeast})`)
+        return (await behaviour(atMost, atLeast)) ? handle(++counter) : undefined
+      },
+    })
   const provider: ExtensibleLockProvider = {
     async lock(configuration) {
       configurations.push(configuration)
@@ -45,7 +47,7 @@ function scriptedProvider(t0: () => number) {
 }
 
 let t0 = 0
-const config = (lockAtMostFor: number | string, lockAtLeastFor: number | string = 0, name = 'job') =>
+const config = (lockAtMostFor: Duration, lockAtLeastFor: Duration = 0, name = 'job') =>
   lockConfiguration({ name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(Date.now()) })
 
 async function mustLock(provider: { lock(c: LockConfiguration): Promise<unknown> }, configuration: LockConfiguration): Promise<KeepAliveLock> {
@@ -76,6 +78,21 @@ describe('keepAliveLockProvider', () => {
     await lock.unlock()
   })
 
+  it('await using stops the keep-alive and releases the lock when the block ends; a second dispose does nothing', async () => {
+    const inner = scriptedProvider(() => t0)
+    const provider = keepAliveLockProvider(inner.provider)
+    let kept: KeepAliveLock | undefined
+    {
+      await using lock = await mustLock(provider, config('30s'))
+      kept = lock
+      await vi.advanceTimersByTimeAsync(15_000)
+    }
+    expect(inner.log).toEqual(['15000: extend #1 (30000, 0)', '15000: unlock #2'])
+    await kept![Symbol.asyncDispose]()
+    await vi.advanceTimersByTimeAsync(60_000)
+    expect(inner.log).toHaveLength(2)
+  })
+
   it('honours a smaller minLockAtMostFor', async () => {
     const inner = scriptedProvider(() => t0)
     const provider = keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s' })
@@ -84,7 +101,7 @@ describe('keepAliveLockProvider', () => {
   })
 
   it('rejects an invalid minLockAtMostFor at once', () => {
-    expect(() => keepAliveLockProvider(scriptedProvider(() => t0).provider, { minLockAtMostFor: '10foo' })).toThrow(LockConfigurationError)
+    expect(() => keepAliveLockProvider(scriptedProvider(() => t0).provider, { minLockAtMostFor: '10foo' as Duration })).toThrow(LockConfigurationError)
   })
 
   it('resolves to undefined when the inner provider does not grant the lock, and schedules nothing', async () => {
@@ -219,12 +236,12 @@ describe('keepAliveLockProvider', () => {
     const failing: ExtensibleLockProvider = {
       async lock() {
         let attempts = 0
-        return {
+        return fakeHandle({
           async unlock() {
             if (attempts++ === 0) throw new Error('store down')
           },
           extend: async () => undefined,
-        }
+        })
       },
     }
     const other = await mustLock(keepAliveLockProvider(failing, { minLockAtMostFor: '1s' }), config('3s'))

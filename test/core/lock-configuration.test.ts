@@ -1,3 +1,4 @@
+import type { Duration } from '../../src/core/duration.ts'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LockConfigurationError } from '../../src/core/errors.ts'
 import { isLockConfiguration, type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
@@ -62,9 +63,9 @@ describe('lockConfiguration', () => {
     expect(config.lockAtMostUntil.getTime()).toBe(createdAt.getTime() + 60_000)
   })
 
-  it('allows lockAtMostFor 0 with lockAtLeastFor 0', () => {
-    const config = lockConfiguration({ name: 'n', lockAtMostFor: 0, lockAtLeastFor: 0, createdAt })
-    expect(config.lockAtMostUntil.getTime()).toBe(createdAt.getTime())
+  it('allows the shortest lock, 1 ms, with lockAtLeastFor 0', () => {
+    const config = lockConfiguration({ name: 'n', lockAtMostFor: 1, lockAtLeastFor: 0, createdAt })
+    expect(config.lockAtMostUntil.getTime()).toBe(createdAt.getTime() + 1)
     expect(config.lockAtLeastUntil.getTime()).toBe(createdAt.getTime())
   })
 
@@ -82,10 +83,10 @@ describe('lockConfiguration', () => {
     expect(lockConfiguration({ name: 'a\uFFFD', lockAtMostFor: 1 }).name).toBe('a\uFFFD')
   })
 
-  it('accepts a deadline at the last date JavaScript can hold', () => {
-    const last = 8.64e15
+  it('accepts a deadline at the last instant of year 9999, the last every store can hold', () => {
+    const last = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
     const config = lockConfiguration({ name: 'n', lockAtMostFor: 1000, createdAt: new Date(last - 1000) })
-    expect(config.lockAtMostUntil.getTime()).toBe(last)
+    expect(config.lockAtMostUntil.toISOString()).toBe('9999-12-31T23:59:59.999Z')
   })
 
   describe('errors name the lock and the fix', () => {
@@ -120,7 +121,7 @@ describe('lockConfiguration', () => {
       ['lockAtLeastFor', { lockAtMostFor: '1m', lockAtLeastFor: '1h30m' }, '"1h30m"'],
       ['lockAtLeastFor', { lockAtMostFor: '1m', lockAtLeastFor: '-5s' }, '"-5s"'],
     ] as const)('bad %s %j', (field, durations, quoted) => {
-      const error = errorOf(() => lockConfiguration({ name: 'nightly', ...durations }))
+      const error = errorOf(() => lockConfiguration({ name: 'nightly', ...(durations as { lockAtMostFor: Duration }) }))
       expect(error.message).toContain('"nightly"')
       expect(error.message).toContain(field)
       expect(error.message).toContain(quoted)
@@ -161,6 +162,20 @@ describe('lockConfiguration', () => {
       expect(() => lockConfiguration({ name: 'n', lockAtMostFor: Number.MAX_SAFE_INTEGER })).toThrow(LockConfigurationError)
     })
 
+    // Regression (hardening issue, defect 5): '3000000d' was accepted, and its ISO deadline
+    // "+010240-…" sorted before "2026-…", so stores that compare strings granted the lock twice.
+    it.each([['3000000d'], ['2920000d'], [`${Date.UTC(10000, 0, 1) - Date.UTC(2024, 0, 1)}`]])('a deadline after year 9999 (lockAtMostFor %s)', (lockAtMostFor) => {
+      const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: lockAtMostFor as Duration, createdAt }))
+      expect(error.message).toBe('Lock "nightly": createdAt + lockAtMostFor is after 9999-12-31T23:59:59.999Z, the last time the stores can hold; use a shorter lockAtMostFor')
+    })
+
+    // Regression (hardening issue, defect 4): a lock that expires as it is taken excludes nobody.
+    it.each([[0], ['0'], ['0s'], ['PT0S'], [0.0]])('lockAtMostFor %j', (lockAtMostFor) => {
+      const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: lockAtMostFor as Duration }))
+      expect(error.message).toMatch(/^Lock "nightly": lockAtMostFor is 0, so the lock would expire as it is taken/)
+      expect(error.message).toContain('e.g. "10m"')
+    })
+
     it.each([[new Date(Number.NaN)], ['2024-01-01'], [1_700_000_000_000]])('invalid createdAt %s', (value) => {
       const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: '1m', createdAt: value as Date }))
       expect(error.message).toContain('"nightly"')
@@ -176,5 +191,11 @@ describe('isLockConfiguration', () => {
     expect(isLockConfiguration({ name: 'n', lockAtMostFor: 1, createdAt: new Date() })).toBe(false)
     expect(isLockConfiguration(null)).toBe(false)
     expect(isLockConfiguration(undefined)).toBe(false)
+  })
+
+  it('does not take an object that only looks like a configuration', () => {
+    const real = lockConfiguration({ name: 'n', lockAtMostFor: 1000 })
+    expect(isLockConfiguration({ ...real })).toBe(false)
+    expect(isLockConfiguration(Object.freeze({ ...real, name: '', lockAtMostFor: -5 }))).toBe(false)
   })
 })

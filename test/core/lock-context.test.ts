@@ -1,3 +1,4 @@
+import type { Duration } from '../../src/core/duration.ts'
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
@@ -9,14 +10,14 @@ import {
   NoActiveLockError,
   NotLockedError,
 } from '../../src/core/errors.ts'
-import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-configuration.ts'
+import { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { assertLocked, extendActiveLock } from '../../src/core/lock-context.ts'
 import type { ExtensibleLock, ExtensibleLockProvider, LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
-import { deferred, manualClock, recordingListener } from '../support/fakes.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
+import { deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
 
-const opts = (name = 'job', lockAtMostFor: string | number = '10m') => ({ name, lockAtMostFor })
+const opts = (name = 'job', lockAtMostFor: Duration = '10m'): LockConfigurationOptions => ({ name, lockAtMostFor })
 
 function isLocked(): boolean {
   try {
@@ -31,15 +32,16 @@ function isLocked(): boolean {
 /** An extensible provider whose handles are numbered; logs every call as "<op> #<handle> ..." */
 function numberedProvider(log: string[], extendResult: (n: number) => Promise<boolean> = async () => true): ExtensibleLockProvider {
   let counter = 0
-  const handle = (id: number): ExtensibleLock => ({
-    async unlock() {
-      log.push(`unlock #${id}`)
-    },
-    async extend(atMost, atLeast) {
-      log.push(`extend #${id} ${atMost} ${atLeast}`)
-      return (await extendResult(id)) ? handle(++counter) : undefined
-    },
-  })
+  const handle = (id: number): ExtensibleLock =>
+    fakeHandle({
+      async unlock() {
+        log.push(`unlock #${id}`)
+      },
+      async extend(atMost: number | string, atLeast: number | string) {
+        log.push(`extend #${id} ${atMost} ${atLeast}`)
+        return (await extendResult(id)) ? handle(++counter) : undefined
+      },
+    })
   return {
     async lock() {
       return handle(++counter)
@@ -168,7 +170,87 @@ describe('assertLocked', () => {
     // Another node takes the lock before the leftover timer fires.
     const other = await provider.lock(lockConfiguration(opts()))
     expect(other).toBeDefined()
-    expect(await later.promise).toEqual({ executed: false })
+    expect(await later.promise).toEqual({ executed: false, reason: 'held' })
+    expect(listener.log.filter((l) => l === 'onLockAttempt job')).toHaveLength(2)
+  })
+
+  // Regression (hardening issue, defect 1): a same-name call the task did not await kept running
+  // after the task returned and the lock was released, and another node ran the task meanwhile.
+  it('a same-name call the task did not await runs under the lock, which is released only after it', async () => {
+    const provider = inMemoryLockProvider()
+    const log: string[] = []
+    const executor = createLockingTaskExecutor(provider, { listener: recordingListener(log, ['onTaskStarted', 'onTaskFinished', 'onUnlocked']) })
+    const nestedMayEnd = deferred()
+    let nested: Promise<unknown> | undefined
+    let outerSettled = false
+    const outer = executor
+      .executeWithLock(() => {
+        nested = executor.executeWithLock(async () => {
+          await nestedMayEnd.promise
+          return isLocked()
+        }, opts())
+        return 'outer done'
+      }, opts())
+      .finally(() => {
+        outerSettled = true
+      })
+    await sleep(20)
+    // The outer task returned long ago, but the lock stays held while the nested run goes on.
+    expect(outerSettled).toBe(false)
+    expect(await provider.lock(lockConfiguration(opts()))).toBeUndefined()
+    nestedMayEnd.resolve()
+    expect(await outer).toEqual({ executed: true, result: 'outer done' })
+    expect(await nested).toEqual({ executed: true, result: true })
+    // Outer starts, nested starts, outer ends; the unlock comes only after the nested run ended.
+    expect(log).toEqual(['onTaskStarted job', 'onTaskStarted job', 'onTaskFinished job', 'onTaskFinished job', 'onUnlocked job'])
+    const other = await provider.lock(lockConfiguration(opts()))
+    expect(other).toBeDefined()
+  })
+
+  it('a nested run started from a timer during the task is joined too, and sees the outer signal abort when the lock is lost', async () => {
+    const clock = manualClock(0)
+    const provider = inMemoryLockProvider({ clock })
+    const executor = createLockingTaskExecutor(provider, { clock })
+    const seen = deferred<AbortSignal>()
+    const nestedMayEnd = deferred()
+    let outerSignal: AbortSignal | undefined
+    let nested: Promise<unknown> | undefined
+    const outer = executor.executeWithLock(async ({ signal }) => {
+      outerSignal = signal
+      await new Promise<void>((resolve) =>
+        setTimeout(() => {
+          nested = executor.executeWithLock(async ({ signal: inner }) => {
+            seen.resolve(inner)
+            await nestedMayEnd.promise
+          }, opts('job', 1_000))
+          resolve()
+        }, 5),
+      )
+    }, opts('job', 1_000))
+    const inner = await seen.promise
+    expect(inner).toBe(outerSignal)
+    // lockAtMostUntil passes while the nested run still runs: its signal aborts with LockLostError.
+    clock.advance(1_000)
+    await vi.waitFor(() => expect(inner.aborted).toBe(true), { timeout: 2_000 })
+    expect(inner.reason).toBeInstanceOf(LockLostError)
+    nestedMayEnd.resolve()
+    await outer
+    await nested
+  })
+
+  it('a same-name call after the lock was lost does not run under it: it asks the provider', async () => {
+    const clock = manualClock(0)
+    const provider = inMemoryLockProvider({ clock })
+    const listener = recordingListener()
+    const executor = createLockingTaskExecutor(provider, { clock, listener })
+    const result = await executor.executeWithLock(async ({ signal }) => {
+      clock.advance(1_000)
+      await vi.waitFor(() => expect(signal.aborted).toBe(true), { timeout: 2_000 })
+      // Another node takes the expired lock; the nested call must see that.
+      expect(await provider.lock(lockConfiguration({ ...opts('job', '1m'), createdAt: new Date(clock.now()) }))).toBeDefined()
+      return executor.executeWithLock(() => 'nested ran', opts('job', '1m'))
+    }, opts('job', 1_000))
+    expect(result).toEqual({ executed: true, result: { executed: false, reason: 'held' } })
     expect(listener.log.filter((l) => l === 'onLockAttempt job')).toHaveLength(2)
   })
 
@@ -300,7 +382,7 @@ describe('extendActiveLock', () => {
     const log: string[] = []
     const executor = createLockingTaskExecutor(numberedProvider(log))
     await executor.executeWithLock(async () => {
-      const results = await Promise.allSettled([extendActiveLock('10foo'), extendActiveLock('1m')])
+      const results = await Promise.allSettled([extendActiveLock('10foo' as Duration), extendActiveLock('1m')])
       expect(results[0]!.status).toBe('rejected')
       expect(results[1]!.status).toBe('fulfilled')
     }, opts())
@@ -311,7 +393,7 @@ describe('extendActiveLock', () => {
     const log: string[] = []
     const executor = createLockingTaskExecutor(numberedProvider(log))
     await executor.executeWithLock(async () => {
-      await expect(extendActiveLock('10foo')).rejects.toThrow(LockConfigurationError)
+      await expect(extendActiveLock('10foo' as Duration)).rejects.toThrow(LockConfigurationError)
       await expect(extendActiveLock('1m', '2m')).rejects.toThrow(LockConfigurationError)
       await expect(extendActiveLock(-1)).rejects.toThrow(LockConfigurationError)
     }, opts())
@@ -325,16 +407,17 @@ describe('extendActiveLock', () => {
     // Wraps the in-memory provider to see which handles get unlocked.
     const provider: ExtensibleLockProvider = {
       async lock(configuration) {
-        const wrap = (lock: ExtensibleLock, id: string): ExtensibleLock => ({
-          async unlock() {
-            unlocks.push(id)
-            await lock.unlock()
-          },
-          async extend(atMost, atLeast) {
-            const next = await lock.extend(atMost, atLeast)
-            return next && wrap(next, `${id}'`)
-          },
-        })
+        const wrap = (lock: ExtensibleLock, id: string): ExtensibleLock =>
+          fakeHandle({
+            async unlock() {
+              unlocks.push(id)
+              await lock.unlock()
+            },
+            async extend(atMost: number | string, atLeast: number | string) {
+              const next = await lock.extend(atMost as Duration, atLeast as Duration)
+              return next && wrap(next, `${id}'`)
+            },
+          })
         const lock = await inner.lock(configuration)
         return lock && wrap(lock, 'first')
       },
@@ -380,7 +463,7 @@ describe('extendActiveLock', () => {
 
   it('a provider without extend: LockCannotBeExtendedError, and the lock is still released', async () => {
     const unlocked = vi.fn(async () => {})
-    const provider: LockProvider = { lock: async () => ({ unlock: unlocked }) }
+    const provider: LockProvider = { lock: async () => fakeHandle({ unlock: unlocked }) }
     const executor = createLockingTaskExecutor(provider)
     const result = await executor.executeWithLock(async ({ signal }) => {
       await expect(extendActiveLock('1m')).rejects.toThrow(LockCannotBeExtendedError)

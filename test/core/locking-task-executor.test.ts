@@ -1,16 +1,17 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { LockExecution } from '../../src/core/diagnostics.ts'
-import { LockConfigurationError, LockLostError, LockProviderError, ShedLockError } from '../../src/core/errors.ts'
-import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-configuration.ts'
+import { ExecutorClosedError, LockConfigurationError, LockLostError, LockProviderError, ShedLockError } from '../../src/core/errors.ts'
+import { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider, SimpleLock } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor, type LockingTaskExecutorListener, type TaskContext } from '../../src/core/locking-task-executor.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
-import { dateClock, deferred, manualClock, recordingListener } from '../support/fakes.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
+import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
 
 /** A provider that grants every lock (or what `grant` says) and logs lock/unlock into `log`. */
 function recordingProvider(log: string[] = [], grant: (configuration: LockConfiguration) => boolean = () => true) {
@@ -23,12 +24,12 @@ function recordingProvider(log: string[] = [], grant: (configuration: LockConfig
       configurations.push(configuration)
       log.push(`provider.lock ${configuration.name}`)
       if (!grant(configuration)) return undefined
-      const handle: SimpleLock = {
+      const handle: SimpleLock = fakeHandle({
         unlock: vi.fn(async () => {
           log.push(`provider.unlock ${configuration.name}`)
           if (provider.unlockError !== undefined) throw provider.unlockError
         }),
-      }
+      })
       handles.push(handle)
       return handle
     },
@@ -36,7 +37,7 @@ function recordingProvider(log: string[] = [], grant: (configuration: LockConfig
   return provider
 }
 
-const opts = (name = 'job') => ({ name, lockAtMostFor: '10m' })
+const opts = (name = 'job'): LockConfigurationOptions => ({ name, lockAtMostFor: '10m' })
 
 afterEach(() => {
   vi.useRealTimers()
@@ -57,13 +58,13 @@ describe('executeWithLock', () => {
     await expect(executor.executeWithLock(() => undefined, opts())).resolves.toEqual({ executed: true, result: undefined })
   })
 
-  it('skips the task when the lock is held: { executed: false }', async () => {
+  it("skips the task when the lock is held: { executed: false, reason: 'held' }", async () => {
     const provider = inMemoryLockProvider()
     const holder = await provider.lock(lockConfiguration(opts()))
     expect(holder).toBeDefined()
     const task = vi.fn()
     const result = await createLockingTaskExecutor(provider).executeWithLock(task, opts())
-    expect(result).toEqual({ executed: false })
+    expect(result).toEqual({ executed: false, reason: 'held' })
     expect('result' in result).toBe(false)
     expect(task).not.toHaveBeenCalled()
   })
@@ -92,7 +93,7 @@ describe('executeWithLock', () => {
     const clock = manualClock(1_000_000)
     const provider = recordingProvider()
     const executor = createLockingTaskExecutor(provider, { clock })
-    const options = { name: 'job', lockAtMostFor: '1m' }
+    const options = { name: 'job', lockAtMostFor: '1m' } satisfies LockConfigurationOptions
     await executor.executeWithLock(() => {}, options)
     clock.advance(5_000)
     await executor.executeWithLock(() => {}, options)
@@ -101,6 +102,39 @@ describe('executeWithLock', () => {
     expect(second!.createdAt.getTime()).toBe(1_005_000)
     expect(second!.lockAtMostUntil.getTime()).toBe(1_065_000)
     expect(options).toEqual({ name: 'job', lockAtMostFor: '1m' })
+  })
+
+  // Regression (hardening issue, defect 4): a configuration built once and passed again after its
+  // lockAtMostUntil made providers write an already-expired lock, and two nodes ran together.
+  it('refuses a configuration kept past its lockAtMostUntil, before the provider is asked', async () => {
+    const clock = manualClock(1_000_000)
+    const provider = recordingProvider()
+    const executor = createLockingTaskExecutor(provider, { clock })
+    const configuration = lockConfiguration({ name: 'nightly', lockAtMostFor: '1m', createdAt: new Date(clock.now()) })
+    await executor.executeWithLock(() => {}, configuration)
+    clock.advance(60_000)
+    const task = vi.fn()
+    const error = await executor.executeWithLock(task, configuration).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LockConfigurationError)
+    expect((error as Error).message).toMatch(/^Lock "nightly": its configuration expired at 1970-01-01T00:17:40\.000Z/)
+    expect((error as Error).message).toContain('takes a fresh createdAt for every call')
+    expect(task).not.toHaveBeenCalled()
+    expect(provider.configurations).toHaveLength(1)
+    // Options take a fresh createdAt each call, so the same options keep working.
+    await expect(executor.executeWithLock(() => 'ran', { name: 'nightly', lockAtMostFor: '1m' })).resolves.toEqual({ executed: true, result: 'ran' })
+  })
+
+  it.each([
+    ['a blank name and a negative duration', { name: '', lockAtMostFor: -5 }],
+    ['lockAtMostFor 0', { name: 'nightly', lockAtMostFor: 0 }],
+    ['a copy of a real configuration with its name blanked', { name: ' ' }],
+  ])('refuses an object that only looks like a configuration (%s) before the provider is asked', async (_, changes) => {
+    const provider = recordingProvider()
+    const lookAlike = Object.freeze({ ...lockConfiguration(opts()), ...changes }) as LockConfiguration
+    const task = vi.fn()
+    await expect(createLockingTaskExecutor(provider).executeWithLock(task, lookAlike)).rejects.toThrow(LockConfigurationError)
+    expect(task).not.toHaveBeenCalled()
+    expect(provider.configurations).toHaveLength(0)
   })
 
   it('honours createdAt given in the options', async () => {
@@ -351,7 +385,7 @@ describe('executeWithLock', () => {
               throw failing
             }, opts()),
           ).rejects.toBe(failing)
-          await expect(createLockingTaskExecutor(recordingProvider([], () => false), { listener }).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: false })
+          await expect(createLockingTaskExecutor(recordingProvider([], () => false), { listener }).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: false, reason: 'held' })
           provider.unlockError = new Error('unlock')
           await expect(executor.executeWithLock(() => 'still ok', opts())).resolves.toEqual({ executed: true, result: 'still ok' })
           provider.unlockError = undefined
@@ -384,12 +418,12 @@ describe('executeWithLock', () => {
     const clock = manualClock()
     const provider = inMemoryLockProvider({ clock })
     const executor = createLockingTaskExecutor(provider, { clock })
-    const options = { name: 'job', lockAtMostFor: '10s', lockAtLeastFor: '5s' }
+    const options = { name: 'job', lockAtMostFor: '10s', lockAtLeastFor: '5s' } satisfies LockConfigurationOptions
     expect(await executor.executeWithLock(() => 'first', options)).toEqual({ executed: true, result: 'first' })
     clock.advance(1)
-    expect(await executor.executeWithLock(() => 'too soon', options)).toEqual({ executed: false })
+    expect(await executor.executeWithLock(() => 'too soon', options)).toEqual({ executed: false, reason: 'held' })
     clock.advance(4_998)
-    expect(await createLockingTaskExecutor(provider, { clock }).executeWithLock(() => 'too soon', options)).toEqual({ executed: false })
+    expect(await createLockingTaskExecutor(provider, { clock }).executeWithLock(() => 'too soon', options)).toEqual({ executed: false, reason: 'held' })
     clock.advance(1)
     expect(await executor.executeWithLock(() => 'again', options)).toEqual({ executed: true, result: 'again' })
   })
@@ -560,12 +594,12 @@ describe('the execution argument of listener hooks', () => {
     expect((seen.onLockFailed![2] as LockExecution).reentrant).toBe(false)
 
     const unlockError = new Error('store down')
-    const expiring: LockProvider = { lock: async () => ({ unlock: () => Promise.reject(unlockError), extend: async () => undefined }) }
+    const expiring: LockProvider = { lock: async () => fakeHandle({ unlock: () => Promise.reject(unlockError), extend: async () => undefined }) }
     await createLockingTaskExecutor(expiring, { listener }).executeWithLock(() => extendActiveLock('1m').catch(() => undefined), opts())
     expect(seen.onLockLost![1]).toBeInstanceOf(LockLostError)
     // The lost handle is not released, so no unlock error here...
     expect(seen.onUnlockFailed).toBeUndefined()
-    const failing: LockProvider = { lock: async () => ({ unlock: () => Promise.reject(unlockError) }) }
+    const failing: LockProvider = { lock: async () => fakeHandle({ unlock: () => Promise.reject(unlockError) }) }
     await createLockingTaskExecutor(failing, { listener }).executeWithLock(() => 1, opts())
     // ...but a failed release is.
     expect(seen.onUnlockFailed![1]).toBe(unlockError)
@@ -704,7 +738,7 @@ describe('NODE_DEBUG=shedlock', () => {
     import { createLockingTaskExecutor } from ${dist('core/locking-task-executor.js')}
     import { lockConfiguration } from ${dist('core/lock-configuration.js')}
     import { extendActiveLock } from ${dist('core/lock-context.js')}
-    import { inMemoryLockProvider } from ${dist('providers/in-memory.js')}
+    import { inMemoryLockProvider } from ${dist('providers/in-memory/index.js')}
     const opts = (name, more) => ({ name, lockAtMostFor: '10m', ...more })
     const provider = Object.assign(inMemoryLockProvider(), { name: 'memory' })
     const executor = createLockingTaskExecutor(provider)
@@ -767,5 +801,126 @@ describe('NODE_DEBUG=shedlock', () => {
     const { code, stderr } = await run({ NODE_DEBUG: '' })
     expect(code).toBe(0)
     expect(stderr).toBe('')
+  })
+})
+
+describe('graceful shutdown: close() and the caller signal', () => {
+  it('a signal aborted before the call rejects with its reason, and the store is not asked', async () => {
+    const provider = recordingProvider()
+    const controller = new AbortController()
+    const reason = new Error('shutting down')
+    controller.abort(reason)
+    const task = vi.fn()
+    await expect(createLockingTaskExecutor(provider).executeWithLock(task, { ...opts(), signal: controller.signal })).rejects.toBe(reason)
+    await expect(createLockingTaskExecutor(provider).executeWithLock(task, lockConfiguration(opts()), { signal: controller.signal })).rejects.toBe(reason)
+    expect(provider.configurations).toHaveLength(0)
+    expect(task).not.toHaveBeenCalled()
+  })
+
+  it("a signal aborted while the task runs aborts the task's signal with its reason; the lock is released after the task", async () => {
+    const provider = inMemoryLockProvider()
+    const controller = new AbortController()
+    const reason = new Error('deploy')
+    const seen = deferred<unknown>()
+    const started = deferred()
+    const result = createLockingTaskExecutor(provider).executeWithLock(
+      async ({ signal }) => {
+        started.resolve()
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+        seen.resolve(signal.reason)
+        return 'stopped early'
+      },
+      { ...opts(), signal: controller.signal },
+    )
+    await started.promise
+    controller.abort(reason)
+    expect(await seen.promise).toBe(reason)
+    await expect(result).resolves.toEqual({ executed: true, result: 'stopped early' })
+    expect(await provider.lock(lockConfiguration(opts()))).toBeDefined()
+  })
+
+  it('close() aborts running tasks with ExecutorClosedError and resolves once their locks are released', async () => {
+    const provider = inMemoryLockProvider()
+    const executor = createLockingTaskExecutor(provider)
+    const started = deferred()
+    let reason: unknown
+    const result = executor.executeWithLock(async ({ signal }) => {
+      started.resolve()
+      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+      reason = signal.reason
+      await sleep(20)
+    }, opts())
+    await started.promise
+    expect(executor.closed).toBe(false)
+    const closing = executor.close()
+    expect(executor.closed).toBe(true)
+    expect(executor.close()).toBe(closing)
+    await closing
+    expect(reason).toBeInstanceOf(ExecutorClosedError)
+    await expect(result).resolves.toEqual({ executed: true, result: undefined })
+    // Released by the time close() resolved: another node takes it at once.
+    expect(await provider.lock(lockConfiguration(opts()))).toBeDefined()
+  })
+
+  it('after close() nothing new runs: { executed: false, reason: "closed" }, the store not asked', async () => {
+    const provider = recordingProvider()
+    const executor = createLockingTaskExecutor(provider)
+    await executor.close()
+    const task = vi.fn()
+    await expect(executor.executeWithLock(task, opts())).resolves.toEqual({ executed: false, reason: 'closed' })
+    expect(task).not.toHaveBeenCalled()
+    expect(provider.configurations).toHaveLength(0)
+  })
+
+  it('a call still taking its lock when close() is called releases it unused, and close() waits for that', async () => {
+    const gate = deferred()
+    const log: string[] = []
+    const inner = recordingProvider(log)
+    const provider: LockProvider = {
+      async lock(configuration) {
+        await gate.promise
+        return inner.lock(configuration)
+      },
+    }
+    const executor = createLockingTaskExecutor(provider)
+    const task = vi.fn()
+    const call = executor.executeWithLock(task, opts())
+    await sleep(5)
+    let closed = false
+    const closing = executor.close().then(() => {
+      closed = true
+    })
+    await sleep(5)
+    expect(closed).toBe(false)
+    gate.resolve()
+    await closing
+    await expect(call).resolves.toEqual({ executed: false, reason: 'closed' })
+    expect(task).not.toHaveBeenCalled()
+    expect(log).toEqual(['provider.lock job', 'provider.unlock job'])
+  })
+
+  it('a task that ignores its signal keeps its lock: close() resolves after its timeout without releasing it', async () => {
+    const provider = inMemoryLockProvider()
+    const executor = createLockingTaskExecutor(provider)
+    const mayEnd = deferred()
+    const started = deferred()
+    const result = executor.executeWithLock(async () => {
+      started.resolve()
+      await mayEnd.promise
+    }, opts())
+    await started.promise
+    const before = Date.now()
+    await executor.close({ timeout: 50 })
+    expect(Date.now() - before).toBeGreaterThanOrEqual(45)
+    // Still running, so still held: another node must not start beside it.
+    expect(await provider.lock(lockConfiguration(opts()))).toBeUndefined()
+    mayEnd.resolve()
+    await result
+    expect(await provider.lock(lockConfiguration(opts()))).toBeDefined()
+  })
+
+  it('refuses a signal that is not an AbortSignal', async () => {
+    const executor = createLockingTaskExecutor(recordingProvider())
+    await expect(executor.executeWithLock(() => {}, { ...opts(), signal: 'stop' as unknown as AbortSignal })).rejects.toThrow(LockConfigurationError)
   })
 })

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { LockProviderError } from '../../src/core/errors.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
-import { withLock } from '../../src/integrations/with-lock.ts'
+import { type WithLockOptions, withLock } from '../../src/integrations/with-lock.ts'
 
 // What the README says about a store failure under each scheduler: the task does not run, and the
 // LockProviderError reaches the handler shown, instead of an unhandled rejection that would end
@@ -15,7 +15,7 @@ const failing: LockProvider = {
     throw new LockProviderError('connection refused', { provider: 'test', lockName: configuration.name })
   },
 }
-const options = { name: 'job', lockAtMostFor: '1m' }
+const options = { name: 'job', lockAtMostFor: '1m' } satisfies WithLockOptions
 
 describe('a store failure under each scheduler', () => {
   it('croner: withLock onError, or croner catch, receives the LockProviderError; the task does not run', async () => {

@@ -1,3 +1,4 @@
+import type { Duration } from '../../src/core/duration.ts'
 import cron, { type RunCoordinator, type ScheduledTask, type TaskContext } from 'node-cron'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -7,7 +8,7 @@ import { assertLocked } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { lockingRunCoordinator, lockingTaskOptions, type NodeCronRunCoordinator } from '../../src/integrations/node-cron.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { manualClock, recordingListener } from '../support/fakes.ts'
 
 const key = (second: number) => `report:2024-01-01T00:00:0${second}.000Z`
@@ -135,7 +136,7 @@ describe('lockingTaskOptions', () => {
   })
 
   it('rejects bad options at once', () => {
-    expect(() => lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: 'x' })).toThrow(/^lockingTaskOptions\(\): Lock "report": lockAtMostFor is invalid/)
+    expect(() => lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: 'x' as Duration })).toThrow(/^lockingTaskOptions\(\): Lock "report": lockAtMostFor is invalid/)
   })
 })
 

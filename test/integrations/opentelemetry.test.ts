@@ -7,16 +7,17 @@ import { type DataPoint, type Histogram, MeterProvider, MetricReader } from '@op
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { LockConfigurationError, LockProviderError } from '../../src/core/errors.ts'
-import { lockConfiguration } from '../../src/core/lock-configuration.ts'
+import { type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor, type LockingTaskExecutorListener, type TaskOutcome } from '../../src/core/locking-task-executor.ts'
 import { openTelemetryListener, type OpenTelemetryListenerOptions } from '../../src/integrations/opentelemetry.ts'
-import { postgresLockProvider, postgresSchema } from '../../src/providers/postgres.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory.ts'
-import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite.ts'
+import { postgresLockProvider, postgresSchema } from '../../src/providers/postgres/index.ts'
+import type { RunLedger } from '../../src/core/run-ledger.ts'
+import { inMemoryLockProvider, inMemoryRunLedger } from '../../src/providers/in-memory/index.ts'
+import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../support/backends.ts'
-import { deferred, manualClock } from '../support/fakes.ts'
+import { deferred, manualClock, fakeHandle } from '../support/fakes.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
 
 // What @opentelemetry/context-async-hooks provides (not installed here): the active context
@@ -56,7 +57,7 @@ afterAll(() => {
 type Attributes = Record<string, string | number | boolean>
 
 /** An SDK meter and tracer with in-memory readers, and the listener under test on them. */
-function telemetry(options: { meter?: boolean; tracer?: boolean; api?: boolean } = {}) {
+function telemetry(options: { meter?: boolean; tracer?: boolean; api?: boolean; runLedger?: RunLedger } = {}) {
   const reader = new CollectingReader()
   const meterProvider = new MeterProvider({ readers: [reader] })
   const exporter = new InMemorySpanExporter()
@@ -66,6 +67,7 @@ function telemetry(options: { meter?: boolean; tracer?: boolean; api?: boolean }
   if (options.meter ?? true) listenerOptions.meter = meterProvider.getMeter('shedlock')
   if (options.tracer ?? true) listenerOptions.tracer = tracerProvider.getTracer('shedlock')
   if (options.api ?? true) listenerOptions.api = api
+  if (options.runLedger) listenerOptions.runLedger = options.runLedger
   const listener = openTelemetryListener(listenerOptions)
 
   const points = async (name: string): Promise<Array<DataPoint<number | Histogram>>> => {
@@ -115,7 +117,7 @@ function withOutcomes(listener: LockingTaskExecutorListener) {
 }
 
 const named = <T extends LockProvider>(provider: T, name: string): T => Object.assign(provider, { name })
-const opts = (name = 'job') => ({ name, lockAtMostFor: '10m' })
+const opts = (name = 'job'): LockConfigurationOptions => ({ name, lockAtMostFor: '10m' })
 const eventNames = (span: ReadableSpan) => span.events.map((e) => e.name)
 const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId
 
@@ -168,7 +170,7 @@ describe('openTelemetryListener', () => {
     expect(await t.descriptor('shedlock.task.active')).toMatchObject({ unit: '{task}', type: 'UP_DOWN_COUNTER' })
     const [duration] = await t.histogram('shedlock.task.duration')
     expect(duration!.buckets.boundaries).toEqual([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600])
-    const lost = createLockingTaskExecutor({ lock: async () => ({ unlock: async () => {}, extend: async () => undefined }) }, { listener: t.listener })
+    const lost = createLockingTaskExecutor({ lock: async () => fakeHandle({ unlock: async () => {}, extend: async () => undefined }) }, { listener: t.listener })
     await lost.executeWithLock(() => extendActiveLock('1m').catch(() => undefined), opts('lost'))
     expect(await t.descriptor('shedlock.lock.losses')).toMatchObject({ unit: '{loss}', type: 'COUNTER' })
   })
@@ -178,7 +180,7 @@ describe('openTelemetryListener', () => {
     const provider = inMemoryLockProvider()
     await provider.lock(lockConfiguration(opts()))
     const task = vi.fn()
-    await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(task, opts())).resolves.toEqual({ executed: false })
+    await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(task, opts())).resolves.toEqual({ executed: false, reason: 'held' })
     expect(task).not.toHaveBeenCalled()
     expect(await t.attributesOf('shedlock.lock.attempts')).toEqual([{ 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'shedlock.lock.result': 'not_acquired' }])
     expect(await t.histogram('shedlock.task.duration')).toEqual([])
@@ -359,6 +361,72 @@ describe('openTelemetryListener', () => {
     expect(tracesOnly.spans().map((s) => s.name)).toEqual(['shedlock job'])
   })
 
+  it('slot outcomes: run here, done elsewhere, skipped behind a held lock, missed and caught up', async () => {
+    const t = telemetry({ tracer: false, api: false })
+    const provider = named(inMemoryLockProvider(), 'memory')
+    const here = createLockingTaskExecutor(provider, { listener: t.listener })
+    const there = createLockingTaskExecutor(provider, { listener: t.listener })
+    const outcome = (o: string) => t.sum('shedlock.slot.outcomes', { 'shedlock.lock.name': 'tick', 'shedlock.slot.outcome': o })
+    const slot = new Date(Date.now() - 5_000)
+    expect(await here.executeWithLock(() => 'ran', { ...opts('tick'), slot })).toEqual({ executed: true, result: 'ran' })
+    expect(await there.executeWithLock(() => 'ran', { ...opts('tick'), slot })).toEqual({ executed: false, reason: 'slot-done' })
+    // A long run of the next slot holds the lock: the one after is claimed, then skipped.
+    const release = deferred()
+    const long = here.executeWithLock(() => release.promise, { ...opts('tick'), slot: new Date(slot.getTime() + 1_000) })
+    await vi.waitFor(async () => expect(await outcome('run')).toBe(2))
+    expect(await there.executeWithLock(() => 'ran', { ...opts('tick'), slot: new Date(slot.getTime() + 2_000) })).toEqual({ executed: false, reason: 'held' })
+    release.resolve()
+    await long
+    expect(await outcome('run')).toBe(2)
+    expect(await outcome('done_elsewhere')).toBe(1)
+    expect(await outcome('skipped')).toBe(1)
+    // Three slots after the last one recorded, due while no node ran: a catch-up of all of them; one fails.
+    const fires = [3, 4, 5].map((s) => new Date(slot.getTime() + s * 1_000))
+    let runs = 0
+    const caught = await here.catchUp(
+      () => {
+        if (++runs === 2) throw new Error('second missed slot fails')
+      },
+      opts('tick'),
+      { policy: 'all', within: '1h', fireTimes: () => fires },
+    )
+    expect(caught.ran).toEqual(fires)
+    expect(await outcome('missed')).toBe(3)
+    expect(await outcome('caught_up')).toBe(3)
+    expect(await t.descriptor('shedlock.slot.outcomes')).toMatchObject({ unit: '{slot}' })
+  })
+
+  it('last success: without a ledger, the successes of this process in epoch seconds; failures do not move it', async () => {
+    const t = telemetry({ tracer: false, api: false })
+    const executor = createLockingTaskExecutor(inMemoryLockProvider(), { listener: t.listener })
+    expect(await t.attributesOf('shedlock.task.last_success')).toEqual([])
+    const before = Date.now()
+    await executor.executeWithLock(() => undefined, opts('nightly'))
+    const after = Date.now()
+    const seen = await t.sum('shedlock.task.last_success', { 'shedlock.lock.name': 'nightly' })
+    expect(seen).toBeGreaterThanOrEqual(before / 1000)
+    expect(seen).toBeLessThanOrEqual(after / 1000)
+    await executor.executeWithLock(() => Promise.reject(new Error('no')), opts('nightly')).catch(() => undefined)
+    expect(await t.sum('shedlock.task.last_success', { 'shedlock.lock.name': 'nightly' })).toBe(seen)
+    expect(await t.descriptor('shedlock.task.last_success')).toMatchObject({ unit: 's' })
+  })
+
+  it('last success: with a ledger, the last success of every task on any node; an unreadable ledger leaves those of this process', async () => {
+    const runLedger = inMemoryRunLedger()
+    const at = new Date('2026-11-20T02:00:05.000Z')
+    await runLedger.record({ name: 'elsewhere', slot: undefined, node: 'web-2', startedAt: new Date(at.getTime() - 5_000), finishedAt: at, outcome: 'ok', durationMs: 5_000 })
+    await runLedger.record({ name: 'failing', slot: undefined, node: 'web-2', startedAt: at, finishedAt: at, outcome: 'failed', durationMs: 1 })
+    const t = telemetry({ tracer: false, api: false, runLedger })
+    expect(await t.attributesOf('shedlock.task.last_success')).toEqual([{ 'shedlock.lock.name': 'elsewhere' }])
+    expect(await t.sum('shedlock.task.last_success', { 'shedlock.lock.name': 'elsewhere' })).toBe(at.getTime() / 1000)
+
+    const broken: RunLedger = { ...runLedger, tasks: () => Promise.reject(new Error('store down')) }
+    const u = telemetry({ tracer: false, api: false, runLedger: broken })
+    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: u.listener }).executeWithLock(() => undefined, opts('local'))
+    expect(await u.attributesOf('shedlock.task.last_success')).toEqual([{ 'shedlock.lock.name': 'local' }])
+    expect(() => openTelemetryListener({ tracer: t.tracer, runLedger })).toThrow(/needs a meter/)
+  })
+
   it('a tracer that throws never breaks the task', async () => {
     const tracer = {
       startSpan: () => {
@@ -400,7 +468,7 @@ async function twoNodesOnARealStore(store: { provider: () => LockProvider; missi
   const nodeA = createLockingTaskExecutor(named(store.provider(), store.name), { listener: t.listener })
   const nodeB = createLockingTaskExecutor(named(store.provider(), store.name), { listener: t.listener })
   const lockName = `otel-${process.pid}-${Math.random().toString(36).slice(2)}`
-  const options = { name: lockName, lockAtMostFor: '1m' }
+  const options = { name: lockName, lockAtMostFor: '1m' } satisfies LockConfigurationOptions
   const release = deferred()
   const started = deferred()
   const running = nodeA.executeWithLock(async () => {
@@ -409,7 +477,7 @@ async function twoNodesOnARealStore(store: { provider: () => LockProvider; missi
     return 'A ran'
   }, options)
   await started.promise
-  await expect(nodeB.executeWithLock(() => 'B ran', options)).resolves.toEqual({ executed: false })
+  await expect(nodeB.executeWithLock(() => 'B ran', options)).resolves.toEqual({ executed: false, reason: 'held' })
   release.resolve()
   await expect(running).resolves.toEqual({ executed: true, result: 'A ran' })
   const failure = await createLockingTaskExecutor(named(store.missingTable(), store.name), { listener: t.listener })

@@ -1,9 +1,12 @@
 import { AssertionError } from 'node:assert'
 import { describe, expect, it } from 'vitest'
-import { LockProviderError } from '../../src/core/errors.ts'
+import { LockConfigurationError, LockProviderError } from '../../src/core/errors.ts'
 import type { LockConfiguration } from '../../src/core/lock-configuration.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
-import { defineLock } from '../../src/support/define-lock.ts'
+import { defineLock } from '../../src/core/define-lock.ts'
+import type { LockInspector } from '../../src/core/lock-inspector.ts'
+import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
+import { checkLockRequest } from '../../src/support/lock-request.ts'
 import { type LockProviderSuiteOptions, type LockProviderTestCase, lockProviderSuite } from '../../src/testing/index.ts'
 
 /** What is wrong with a {@link flawedProvider}. */
@@ -20,14 +23,29 @@ interface Flaws {
   noExtend?: boolean
   /** Like Java's record cache: once a name's record was created, only "update" it; a deleted record is never recreated. */
   neverRecreates?: boolean
+  /** lock() takes any configuration: an expired one, or an object that only looks like one. */
+  acceptsAnyConfiguration?: boolean
+  /** Names longer than 64 characters make the store drop the connection, failing every later call (NATS, ZooKeeper). */
+  longNamesBreakTheConnection?: boolean
+  /** extend() refuses the first extension of every lock, live or not. */
+  refusesFirstExtension?: boolean
+  /** extend() answers this many ms late (a loaded machine), then does its job. */
+  slowExtendMs?: number
 }
 
 /** An in-memory store with deliberate flaws; without flaws it is a correct provider. */
 function flawedProvider(flaws: Flaws = {}) {
   const entries = new Map<string, { lockUntil: number; owner: symbol }>()
   const created = new Set<string>()
+  let broken = false
   const provider: LockProvider = {
     async lock(configuration: LockConfiguration) {
+      if (!flaws.acceptsAnyConfiguration) checkLockRequest('flawed', configuration, { now: () => Date.now() })
+      if (broken) throw new LockProviderError('the connection was dropped', { cause: new Error('connection closed') })
+      if (flaws.longNamesBreakTheConnection && configuration.name.length > 64) {
+        broken = true
+        throw new LockProviderError('the server dropped the connection', { cause: new Error('maximum control line exceeded') })
+      }
       const now = Date.now()
       const { name } = configuration
       const existing = entries.get(name)
@@ -47,7 +65,9 @@ function flawedProvider(flaws: Flaws = {}) {
       if (flaws.noExtend) return defineLock(configuration, { unlock })
       return defineLock(configuration, {
         unlock,
-        async extend(next) {
+        async extend(next, current) {
+          if (flaws.slowExtendMs) await new Promise((resolve) => setTimeout(resolve, flaws.slowExtendMs))
+          if (flaws.refusesFirstExtension && current === configuration) return false
           const entry = entries.get(next.name)
           if (!entry || entry.lockUntil <= Date.now() || (entry.owner !== owner && !flaws.extendIgnoresOwner)) return false
           entry.lockUntil = next.lockAtMostUntil.getTime()
@@ -96,7 +116,33 @@ const DECLARED = 'basic: the declared extensibility matches the locks'
 const EXTENDS = 'extension: extends a lock past its first lockAtMostFor'
 const DELETED = 'record: a record deleted by hand is recreated by the next lock'
 const DEAD_STORE = 'failure: a dead store rejects with LockProviderError and the task does not run'
-const TOO_LONG = 'names: a name longer than the store accepts rejects with LockProviderError naming the lock'
+const EXTENDS_THRICE = 'extension: extends a lock three times in a row'
+const TOO_LONG =
+  'names: a name longer than the store accepts rejects with LockConfigurationError before anything is sent, and the connection still serves other locks'
+const REFUSES = 'basic: refuses an expired configuration and a look-alike object, before the store is asked'
+const NESTED = 'concurrency: a same-name call a task left running keeps the lock until it ends, though the task returned'
+const SLOT_DECLARED = 'slots: the declared inspector() matches the provider'
+const SLOT_ONCE = "slots: a slot runs once across two executors: the other gets { executed: false, reason: 'slot-done' }, and the next slot runs"
+const SLOT_RACE = 'slots: of 8 attempts at one slot on two executors at once, one runs and seven find the slot done'
+const SLOT_FAILED = 'slots: a failed slot counts as run: no executor runs it again'
+const SLOT_HELD = "slots: a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards"
+const SLOT_LISTED = "slots: the inspector lists a slot's record under '<name>@', held for the slot retention"
+const SLOT_REMOVE_EXPIRED = "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else"
+const SLOT_CATCH_UP = "slots: catchUp with policy 'all' on two executors at once runs each missed slot once, oldest first; a later catch-up finds nothing missed"
+
+/** The slot cases over the in-memory provider (which has an inspector), its inspector changed by `inspector`. */
+function slotSuite(inspector: (real: LockInspector) => LockInspector | undefined = (real) => real, declared = true): LockProviderTestCase[] {
+  const memory = inMemoryLockProvider()
+  const real = memory.inspector!()
+  const changed = inspector(real)
+  const provider: LockProvider = { name: 'in-memory', lock: (configuration) => memory.lock(configuration), ...(changed ? { inspector: () => changed } : {}) }
+  return lockProviderSuite({
+    provider: () => provider,
+    isLocked: async (name) => (memory.inspect(name)?.lockUntil.getTime() ?? 0) > Date.now(),
+    extensible: true,
+    slots: { inspector: declared },
+  }).filter((c) => c.group === 'slots')
+}
 
 async function mustFail(c: LockProviderTestCase, message?: RegExp): Promise<void> {
   const error = await c.run().then(
@@ -135,6 +181,16 @@ describe('lockProviderSuite catches broken providers', () => {
     await mustFail(pick(cases, FRESH_NODE))
     await mustFail(pick(cases, RACE), /16 contenders got the lock/)
     await mustFail(pick(cases, FUZZ), /lost updates/)
+  })
+
+  it('an extend() that refuses a live lock, though a late extension starts the case over', async () => {
+    const cases = suiteFor({ refusesFirstExtension: true })
+    await mustFail(pick(cases, EXTENDS), /resolved to undefined \d+ ms after its acquisition, within its lockAtMostFor of 200 ms/)
+    await mustFail(pick(cases, EXTENDS_THRICE), /resolved to undefined \d+ ms after its acquisition, within its lockAtMostFor of 200 ms/)
+  })
+
+  it('a machine too slow to extend a lock within its lockAtMostFor fails the case after three tries, and says so', { timeout: 20_000 }, async () => {
+    await mustFail(pick(suiteFor({ slowExtendMs: 250 }), EXTENDS_THRICE), /three times, extending a lock took longer than its lockAtMostFor of 200 ms .*too loaded/)
   })
 
   it('a provider declared extensible whose locks have no extend()', async () => {
@@ -202,12 +258,73 @@ describe('lockProviderSuite catches broken providers', () => {
     })
 
     it('that rejects with a plain Error fails', async () => {
-      await mustFail(limited(() => new Error('value too long')), /expected LockProviderError/)
+      await mustFail(limited(() => new Error('value too long')), /expected LockConfigurationError/)
     })
 
-    it('that rejects with a LockProviderError naming the lock passes', async () => {
-      await limited((name) => new LockProviderError(`Lock name "${name}" is too long`, { cause: new Error('value too long') })).run()
+    it('that lets the store reject the name (LockProviderError) fails', async () => {
+      await mustFail(limited((name) => new LockProviderError(`Lock name "${name}" is too long`, { cause: new Error('value too long') })), /expected LockConfigurationError/)
     })
+
+    it('that sends the name and loses the connection for other locks fails', async () => {
+      await mustFail(pick(suiteFor({ longNamesBreakTheConnection: true }, { maxNameLength: 64 }), TOO_LONG), /expected LockConfigurationError/)
+    })
+
+    it('that refuses the name with a LockConfigurationError naming the lock passes', async () => {
+      await limited((name) => new LockConfigurationError(`Lock name "${name}" is too long`)).run()
+    })
+  })
+
+  describe('slots', () => {
+    it('a correct provider with an inspector passes every slot case', { timeout: 30_000 }, async () => {
+      const cases = slotSuite()
+      expect(cases.map((c) => c.name)).toEqual([SLOT_DECLARED, SLOT_ONCE, SLOT_RACE, SLOT_FAILED, SLOT_HELD, SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
+      for (const c of cases) await c.run()
+    })
+
+    it('a provider that grants every lock runs slots twice, and runs a slot while the lock is held', async () => {
+      const cases = suiteFor({ grantsEverything: true }, { slots: { inspector: false } })
+      await mustFail(pick(cases, SLOT_ONCE), /another executor ran a slot that ran/)
+      await mustFail(pick(cases, SLOT_RACE), /the slot ran [2-8] times/)
+      await mustFail(pick(cases, SLOT_FAILED), /a failed slot ran again/)
+      await mustFail(pick(cases, SLOT_HELD), /a slot ran while a run of an earlier slot held the lock/)
+    })
+
+    it('a provider declared with an inspector that has none, and the other way round', async () => {
+      await mustFail(pick(suiteFor({}, { slots: { inspector: true } }), SLOT_DECLARED), /declare slots: \{ inspector: false \}/)
+      await mustFail(pick(slotSuite((real) => real, false), SLOT_DECLARED), /declare slots: \{ inspector: true \}/)
+    })
+
+    it('an inspector whose removeExpired() ignores the prefix, or removes live records', async () => {
+      await mustFail(pick(slotSuite((real) => ({ ...real, removeExpired: () => real.removeExpired() })), SLOT_REMOVE_EXPIRED), /removed 4 records/)
+      const removesLive: (real: LockInspector) => LockInspector = (real) => ({
+        ...real,
+        removeExpired: async (selection) => {
+          let removed = 0
+          for (const record of (await real.list(selection)).locks) if (await real.release(record)) removed++
+          return removed + (await real.removeExpired(selection))
+        },
+      })
+      await mustFail(pick(slotSuite(removesLive), SLOT_REMOVE_EXPIRED), /the slot records left under the prefix/)
+    })
+
+    it('an inspector that lists no slot records: the slot record is not listed, and a catch-up finds no history', async () => {
+      const blind = (real: LockInspector): LockInspector => ({ ...real, list: async (selection) => ({ ...(await real.list(selection)), locks: [] }) })
+      await mustFail(pick(slotSuite(blind), SLOT_LISTED), /the slot records listed under the prefix/)
+      await mustFail(pick(slotSuite(blind), SLOT_CATCH_UP), /the missed slots, each once, oldest first/)
+    })
+  })
+
+  it('a provider that takes an expired configuration or a look-alike fails', async () => {
+    await mustFail(pick(suiteFor({ acceptsAnyConfiguration: true }), REFUSES), /expired configuration was not refused/)
+  })
+
+  it('a correct provider passes the configuration and the left-running nested call cases', async () => {
+    await pick(suiteFor({}), REFUSES).run()
+    await pick(suiteFor({}), NESTED).run()
+  })
+
+  it('a provider that grants everything fails the left-running nested call case', async () => {
+    await mustFail(pick(suiteFor({ grantsEverything: true }), NESTED), /another node ran the task/)
   })
 })
 
@@ -216,12 +333,12 @@ describe('lockProviderSuite cases', () => {
   const base: LockProviderSuiteOptions = { provider: () => store.provider, isLocked: store.isLocked, extensible: true }
 
   it('have unique names of the form "<group>: <what>"', () => {
-    const cases = lockProviderSuite({ ...base, deleteRecord: store.deleteRecord, maxNameLength: 64, unreachableProvider: () => store.provider })
+    const cases = lockProviderSuite({ ...base, deleteRecord: store.deleteRecord, maxNameLength: 64, unreachableProvider: () => store.provider, slots: { inspector: true } })
     const names = cases.map((c) => c.name)
     expect(new Set(names).size).toBe(names.length)
     expect(names.length).toBeGreaterThanOrEqual(20)
     for (const c of cases) expect(c.name.startsWith(`${c.group}: `)).toBe(true)
-    expect(new Set(cases.map((c) => c.group))).toEqual(new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency']))
+    expect(new Set(cases.map((c) => c.group))).toEqual(new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency', 'slots']))
   })
 
   it('have a positive, finite timeout that grows with timeGranularityMs', () => {
@@ -238,16 +355,25 @@ describe('lockProviderSuite cases', () => {
 
   it('report why optional cases are skipped', () => {
     const cases = lockProviderSuite(base)
-    const skipped = Object.fromEntries(cases.filter((c) => c.skip).map((c) => [c.name, c.skip]))
+    const skipped = Object.fromEntries(cases.filter((c) => c.skip && c.group !== 'slots').map((c) => [c.name, c.skip]))
     expect(skipped).toEqual({
       [DELETED]: 'no deleteRecord given',
       [TOO_LONG]: 'no maxNameLength given',
       [DEAD_STORE]: 'no unreachableProvider given',
     })
+    const slots = cases.filter((c) => c.group === 'slots')
+    expect(slots.length).toBeGreaterThanOrEqual(8)
+    for (const c of slots) expect(c.skip, c.name).toBe('no slots option given')
+  })
+
+  it("skip the slot cases that need an inspector for a provider declared without one, and run the others", () => {
+    const cases = lockProviderSuite({ ...base, slots: { inspector: false } }).filter((c) => c.group === 'slots')
+    expect(cases.filter((c) => c.skip).map((c) => c.name)).toEqual([SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
+    for (const c of cases.filter((c) => c.skip)) expect(c.skip).toBe('the provider has no inspector()')
   })
 
   it('skip every extension case of a provider declared not extensible, saying why', () => {
-    const cases = lockProviderSuite({ ...base, extensible: false, deleteRecord: store.deleteRecord, maxNameLength: 64, unreachableProvider: () => store.provider })
+    const cases = lockProviderSuite({ ...base, extensible: false, deleteRecord: store.deleteRecord, maxNameLength: 64, unreachableProvider: () => store.provider, slots: { inspector: true } })
     const skipped = cases.filter((c) => c.skip)
     expect(skipped.length).toBeGreaterThan(0)
     for (const c of skipped) expect(c.skip).toBe('the provider is declared not extensible')
@@ -263,6 +389,7 @@ describe('lockProviderSuite cases', () => {
       provider: () => broken.provider,
       isLocked: broken.isLocked,
       extensible: true,
+      slots: { inspector: true },
       skip: { [SECOND_LOCK]: 'known issue #12', [DELETED]: 'overridden reason' },
     })
     const second = cases.find((c) => c.name === SECOND_LOCK)!

@@ -1,3 +1,4 @@
+import type { Duration } from '../../src/core/duration.ts'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError, NoActiveLockError, NotLockedError } from '../../src/core/errors.ts'
@@ -5,7 +6,7 @@ import { assertLocked, extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { runLocked } from '../../src/testing/index.ts'
-import { deferred } from '../support/fakes.ts'
+import { deferred, fakeHandle } from '../support/fakes.ts'
 
 /** A nightly job as a user would write it: it insists on running under a lock. */
 async function nightlyReport(): Promise<string> {
@@ -36,7 +37,7 @@ describe('runLocked', () => {
 
   it('extendActiveLock still validates its arguments inside', async () => {
     await runLocked(async () => {
-      await expect(extendActiveLock('10foo')).rejects.toThrow(LockConfigurationError)
+      await expect(extendActiveLock('10foo' as Duration)).rejects.toThrow(LockConfigurationError)
       await expect(extendActiveLock('1m', '2m')).rejects.toThrow(LockConfigurationError)
       await expect(extendActiveLock(-1)).rejects.toThrow(LockConfigurationError)
       // A failed call does not break the next one.
@@ -86,7 +87,7 @@ describe('runLocked', () => {
     const provider: LockProvider = {
       async lock(configuration) {
         calls.push(configuration.name)
-        return { unlock: async () => {} }
+        return fakeHandle({ unlock: async () => {} })
       },
     }
     const executor = createLockingTaskExecutor(provider)

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import {
   type Clock,
   createLockingTaskExecutor,
+  type Duration,
   type LockingTaskExecutorListener,
   LockLostError,
   LockProviderError,
@@ -31,7 +32,7 @@ const TIMER_SLACK_MS = 250
 const SKEW_MS = 30_000
 
 const suffix = (): string => randomBytes(4).toString('hex')
-const config = (name: string, lockAtMostFor: number | string, lockAtLeastFor: number | string = 0, clock: Clock = systemClock) =>
+const config = (name: string, lockAtMostFor: Duration, lockAtLeastFor: Duration = 0, clock: Clock = systemClock) =>
   lockConfiguration({ name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(clock.now()) })
 
 /** A getter, because the store starts at import (top-level await) and may be missing (skipped file). */
@@ -47,22 +48,33 @@ function expectNoEscapes(problems: WorkerProblems, where: string): void {
  * 1. Holder killed: a worker process takes the lock and is SIGKILLed in the middle of its task.
  * Another node, polling every tick, must not get the lock before the dead holder's
  * `lockAtMostUntil` (less what the store documents as early expiry), and must get it at the first
- * tick after it (plus the store's documented late expiry).
+ * tick after the store's own deadline (plus the store's documented late expiry).
+ *
+ * The store's deadline is the configuration's `lockAtMostUntil` only where the app clock decides
+ * (the provider writes it). A database or store server counts `lockAtMostFor` from its own now
+ * when the acquire reaches it: after the configuration's `createdAt`, by the acquire's latency
+ * (the holder's first lock() also connects its pool and reads the table), which a loaded machine
+ * stretches past a tick. Its deadline lies between `lockAtMostUntil` and the moment the holder's
+ * task started plus `lockAtMostFor`.
  */
 export function holderKilled(sut: Sut): void {
   it('holder killed (SIGKILL): no other node locks before lockAtMostFor ends, one does within a tick after', async () => {
     const s = sut()
     const lockAtMostFor = Math.max(3_000, s.facts.minLockMs)
     const name = `killed-${suffix()}`
+    // Connected and warmed up before the holder starts, so that its polls measure the store, not
+    // the setup of a new client.
+    const provider = await s.node()
+    await (await provider.lock(config(`warm-${suffix()}`, '30s')))?.unlock()
     const holder = WorkerProcess.start({ mode: 'hold', node: 'holder', spec: s.spec(), name, lockAtMostFor })
     const locked = await holder.next('locked', 30_000)
     await holder.kill('SIGKILL')
     const until = locked.lockAtMostUntil as number
+    const latestDeadline = s.facts.expiry === 'app' ? until : Math.max(until, (locked.startedAt as number) + lockAtMostFor)
     expect(await s.isHeld(name), 'the killed holder left its lock in the store').toBe(true)
 
-    const provider = await s.node()
     const attempts: { sentAt: number; answeredAt: number; acquired: boolean }[] = []
-    const deadline = until + s.facts.lateMs + 15_000
+    const deadline = latestDeadline + s.facts.lateMs + 15_000
     for (;;) {
       const sentAt = Date.now()
       const lock = await provider.lock(config(name, '30s'))
@@ -79,9 +91,17 @@ export function holderKilled(sut: Sut): void {
     expect(refusedWhileHeld, 'attempts refused while the dead holder\'s lock lasted').toBeGreaterThanOrEqual(5)
     assert.ok(acquired, `no node got the lock within ${deadline - until} ms after lockAtMostUntil`)
     expect(acquired.answeredAt, 'acquired before lockAtMostUntil (ms before it)').toBeGreaterThanOrEqual(until - s.facts.earlyMs)
-    const firstDue = attempts.find((a) => a.sentAt >= until + s.facts.lateMs)
-    if (firstDue) expect(acquired.sentAt, 'the first attempt after lockAtMostUntil (+ the store\'s expiry lag) did not get the lock').toBeLessThanOrEqual(firstDue.sentAt)
-    recordFigure({ store: s.label, group: 'holder-killed', faults: 1, note: `lock free ${acquired.answeredAt - until} ms after the dead holder's lockAtMostUntil (tick ${TICK_MS} ms), ${refusedWhileHeld} attempts refused before` })
+    const firstDue = attempts.find((a) => a.sentAt >= latestDeadline + s.facts.lateMs)
+    if (firstDue) {
+      expect(acquired.sentAt, "the first attempt after the store's deadline (+ its expiry lag) did not get the lock").toBeLessThanOrEqual(firstDue.sentAt)
+    }
+    const latency = (locked.startedAt as number) - (locked.createdAt as number)
+    recordFigure({
+      store: s.label,
+      group: 'holder-killed',
+      faults: 1,
+      note: `lock free ${acquired.answeredAt - until} ms after the dead holder's lockAtMostUntil (tick ${TICK_MS} ms; its acquire took ${latency} ms), ${refusedWhileHeld} attempts refused before`,
+    })
   }, 60_000)
 }
 

@@ -12,7 +12,7 @@ declare module 'vitest' {
 export interface Figure {
   /** Store (or `core`, `cli`). */
   store: string
-  /** Fault group: `holder-killed`, `store-restart`, `network-cut`, `clock-skew`, `outlives`, `soak`, `bad-input`, `secrets`. */
+  /** Fault group: `holder-killed`, `store-restart`, `network-cut`, `clock-skew`, `outlives`, `soak`, `bad-input`, `secrets`, `slot-skew`, `slot-missed`, `slot-history`. */
   group: string
   /** Faults injected: kills, restarts, network cuts, skewed clocks, outlived locks, failing password-bearing connections. */
   faults: number
@@ -24,6 +24,22 @@ export interface Figure {
   overlaps?: number
   /** Anything else worth printing, e.g. what a store kept across a restart. */
   note?: string
+  /** The slot proofs (docs/slots.md): what one store and mode ran. */
+  slots?: SlotFigures
+}
+
+/** What a slot proof counted, from the tasks' own proof ledger. */
+export interface SlotFigures {
+  /** `plain` (the control: no slot), `slot`, or the catch-up policy of the missed-slots proof. */
+  mode: string
+  /** Slots the schedule fired (or, in the missed-slots proof, had). */
+  slots: number
+  /** Executions per node, by node name. */
+  runsPerNode: Record<string, number>
+  /** Executions beyond the first of each slot. */
+  duplicates: number
+  /** Slots that should have run and did not. */
+  missing: number
 }
 
 /** Records `figure` for the final summary line (and prints it now, for the log). */

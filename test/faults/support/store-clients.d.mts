@@ -1,4 +1,4 @@
-import type { Clock, LockProvider } from 'shedlock'
+import type { Clock, LockProvider, RunLedger } from 'shedlock'
 import type { SqliteDatabase } from 'shedlock/sqlite'
 
 /** The stores the fault suite runs against processes and servers of its own. */
@@ -28,6 +28,8 @@ export interface StoreSpec {
   password?: string
   /** SQL pool size. @default 10 */
   poolSize?: number
+  /** SQL: the run ledger's table (`shedlock init --runs-table`). @default "shedlock_runs" */
+  runsTable?: string
 }
 
 /** Options of one node. */
@@ -36,11 +38,17 @@ export interface NodeOptions {
   clock?: Clock
   /** Connection and operation timeouts in ms. @default 2000 */
   timeoutMs?: number
+  /** The provider's `lockedBy` (the stores that keep an owner: SQL, Redis, etcd, DynamoDB): names the node in `locked_by` and in the run ledger. @default the host name */
+  lockedBy?: string
+  /** Give the node a run ledger over its client (PostgreSQL, MySQL, SQLite, Redis; other stores throw). */
+  runLedger?: boolean
 }
 
 /** One node: a provider over its own client. */
 export interface StoreNode {
   provider: LockProvider
+  /** The run ledger, when `runLedger` was asked. */
+  runLedger?: RunLedger
   close(): Promise<void>
 }
 

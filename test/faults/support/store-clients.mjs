@@ -9,6 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 /** Where every fault-suite client connects. */
 const HOST = '127.0.0.1'
 
+/** The stores with a run ledger (`<store>RunLedger`). */
+const LEDGER_STORES = ['postgres', 'mysql', 'sqlite', 'redis']
+
 /** Connection options that make failures show within seconds, not minutes. */
 const TIMEOUT_MS = 2000
 
@@ -20,7 +23,10 @@ const TIMEOUT_MS = 2000
 export async function openNode(spec, options = {}) {
   const clock = options.clock
   const timeout = options.timeoutMs ?? TIMEOUT_MS
-  const withClock = (o) => (clock ? { ...o, clock } : o)
+  const withNode = (o) => ({ ...o, ...(clock ? { clock } : {}), ...(options.lockedBy ? { lockedBy: options.lockedBy } : {}) })
+  // The run ledger over the node's own client, where asked: the history the CLI reads back.
+  const ledger = async (open) => (options.runLedger ? open() : undefined)
+  if (options.runLedger && !LEDGER_STORES.includes(spec.store)) throw new Error(`${spec.store} keeps no run ledger; those that do: ${LEDGER_STORES.join(', ')}`)
   switch (spec.store) {
     case 'postgres': {
       const { default: pg } = await import('pg')
@@ -38,7 +44,8 @@ export async function openNode(spec, options = {}) {
       // crashes the process (documented by pg). An application must attach one too.
       pool.on('error', () => {})
       return {
-        provider: postgresLockProvider(withClock({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        provider: postgresLockProvider(withNode({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        runLedger: await ledger(async () => (await import('shedlock/postgres')).postgresRunLedger({ client: pool, tableName: spec.runsTable })),
         close: () => pool.end().catch(() => {}),
       }
     }
@@ -55,7 +62,8 @@ export async function openNode(spec, options = {}) {
         connectTimeout: timeout,
       })
       return {
-        provider: mysqlLockProvider(withClock({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        provider: mysqlLockProvider(withNode({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        runLedger: await ledger(async () => (await import('shedlock/mysql')).mysqlRunLedger({ client: pool, tableName: spec.runsTable })),
         close: () => pool.end().catch(() => {}),
       }
     }
@@ -63,7 +71,8 @@ export async function openNode(spec, options = {}) {
       const { sqliteLockProvider } = await import('shedlock/sqlite')
       const { database } = await openSqlite(spec.file, spec.busyTimeoutMs ?? 5000)
       return {
-        provider: sqliteLockProvider(withClock({ database, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        provider: sqliteLockProvider(withNode({ database, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
+        runLedger: await ledger(async () => (await import('shedlock/sqlite')).sqliteRunLedger({ database, tableName: spec.runsTable })),
         close: async () => database.close(),
       }
     }
@@ -73,7 +82,8 @@ export async function openNode(spec, options = {}) {
       const client = new Redis({ host: HOST, port: spec.port, password: spec.password, connectTimeout: timeout, retryStrategy: () => 200 })
       client.on('error', () => {})
       return {
-        provider: redisLockProvider(withClock({ client, environment: spec.environment, timeout })),
+        provider: redisLockProvider(withNode({ client, environment: spec.environment, timeout })),
+        runLedger: await ledger(async () => (await import('shedlock/redis')).redisRunLedger({ client, environment: spec.environment, timeout })),
         close: async () => client.disconnect(),
       }
     }
@@ -82,7 +92,7 @@ export async function openNode(spec, options = {}) {
       const { etcdLockProvider } = await import('shedlock/etcd')
       const client = new Etcd3({ hosts: `http://${HOST}:${spec.port}`, ...(spec.password ? { auth: { username: spec.user, password: spec.password } } : {}) })
       return {
-        provider: etcdLockProvider(withClock({ client, environment: spec.environment, timeout })),
+        provider: etcdLockProvider(withNode({ client, environment: spec.environment, timeout })),
         close: async () => client.close(),
       }
     }
@@ -95,7 +105,7 @@ export async function openNode(spec, options = {}) {
       const nc = await connect({ servers: `${HOST}:${spec.port}`, user: spec.user, pass: spec.password, maxReconnectAttempts: -1, reconnectTimeWait: 200, timeout })
       const kv = await new Kvm(jetstream(nc, { timeout })).create(spec.bucket)
       return {
-        provider: natsLockProvider(withClock({ kv })),
+        provider: natsLockProvider(withNode({ kv })),
         close: () => nc.close().catch(() => {}),
       }
     }
@@ -106,7 +116,7 @@ export async function openNode(spec, options = {}) {
       // memjs logs every failed request to the console; failures here are on purpose.
       const client = memjs.Client.create(`${auth}${HOST}:${spec.port}`, { logger: { log: () => {} }, timeout: timeout / 1000, conntimeout: timeout / 1000, retries: 1 })
       return {
-        provider: memcachedLockProvider(withClock({ client, environment: spec.environment, timeout })),
+        provider: memcachedLockProvider(withNode({ client, environment: spec.environment, timeout })),
         close: async () => client.close(),
       }
     }
@@ -121,7 +131,7 @@ export async function openNode(spec, options = {}) {
         throw new Error(`ZooKeeper at ${HOST}:${spec.port} did not connect within 15 s`)
       }
       return {
-        provider: zookeeperLockProvider(withClock({ client, path: spec.path, timeout })),
+        provider: zookeeperLockProvider(withNode({ client, path: spec.path, timeout })),
         close: async () => client.close(),
       }
     }
@@ -139,7 +149,7 @@ export async function openNode(spec, options = {}) {
         requestHandler: { connectionTimeout: timeout, requestTimeout: timeout },
       })
       return {
-        provider: dynamoDBLockProvider(withClock({ client, tableName: spec.table })),
+        provider: dynamoDBLockProvider(withNode({ client, tableName: spec.table })),
         close: async () => client.destroy(),
       }
     }

@@ -67,6 +67,8 @@ export interface StoreUnderTest {
   keys(): Promise<string[] | undefined>
   /** The key of `name` in `keys()`'s terms. */
   keyOf(name: string): string
+  /** `--url URL [--table T]`: how the CLI reaches the store's locks (and, with `--runs-table`, its run history). */
+  cliArgs(): string[]
   /** Closes the nodes, drops what the test created, stops the server. */
   close(): Promise<void>
 }
@@ -84,6 +86,7 @@ interface Parts {
   remainingMs?(name: string): Promise<number | undefined>
   keys?(): Promise<string[] | undefined>
   keyOf?(name: string): string
+  cliArgs?: string[]
   /** For stores without a worker spec (the MongoDB fake). */
   provider?(clock: Clock | undefined): LockProvider
   dispose(): Promise<void>
@@ -111,6 +114,10 @@ function assemble(parts: Parts): StoreUnderTest {
     remainingMs: parts.remainingMs ?? (async () => undefined),
     keys: parts.keys ?? (async () => undefined),
     keyOf: parts.keyOf ?? ((name) => name),
+    cliArgs: () => {
+      if (!parts.cliArgs) throw new Error(`the fault suite has no CLI URL for ${parts.store}`)
+      return [...parts.cliArgs]
+    },
     async close() {
       await Promise.all(nodes.splice(0).map((close) => close().catch(() => {})))
       await parts.dispose().catch(() => {})
@@ -136,6 +143,7 @@ export async function postgresUnderTest(options: { useDbTime?: boolean; server?:
     facts: { ...SQL_FACTS, expiry: useDbTime ? 'database' : 'app' },
     server: options.server ? undefined : server,
     spec: { store: 'postgres', port: server.port, table, useDbTime },
+    cliArgs: ['--url', `postgres://postgres@127.0.0.1:${server.port}/postgres`, '--table', table],
     isHeld: async (name) => (await query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).length === 1,
     record: async (name) => {
       const rows = await query(`SELECT name, lock_until::text AS u, locked_at::text AS a, locked_by AS b FROM ${table} WHERE name = $1`, [name])
@@ -167,6 +175,7 @@ export async function mysqlUnderTest(options: { useDbTime?: boolean; server?: Ow
     facts: { ...SQL_FACTS, expiry: useDbTime ? 'database' : 'app' },
     server: options.server ? undefined : server,
     spec: { store: 'mysql', port: server.port, table, useDbTime },
+    cliArgs: ['--url', `mysql://root@127.0.0.1:${server.port}/test`, '--table', table],
     isHeld: async (name) => (await query(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > UTC_TIMESTAMP(3)`, [name])).length === 1,
     record: async (name) => {
       const rows = await query(`SELECT name, CAST(lock_until AS CHAR) AS u, CAST(locked_at AS CHAR) AS a, locked_by AS b FROM ${table} WHERE name = ?`, [name])
@@ -199,6 +208,7 @@ export async function sqliteUnderTest(options: { useDbTime?: boolean } = {}): Pr
     facts: { ...SQL_FACTS, expiry: useDbTime ? 'database' : 'app' },
     server: undefined,
     spec: { store: 'sqlite', file, table, useDbTime },
+    cliArgs: ['--url', `sqlite:${file}`, '--table', table],
     isHeld: async (name) => all(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`, name).length === 1,
     record: async (name) => {
       const rows = all(`SELECT * FROM ${table} WHERE name = ?`, name)
@@ -230,6 +240,7 @@ export async function redisUnderTest(options: { persistent?: boolean } = {}): Pr
     facts: { extensible: true, expiry: 'server', earlyMs: 0, lateMs: 0, minLockMs: 0, keepsLocksAcrossRestart: Boolean(options.persistent) },
     server,
     spec: { store: 'redis', port: server.port, environment },
+    cliArgs: ['--url', `redis://127.0.0.1:${server.port}?environment=${environment}`],
     isHeld: async (name) => (await raw.exists(keyOf(name))) === 1,
     record: async (name) => (await raw.get(keyOf(name))) ?? undefined,
     remainingMs: async (name) => {

@@ -10,12 +10,16 @@
 // - soak: fires every lock name on a fixed period and writes each execution's start and end to
 //   a ledger file;
 // - secrets: provokes failures with password-bearing clients, with NODE_DEBUG=shedlock, and
-//   reports every error text; the test scans those and this process's output for the password.
+//   reports every error text; the test scans those and this process's output for the password;
+// - slot-skew: a proof scheduler on a skewed clock fires every configuration (a store and a lock
+//   name, plain or slot mode) on a period grid, and each execution is appended to a proof ledger;
+// - slot-missed: the same scheduler, stopped after a few slots ('first'), or a node restarting
+//   after an outage that catches up at an agreed instant ('restart').
 
-import { createWriteStream } from 'node:fs'
+import { appendFileSync, createWriteStream } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { inspect } from 'node:util'
-import { createLockingTaskExecutor, inMemoryLockProvider, keepAliveLockProvider } from 'shedlock'
+import { createLockingTaskExecutor, inMemoryLockProvider, keepAliveLockProvider, lockConfiguration } from 'shedlock'
 import { openNode } from './store-clients.mjs'
 
 const job = JSON.parse(process.argv[2] ?? '{}')
@@ -36,6 +40,73 @@ function describe(error) {
   return { name: error.name, message: error.message, provider: error.provider, lockName: error.lockName, causes }
 }
 
+/**
+ * The proof scheduler of the slot proofs: fires `first`, `first + periodMs`, … (`count` fires)
+ * when `clock` reads each of them, `lateMs` late, and calls `fire(slot)` with the nominal fire
+ * time (epoch ms), however late the timer was. `fireTimes(from, to)` is its own enumeration of
+ * those fire times, what catch-up asks a scheduler for.
+ */
+function proofSchedule({ first, periodMs, count }) {
+  const slots = Array.from({ length: count }, (_, k) => first + k * periodMs)
+  return {
+    fireTimes: (from, to) => slots.filter((slot) => slot >= from.getTime() && slot <= to.getTime()).map((slot) => new Date(slot)),
+    async run(clock, lateMs, fire, fires = count) {
+      for (const slot of slots.slice(0, fires)) {
+        await sleep(Math.max(0, slot + lateMs - clock()))
+        fire(slot)
+      }
+    },
+  }
+}
+
+/**
+ * One store node per store of the job's configurations (with a run ledger where a configuration
+ * asks for one), warmed up, and an executor per configuration. `job.node` names the node in the
+ * store (`lockedBy`) and in the run ledger.
+ */
+async function openConfigurations(configurations) {
+  const nodes = new Map()
+  const executors = []
+  for (const c of configurations) {
+    const key = JSON.stringify(c.spec)
+    if (!nodes.has(key)) {
+      const runLedger = configurations.some((o) => o.runLedger && JSON.stringify(o.spec) === key)
+      const node = await openNode(c.spec, { lockedBy: job.node, runLedger })
+      // Connected before the first fire: a slot's claim must measure the store, not a pool's start.
+      await (await node.provider.lock(lockConfiguration({ name: `warm-${job.node}`, lockAtMostFor: '10s' })))?.unlock()
+      await node.runLedger?.history(`warm-${job.node}`, { limit: 1 })
+      nodes.set(key, node)
+    }
+    const node = nodes.get(key)
+    executors.push(createLockingTaskExecutor(node.provider, { node: job.node, ...(c.runLedger ? { runLedger: node.runLedger } : {}) }))
+  }
+  return { executors, close: () => Promise.race([Promise.all([...nodes.values()].map((node) => node.close())), sleep(3000)]) }
+}
+
+/** The task of the slot proofs: 1 ms of work, appended to this node's proof ledger (JSONL: node, name, slot, start, end). */
+function proofTask(name, nominal) {
+  return async ({ slot }) => {
+    const start = Date.now()
+    await sleep(1)
+    const end = Date.now()
+    appendFileSync(job.proofLedger, `${JSON.stringify({ node: job.node, name, slot: slot?.getTime() ?? nominal, start, end })}\n`)
+  }
+}
+
+/** How one node's attempts of one configuration ended. */
+function newTally() {
+  return { executed: 0, slotDone: 0, held: 0, closed: 0, heldSlots: [], errors: [] }
+}
+
+function count(tally, slot, outcome) {
+  if (outcome.executed) tally.executed++
+  else if (outcome.reason === 'slot-done') tally.slotDone++
+  else if (outcome.reason === 'held') {
+    tally.held++
+    tally.heldSlots.push(slot)
+  } else tally.closed++
+}
+
 const modes = {
   async hold() {
     const node = await openNode(job.spec, job.nodeOptions)
@@ -44,7 +115,9 @@ const modes = {
     setInterval(() => {}, 1 << 30)
     const outcome = await executor.executeWithLock(
       async ({ configuration }) => {
-        await send({ type: 'locked', createdAt: configuration.createdAt.getTime(), lockAtMostUntil: configuration.lockAtMostUntil.getTime() })
+        // startedAt: the store granted the lock before this instant, so it counted lockAtMostFor
+        // from no later than it.
+        await send({ type: 'locked', createdAt: configuration.createdAt.getTime(), lockAtMostUntil: configuration.lockAtMostUntil.getTime(), startedAt: Date.now() })
         await new Promise(() => {})
       },
       { name: job.name, lockAtMostFor: job.lockAtMostFor },
@@ -185,6 +258,77 @@ const modes = {
     await new Promise((resolve) => ledger.end(resolve))
     await send({ type: 'report', counts, errors: Object.fromEntries(errorSamples), heap, problems })
     await Promise.race([node.close(), sleep(3000)])
+    process.exit(0)
+  },
+
+  async 'slot-skew'() {
+    const { executors, close } = await openConfigurations(job.configurations)
+    const tallies = job.configurations.map(() => newTally())
+    await send({ type: 'ready' })
+    const go = await new Promise((resolve) => process.once('message', resolve))
+    const schedule = proofSchedule({ first: go.first, periodMs: job.periodMs, count: go.count })
+    // This node's clock: the system's, job.skewMs off. Only its scheduler reads it, so it fires
+    // slot T at real time T - skewMs (+ lateMs), and passes the same nominal T as every node.
+    const clock = () => Date.now() + job.skewMs
+    const attempts = []
+    await schedule.run(clock, job.lateMs, (slot) => {
+      job.configurations.forEach((c, i) => {
+        const request = { name: c.name, lockAtMostFor: '10s', lockAtLeastFor: 0, ...(c.slot ? { slot: new Date(slot) } : {}) }
+        attempts.push(
+          executors[i].executeWithLock(proofTask(c.name, slot), request).then(
+            (outcome) => count(tallies[i], slot, outcome),
+            (error) => tallies[i].errors.push({ slot, error: describe(error) }),
+          ),
+        )
+      })
+    })
+    await Promise.all(attempts)
+    await send({ type: 'report', tallies, problems })
+    await close()
+    process.exit(0)
+  },
+
+  async 'slot-missed'() {
+    const { executors, close } = await openConfigurations(job.configurations)
+    await send({ type: 'ready' })
+    const go = await new Promise((resolve) => process.once('message', resolve))
+    const schedule = proofSchedule(go.schedule)
+    if (job.role === 'first') {
+      // Runs the schedule's first fires as slot runs, then stops: the outage begins.
+      const tallies = job.configurations.map(() => newTally())
+      const attempts = []
+      await schedule.run(Date.now, 0, (slot) => {
+        job.configurations.forEach((c, i) => {
+          attempts.push(
+            executors[i].executeWithLock(proofTask(c.name, slot), { name: c.name, lockAtMostFor: '10s', slot: new Date(slot) }).then(
+              (outcome) => count(tallies[i], slot, outcome),
+              (error) => tallies[i].errors.push({ slot, error: describe(error) }),
+            ),
+          )
+        })
+      }, go.fires)
+      await Promise.all(attempts)
+      await send({ type: 'report', tallies, problems })
+    } else {
+      // A node starting after the outage: every configuration catches up at the agreed instant.
+      await sleep(Math.max(0, go.at - Date.now()))
+      const startedAt = Date.now()
+      const results = await Promise.all(
+        job.configurations.map((c, i) =>
+          executors[i].catchUp(proofTask(c.name, undefined), { name: c.name, lockAtMostFor: '10s' }, { policy: c.policy, within: '1m', fireTimes: schedule.fireTimes }).then(
+            (result) => ({
+              outcome: result.outcome,
+              missed: result.missed.map((d) => d.getTime()),
+              ran: result.ran.map((d) => d.getTime()),
+              failed: result.failed.map((f) => ({ slot: f.slot.getTime(), error: describe(f.error) })),
+            }),
+            (error) => ({ error: describe(error) }),
+          ),
+        ),
+      )
+      await send({ type: 'report', startedAt, results, problems })
+    }
+    await close()
     process.exit(0)
   },
 

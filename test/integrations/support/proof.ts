@@ -27,6 +27,16 @@ export interface ProofRun {
   stopping: number
 }
 
+/**
+ * The lines of a proof process's stderr that are errors. cron (also the engine of
+ * @nestjs/schedule) prints "[Cron] Missed execution deadline by …ms" when a loaded machine fires a
+ * timer late (it then runs the tick at once, or skips it past its threshold): a note about
+ * scheduling, not an error.
+ */
+export function stderrErrors(run: Pick<ProofRun, 'stderr'>): string[] {
+  return run.stderr.split('\n').filter((line) => line !== '' && !/^\[Cron\] Missed execution deadline by \d+ms/.test(line))
+}
+
 /** What a ledger shows over the window where every process was scheduling. */
 export interface ProofReport {
   /** Ticks (epoch seconds) every process was up for, first to last. */

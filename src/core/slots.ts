@@ -1,0 +1,37 @@
+import { LockConfigurationError } from './errors.ts'
+
+/**
+ * How long a slot's record is kept by default: 24 hours. For as long as it is kept, no node runs
+ * that slot again, whatever its clock or scheduler says; it must exceed the worst clock skew and
+ * scheduling delay between nodes (seconds), and the catch-up window.
+ */
+export const DEFAULT_SLOT_RETENTION = '24h'
+
+// `<name>@<slot>`, the slot in ISO-8601 basic format (no '-' or ':', which some stores escape).
+const SLOT_SUFFIX = /@(\d{8}T\d{6}(?:\.\d{3})?Z)$/
+
+/**
+ * The name of the record that says slot `slot` of lock `name` ran (or was skipped) somewhere:
+ * `<name>@<slot>` with the slot in ISO-8601 basic format, e.g. `nightly-report@20261124T020000Z`
+ * (milliseconds only when not zero). It is a lock record of its own, in the provider's format, held
+ * for the slot retention: on a SQL store a row of the lock table, on Redis a key.
+ *
+ * @throws LockConfigurationError for a slot that is not a valid Date.
+ */
+export function slotRecordName(name: string, slot: Date): string {
+  if (!(slot instanceof Date) || Number.isNaN(slot.getTime())) {
+    throw new LockConfigurationError(`Lock "${name}": slot must be a valid Date (the scheduled fire time), got ${slot instanceof Date ? 'an Invalid Date' : typeof slot}`)
+  }
+  const iso = slot.toISOString().replace(/[-:]/g, '').replace('.000Z', 'Z')
+  return `${name}@${iso}`
+}
+
+/** The lock name and slot of a slot record's name, or `undefined` when `recordName` is not one. */
+export function parseSlotRecordName(recordName: string): { name: string; slot: Date } | undefined {
+  const match = SLOT_SUFFIX.exec(recordName)
+  if (!match) return undefined
+  const basic = match[1]!
+  const iso = `${basic.slice(0, 4)}-${basic.slice(4, 6)}-${basic.slice(6, 11)}:${basic.slice(11, 13)}:${basic.slice(13)}`
+  const slot = new Date(iso)
+  return Number.isNaN(slot.getTime()) ? undefined : { name: recordName.slice(0, match.index), slot }
+}

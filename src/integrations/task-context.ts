@@ -1,0 +1,46 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { ExecutorClosedError, NotLockedError } from '../core/errors.ts'
+import type { LockingTaskExecutor, TaskContext } from '../core/locking-task-executor.ts'
+
+// The integrations call functions with the scheduler's arguments, not with the executor's task
+// context: it travels in the async context instead. One per process, like the lock context.
+const storage = new AsyncLocalStorage<TaskContext>()
+
+/** Runs `fn` with `context` as the task context of its async context. */
+export function runInTaskContext<T>(context: TaskContext, fn: () => T): T {
+  return storage.run(context, fn)
+}
+
+/**
+ * The context of the locked task this code runs in, inside a `withLock()` function, a
+ * `@SchedulerLock` method, or a run of a node-cron catch-up: its `signal` (aborts on a shutdown,
+ * when the lock is lost, or with the reason of `withLock`'s `signal`), its lock `configuration`,
+ * and its `slot` (the scheduled fire time of a slot run or a catch-up run; `undefined`
+ * otherwise). `executeWithLock()` tasks get the same object as their argument.
+ *
+ * ```ts
+ * const sync = withLock(provider, { name: 'sync', lockAtMostFor: '10m', slot: true }, async () => {
+ *   const { signal, slot } = taskContext()
+ *   await syncOrders({ until: slot, signal })
+ * })
+ * ```
+ *
+ * @throws NotLockedError outside such a function.
+ */
+export function taskContext(): TaskContext {
+  const context = storage.getStore()
+  if (!context) {
+    throw new NotLockedError('taskContext() is only known inside a withLock() function or a @SchedulerLock method (an executeWithLock() task gets its context as its argument)')
+  }
+  return context
+}
+
+/**
+ * True when `error` is how a task stopped for a shutdown: the reason its signal aborted with,
+ * `ExecutorClosedError` from a closed executor, or the reason of the integration's own shutdown
+ * `signal`. Such a run counts as skipped, not failed: it resolves to `undefined`.
+ */
+export function isShutdownStop(error: unknown, executor: LockingTaskExecutor, signal: AbortSignal | undefined): boolean {
+  if (signal?.aborted && error === signal.reason) return true
+  return error instanceof ExecutorClosedError && executor.closed
+}
