@@ -8,7 +8,7 @@ import { postgresSchema } from 'shedlock/postgres'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { connectOrSkip, uniqueTable } from '../../../test/support/backends.ts'
 import { ensureNestjsBuilt, tsc } from '../../../test/integrations/support/build.ts'
-import { analyse, countDoubleRuns, killProofProcesses, readLedger, runProofProcess, summary } from '../../../test/integrations/support/proof.ts'
+import { analyse, countDoubleRuns, killProofProcesses, readLedger, runProofProcess, stderrErrors, summary } from '../../../test/integrations/support/proof.ts'
 
 // Three processes of a NestJS app (test/fixtures/proof-app/main.ts, compiled here with tsc for
 // its decorator metadata) share one PostgreSQL database, with @Cron jobs every second for 6 s:
@@ -62,13 +62,7 @@ describe('@nestjs/schedule: three processes over one PostgreSQL database', () =>
       return ['below', 'above'].map((job) => analyse(records.filter((r) => r.job === job), runs))
     })
     for (const run of runs) {
-      // cron (the engine of @nestjs/schedule) prints "[Cron] Missed execution deadline by …ms"
-      // when a loaded machine fires a timer late: a note about scheduling, not an error. Any other
-      // line is one.
-      const stderr = run.stderr
-        .split('\n')
-        .filter((line) => line !== '' && !/^\[Cron\] Missed execution deadline by \d+ms/.test(line))
-      expect(stderr, `stderr of node ${run.node}`).toEqual([])
+      expect(stderrErrors(run), `stderr of node ${run.node}`).toEqual([])
       expect(run.code, `exit code of node ${run.node}\n${run.stdout}`).toBe(0)
       expect(run.stdout).toContain('stopped')
     }

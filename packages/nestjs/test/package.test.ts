@@ -22,8 +22,8 @@ describe('@shedlock/nestjs package.json', () => {
     expect(pkg.devDependencies).toEqual({ shedlock: 'file:../..' })
   })
 
-  it('exports the module, the decorator and the tokens', () => {
+  it('exports the module, the decorator, the service and the tokens', () => {
     expect(pkg.exports['.']).toEqual({ types: './dist/index.d.ts', default: './dist/index.js' })
-    expect(Object.keys(nestjs).sort()).toEqual(['SCHEDULER_LOCK_OPTIONS', 'SHEDLOCK_MODULE_OPTIONS', 'SchedulerLock', 'ShedLockModule'])
+    expect(Object.keys(nestjs).sort()).toEqual(['SCHEDULER_LOCK_OPTIONS', 'SHEDLOCK_EXECUTOR', 'SHEDLOCK_MODULE_OPTIONS', 'SchedulerLock', 'ShedLockModule', 'ShedLockService'])
   })
 })

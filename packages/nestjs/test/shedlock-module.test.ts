@@ -3,7 +3,7 @@ import { Inject, Injectable, type INestApplicationContext, Module } from '@nestj
 import { NestFactory } from '@nestjs/core'
 import { Cron, Interval, SchedulerRegistry, ScheduleModule, Timeout } from '@nestjs/schedule'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { assertLocked, inMemoryLockProvider, LockConfigurationError, lockConfiguration, type LockProvider } from 'shedlock'
+import { assertLocked, type Duration, inMemoryLockProvider, LockConfigurationError, lockConfiguration, type LockProvider } from 'shedlock'
 import { afterEach, describe, expect, it } from 'vitest'
 import { SCHEDULER_LOCK_OPTIONS, SchedulerLock, SHEDLOCK_MODULE_OPTIONS, ShedLockModule, type ShedLockModuleOptions } from '../src/index.ts'
 
@@ -203,7 +203,7 @@ describe('bad input fails where the class is defined, naming class, method and l
       'bad durations',
       () => {
         class Reports {
-          @SchedulerLock({ name: 'nightly', lockAtMostFor: '10 minutes' })
+          @SchedulerLock({ name: 'nightly', lockAtMostFor: '10 minutes' as Duration })
           async nightly(): Promise<void> {}
         }
         return Reports
