@@ -44,16 +44,18 @@ describe('package.json', () => {
     it('is named after its module', () => {
       const stem = (target as { default: string }).default.slice('./dist/'.length, -'.js'.length)
       if (key === '.') expect(stem).toBe('index')
-      else expect(stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`)).toBe(true)
+      else expect(stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`) || stem.endsWith(`/${key.slice(2)}/index`), stem).toBe(true)
     })
   })
 
-  it('every provider module but in-memory has an export entry', () => {
+  it('every store folder but in-memory (exported from the root) has an export entry', () => {
     const exported = new Set(entries.map(([, target]) => (target as { default?: string }).default))
-    const providers = readdirSync(`${rootDir}src/providers`).filter((file) => file.endsWith('.ts') && file !== 'in-memory.ts')
-    expect(providers.length).toBeGreaterThan(0)
-    const missing = providers.filter((file) => !exported.has(`./dist/providers/${file.replace(/\.ts$/, '.js')}`))
-    expect(missing, 'src/providers/ files without an export entry').toEqual([])
+    const stores = readdirSync(`${rootDir}src/providers`, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && entry.name !== 'in-memory')
+      .map((entry) => entry.name)
+    expect(stores.length).toBeGreaterThan(0)
+    const missing = stores.filter((store) => !exported.has(`./dist/providers/${store}/index.js`))
+    expect(missing, 'src/providers/ folders without an export entry').toEqual([])
   })
 })
 
