@@ -13,16 +13,28 @@ export async function freePort(): Promise<number> {
   return port
 }
 
-/** True when something accepts connections on 127.0.0.1:`port`. */
-export function portOpen(port: number): Promise<boolean> {
+/** True when something accepts connections on 127.0.0.1:`port` within `timeoutMs`. */
+export function portOpen(port: number, timeoutMs = 1000): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = tcpConnect(port, '127.0.0.1')
-    socket.once('connect', () => {
+    const done = (open: boolean): void => {
       socket.destroy()
-      resolve(true)
-    })
-    socket.once('error', () => resolve(false))
+      resolve(open)
+    }
+    socket.setTimeout(timeoutMs, () => done(false))
+    socket.once('error', () => done(false))
+    socket.once('connect', () => done(true))
   })
+}
+
+/** Polls `check` every 50 ms until it holds; false after `ms`. */
+export async function waitFor(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) return false
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  return true
 }
 
 /** Stops a child process: SIGTERM, then SIGKILL after 10 s. Resolves once it exited. */

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterAll } from 'vitest'
 
@@ -63,15 +62,7 @@ export function cli(args: readonly string[], options: CliOptions = {}): Promise<
   return startCli(args, options).done
 }
 
-/** Polls `check` every 50 ms until it holds; false after `ms`. */
-export async function waitFor(check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) return false
-    await sleep(50)
-  }
-  return true
-}
+export { waitFor } from '../../support/processes.ts'
 
 /** The lines of a text, without the final newline. */
 export function lines(text: string): string[] {

@@ -17,6 +17,7 @@ import {
 } from 'shedlock'
 import { expect, it } from 'vitest'
 import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
+import { waitFor } from '../../support/processes.ts'
 import { badLockNames } from './bad-input.ts'
 import { recordFigure } from './figures.ts'
 import { checkLedger, heapSlope, readLedgers } from './ledger.ts'
@@ -598,11 +599,7 @@ async function retrying<T>(read: () => Promise<T>): Promise<T> {
 
 /** Polls `check` every 50 ms until it holds, or fails after `ms`. */
 export async function eventually(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`)
-    await sleep(50)
-  }
+  if (!(await waitFor(check, ms))) assert.fail(`timed out after ${ms} ms waiting for ${what}`)
 }
 
 /** Which of the fault groups apply to a store; see {@link storeFaults}. */

@@ -1,10 +1,11 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process'
 import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createConnection, createServer } from 'node:net'
+import { createConnection } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { freePort, portOpen } from '../../support/processes.ts'
 
 /**
  * Store servers of the fault suite's own: each on free loopback ports and a data folder of its
@@ -29,31 +30,7 @@ export interface OwnServer {
   destroy(): Promise<void>
 }
 
-/** A TCP port free right now on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', resolve)
-  })
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-/** True when something accepts connections on 127.0.0.1:`port`. */
-export function portOpen(port: number, timeoutMs = 1000): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port })
-    const done = (open: boolean): void => {
-      socket.destroy()
-      resolve(open)
-    }
-    socket.setTimeout(timeoutMs, () => done(false))
-    socket.once('error', () => done(false))
-    socket.once('connect', () => done(true))
-  })
-}
+export { freePort, portOpen }
 
 /** Sends `command` on a fresh connection and resolves to the first reply, or '' on failure. */
 export function ask(port: number, command: string, timeoutMs = 1000): Promise<string> {
