@@ -312,29 +312,6 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       expect(ran).toBe(false)
     })
 
-    it('works again, without a restart, once a stopped server is back', async () => {
-      // A dynalite of its own, so that stopping it disturbs no other test.
-      const own = await startDynalite()
-      servers.push(own.server)
-      const ownClient = new DynamoDBClient({ ...dummy, endpoint: `http://127.0.0.1:${own.port}`, maxAttempts: 1 })
-      clients.push(ownClient)
-      await createDynamoDBLockTable(ownClient, 'Shedlock')
-      const provider = dynamoDBLockProvider({ client: ownClient, tableName: 'Shedlock' })
-      const held = await provider.lock(lockConfiguration({ name: 'outage', lockAtMostFor: '1m' }))
-      assert.ok(held)
-
-      await stopDynalite(own.server)
-      await expect(held.unlock()).rejects.toThrow(/^dynamodb: could not release lock "outage": DynamoDB is unreachable/)
-      await expect(provider.lock(lockConfiguration({ name: 'outage-2', lockAtMostFor: '1m' }))).rejects.toThrow(/DynamoDB is unreachable/)
-
-      // dynalite comes back empty (it keeps data in memory): recreate the table, as an operator would.
-      await new Promise<void>((resolve) => own.server.listen(own.port, '127.0.0.1', () => resolve()))
-      await createDynamoDBLockTable(ownClient, 'Shedlock')
-      const result = await createLockingTaskExecutor(provider).executeWithLock(() => 'ran', { name: 'outage-2', lockAtMostFor: '1m' })
-      expect(result).toEqual({ executed: true, result: 'ran' })
-      await held.unlock()
-    })
-
     it('a provider whose partitionKey does not match the table says so', async () => {
       const error = await dynamoDBLockProvider({ client, tableName: table, partitionKey: 'name' })
         .lock(lockConfiguration({ name: 'wrong-key', lockAtMostFor: '1m' }))

@@ -1,6 +1,5 @@
 import type { Duration } from '../../../src/core/duration.ts'
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { connect as tcpConnect, createServer, type Socket } from 'node:net'
@@ -12,9 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { memcachedLockKey, memcachedLockProvider } from '../../../src/providers/memcached/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, isRequired } from '../../support/backends.ts'
-import { freePort, portOpen, stopProcess } from '../../support/processes.ts'
-import { assertFailsClosed } from '../../support/fail-closed.ts'
+import { connectOrSkip } from '../../support/backends.ts'
 import { registerSuite } from '../../support/register-suite.ts'
 
 const where = (process.env.SHEDLOCK_MEMCACHED_URL ?? '127.0.0.1:11211').replace(/^memcached:\/\//, '')
@@ -370,59 +367,3 @@ describe.skipIf(!clients)('memcached', () => {
     })
   })
 })
-
-// ---- a memcached of this test's own, stopped and restarted ----
-
-const haveMemcached = spawnSync('memcached', ['-V']).status === 0
-if (!haveMemcached && !isRequired('memcached')) console.warn('SKIPPED the memcached restart test: no memcached binary on PATH')
-
-describe.skipIf(!haveMemcached && !isRequired('memcached'))('memcached: own server stopped and restarted', () => {
-  const children = new Set<ChildProcess>()
-  afterAll(async () => {
-    for (const child of children) await stopProcess(child)
-  })
-
-  const start = async (ownPort: number): Promise<ChildProcess> => {
-    const child = spawn('memcached', ['-p', String(ownPort), '-U', '0', '-u', 'nobody', '-l', '127.0.0.1'], { stdio: 'ignore' })
-    children.add(child)
-    child.once('exit', () => children.delete(child))
-    const deadline = Date.now() + 20_000
-    while (!(await portOpen(ownPort))) {
-      if (child.exitCode !== null) throw new Error(`memcached exited with ${child.exitCode}`)
-      if (Date.now() > deadline) throw new Error(`memcached did not listen on ${ownPort}`)
-      await sleep(100)
-    }
-    return child
-  }
-
-  it('rejects with LockProviderError while its server is down and works again after a restart, with the same client', async () => {
-    const ownPort = await freePort()
-    let server = await start(ownPort)
-    const own = newClient(`127.0.0.1:${ownPort}`)
-    try {
-      const provider = memcachedLockProvider({ client: own })
-      const held = await provider.lock(config('held', '1h'))
-      assert.ok(held)
-
-      await stopProcess(server)
-      await assertFailsClosed(provider, 'while-down', 'memcached: could not acquire lock "while-down": memcached is unreachable')
-      await expect(held.unlock()).rejects.toThrow(LockProviderError)
-
-      server = await start(ownPort)
-      const back = await provider.lock(config('after-restart'))
-      assert.ok(back)
-      await back.unlock()
-      // memcached keeps nothing across a restart: the lock taken before is gone (the README's caveat),
-      // and the handle whose unlock failed finds no record of its own to release.
-      const again = await provider.lock(config('held'))
-      assert.ok(again)
-      await held.unlock()
-      expect(await provider.lock(config('held'))).toBeUndefined()
-      await again.unlock()
-    } finally {
-      own.close()
-      await stopProcess(server)
-    }
-  }, 60_000)
-})
-

@@ -1,21 +1,15 @@
 import type { Duration } from '../../../src/core/duration.ts'
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { jetstream, jetstreamManager } from '@nats-io/jetstream'
+import { jetstreamManager } from '@nats-io/jetstream'
 import { type KV, Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { NATS_LOCK_BUCKET, natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
+import { natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, isRequired } from '../../support/backends.ts'
-import { freePort, portOpen, stopProcess } from '../../support/processes.ts'
-import { assertFailsClosed } from '../../support/fail-closed.ts'
+import { connectOrSkip } from '../../support/backends.ts'
 import { registerSuite } from '../../support/register-suite.ts'
 
 const url = process.env.SHEDLOCK_NATS_URL ?? 'nats://127.0.0.1:4222'
@@ -328,74 +322,3 @@ describe.skipIf(!nats)('nats', () => {
     })
   })
 })
-
-// ---- a NATS server of this test's own, stopped and restarted ----
-
-const haveNatsServer = spawnSync('nats-server', ['--version']).status === 0
-if (!haveNatsServer && !isRequired('nats')) console.warn('SKIPPED the NATS restart test: no nats-server binary on PATH')
-
-describe.skipIf(!haveNatsServer && !isRequired('nats'))('nats: own server stopped and restarted', () => {
-  const children = new Set<ChildProcess>()
-  afterAll(async () => {
-    for (const child of children) await stopProcess(child)
-  })
-
-  const start = async (port: number, dir: string): Promise<ChildProcess> => {
-    const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' })
-    children.add(child)
-    child.once('exit', () => children.delete(child))
-    const deadline = Date.now() + 20_000
-    while (!(await portOpen(port))) {
-      if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`)
-      if (Date.now() > deadline) throw new Error(`nats-server did not listen on ${port}`)
-      await sleep(100)
-    }
-    return child
-  }
-
-  it('rejects with LockProviderError while its server is down and works again after a restart, with the same kv handle', async () => {
-    const port = await freePort()
-    const dir = await mkdtemp(join(tmpdir(), 'shedlock-nats-'))
-    let server = await start(port, dir)
-    // Never stop reconnecting (the default gives up after 10 attempts), and fail requests after 1.5 s.
-    const own = await connect({ servers: `127.0.0.1:${port}`, maxReconnectAttempts: -1, reconnectTimeWait: 200 })
-    try {
-      const ownKv = await new Kvm(jetstream(own, { timeout: 1500 })).create(NATS_LOCK_BUCKET)
-      const provider = natsLockProvider({ kv: ownKv })
-      const held = await provider.lock(config('held', '1h'))
-      assert.ok(held)
-
-      await stopProcess(server)
-      await assertFailsClosed(provider, 'while-down')
-      await expect(held.unlock()).rejects.toThrow(LockProviderError)
-
-      server = await start(port, dir)
-      // JetStream needs a moment to recover its streams after the client reconnects.
-      const deadline = Date.now() + 30_000
-      let back
-      for (;;) {
-        try {
-          back = await provider.lock(config('after-restart'))
-          break
-        } catch (e) {
-          if (Date.now() > deadline) throw e
-          await sleep(250)
-        }
-      }
-      assert.ok(back)
-      await back.unlock()
-      // The bucket is file-backed: the lock taken before the outage is still held...
-      expect(await provider.lock(config('held'))).toBeUndefined()
-      // ...and the handle whose unlock failed can be unlocked now.
-      await held.unlock()
-      const again = await provider.lock(config('held'))
-      assert.ok(again)
-      await again.unlock()
-    } finally {
-      await own.close()
-      await stopProcess(server)
-      await rm(dir, { recursive: true, force: true })
-    }
-  }, 90_000)
-})
-
