@@ -1,4 +1,5 @@
 import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, ListBucketsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
+import { BlobServiceClient } from '@azure/storage-blob'
 import { connectOrSkip } from './backends.ts'
 
 /** The S3 endpoint of the tests: `SHEDLOCK_S3_URL`, by default the Ceph RGW that `scripts/ceph-rgw.sh` starts. */
@@ -54,4 +55,31 @@ export async function dropBucket(client: S3Client, bucket: string): Promise<void
   } catch {
     // Left for the next start of the throwaway server.
   }
+}
+
+/** The azurite Blob endpoint of the tests: `SHEDLOCK_AZURITE_URL`, by default the one `scripts/azurite.sh` starts. */
+export const AZURITE_URL = process.env.SHEDLOCK_AZURITE_URL ?? 'http://127.0.0.1:10000/devstoreaccount1'
+// azurite's well-known development account (published in its README); never real credentials.
+const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+
+/** A connection string for azurite at `endpoint` (default {@link AZURITE_URL}). */
+export function azuriteConnectionString(endpoint: string = AZURITE_URL, key: string = AZURITE_KEY): string {
+  return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${key};BlobEndpoint=${endpoint};`
+}
+
+/**
+ * A BlobServiceClient that has listed the containers of azurite; `undefined` (skipped) when
+ * unreachable and not required (in CI it is: start it with scripts/azurite.sh).
+ */
+export function azuriteOrSkip(): Promise<BlobServiceClient | undefined> {
+  return connectOrSkip('azure-blob', `${AZURITE_URL} (SHEDLOCK_AZURITE_URL; start it with scripts/azurite.sh)`, async () => {
+    const service = azuriteService()
+    await service.listContainers().next()
+    return service
+  })
+}
+
+/** A BlobServiceClient for azurite (or `endpoint`), with `maxTries` tries per request. */
+export function azuriteService(endpoint: string = AZURITE_URL, maxTries = 2, key?: string): BlobServiceClient {
+  return BlobServiceClient.fromConnectionString(azuriteConnectionString(endpoint, key), { retryOptions: { maxTries, retryDelayInMs: 50, maxRetryDelayInMs: 200, tryTimeoutInMs: 10_000 } })
 }
