@@ -29,9 +29,11 @@ stop() {
   done
 }
 
-# The gateway is up with our user when a signed request is not refused (curl signs SigV4 itself).
+# The gateway is up with our user when a signed request is not refused (curl signs SigV4 itself;
+# RGW wants the payload hash header, here the SHA-256 of the empty body, which curl 7.88 omits).
 answers() {
-  curl -fsS -o /dev/null --max-time 3 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ACCESS_KEY:$SECRET_KEY" "http://127.0.0.1:$PORT/"
+  curl -fsS -o /dev/null --max-time 3 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ACCESS_KEY:$SECRET_KEY" \
+    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" "http://127.0.0.1:$PORT/"
 }
 
 if [ "${1:-}" = stop ]; then stop; exit 0; fi
@@ -84,6 +86,8 @@ rgw frontends = beast endpoint=127.0.0.1:$PORT
 rgw data = $DIR/rgw
 rgw dns name = localhost
 rgw enable usage log = false
+# One log line per request otherwise: megabytes per test run.
+debug rgw = 0/0
 EOF
 
 log "starting the monitor"
@@ -99,7 +103,7 @@ ceph osd crush add-bucket localhost host >/dev/null 2>&1
 ceph osd crush move localhost root=default >/dev/null 2>&1
 ceph osd crush add osd.0 1.0 host=localhost >/dev/null 2>&1
 ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$OSD_UUID" >/dev/null 2>&1
-ceph-osd -c "$CONF" -i 0
+ceph-osd -c "$CONF" -i 0 2>>"$DIR/log/osd.0.stderr"
 
 log "starting the gateway on 127.0.0.1:$PORT"
 mkdir -p "$DIR/rgw"
