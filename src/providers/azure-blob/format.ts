@@ -18,6 +18,8 @@ export const META = { lockUntil: 'lockUntil', lockedAt: 'lockedAt', lockedBy: 'l
 
 // Azure's limit for a blob name, in characters.
 const MAX_NAME_CHARS = 1024
+const CONTROL = /[\u0000-\u001f\u007f]/
+const LONE_SURROGATE = /\p{Cs}/u
 
 /** ISO-8601 UTC with three fraction digits. */
 export function iso(ms: number): string {
@@ -61,8 +63,11 @@ export function writeMetadata(lockUntil: number, lockedAt: number | string, lock
  * @throws LockConfigurationError for a non-string or one that leaves no room for a name.
  */
 export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
-  if (typeof prefix !== 'string' || prefix.length >= MAX_NAME_CHARS - 1) {
-    throw new LockConfigurationError(`azure-blob: prefix must be a string of fewer than ${MAX_NAME_CHARS - 1} characters (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`)
+  // Lone surrogates would be sent as U+FFFD (two prefixes, one place); Azure refuses control characters in blob names.
+  if (typeof prefix !== 'string' || prefix.length >= MAX_NAME_CHARS - 1 || LONE_SURROGATE.test(prefix) || CONTROL.test(prefix)) {
+    throw new LockConfigurationError(
+      `azure-blob: prefix must be a string of fewer than ${MAX_NAME_CHARS - 1} characters of well-formed Unicode without control characters (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`,
+    )
   }
   return prefix
 }

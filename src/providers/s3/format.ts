@@ -22,6 +22,8 @@ const MAX_KEY_BYTES = 1024
 // Bucket names: 3-63 of [a-z0-9.-] on AWS; other servers allow more (upper case, '_'), so only
 // what no server takes is refused here.
 const BUCKET = /^[A-Za-z0-9._-]{3,255}$/
+const CONTROL = /[\u0000-\u001f\u007f]/
+const LONE_SURROGATE = /\p{Cs}/u
 
 /**
  * The body of a lock object: 16 random bytes, as Java ShedLock writes (a UUID's). S3's ETag of a
@@ -81,8 +83,12 @@ export function checkBucket(bucket: unknown): asserts bucket is string {
  * @throws LockConfigurationError for a non-string or one that leaves no room for a name.
  */
 export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
-  if (typeof prefix !== 'string' || Buffer.byteLength(prefix) >= MAX_KEY_BYTES - 1) {
-    throw new LockConfigurationError(`s3: prefix must be a string of fewer than ${MAX_KEY_BYTES - 1} bytes (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`)
+  // Lone surrogates would be sent as U+FFFD (two prefixes, one place); control characters are
+  // legal in keys but break XML listings on some servers.
+  if (typeof prefix !== 'string' || Buffer.byteLength(prefix) >= MAX_KEY_BYTES - 1 || LONE_SURROGATE.test(prefix) || CONTROL.test(prefix)) {
+    throw new LockConfigurationError(
+      `s3: prefix must be a string of fewer than ${MAX_KEY_BYTES - 1} bytes of well-formed Unicode without control characters (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`,
+    )
   }
   return prefix
 }
