@@ -117,6 +117,36 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
     })
   })
 
+  describe('requests per lock (docs/providers/azure-blob.md)', () => {
+    it('acquire 2 (getProperties, upload), held 1, release 1, extend 1, take over 2', async () => {
+      const sent: string[] = []
+      const counting = {
+        containerName: container.containerName,
+        listBlobsFlat: container.listBlobsFlat.bind(container),
+        getBlockBlobClient: (name: string) => {
+          const blob = container.getBlockBlobClient(name)
+          return {
+            upload: (...args: Parameters<typeof blob.upload>) => (sent.push('upload'), blob.upload(...args)),
+            getProperties: () => (sent.push('getProperties'), blob.getProperties()),
+            delete: (options: Parameters<typeof blob.delete>[0]) => (sent.push('delete'), blob.delete(options)),
+          }
+        },
+      }
+      const node = azureBlobLockProvider({ containerClient: counting })
+      const take = async (run: () => Promise<unknown>): Promise<string[]> => {
+        sent.length = 0
+        await run()
+        return [...sent]
+      }
+      let lock: ExtensibleLock | undefined
+      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual(['getProperties', 'upload'])
+      expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual(['getProperties'])
+      expect(await take(async () => (lock = (await lock!.extend('2m', '0s')) as ExtensibleLock))).toEqual(['upload'])
+      expect(await take(() => lock!.unlock())).toEqual(['upload'])
+      expect(await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock())).toEqual(['getProperties', 'upload', 'upload'])
+    })
+  })
+
   describe('configuration and errors', () => {
     it('rejects bad options with LockConfigurationError', () => {
       expect(() => azureBlobLockProvider({ containerClient: undefined as never })).toThrow(/pass your ContainerClient/)

@@ -139,6 +139,27 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
     })
   })
 
+  describe('requests per lock (docs/providers/s3.md)', () => {
+    it('acquire 2 (HEAD, PUT), held 1 (HEAD), release 1 (PUT), extend 1 (PUT), take over 2 (HEAD, PUT)', async () => {
+      const sent: string[] = []
+      const counting = { send: (command: object) => (sent.push(command.constructor.name.replace('ObjectCommand', '')), s3.send(command as never)) }
+      const node = s3LockProvider({ client: counting, bucket })
+      // Learn the server's ETag form first (RGW: once per client, one HEAD and one PUT more).
+      await (await node.lock(lockConfiguration({ name: 'count-warm', lockAtMostFor: '1m' })))!.unlock()
+      const take = async (run: () => Promise<unknown>): Promise<string[]> => {
+        sent.length = 0
+        await run()
+        return [...sent]
+      }
+      let lock: ExtensibleLock | undefined
+      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual(['Head', 'Put'])
+      expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual(['Head'])
+      expect(await take(async () => (lock = (await lock!.extend('2m', '0s')) as ExtensibleLock))).toEqual(['Put'])
+      expect(await take(() => lock!.unlock())).toEqual(['Put'])
+      expect(await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock())).toEqual(['Head', 'Put', 'Put'])
+    })
+  })
+
   describe('conditional writes on this server', () => {
     it('If-None-Match: * lets one of 8 concurrent providers win', async () => {
       const results = await Promise.all(Array.from({ length: 8 }, () => provider().lock(lockConfiguration({ name: 'race-8', lockAtMostFor: '1m' }))))
