@@ -43,7 +43,7 @@ The store is a URL (--url, or the SHEDLOCK_URL environment variable):
 ${URL_FORMS}
 Passwords in URLs are never printed. Each store needs its driver package,
 installed next to shedlock (pg, mysql2, ioredis or redis, mongodb,
-@aws-sdk/client-dynamodb, etcd3, node-zookeeper-client, @nats-io/transport-node
+@aws-sdk/client-dynamodb, @aws-sdk/client-s3, etcd3, node-zookeeper-client, @nats-io/transport-node
 and @nats-io/kv, memjs; SQLite: node:sqlite or better-sqlite3).
 
 Start with: shedlock demo

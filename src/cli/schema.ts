@@ -10,6 +10,7 @@ Prints what the store's provider needs, to put in your migrations:
   mongodb                                a mongosh command creating the collection
   dynamodb                               an AWS CLI command creating the table
   nats                                   a nats CLI command creating the bucket
+  s3                                     an AWS CLI command creating the bucket
   redis, etcd, zookeeper, memcached      the key format (nothing to create)
 STORE may also be a store URL; without STORE, the scheme of $SHEDLOCK_URL.
 "shedlock init --url URL" creates the same directly.

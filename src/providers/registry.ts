@@ -91,6 +91,16 @@ export const STORES: readonly StoreEntry[] = [
     load: () => import('./dynamodb/admin.ts'),
   },
   {
+    id: 's3',
+    title: 'S3',
+    schemes: ['s3:'],
+    urlForm: 's3://BUCKET[/PREFIX][?endpoint=http://HOST:PORT&region=R]',
+    insteadOfTable: 'name the bucket and the key prefix in the URL',
+    drivers: ['@aws-sdk/client-s3'],
+    extensible: true,
+    load: () => import('./s3/admin.ts'),
+  },
+  {
     id: 'etcd',
     title: 'etcd',
     schemes: ['etcd:'],

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto'
+import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
+import { nameTooLong } from '../../support/lock-request.ts'
+import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
+import { errorName, SdkLoadError, statusOf } from './sdk.ts'
+
+// Java ShedLock's lock objects in S3 (its S3LockProvider): one object per lock, key = prefix +
+// name, the lock in three user metadata entries, a body of 16 random bytes so that every write
+// gets a new ETag. The provider, the inspector and the CLI read it from here.
+
+/** The provider's name, as `LockProvider.name`, `LockInspector.name` and error messages give it. */
+export const PROVIDER = 's3'
+
+/** The key prefix unless `prefix` says otherwise: Java ShedLock's `S3LockProvider` default. */
+export const DEFAULT_PREFIX = 'shedlock/'
+
+/** The user metadata entries (`x-amz-meta-*`) of a lock object, as Java ShedLock names them. */
+export const META = { lockUntil: 'lock-until', lockedAt: 'locked-at', lockedBy: 'locked-by' } as const
+
+// S3's limit for an object key, in bytes of UTF-8.
+const MAX_KEY_BYTES = 1024
+// Bucket names: 3-63 of [a-z0-9.-] on AWS; other servers allow more (upper case, '_'), so only
+// what no server takes is refused here.
+const BUCKET = /^[A-Za-z0-9._-]{3,255}$/
+const CONTROL = /[\u0000-\u001f\u007f]/
+const LONE_SURROGATE = /\p{Cs}/u
+
+/**
+ * The body of a lock object: 16 random bytes, as Java ShedLock writes (a UUID's). S3's ETag of a
+ * single-part upload is the MD5 of the body, and metadata does not enter it: with a constant body
+ * every version of the object would have the same ETag and `If-Match` would not tell them apart.
+ */
+export function lockBody(): Uint8Array {
+  return randomBytes(16)
+}
+
+/** ISO-8601 UTC with three fraction digits; Java's `Instant.parse` reads it. */
+export function iso(ms: number): string {
+  return new Date(ms).toISOString()
+}
+
+// Java writes `Instant.toString()`: no fraction on whole seconds, else 3, 6 or 9 digits.
+const INSTANT = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/
+
+/** Epoch ms of an ISO-8601 UTC instant as Java or shedlock write it, or `NaN`; digits past the millisecond are dropped. */
+export function parseInstant(value: string | undefined): number {
+  const match = value === undefined ? null : INSTANT.exec(value)
+  if (!match) return Number.NaN
+  return Date.parse(`${match[1]}.${(match[2] ?? '').padEnd(3, '0').slice(0, 3)}Z`)
+}
+
+/** The lock metadata of an object, read from `Metadata` (keys come back lower-case). */
+export interface LockMetadata {
+  readonly lockUntil: string | undefined
+  readonly lockedAt: string | undefined
+  readonly lockedBy: string | undefined
+}
+
+/** Reads the three entries; others are ignored. */
+export function readMetadata(metadata: Record<string, string> | undefined): LockMetadata {
+  const get = (key: string): string | undefined => {
+    if (!metadata) return undefined
+    for (const [k, v] of Object.entries(metadata)) if (k.toLowerCase() === key) return v
+    return undefined
+  }
+  return { lockUntil: get(META.lockUntil), lockedAt: get(META.lockedAt), lockedBy: get(META.lockedBy) }
+}
+
+/** The user metadata of a lock object. */
+export function writeMetadata(lockUntil: number, lockedAt: number | string, lockedBy: string): Record<string, string> {
+  return { [META.lockUntil]: iso(lockUntil), [META.lockedAt]: typeof lockedAt === 'string' ? lockedAt : iso(lockedAt), [META.lockedBy]: lockedBy }
+}
+
+/** @throws LockConfigurationError for a bucket name no S3 server accepts. */
+export function checkBucket(bucket: unknown): asserts bucket is string {
+  if (typeof bucket !== 'string' || !BUCKET.test(bucket)) {
+    throw new LockConfigurationError(`s3: bucket ${JSON.stringify(bucket)} is not a bucket name; use 3 to 63 lower-case letters, digits, '.' or '-' (e.g. "my-app-locks")`)
+  }
+}
+
+/**
+ * The key prefix, `shedlock/` unless given ('' puts the locks at the bucket's root).
+ * @throws LockConfigurationError for a non-string or one that leaves no room for a name.
+ */
+export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
+  // Lone surrogates would be sent as U+FFFD (two prefixes, one place); control characters are
+  // legal in keys but break XML listings on some servers.
+  if (typeof prefix !== 'string' || Buffer.byteLength(prefix) >= MAX_KEY_BYTES - 1 || LONE_SURROGATE.test(prefix) || CONTROL.test(prefix)) {
+    throw new LockConfigurationError(
+      `s3: prefix must be a string of fewer than ${MAX_KEY_BYTES - 1} bytes of well-formed Unicode without control characters (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`,
+    )
+  }
+  return prefix
+}
+
+/**
+ * Checks `name` before anything is sent.
+ * @throws LockConfigurationError when prefix + name is over 1024 bytes of UTF-8, the longest S3 key.
+ */
+export function checkName(prefix: string, name: string): void {
+  const bytes = Buffer.byteLength(prefix) + Buffer.byteLength(name)
+  if (bytes > MAX_KEY_BYTES) {
+    const room = MAX_KEY_BYTES - Buffer.byteLength(prefix)
+    throw nameTooLong(PROVIDER, name, Buffer.byteLength(name), room, 'bytes', `the name (after the ${Buffer.byteLength(prefix)}-byte prefix, in an object key of at most ${MAX_KEY_BYTES} bytes)`)
+  }
+}
+
+/** A precondition that failed: 412 (`If-Match`/`If-None-Match`), 409 (a concurrent conditional write), 404 on `If-Match` of a missing object. */
+export function isConditionFailure(error: unknown): boolean {
+  const name = errorName(error)
+  if (name === 'NoSuchBucket') return false
+  const status = statusOf(error)
+  return status === 412 || status === 409 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict' || name === 'NoSuchKey'
+}
+
+/** `HeadObject` found no object (HEAD has no body, so a missing bucket reads the same; the write that follows says which). */
+export function isNotFound(error: unknown): boolean {
+  return statusOf(error) === 404 || errorName(error) === 'NotFound' || errorName(error) === 'NoSuchKey'
+}
+
+// Socket-level failures the SDK passes on after its retries.
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EPROTO'])
+const UNREACHABLE_NAMES = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'NetworkingError', 'ServiceUnavailable', 'InternalError', 'SlowDown'])
+const DENIED = new Set(['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'CredentialsProviderError', 'InvalidToken'])
+
+/**
+ * Turns an SDK error into a `LockProviderError` that says what failed (`what`, e.g. `acquire lock
+ * "x"`), what that means (`outcome`), names the lock when there is one, and says what to do.
+ */
+export function s3Error(error: unknown, what: string, outcome: string, lockName: string | undefined, bucket: string): LockProviderError {
+  if (error instanceof LockProviderError) return error
+  const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown }
+  const detail = `${typeof name === 'string' && name !== 'Error' ? `${name}: ` : ''}${messageOf(error)}`
+  const options = (cause: unknown) => (lockName === undefined ? { cause, provider: PROVIDER } : { cause, provider: PROVIDER, lockName })
+  if (error instanceof SdkLoadError) return new LockProviderError(`s3: could not ${what}: ${error.message}`, options(error.cause))
+  let advice: string
+  if (name === 'NoSuchBucket') {
+    advice = `bucket "${bucket}" does not exist at the client's endpoint and region (${detail}); create it (aws s3 mb s3://${bucket}) or pass the right bucket`
+  } else if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || (typeof name === 'string' && UNREACHABLE_NAMES.has(name))) {
+    advice = `S3 is unreachable (${detail}); ${outcome}. Check the endpoint and the network; the provider recovers by itself once S3 answers again`
+  } else if ((typeof name === 'string' && DENIED.has(name)) || statusOf(error) === 403) {
+    advice = `S3 refused the client's credentials or permissions (${detail}); the lock objects need s3:GetObject (HEAD) and s3:PutObject (the inspector also s3:ListBucket and s3:DeleteObject)`
+  } else {
+    advice = detail
+  }
+  return new LockProviderError(`s3: could not ${what}: ${advice}`, options(error))
+}
+
+/** {@link s3Error} for a provider's or inspector's action on a lock, or the listing. */
+export function describeS3Error(bucket: string): DescribeStoreError {
+  return (error, action, lockName) =>
+    action === 'list' ? s3Error(error, 'list the locks', outcomeOf(action), undefined, bucket) : s3Error(error, `${action} lock "${lockName}"`, outcomeOf(action), lockName, bucket)
+}
