@@ -9,15 +9,37 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
   exports: Record<string, string | { types?: string; default?: string }>
   dependencies?: Record<string, string>
   peerDependencies?: Record<string, string>
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>
+  devDependencies: Record<string, string>
+  typesVersions?: Record<string, Record<string, string[]>>
+  types?: string
 }
 
 const entries = Object.entries(pkg.exports).filter(([key]) => key !== './package.json')
 
 describe('package.json', () => {
-  it('is an ES module package without runtime or peer dependencies', () => {
+  it('is an ES module package without runtime dependencies', () => {
     expect(pkg.type).toBe('module')
     expect(pkg.dependencies ?? {}).toEqual({})
-    expect(pkg.peerDependencies ?? {}).toEqual({})
+  })
+
+  it('declares every driver as an optional peer, with the range the tests run against', () => {
+    const peers = Object.entries(pkg.peerDependencies ?? {})
+    expect(peers.length).toBeGreaterThan(0)
+    for (const [name, range] of peers) {
+      expect(pkg.peerDependenciesMeta?.[name], name).toEqual({ optional: true })
+      expect(range, name).toBe(pkg.devDependencies[name])
+    }
+    expect(Object.keys(pkg.peerDependenciesMeta ?? {}).sort()).toEqual(Object.keys(pkg.peerDependencies ?? {}).sort())
+  })
+
+  it('has a types fallback for node10 resolution: one typesVersions entry per subpath', () => {
+    expect(pkg.types).toBe((pkg.exports['.'] as { types: string }).types)
+    const mapped = pkg.typesVersions?.['*'] ?? {}
+    for (const [key, target] of entries) {
+      if (key === '.') continue
+      expect(mapped[key.slice(2)], key).toEqual([(target as { types: string }).types])
+    }
   })
 
   it('exports ./package.json as itself', () => {
