@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -160,6 +160,9 @@ describe('missing drivers (the built bin copied where no package can be found)',
   cpSync(join(root, 'dist'), join(copy, 'dist'), { recursive: true })
   cpSync(join(root, 'package.json'), join(copy, 'package.json'))
   const main = join(copy, 'dist/cli/main.js')
+  // The user's project: an empty folder, run from (drivers are looked for there first).
+  const project = join(temp, 'empty-project')
+  mkdirSync(project, { recursive: true })
   const resolvable = (name: string): boolean => {
     try {
       createRequire(main).resolve(name)
@@ -183,26 +186,43 @@ describe('missing drivers (the built bin copied where no package can be found)',
   })
 
   it.each([
-    ['postgres://u:pg-s3cret@127.0.0.1:1/db', /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: run npm install pg$/],
-    ['mysql://u:my-s3cret@127.0.0.1:1/db', /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: run npm install mysql2$/],
-    ['redis://:rd-s3cret@127.0.0.1:1', /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: run npm install ioredis$/],
-    ['mongodb://u:mg-s3cret@127.0.0.1:1/db', /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: run npm install mongodb$/],
-    ['dynamodb://127.0.0.1:1', /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: run npm install @aws-sdk\/client-dynamodb$/],
-    ['etcd://127.0.0.1:1', /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: run npm install etcd3$/],
-    ['zookeeper://127.0.0.1:1', /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: run npm install node-zookeeper-client$/],
-    ['nats://127.0.0.1:1', /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: run npm install @nats-io\/transport-node @nats-io\/kv$/],
-    ['memcached://127.0.0.1:1', /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: run npm install memjs$/],
+    ['postgres://u:pg-s3cret@127.0.0.1:1/db', /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install pg in your project$/],
+    ['mysql://u:my-s3cret@127.0.0.1:1/db', /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mysql2 in your project$/],
+    ['redis://:rd-s3cret@127.0.0.1:1', /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install ioredis in your project$/],
+    ['mongodb://u:mg-s3cret@127.0.0.1:1/db', /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mongodb in your project$/],
+    ['dynamodb://127.0.0.1:1', /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @aws-sdk\/client-dynamodb in your project$/],
+    ['etcd://127.0.0.1:1', /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install etcd3 in your project$/],
+    ['zookeeper://127.0.0.1:1', /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install node-zookeeper-client in your project$/],
+    ['nats://127.0.0.1:1', /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @nats-io\/transport-node @nats-io\/kv in your project$/],
+    ['memcached://127.0.0.1:1', /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install memjs in your project$/],
   ])('%s: one line naming the package to install, exit 1', async (url, message) => {
-    const run = await cli(['list', '--url', url], { main })
+    const run = await cli(['list', '--url', url], { main, cwd: project })
     expect(run.code).toBe(1)
     expect(lines(run.stderr)).toHaveLength(1)
     expect(run.stderr.trimEnd()).toMatch(message)
+    expect(run.stderr).toContain(`looked from ${project} (the current directory), then from ${join(copy, 'dist', 'support')}/ (shedlock's own folder)`)
     expect(run.stderr).not.toContain('s3cret')
+  })
+
+  it("a driver installed in the user's project is found, though shedlock's own folder has none", async () => {
+    // A stand-in pg in the project's node_modules: its Pool says where it was loaded from.
+    const withPg = join(temp, 'project-with-pg')
+    mkdirSync(join(withPg, 'node_modules', 'pg'), { recursive: true })
+    writeFileSync(join(withPg, 'package.json'), '{"name":"app","private":true}')
+    writeFileSync(join(withPg, 'node_modules', 'pg', 'package.json'), '{"name":"pg","version":"8.0.0","main":"index.js"}')
+    writeFileSync(join(withPg, 'node_modules', 'pg', 'index.js'), "exports.Pool = class { constructor() { throw new Error('the pg of the project') } }\n")
+    // From a subfolder too: Node's resolution walks up to the project's node_modules.
+    mkdirSync(join(withPg, 'scripts'), { recursive: true })
+    for (const cwd of [withPg, join(withPg, 'scripts')]) {
+      const run = await cli(['list', '--url', 'postgres://u@127.0.0.1:1/db'], { main, cwd })
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain('the pg of the project')
+    }
   })
 
   it('sqlite: needs node:sqlite (Node >= 22.13) or better-sqlite3, and says so', async () => {
     const file = join(temp, 'no-driver.db')
-    const run = await cli(['init', '--url', `sqlite:${file}`], { main })
+    const run = await cli(['init', '--url', `sqlite:${file}`], { main, cwd: project })
     const nodeSqlite = await import('node:sqlite' as string).then(
       () => true,
       () => false,
@@ -222,7 +242,7 @@ describe('missing drivers (the built bin copied where no package can be found)',
     symlinkSync(join(root, 'node_modules/redis'), join(modules, 'redis'))
     try {
       expect(resolvable('ioredis')).toBe(false)
-      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], { main })
+      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], { main, cwd: project })
       expect(run.code, run.stdout + run.stderr).toBe(0)
       expect(run.stdout).toMatch(/^ {2}ok {4}reachable: Redis \S+ \(node-redis\)/m)
       expect(run.stdout).toMatch(/^ {2}ok {4}write: took lock .*, released it, removed its record$/m)
