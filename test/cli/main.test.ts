@@ -52,7 +52,7 @@ describe('help', () => {
 
   it('run --help shows a crontab line', async () => {
     const run = await cli(['run', '--help'])
-    expect(run.stdout).toMatch(/^ {2}0 2 \* \* \* SHEDLOCK_URL=\S+ shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+/m)
+    expect(run.stdout).toMatch(/^ {2}SHEDLOCK_URL=\S+\n {2}0 2 \* \* \* shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+$/m)
   })
 })
 
@@ -63,7 +63,7 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
     [['list', '--url', 'ftp://user:ftp-s3cret@host/x'], /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//],
     [['list', '--url', nowhere, '--format', 'xml'], /^shedlock list: --format must be table or json/],
     [['list', '--url', nowhere, '--bogus'], /^shedlock list: Unknown option '--bogus'/],
-    [['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'], /^shedlock list: postgres: tableName "locks; DROP TABLE x" is not a plain SQL identifier/],
+    [['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'], /^shedlock list: postgres: --table "locks; DROP TABLE x" is not a plain SQL identifier/],
     [['list', '--url', 'redis://127.0.0.1:1', '--table', 'x'], /^shedlock list: --table does not apply to redis URLs/],
     [['list', '--url', 'etcd://127.0.0.1:1?bucket=x'], /^shedlock list: etcd URLs take only \?environment=, got \?bucket=/],
     [['list', '--url', 'redis://127.0.0.1:1?environment=a:b'], /^shedlock list: redis: environment must be a non-empty string without ':'/],
@@ -72,7 +72,7 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
     [['run', '--url', nowhere, '--lock-at-most-for', '10m', '--', 'true'], /^shedlock run: --name NAME is required/],
     [['run', '--url', nowhere, '--name', 'a', '--', 'true'], /^shedlock run: --lock-at-most-for is required/],
     [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', 'soon', '--', 'true'], /^shedlock run: --lock-at-most-for: Invalid duration "soon"/],
-    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'], /^shedlock run: Lock "a": lockAtLeastFor \(2m\) is longer than lockAtMostFor \(1m\)/],
+    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'], /^shedlock run: Lock "a": --lock-at-least-for \(2m\) is longer than --lock-at-most-for \(1m\)/],
     [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10s', '--keep-alive', '--', 'true'], /^shedlock run: --keep-alive needs --lock-at-most-for of at least 30s/],
     [['doctor', '--url', nowhere, '--max-offset', 'abc'], /^shedlock doctor: --max-offset: Invalid duration "abc"/],
     [['schema'], /^shedlock schema: name the store: shedlock schema postgres/],
