@@ -33,13 +33,17 @@ export function snippetsOf(root: string): Snippet[] {
 /**
  * Writes each snippet as its own ES module into `folder` (with a package.json of `"type":
  * "module"`), named after its file and line (`docs-usage.md-10.ts`), so that a compiler error
- * points at the block. Returns the files written.
+ * points at the block: NestJS snippets into `folder/legacy-decorators` (Nest's decorators need
+ * `experimentalDecorators`), the others into `folder/standard` (TC39 decorators, the default).
+ * Returns the files written.
  */
 export function writeSnippets(root: string, folder: string): string[] {
   mkdirSync(folder, { recursive: true })
   writeFileSync(join(folder, 'package.json'), JSON.stringify({ private: true, type: 'module' }))
+  for (const group of ['standard', 'legacy-decorators']) mkdirSync(join(folder, group), { recursive: true })
   return snippetsOf(root).map(({ file, line, code }) => {
-    const path = join(folder, `${file.replaceAll('/', '-')}-${line}.ts`)
+    const group = /from '@nestjs\//.test(code) ? 'legacy-decorators' : 'standard'
+    const path = join(folder, group, `${file.replaceAll('/', '-')}-${line}.ts`)
     // `export {}` keeps a block without imports a module, so top-level await and names stay its own.
     writeFileSync(path, `${code}\nexport {}\n`)
     return path
