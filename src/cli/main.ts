@@ -118,7 +118,7 @@ const FLAGS: readonly (readonly [RegExp, string])[] = [
  * A library error about the command line, in its words: validation in the core names the API's
  * options (`lockAtLeastFor`), which a CLI user never typed.
  */
-export function flagNames(message: string): string {
+function flagNames(message: string): string {
   return FLAGS.reduce((text, [pattern, flag]) => text.replace(pattern, flag), message)
 }
 
