@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import * as root from '../src/index.ts'
@@ -31,6 +32,19 @@ describe('package.json', () => {
       expect(range, name).toBe(pkg.devDependencies[name])
     }
     expect(Object.keys(pkg.peerDependenciesMeta ?? {}).sort()).toEqual(Object.keys(pkg.peerDependencies ?? {}).sort())
+  })
+
+  it('declares as a peer every driver the CLI imports', () => {
+    const sources = readdirSync(join(rootDir, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
+    const wanted = new Set<string>()
+    const packageOf = (specifier: string): string => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/')
+    for (const file of sources) {
+      const text = readFileSync(join(rootDir, 'src', file), 'utf8')
+      for (const match of text.matchAll(/importDriver(?:<[^>]*>)?\('([^']+)'/g)) wanted.add(packageOf(match[1]!))
+      for (const match of text.matchAll(/^const SDK = '([^']+)'/gm)) wanted.add(packageOf(match[1]!))
+    }
+    expect(wanted.size).toBeGreaterThanOrEqual(10)
+    for (const name of wanted) expect(pkg.peerDependencies?.[name], `${name} is not a peer`).toBeDefined()
   })
 
   it('has a types fallback for node10 resolution: one typesVersions entry per subpath', () => {
