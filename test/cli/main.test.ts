@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -10,7 +10,7 @@ import { postgresRunsSchema, postgresSchema } from '../../src/providers/postgres
 import { sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { connectOrSkip } from '../support/backends.ts'
 import { REDIS_URL } from '../support/kv-clients.ts'
-import { cli, lines } from './support/cli.ts'
+import { cli, lines, MAIN } from './support/cli.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const temp = mkdtempSync(join(tmpdir(), 'shedlock-cli-main-'))
@@ -29,6 +29,13 @@ const redisUp = await connectOrSkip('redis', `${redisUrl} (SHEDLOCK_REDIS_URL), 
     socket.once('error', reject)
   })
   return true
+})
+
+describe('the bin', () => {
+  // npm sets the bit at install only; a rebuild in a clone (npm test, npm pack) must keep it.
+  it('dist/cli/main.js is executable after the build', () => {
+    expect(statSync(MAIN).mode & 0o111).not.toBe(0)
+  })
 })
 
 describe('help', () => {
