@@ -123,6 +123,19 @@ describe('shedlock run when skipped', () => {
   })
 })
 
+describe('shedlock init --json', () => {
+  it('says what it did, then that there was nothing to do', async () => {
+    const url = `sqlite:${join(temp, 'init-json.db')}`
+    const first = await cli(['init', '--url', url, '--json'])
+    expect(first.code, first.stderr).toBe(0)
+    const created = JSON.parse(first.stdout) as { store: string; kind: string; done: string[] }
+    expect(created.kind).toBe('SQLite')
+    expect(created.done).toContain('created table shedlock')
+    const again = JSON.parse((await cli(['init', '--url', url, '--json'])).stdout) as { done: string[] }
+    expect(again.done[0]).toMatch(/^table shedlock already exists: nothing to do/)
+  })
+})
+
 describe('shedlock doctor --json', () => {
   it('one document: store, healthy and every check; exit 0 when healthy', async () => {
     const url = await sqliteStore('doctor')
