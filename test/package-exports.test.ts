@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import * as root from '../src/index.ts'
@@ -9,15 +10,50 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
   exports: Record<string, string | { types?: string; default?: string }>
   dependencies?: Record<string, string>
   peerDependencies?: Record<string, string>
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>
+  devDependencies: Record<string, string>
+  typesVersions?: Record<string, Record<string, string[]>>
+  types?: string
 }
 
 const entries = Object.entries(pkg.exports).filter(([key]) => key !== './package.json')
 
 describe('package.json', () => {
-  it('is an ES module package without runtime or peer dependencies', () => {
+  it('is an ES module package without runtime dependencies', () => {
     expect(pkg.type).toBe('module')
     expect(pkg.dependencies ?? {}).toEqual({})
-    expect(pkg.peerDependencies ?? {}).toEqual({})
+  })
+
+  it('declares every driver as an optional peer, with the range the tests run against', () => {
+    const peers = Object.entries(pkg.peerDependencies ?? {})
+    expect(peers.length).toBeGreaterThan(0)
+    for (const [name, range] of peers) {
+      expect(pkg.peerDependenciesMeta?.[name], name).toEqual({ optional: true })
+      expect(range, name).toBe(pkg.devDependencies[name])
+    }
+    expect(Object.keys(pkg.peerDependenciesMeta ?? {}).sort()).toEqual(Object.keys(pkg.peerDependencies ?? {}).sort())
+  })
+
+  it('declares as a peer every driver the CLI imports', () => {
+    const sources = readdirSync(join(rootDir, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
+    const wanted = new Set<string>()
+    const packageOf = (specifier: string): string => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/')
+    for (const file of sources) {
+      const text = readFileSync(join(rootDir, 'src', file), 'utf8')
+      for (const match of text.matchAll(/importDriver(?:<[^>]*>)?\('([^']+)'/g)) wanted.add(packageOf(match[1]!))
+      for (const match of text.matchAll(/^const SDK = '([^']+)'/gm)) wanted.add(packageOf(match[1]!))
+    }
+    expect(wanted.size).toBeGreaterThanOrEqual(10)
+    for (const name of wanted) expect(pkg.peerDependencies?.[name], `${name} is not a peer`).toBeDefined()
+  })
+
+  it('has a types fallback for node10 resolution: one typesVersions entry per subpath', () => {
+    expect(pkg.types).toBe((pkg.exports['.'] as { types: string }).types)
+    const mapped = pkg.typesVersions?.['*'] ?? {}
+    for (const [key, target] of entries) {
+      if (key === '.') continue
+      expect(mapped[key.slice(2)], key).toEqual([(target as { types: string }).types])
+    }
   })
 
   it('exports ./package.json as itself', () => {

@@ -35,10 +35,11 @@ type ParentMessage = { type: 'start'; firstTick: number; lastTick: number } | { 
 
 const DEMO_HELP = `Usage: shedlock demo [--db PATH] [--seconds N] [--nodes N]
 
-Shows shedlock at work: starts N worker processes ("nodes") that share one SQLite
-file. Each schedules the same task every second, on the second, through
+Shows shedlock at work: starts N worker processes ("nodes") that share one
+SQLite file. Each schedules the same task every second, on the second, through
   createLockingTaskExecutor(sqliteLockProvider({ database }))
-    .executeWithLock(task, { name: '${TASK.name}', lockAtMostFor: '${TASK.lockAtMostFor}', lockAtLeastFor: '${TASK.lockAtLeastFor}' })
+    .executeWithLock(task, { name: '${TASK.name}',
+      lockAtMostFor: '${TASK.lockAtMostFor}', lockAtLeastFor: '${TASK.lockAtLeastFor}' })
 The task takes 100-300 ms. One line per second shows which node ran it and
 which skipped it; the summary checks that no tick ran twice and that no two
 runs overlapped in time.
@@ -61,7 +62,7 @@ Exit codes: 0 every tick ran at most once and nothing failed,
 /** `shedlock demo`: the parent, which starts the nodes and checks what they report. */
 export const demoCommand: Command = {
   name: 'demo',
-  summary: 'run N processes that share one SQLite lock table, and see each tick run exactly once',
+  summary: 'N processes share one SQLite lock table: each tick runs exactly once',
   help: DEMO_HELP,
   run: runDemo,
 }

@@ -9,6 +9,7 @@ import { openStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock doctor [--url URL] [--table NAME] [--max-offset DURATION]
+                       [--json]
 
 Checks that the store is ready for shedlock, one line per check:
   reachable   connects and makes a round trip (server version)
@@ -29,6 +30,8 @@ Checks that the store is ready for shedlock, one line per check:
 Options:
 ${URL_HELP}
   --max-offset D the clock offset that is still fine (default: 1s)
+  --json         print JSON instead: { store, healthy, checks: [{ label,
+                 status: "ok", "warn", "fail" or "skip", detail }] }
   -h, --help     show this help
 
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed,
@@ -40,10 +43,11 @@ const MARK = { ok: 'ok', warn: 'WARN', fail: 'FAIL', skip: '--' } as const
 /** `shedlock doctor`. */
 export const doctorCommand: Command = {
   name: 'doctor',
-  summary: 'check the store: reachable, table layout, write permission, clock offset',
+  summary: 'check the store: reachable, table layout, a lock round trip, clock',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'max-offset': { type: 'string' } })
+    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'max-offset': { type: 'string' }, json: { type: 'boolean' } })
+    const json = values.json === true
     let maxOffset: number
     try {
       maxOffset = parseDuration(typeof values['max-offset'] === 'string' ? values['max-offset'] : '1s')
@@ -56,24 +60,25 @@ export const doctorCommand: Command = {
     const checks: Check[] = []
     const report = (check: Check): void => {
       checks.push(check)
-      print(check)
+      if (!json) print(check)
     }
+    const summary = (): number => (json ? jsonSummary(url.redacted, checks) : textSummary(checks))
 
-    process.stdout.write(`shedlock doctor: ${url.redacted}\n`)
+    if (!json) process.stdout.write(`shedlock doctor: ${url.redacted}\n`)
     let store: StoreAdmin
     try {
       store = await openStore(url, { table })
     } catch (error) {
       if (error instanceof UsageError || error instanceof LockConfigurationError) throw error
       report({ status: 'fail', label: 'reachable', detail: messageOf(error) })
-      return summary(checks)
+      return summary()
     }
     try {
       await runChecks(store, maxOffset, report)
     } finally {
       await store.close().catch(() => {})
     }
-    return summary(checks)
+    return summary()
   },
 }
 
@@ -172,7 +177,15 @@ export function clockOffset(reading: ClockReading): { offset: number; uncertaint
   return { offset: local - store, uncertainty: (reading.after - reading.before) / 2 + (reading.resolutionMs > 1 ? reading.resolutionMs / 2 : 0) }
 }
 
-function summary(checks: readonly Check[]): number {
+/** `--json`: one document, printed once every check has run; the exit code as for the text. */
+function jsonSummary(store: string, checks: readonly Check[]): number {
+  const failed = checks.some((c) => c.status === 'fail')
+  const document = { store, healthy: !failed, checks: checks.map(({ label, status, detail }) => ({ label, status, detail })) }
+  process.stdout.write(`${JSON.stringify(document, null, 2)}\n`)
+  return failed ? EXIT_FAILURE : EXIT_OK
+}
+
+function textSummary(checks: readonly Check[]): number {
   const count = (status: Check['status']): number => checks.filter((c) => c.status === status).length
   const failed = count('fail')
   const parts = [`${count('ok')} ok`, `${count('warn')} warning${count('warn') === 1 ? '' : 's'}`, `${failed} failed`]

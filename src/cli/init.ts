@@ -2,7 +2,7 @@ import { type Command, EXIT_OK, parseOptions } from './command.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
-const HELP = `Usage: shedlock init [--url URL] [--table NAME]
+const HELP = `Usage: shedlock init [--url URL] [--table NAME] [--runs-table T] [--json]
 
 Creates what the store's provider needs, if it is missing, and says what it did:
   SQL         the lock table and the run history's table (the DDL of
@@ -18,6 +18,8 @@ checks its columns).
 Options:
 ${URL_HELP}
   --runs-table T the run history's table (SQL; default: shedlock_runs)
+  --json         print JSON instead: { store, kind, done: [what it did or
+                 found, one string each] }
   -h, --help     show this help
 
 Exit codes: 0 done (or nothing to do), 1 the store failed, 2 usage error
@@ -29,12 +31,14 @@ export const initCommand: Command = {
   summary: 'create the lock table, collection, bucket or node if missing',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' } })
+    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' }, json: { type: 'boolean' } })
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
     const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
     return withStore(url, { table, runsTable, create: true }, async (store) => {
-      for (const line of await store.init()) process.stdout.write(`${store.kind} ${store.where}: ${line}\n`)
+      const done = await store.init()
+      if (values.json === true) process.stdout.write(`${JSON.stringify({ store: store.where, kind: store.kind, done }, null, 2)}\n`)
+      else for (const line of done) process.stdout.write(`${store.kind} ${store.where}: ${line}\n`)
       return EXIT_OK
     })
   },

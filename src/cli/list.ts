@@ -9,9 +9,9 @@ const HELP = `Usage: shedlock list [--url URL] [--table NAME] [--prefix P] [--sl
 
 Shows every lock in the store: its name, state (held or free), who holds or
 last held it, when it was taken, until when it is held, and the time left.
-"Now" is the store's clock where it has one (PostgreSQL, MySQL, SQLite, Redis,
-MongoDB; etcd gives remaining lease time), else this host's; the first line
-says which.
+"Now" is the store's clock where expiry is decided on it (PostgreSQL, MySQL,
+Redis; etcd gives remaining lease time), else this host's (SQLite, and
+MongoDB, whose locks expire on each node's clock); the first line says which.
 
 A lock whose task finished but whose lockAtLeastFor has not passed shows as
 held: the storage format, shared with Java ShedLock, does not record whether

@@ -27,8 +27,8 @@ function version(): string {
 function help(): string {
   const visible = commands.filter((c) => !c.hidden)
   const width = Math.max(...visible.map((c) => c.name.length))
-  return `shedlock ${version()}: at most one node runs a scheduled task at a time (distributed task locks,
-compatible with Java ShedLock's storage)
+  return `shedlock ${version()}: at most one node runs a scheduled task at a time
+(distributed task locks, compatible with Java ShedLock's storage)
 
 Usage: shedlock <command> [options]
 
@@ -42,13 +42,16 @@ Options:
 The store is a URL (--url, or the SHEDLOCK_URL environment variable):
 ${URL_FORMS}
 Passwords in URLs are never printed. Each store needs its driver package,
-installed next to shedlock (pg, mysql2, ioredis or redis, mongodb,
-@aws-sdk/client-dynamodb, @aws-sdk/client-s3, etcd3, node-zookeeper-client, @nats-io/transport-node
-and @nats-io/kv, memjs; SQLite: node:sqlite or better-sqlite3).
+installed in your project (looked for from the current directory first, then
+next to shedlock): pg, mysql2, ioredis or redis, mongodb,
+@aws-sdk/client-dynamodb, @aws-sdk/client-s3, etcd3, node-zookeeper-client,
+@nats-io/transport-node and @nats-io/kv, memjs; SQLite: node:sqlite or
+better-sqlite3.
 
 Start with: shedlock demo
 
-Exit codes: 0 ok, 1 failure, 2 usage error (shedlock run: the command's own)
+Exit codes: 0 ok, 1 failure, 2 usage error (shedlock run: the command's own;
+skipped: 0, or --skipped-exit-code)
 `
 }
 
@@ -59,8 +62,17 @@ async function main(argv: string[]): Promise<number> {
     return EXIT_USAGE
   }
   if (first === '-h' || first === '--help' || first === 'help') {
-    const topic = first === 'help' ? commands.find((c) => c.name === rest[0]) : undefined
-    process.stdout.write(topic ? topic.help : help())
+    const asked = first === 'help' ? rest[0] : undefined
+    if (asked === undefined) {
+      process.stdout.write(help())
+      return EXIT_OK
+    }
+    const topic = commands.find((c) => c.name === asked && !c.hidden)
+    if (!topic) {
+      process.stderr.write(`shedlock: no help on ${JSON.stringify(asked)}: give a command, one of ${commands.filter((c) => !c.hidden).map((c) => c.name).join(', ')}\n`)
+      return EXIT_USAGE
+    }
+    process.stdout.write(topic.help)
     return EXIT_OK
   }
   if (first === '-v' || first === '--version') {
@@ -82,7 +94,7 @@ async function main(argv: string[]): Promise<number> {
   } catch (error) {
     // Bad durations, lock names or table names are usage errors too: the command line holds them.
     if (error instanceof UsageError || error instanceof LockConfigurationError) {
-      process.stderr.write(redactSecrets(`shedlock ${command.name}: ${oneLine(error.message)} (see shedlock ${command.name} --help)\n`))
+      process.stderr.write(redactSecrets(`shedlock ${command.name}: ${flagNames(oneLine(error.message))} (see shedlock ${command.name} --help)\n`))
       return EXIT_USAGE
     }
     const message = error instanceof Error ? error.message : String(error)
@@ -92,6 +104,23 @@ async function main(argv: string[]): Promise<number> {
     if (!explained && process.env.SHEDLOCK_DEBUG && error instanceof Error) process.stderr.write(redactSecrets(`${error.stack}\n`))
     return EXIT_FAILURE
   }
+}
+
+/** The library's option names, as the command-line flags that set them. */
+const FLAGS: readonly (readonly [RegExp, string])[] = [
+  [/\blockAtMostFor\b/g, '--lock-at-most-for'],
+  [/\blockAtLeastFor\b/g, '--lock-at-least-for'],
+  [/\brunsTableName\b/g, '--runs-table'],
+  [/\btableName\b/g, '--table'],
+  [/^Lock name /, '--name '],
+]
+
+/**
+ * A library error about the command line, in its words: validation in the core names the API's
+ * options (`lockAtLeastFor`), which a CLI user never typed.
+ */
+function flagNames(message: string): string {
+  return FLAGS.reduce((text, [pattern, flag]) => text.replace(pattern, flag), message)
 }
 
 function oneLine(text: string): string {

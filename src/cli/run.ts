@@ -6,7 +6,7 @@ import { keepAliveLockProvider } from '../core/keep-alive.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { ExtensibleLockProvider } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
-import { CliError, type Command, EXIT_OK, messageOf, parseOptions, UsageError } from './command.ts'
+import { CliError, type Command, EXIT_OK, integerOption, messageOf, parseOptions, UsageError } from './command.ts'
 import { describeHolder } from './lock-table.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { redactSecrets } from '../support/store-url.ts'
@@ -15,15 +15,17 @@ import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock run [--url URL] [--table NAME] --name NAME
                     --lock-at-most-for D [--lock-at-least-for D] [--keep-alive]
-                    [--slot minute|hour|day|ISO] [--quiet] -- COMMAND [ARGS...]
+                    [--slot minute|hour|day|ISO] [--quiet | --json]
+                    [--skipped-exit-code N] -- COMMAND [ARGS...]
 
 Runs COMMAND under the lock NAME: put it in the crontab of every host, and at
 each tick exactly one host runs COMMAND; the others print one line
   skipped: lock "NAME" is held by HOLDER until TIME (LEFT left)
-and exit 0 at once (they never wait). COMMAND gets this process's stdin,
-stdout and stderr; its exit code is shedlock's, and a COMMAND killed by a
-signal makes shedlock exit 128 + the signal's number (SIGTERM: 143). SIGINT,
-SIGTERM, SIGHUP and SIGQUIT sent to shedlock are passed on to COMMAND.
+and exit 0 (or --skipped-exit-code) at once: they never wait. COMMAND gets
+this process's stdin, stdout and stderr; its exit code is shedlock's, and a
+COMMAND killed by a signal makes shedlock exit 128 + the signal's number
+(SIGTERM: 143). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to shedlock are
+passed on to COMMAND.
 
 When COMMAND exits the lock is released, but held until --lock-at-least-for
 after the start. If this host dies, the lock frees itself after
@@ -54,13 +56,21 @@ ${URL_HELP}
   --slot ISO               the same with an explicit slot, e.g.
                            2026-11-24T02:00:00Z (with a zone)
   --quiet                  print nothing when skipped
+  --json                   print the skip as one JSON line instead: { skipped:
+                           true, reason: "held" or "slot-done", name, slot,
+                           lockedBy, lockedAt, lockUntil } (ISO times; null
+                           where unknown)
+  --skipped-exit-code N    exit N (0-255) when skipped (default: 0), so that a
+                           script can tell a skip from a run, as flock -E does
   -h, --help               show this help
 
 Crontab (every host, every night at 02:00):
-  0 2 * * * SHEDLOCK_URL=postgres://cron@db/app shedlock run --name nightly-report --lock-at-most-for 30m --lock-at-least-for 1m -- /opt/app/report.sh
+  SHEDLOCK_URL=postgres://cron@db/app
+  0 2 * * * shedlock run --name report --lock-at-most-for 30m -- /opt/report.sh
 
 Exit codes: COMMAND's exit code when it ran (128 + N when killed by signal N),
-            0 skipped because another host holds the lock, or ran the slot,
+            0 (or --skipped-exit-code) skipped because another host holds
+            the lock, or ran the slot,
             1 the store failed (COMMAND was not run), 2 usage error,
             126 COMMAND is not executable, 127 COMMAND not found
 `
@@ -72,7 +82,7 @@ const KEEP_ALIVE_MINIMUM_MS = 30_000
 /** `shedlock run`. */
 export const runCommand: Command = {
   name: 'run',
-  summary: 'run a command under a lock: one host of a crontab fleet runs it, the others skip',
+  summary: 'run a command under a lock: one host of a crontab fleet runs it',
   help: HELP,
   async run(args) {
     const separator = args.indexOf('--')
@@ -86,6 +96,8 @@ export const runCommand: Command = {
       'keep-alive': { type: 'boolean' },
       slot: { type: 'string' },
       quiet: { type: 'boolean' },
+      json: { type: 'boolean' },
+      'skipped-exit-code': { type: 'string' },
     })
     const [file, ...fileArgs] = commandLine
     if (file === undefined || file === '') throw new UsageError('give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh')
@@ -103,6 +115,9 @@ export const runCommand: Command = {
     }
     const slot = typeof values.slot === 'string' ? slotOption(values.slot, Date.now()) : undefined
     const quiet = values.quiet === true
+    const json = values.json === true
+    if (quiet && json) throw new UsageError('--quiet and --json contradict each other; pass one')
+    const skippedExitCode = integerOption(values, 'skipped-exit-code', EXIT_OK, 0, 255)
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
 
@@ -131,9 +146,23 @@ export const runCommand: Command = {
           throw new CliError(`${why}; the command was not run`, { cause: error })
         }
         if (outcome.executed) return outcome.result
-        if (!quiet && outcome.reason === 'slot-done') process.stdout.write(`skipped: slot ${slot!.toISOString()} of lock ${JSON.stringify(name)} already ran (or was skipped) on another host\n`)
-        else if (!quiet) process.stdout.write(`${await skippedLine(() => store.inspector.get(name), name)}\n`)
-        return signals.received === undefined ? EXIT_OK : 128 + signalNumber(signals.received)
+        if (json) {
+          const record = outcome.reason === 'slot-done' ? undefined : await store.inspector.get(name).catch(() => undefined)
+          const held = record?.held === true
+          const skip = {
+            skipped: true,
+            reason: outcome.reason,
+            name,
+            slot: slot?.toISOString() ?? null,
+            lockedBy: held ? (record.lockedBy ?? null) : null,
+            lockedAt: held ? (record.lockedAt?.toISOString() ?? null) : null,
+            lockUntil: held ? (record.lockUntil?.toISOString() ?? null) : null,
+          }
+          process.stdout.write(`${JSON.stringify(skip)}\n`)
+        } else if (!quiet && outcome.reason === 'slot-done') {
+          process.stdout.write(`skipped: slot ${slot!.toISOString()} of lock ${JSON.stringify(name)} already ran (or was skipped) on another host\n`)
+        } else if (!quiet) process.stdout.write(`${await skippedLine(() => store.inspector.get(name), name)}\n`)
+        return signals.received === undefined ? skippedExitCode : 128 + signalNumber(signals.received)
       })
     } finally {
       signals.stop()

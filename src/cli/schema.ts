@@ -7,7 +7,7 @@ const HELP = `Usage: shedlock schema STORE [--table NAME]
 
 Prints what the store's provider needs, to put in your migrations:
   postgres, mysql (or mariadb), sqlite   the CREATE TABLE statement
-  mongodb                                a mongosh command creating the collection
+  mongodb                                a mongosh command creating it
   dynamodb                               an AWS CLI command creating the table
   nats                                   a nats CLI command creating the bucket
   s3                                     an AWS CLI command creating the bucket
@@ -26,7 +26,7 @@ Exit codes: 0 printed, 2 usage error
 /** `shedlock schema`. */
 export const schemaCommand: Command = {
   name: 'schema',
-  summary: 'print the CREATE TABLE (or what else a store needs) for your migrations',
+  summary: 'print the CREATE TABLE (or what a store needs) for migrations',
   help: HELP,
   async run(args) {
     let parsed

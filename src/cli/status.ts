@@ -41,7 +41,7 @@ interface Staleness {
 /** `shedlock status`. */
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'show each task: last run, last success, failures in a row; --stale checks',
+  summary: 'show each task: last run, last success, failures in a row',
   help: HELP,
   async run(args) {
     let values: { url?: string; table?: string; 'runs-table'?: string; stale?: string[]; json?: boolean }

@@ -3,7 +3,12 @@ import { UsageError } from '../support/admin-errors.ts'
 import { parseStoreUrl as parseUrlOf, redactUrl, type StoreUrl } from '../support/store-url.ts'
 
 /** What `--help` texts list as accepted URLs: one line per store, its first scheme's form. */
-export const URL_FORMS: string = STORES.map((store) => `  ${store.urlForm}${store.schemes.length > 1 ? `  (also ${store.schemes.slice(1).map((s) => (s === 'sqlite:' ? s : `${s}//`)).join(', ')})` : ''}`).join('\n')
+export const URL_FORMS: string = STORES.map((store) => {
+  const also = store.schemes.length > 1 ? `(also ${store.schemes.slice(1).map((s) => (s === 'sqlite:' ? s : `${s}//`)).join(', ')})` : ''
+  const line = `  ${store.urlForm}${also ? `  ${also}` : ''}`
+  // Help stays within 80 columns: a long form gets its other schemes on the next line.
+  return line.length <= 80 ? line : `  ${store.urlForm}\n      ${also}`
+}).join('\n')
 
 /**
  * Parses a store URL and picks its store from the registry.
@@ -34,9 +39,9 @@ export function storeUrlOption(values: Record<string, string | boolean | undefin
 }
 
 /** Help text of the `--url` and `--table` options, shared by the commands. */
-export const URL_HELP: string = `  --url URL      the lock store (default: $SHEDLOCK_URL), e.g. postgres://app@db/app,
-                 redis://cache:6379, sqlite:./locks.db; "shedlock --help" lists
-                 every form
+export const URL_HELP: string = `  --url URL      the lock store (default: $SHEDLOCK_URL), e.g.
+                 postgres://app@db/app, redis://cache:6379, sqlite:./locks.db;
+                 "shedlock --help" lists every form
   --table NAME   ${STORES.filter((s) => s.table)
   .map((s) => s.table!.what)
   .filter((what, i, all) => all.indexOf(what) === i)

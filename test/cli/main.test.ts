@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -10,7 +10,7 @@ import { postgresRunsSchema, postgresSchema } from '../../src/providers/postgres
 import { sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { connectOrSkip } from '../support/backends.ts'
 import { REDIS_URL } from '../support/kv-clients.ts'
-import { cli, lines } from './support/cli.ts'
+import { cli, lines, MAIN } from './support/cli.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const temp = mkdtempSync(join(tmpdir(), 'shedlock-cli-main-'))
@@ -29,6 +29,13 @@ const redisUp = await connectOrSkip('redis', `${redisUrl} (SHEDLOCK_REDIS_URL), 
     socket.once('error', reject)
   })
   return true
+})
+
+describe('the bin', () => {
+  // npm sets the bit at install only; a rebuild in a clone (npm test, npm pack) must keep it.
+  it('dist/cli/main.js is executable after the build', () => {
+    expect(statSync(MAIN).mode & 0o111).not.toBe(0)
+  })
 })
 
 describe('help', () => {
@@ -52,7 +59,7 @@ describe('help', () => {
 
   it('run --help shows a crontab line', async () => {
     const run = await cli(['run', '--help'])
-    expect(run.stdout).toMatch(/^ {2}0 2 \* \* \* SHEDLOCK_URL=\S+ shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+/m)
+    expect(run.stdout).toMatch(/^ {2}SHEDLOCK_URL=\S+\n {2}0 2 \* \* \* shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+$/m)
   })
 })
 
@@ -63,7 +70,7 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
     [['list', '--url', 'ftp://user:ftp-s3cret@host/x'], /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//],
     [['list', '--url', nowhere, '--format', 'xml'], /^shedlock list: --format must be table or json/],
     [['list', '--url', nowhere, '--bogus'], /^shedlock list: Unknown option '--bogus'/],
-    [['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'], /^shedlock list: postgres: tableName "locks; DROP TABLE x" is not a plain SQL identifier/],
+    [['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'], /^shedlock list: postgres: --table "locks; DROP TABLE x" is not a plain SQL identifier/],
     [['list', '--url', 'redis://127.0.0.1:1', '--table', 'x'], /^shedlock list: --table does not apply to redis URLs/],
     [['list', '--url', 'etcd://127.0.0.1:1?bucket=x'], /^shedlock list: etcd URLs take only \?environment=, got \?bucket=/],
     [['list', '--url', 'redis://127.0.0.1:1?environment=a:b'], /^shedlock list: redis: environment must be a non-empty string without ':'/],
@@ -72,7 +79,7 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
     [['run', '--url', nowhere, '--lock-at-most-for', '10m', '--', 'true'], /^shedlock run: --name NAME is required/],
     [['run', '--url', nowhere, '--name', 'a', '--', 'true'], /^shedlock run: --lock-at-most-for is required/],
     [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', 'soon', '--', 'true'], /^shedlock run: --lock-at-most-for: Invalid duration "soon"/],
-    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'], /^shedlock run: Lock "a": lockAtLeastFor \(2m\) is longer than lockAtMostFor \(1m\)/],
+    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'], /^shedlock run: Lock "a": --lock-at-least-for \(2m\) is longer than --lock-at-most-for \(1m\)/],
     [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10s', '--keep-alive', '--', 'true'], /^shedlock run: --keep-alive needs --lock-at-most-for of at least 30s/],
     [['doctor', '--url', nowhere, '--max-offset', 'abc'], /^shedlock doctor: --max-offset: Invalid duration "abc"/],
     [['schema'], /^shedlock schema: name the store: shedlock schema postgres/],
@@ -160,6 +167,9 @@ describe('missing drivers (the built bin copied where no package can be found)',
   cpSync(join(root, 'dist'), join(copy, 'dist'), { recursive: true })
   cpSync(join(root, 'package.json'), join(copy, 'package.json'))
   const main = join(copy, 'dist/cli/main.js')
+  // The user's project: an empty folder, run from (drivers are looked for there first).
+  const project = join(temp, 'empty-project')
+  mkdirSync(project, { recursive: true })
   const resolvable = (name: string): boolean => {
     try {
       createRequire(main).resolve(name)
@@ -183,26 +193,43 @@ describe('missing drivers (the built bin copied where no package can be found)',
   })
 
   it.each([
-    ['postgres://u:pg-s3cret@127.0.0.1:1/db', /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: run npm install pg$/],
-    ['mysql://u:my-s3cret@127.0.0.1:1/db', /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: run npm install mysql2$/],
-    ['redis://:rd-s3cret@127.0.0.1:1', /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: run npm install ioredis$/],
-    ['mongodb://u:mg-s3cret@127.0.0.1:1/db', /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: run npm install mongodb$/],
-    ['dynamodb://127.0.0.1:1', /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: run npm install @aws-sdk\/client-dynamodb$/],
-    ['etcd://127.0.0.1:1', /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: run npm install etcd3$/],
-    ['zookeeper://127.0.0.1:1', /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: run npm install node-zookeeper-client$/],
-    ['nats://127.0.0.1:1', /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: run npm install @nats-io\/transport-node @nats-io\/kv$/],
-    ['memcached://127.0.0.1:1', /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: run npm install memjs$/],
+    ['postgres://u:pg-s3cret@127.0.0.1:1/db', /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install pg in your project$/],
+    ['mysql://u:my-s3cret@127.0.0.1:1/db', /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mysql2 in your project$/],
+    ['redis://:rd-s3cret@127.0.0.1:1', /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install ioredis in your project$/],
+    ['mongodb://u:mg-s3cret@127.0.0.1:1/db', /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mongodb in your project$/],
+    ['dynamodb://127.0.0.1:1', /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @aws-sdk\/client-dynamodb in your project$/],
+    ['etcd://127.0.0.1:1', /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install etcd3 in your project$/],
+    ['zookeeper://127.0.0.1:1', /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install node-zookeeper-client in your project$/],
+    ['nats://127.0.0.1:1', /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @nats-io\/transport-node @nats-io\/kv in your project$/],
+    ['memcached://127.0.0.1:1', /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install memjs in your project$/],
   ])('%s: one line naming the package to install, exit 1', async (url, message) => {
-    const run = await cli(['list', '--url', url], { main })
+    const run = await cli(['list', '--url', url], { main, cwd: project })
     expect(run.code).toBe(1)
     expect(lines(run.stderr)).toHaveLength(1)
     expect(run.stderr.trimEnd()).toMatch(message)
+    expect(run.stderr).toContain(`looked from ${project} (the current directory), then from ${join(copy, 'dist', 'support')}/ (shedlock's own folder)`)
     expect(run.stderr).not.toContain('s3cret')
+  })
+
+  it("a driver installed in the user's project is found, though shedlock's own folder has none", async () => {
+    // A stand-in pg in the project's node_modules: its Pool says where it was loaded from.
+    const withPg = join(temp, 'project-with-pg')
+    mkdirSync(join(withPg, 'node_modules', 'pg'), { recursive: true })
+    writeFileSync(join(withPg, 'package.json'), '{"name":"app","private":true}')
+    writeFileSync(join(withPg, 'node_modules', 'pg', 'package.json'), '{"name":"pg","version":"8.0.0","main":"index.js"}')
+    writeFileSync(join(withPg, 'node_modules', 'pg', 'index.js'), "exports.Pool = class { constructor() { throw new Error('the pg of the project') } }\n")
+    // From a subfolder too: Node's resolution walks up to the project's node_modules.
+    mkdirSync(join(withPg, 'scripts'), { recursive: true })
+    for (const cwd of [withPg, join(withPg, 'scripts')]) {
+      const run = await cli(['list', '--url', 'postgres://u@127.0.0.1:1/db'], { main, cwd })
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain('the pg of the project')
+    }
   })
 
   it('sqlite: needs node:sqlite (Node >= 22.13) or better-sqlite3, and says so', async () => {
     const file = join(temp, 'no-driver.db')
-    const run = await cli(['init', '--url', `sqlite:${file}`], { main })
+    const run = await cli(['init', '--url', `sqlite:${file}`], { main, cwd: project })
     const nodeSqlite = await import('node:sqlite' as string).then(
       () => true,
       () => false,
@@ -222,7 +249,7 @@ describe('missing drivers (the built bin copied where no package can be found)',
     symlinkSync(join(root, 'node_modules/redis'), join(modules, 'redis'))
     try {
       expect(resolvable('ioredis')).toBe(false)
-      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], { main })
+      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], { main, cwd: project })
       expect(run.code, run.stdout + run.stderr).toBe(0)
       expect(run.stdout).toMatch(/^ {2}ok {4}reachable: Redis \S+ \(node-redis\)/m)
       expect(run.stdout).toMatch(/^ {2}ok {4}write: took lock .*, released it, removed its record$/m)

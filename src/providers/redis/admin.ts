@@ -1,5 +1,5 @@
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
-import { importDriver, isNotFound } from '../../support/import-driver.ts'
+import { importDriver, isNotFound, lookedFrom } from '../../support/import-driver.ts'
 import { type StoreAdmin, type StoreOptions, timed } from '../../support/store-admin.ts'
 import type { StoreUrl } from '../../support/store-url.ts'
 import { type RedisClientLike, toRedisCommands } from './commands.ts'
@@ -86,7 +86,7 @@ async function connect(driverUrl: string, url: StoreUrl): Promise<ConnectedRedis
       nodeRedis = await importDriver('redis', 'redis', 'redis://')
     } catch (error) {
       if (!isNotFound(error instanceof Error ? error.cause : undefined, 'redis')) throw error
-      throw new CliError('redis:// URLs need the ioredis or the redis package, and neither is installed: run npm install ioredis', { cause: error })
+      throw new CliError(`redis:// URLs need the ioredis or the redis package, and neither is installed: ${lookedFrom()}; run npm install ioredis in your project`, { cause: error })
     }
   }
   try {

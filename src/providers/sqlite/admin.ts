@@ -18,13 +18,14 @@ export function schema(table: string | undefined): string {
 }
 
 /**
- * The path of a `sqlite:` URL: `sqlite:PATH` (relative or absolute) or `sqlite:///abs/path`.
+ * The path of a `sqlite:` URL: `sqlite:PATH`, relative or absolute (`sqlite:///abs/path`, an older
+ * form, is read too).
  * @throws UsageError when it is empty.
  */
 export function sqlitePath(url: StoreUrl): string {
   let path = url.raw.slice('sqlite:'.length)
   if (path.startsWith('//')) path = path.slice(2)
-  if (path === '') throw new UsageError('sqlite: URL without a path; use sqlite:PATH, e.g. sqlite:./locks.db or sqlite:///var/lib/app/locks.db')
+  if (path === '') throw new UsageError('sqlite: URL without a path; use sqlite:PATH, e.g. sqlite:./locks.db or sqlite:/var/lib/app/locks.db')
   return path
 }
 

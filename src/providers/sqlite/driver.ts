@@ -1,5 +1,6 @@
 import { CliError } from '../../support/admin-errors.ts'
 import type { SqliteRowsDatabase } from './inspector.ts'
+import { importDriver } from '../../support/import-driver.ts'
 
 /** The SQLite drivers the CLI can use, most preferred first. */
 export type SqliteDriverName = 'node:sqlite' | 'better-sqlite3'
@@ -57,8 +58,8 @@ async function loadNodeSqlite(): Promise<SqliteDriver> {
 }
 
 async function loadBetterSqlite3(): Promise<SqliteDriver> {
-  const specifier = 'better-sqlite3'
-  const Database = ((await import(specifier)) as { default: Constructor }).default
+  // From the user's project first, as every CLI driver (support/import-driver.ts).
+  const Database = (await importDriver<{ default: Constructor }>('better-sqlite3', 'better-sqlite3', 'sqlite:')).default
   // The import succeeds even when the native binary does not match this Node; opening loads it.
   new Database(':memory:').close()
   return { name: 'better-sqlite3', open: (path) => new Database(path, { timeout: BUSY_TIMEOUT_MS }) }

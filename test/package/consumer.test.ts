@@ -1,0 +1,198 @@
+// The packages as a user gets them: both tarballs (`npm pack`) installed into a fresh project in
+// a temporary folder, then publint, are-the-types-wrong, the README's first lock against
+// PostgreSQL, a CommonJS consumer under several TypeScript settings, and every TypeScript code
+// block of the README and docs/ type-checked against the installed packages.
+//
+// The tarballs are packed with --ignore-scripts from the dist/ that `npm test` has just built:
+// `prepack` would rebuild (rm -rf dist) under the feet of the test files running alongside.
+// They install with `npm install --offline`: they have no dependencies. The registry packages a
+// consumer adds (pg, typescript, the drivers and frameworks the docs import) are linked from this
+// repository's node_modules, which holds exactly the versions the tests run against.
+import { type SpawnSyncReturns, spawnSync } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { postgresPoolOrSkip, POSTGRES_URL } from '../support/sql-pools.ts'
+import { writeSnippets } from './snippets.ts'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const fixtures = fileURLToPath(new URL('./fixtures', import.meta.url))
+const bin = (name: string): string => join(root, 'node_modules', '.bin', name)
+const work = mkdtempSync(join(tmpdir(), 'shedlock-consumer-'))
+const consumer = join(work, 'consumer')
+afterAll(() => rmSync(work, { recursive: true, force: true }))
+// Each tsc run takes 2-6 s, more on a loaded machine: the default 30 s per test is too tight.
+
+interface Packed {
+  name: string
+  tarball: string
+  files: string[]
+}
+const packed: Packed[] = []
+
+/** Runs a command; npm's own variables of the `npm test` around us are left out, so they do not steer the nested npm. */
+function run(command: string, args: readonly string[], cwd: string, env: Record<string, string> = {}): SpawnSyncReturns<string> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key)))
+  return spawnSync(command, args, { cwd, encoding: 'utf8', env: { ...clean, ...env }, timeout: 60_000 })
+}
+
+function output(result: SpawnSyncReturns<string>): string {
+  return `${result.stdout ?? ''}${result.stderr ?? ''}${result.error ? String(result.error) : ''}`
+}
+
+function expectSuccess(result: SpawnSyncReturns<string>): string {
+  expect(result.status, output(result)).toBe(0)
+  return result.stdout
+}
+
+/** tsc of this repository (TypeScript 6) on a project of the consumer. */
+function tsc(project: string): SpawnSyncReturns<string> {
+  return run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], consumer)
+}
+
+/** Writes a tsconfig.json into `folder` of the consumer and returns its path. */
+function tsconfig(folder: string, name: string, compilerOptions: Record<string, unknown>, include: string[]): string {
+  const path = join(consumer, folder, name)
+  const options = { strict: true, skipLibCheck: false, types: ['node'], target: 'es2023', lib: ['es2023'], ...compilerOptions }
+  writeFileSync(path, JSON.stringify({ compilerOptions: options, include }, null, 2))
+  return path
+}
+
+/**
+ * Links every package of this repository's node_modules into the consumer's, except the two
+ * installed from the tarballs: what a user's project would have installed next to shedlock.
+ */
+function linkRegistryPackages(): void {
+  const from = join(root, 'node_modules')
+  const to = join(consumer, 'node_modules')
+  const skip = new Set(['.bin', '.cache', '.package-lock.json', 'shedlock', '@shedlock'])
+  for (const entry of readdirSync(from)) {
+    if (skip.has(entry)) continue
+    if (entry.startsWith('@')) {
+      mkdirSync(join(to, entry), { recursive: true })
+      for (const inner of readdirSync(join(from, entry))) {
+        if (!existsSync(join(to, entry, inner))) symlinkSync(join(from, entry, inner), join(to, entry, inner), 'dir')
+      }
+    } else if (!existsSync(join(to, entry))) {
+      symlinkSync(join(from, entry), join(to, entry), 'dir')
+    }
+  }
+}
+
+beforeAll(() => {
+  for (const folder of ['', 'packages/nestjs']) {
+    const dist = join(root, folder, 'dist', 'index.js')
+    if (!existsSync(dist)) throw new Error(`${dist} is missing: run "npm run build && npm run build:nestjs" first (npm test does)`)
+    const result = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], join(root, folder))
+    const [info] = JSON.parse(expectSuccess(result)) as { name: string; filename: string; files: { path: string }[] }[]
+    packed.push({ name: info!.name, tarball: join(work, info!.filename), files: info!.files.map((f) => f.path) })
+  }
+  mkdirSync(consumer)
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'shedlock-consumer', private: true, version: '1.0.0' }))
+  // --legacy-peer-deps: npm would fetch the NestJS peers from the registry; they are linked below.
+  expectSuccess(run('npm', ['install', '--offline', '--legacy-peer-deps', '--no-audit', '--no-fund', '--no-package-lock', ...packed.map((p) => p.tarball)], consumer))
+  linkRegistryPackages()
+  cpSync(fixtures, consumer, { recursive: true })
+}, 120_000)
+
+describe('the tarballs', { timeout: 120_000 }, () => {
+  it('hold the LICENSE, the README and dist/, without source maps, src/ or tests', () => {
+    expect(packed.map((p) => p.name)).toEqual(['shedlock', '@shedlock/nestjs'])
+    for (const { name, files } of packed) {
+      expect(files, name).toContain('LICENSE')
+      expect(files, name).toContain('README.md')
+      expect(files, name).toContain('dist/index.js')
+      expect(files, name).toContain('dist/index.d.ts')
+      expect(files.filter((f) => f.endsWith('.map')), name).toEqual([])
+      expect(files.filter((f) => /^(src|test)\//.test(f)), name).toEqual([])
+    }
+  })
+
+  it('run no script at install, and the installed bin is executable', () => {
+    for (const name of ['shedlock', '@shedlock/nestjs']) {
+      const manifest = JSON.parse(readFileSync(join(consumer, 'node_modules', name, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }
+      for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) expect(manifest.scripts?.[script], `${name} ${script}`).toBeUndefined()
+    }
+    expect(statSync(join(consumer, 'node_modules', 'shedlock', 'dist', 'cli', 'main.js')).mode & 0o111).not.toBe(0)
+    const help = run(join(consumer, 'node_modules', '.bin', 'shedlock'), ['--help'], consumer)
+    expect(expectSuccess(help)).toMatch(/^Usage: shedlock/m)
+  })
+
+  it('pass publint --strict', () => {
+    for (const { tarball } of packed) {
+      const result = run(bin('publint'), ['--strict', tarball], work)
+      expect(expectSuccess(result), tarball).toMatch(/All good!/)
+    }
+  })
+
+  // ESM only: CommonJS loads the packages through require(esm) (Node.js >= 20.19), which attw
+  // reports as cjs-resolves-to-esm; every other rule holds, node10 resolution included.
+  it('pass are-the-types-wrong, for ESM, bundlers and node10', () => {
+    for (const { tarball } of packed) {
+      const result = run(bin('attw'), [tarball, '--ignore-rules', 'cjs-resolves-to-esm', '--format', 'ascii'], work)
+      expect(expectSuccess(result), tarball).toMatch(/No problems found/)
+    }
+  })
+})
+
+describe('an ES module consumer', { timeout: 120_000 }, () => {
+  it('runs the README first lock against a fresh PostgreSQL table', async () => {
+    const pool = await postgresPoolOrSkip(1)
+    if (!pool) return
+    await pool.end()
+    expectSuccess(tsc(tsconfig('esm', 'tsconfig.json', { module: 'nodenext', outDir: 'out' }, ['readme-example.ts'])))
+    const table = `pack_consumer_${process.pid}`
+    const result = run(process.execPath, ['out/readme-example.js'], join(consumer, 'esm'), { DATABASE_URL: POSTGRES_URL, SHEDLOCK_TABLE: table })
+    expect(expectSuccess(result)).toBe('A: purged; B: held\nrows: purge-sessions\n')
+  })
+
+  it('type-checks with module node20', () => {
+    const result = tsc(tsconfig('esm', 'tsconfig.node20.json', { module: 'node20', noEmit: true }, ['readme-example.ts']))
+    expect(result.status, output(result)).toBe(0)
+  })
+})
+
+describe('a CommonJS consumer', { timeout: 120_000 }, () => {
+  it('compiles with module nodenext and runs: require() loads shedlock through require(esm)', () => {
+    expectSuccess(tsc(tsconfig('cjs', 'tsconfig.json', { module: 'nodenext', outDir: 'out' }, ['consumer.ts'])))
+    const result = run(process.execPath, ['out/consumer.js'], join(consumer, 'cjs'))
+    expect(expectSuccess(result)).toBe('executed=true result=42 ms=60000 ddl=true\nmodule=commonjs\n')
+  })
+
+  it('type-checks with module node20 and commonjs (bundler and node10 resolution)', () => {
+    const settings: Record<string, Record<string, unknown>> = {
+      node20: { module: 'node20' },
+      // TypeScript 6 resolves as bundler under module commonjs unless told otherwise.
+      commonjs: { module: 'commonjs' },
+      // NestJS 11's tsconfig (node10 resolution reads typesVersions); TypeScript 6 deprecates node10.
+      'commonjs-node10': { module: 'commonjs', moduleResolution: 'node10', ignoreDeprecations: '6.0' },
+    }
+    for (const [label, options] of Object.entries(settings)) {
+      const result = tsc(tsconfig('cjs', `tsconfig.${label}.json`, { ...options, noEmit: true }, ['consumer.ts']))
+      expect(result.status, `${label}: ${output(result)}`).toBe(0)
+    }
+  })
+
+  // TypeScript allows require(esm) from nodenext and node20 only (5.8+); the docs say so.
+  it('is refused by module node16 (TS1479), as docs/typescript.md says', () => {
+    const result = tsc(tsconfig('cjs', 'tsconfig.node16.json', { module: 'node16', noEmit: true }, ['consumer.ts']))
+    expect(result.status).not.toBe(0)
+    expect(output(result)).toMatch(/TS1479/)
+  })
+})
+
+describe('the TypeScript code blocks of the README and docs/', { timeout: 120_000 }, () => {
+  it.each(['nodenext', 'bundler'])('type-check against the installed packages with moduleResolution %s', (resolution) => {
+    const folder = `snippets-${resolution}`
+    const files = writeSnippets(root, join(consumer, folder))
+    expect(files.length).toBeGreaterThan(40)
+    expect(files.some((f) => f.includes('legacy-decorators'))).toBe(true)
+    const options = { ...(resolution === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: 'nodenext' }), noEmit: true, skipLibCheck: true }
+    const standard = tsc(tsconfig(folder, 'tsconfig.standard.json', options, ['standard/*.ts']))
+    expect(standard.status, output(standard)).toBe(0)
+    const legacy = tsc(tsconfig(folder, 'tsconfig.legacy.json', { ...options, experimentalDecorators: true, emitDecoratorMetadata: true }, ['legacy-decorators/*.ts']))
+    expect(legacy.status, output(legacy)).toBe(0)
+  })
+})
