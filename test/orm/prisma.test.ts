@@ -1,0 +1,39 @@
+import { PrismaPg } from '@prisma/adapter-pg'
+import { describe, expect, it } from 'vitest'
+import { LockConfigurationError } from '../../src/index.ts'
+import { prismaLockProvider } from '../../src/orm/prisma.ts'
+import { POSTGRES_URL } from '../support/sql-pools.ts'
+import { prismaClientClass } from './prisma-client.ts'
+import { ormTests } from './support.ts'
+
+type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
+
+await ormTests('prisma', 'postgres', async () => {
+  const PrismaClient = prismaClientClass('postgresql')
+  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 8 }) })
+  return {
+    provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+    transaction: (body) =>
+      prisma.$transaction(
+        (tx: Tx) =>
+          body({
+            handle: tx,
+            read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
+            write: async (sql) => {
+              await tx.$executeRawUnsafe(sql)
+            },
+          }) as never,
+      ),
+    fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+    close: () => prisma.$disconnect(),
+  }
+})
+
+describe('prismaLockProvider', () => {
+  it('refuses MySQL/MariaDB and what is not a Prisma Client, naming the fix', () => {
+    const fake = { $executeRawUnsafe: async () => 0, $queryRawUnsafe: async () => [], $disconnect: async () => {}, _activeProvider: 'mysql' }
+    expect(() => prismaLockProvider(fake)).toThrow(/mysqlLockProvider/)
+    expect(() => prismaLockProvider({ ...fake, _activeProvider: 'sqlserver' } as never)).toThrow(LockConfigurationError)
+    expect(() => prismaLockProvider({} as never)).toThrow(/PrismaClient/)
+  })
+})
