@@ -158,3 +158,8 @@ const numbered = (sql: string): string => {
   return sql.replace(/\?/g, () => `$${++n}`)
 }
 
+
+/** The first column of the first row, as a number (counts come back as strings or bigints on some drivers). */
+export function firstValue(rows: Record<string, unknown>[]): number {
+  return Number(Object.values(rows[0]!)[0])
+}

@@ -1,0 +1,34 @@
+import { CamelCasePlugin, Kysely, MysqlDialect, PostgresDialect, sql } from 'kysely'
+import mysql from 'mysql2'
+import pg from 'pg'
+import { kyselyLockProvider } from '../../src/orm/kysely.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { firstValue, ormTests } from './support.ts'
+
+for (const dialect of ['postgres', 'mysql'] as const) {
+  await ormTests('kysely', dialect, async () => {
+    // CamelCasePlugin would rename the columns the provider reads: the adapter runs without plugins.
+    const db = new Kysely<Record<string, never>>({
+      dialect:
+        dialect === 'postgres'
+          ? new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 8 }) })
+          : new MysqlDialect({ pool: mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) }),
+      plugins: [new CamelCasePlugin()],
+    })
+    return {
+      provider: (tableName) => kyselyLockProvider(db, { tableName }),
+      transaction: (body) =>
+        db.transaction().execute((trx) =>
+          body({
+            handle: trx,
+            read: async (text) => firstValue((await sql.raw(text).execute(trx)).rows as Record<string, unknown>[]),
+            write: async (text) => {
+              await sql.raw(text).execute(trx)
+            },
+          }),
+        ),
+      fromHandle: { escapes: false, provider: (handle, tableName) => kyselyLockProvider(handle as never, { tableName }) },
+      close: () => db.destroy(),
+    }
+  })
+}
