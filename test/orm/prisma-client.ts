@@ -22,7 +22,9 @@ export function prismaClientClass(provider: 'postgresql' | 'mysql'): new (option
       getRuntime: async () => await import(`@prisma/client/runtime/query_compiler_fast_bg.${provider}.mjs`),
       getQueryCompilerWasmModule: async () => {
         const { wasm } = (await import(`@prisma/client/runtime/query_compiler_fast_bg.${provider}.wasm-base64.mjs`)) as { wasm: string }
-        return new WebAssembly.Module(Buffer.from(wasm, 'base64'))
+        // The lib settings have no DOM types: WebAssembly is reached through globalThis.
+        const { WebAssembly: wasmApi } = globalThis as unknown as { WebAssembly: { Module: new (bytes: Uint8Array) => unknown } }
+        return new wasmApi.Module(Buffer.from(wasm, 'base64'))
       },
       importName: './query_compiler_fast_bg.js',
     },
