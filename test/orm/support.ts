@@ -38,7 +38,8 @@ export interface OrmHarness {
 /** Registers the adapter's tests for `dialect`, `setup` making the ORM instance once the database answers. */
 export async function ormTests(library: string, dialect: Dialect, setup: () => Promise<OrmHarness>): Promise<void> {
   const pool = dialect === 'postgres' ? await postgresPoolOrSkip(4) : await mysqlPoolOrSkip(4)
-  describe.skipIf(!pool)(`${library} on ${dialect}`, () => {
+  // Concurrent: the cases mostly sleep (expiry, lockAtLeastFor), and use names of their own.
+  describe.skipIf(!pool).concurrent(`${library} on ${dialect}`, () => {
     const q = dialect === 'postgres' ? (sql: string, values: unknown[] = []) => (pool as pg.Pool).query(numbered(sql), values).then((r) => r.rows as Record<string, unknown>[]) : (sql: string, values: unknown[] = []) => (pool as mysql.Pool).query(sql, values).then(([r]) => r as Record<string, unknown>[])
     const now = dialect === 'postgres' ? `timezone('utc', statement_timestamp())` : 'UTC_TIMESTAMP(3)'
     const table = uniqueTable(`shedlock_orm_${library}`)
