@@ -1,4 +1,4 @@
-// shedlock/orm/mikro-orm: a lock provider over MikroORM 6 (@mikro-orm/postgresql or @mikro-orm/mysql, @mikro-orm/mariadb).
+// shedlock/orm/mikro-orm: a lock provider over MikroORM 6 (@mikro-orm/postgresql or @mikro-orm/mysql).
 import { LockConfigurationError } from '../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
 import { chooseDialect, type OrmLockProviderOptions, ormSqlLockProvider, questionMarks } from './sql-client.ts'
@@ -32,7 +32,7 @@ export function mikroOrmLockProvider(em: MikroOrmEntityManagerLike | { readonly 
   const manager = em && typeof (em as MikroOrmEntityManagerLike).getConnection === 'function' ? (em as MikroOrmEntityManagerLike) : (em as { em?: MikroOrmEntityManagerLike } | undefined)?.em
   if (!manager || typeof manager.getConnection !== 'function') throw new LockConfigurationError('mikro-orm: pass your MikroORM instance or its em')
   const platform = manager.getPlatform().constructor.name
-  const detected = platform === 'PostgreSqlPlatform' ? 'postgres' : platform === 'MySqlPlatform' || platform === 'MariaDbPlatform' ? 'mysql' : undefined
+  const detected = platform === 'PostgreSqlPlatform' ? 'postgres' : platform === 'MySqlPlatform' ? 'mysql' : undefined
   const dialect = chooseDialect('mikro-orm', options, detected)
   return ormSqlLockProvider(
     dialect,
