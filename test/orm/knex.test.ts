@@ -1,11 +1,15 @@
 import knexFactory from 'knex'
 import { knexLockProvider } from '../../src/orm/knex.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests } from './support.ts'
+
+// The pool retries a dead database and logs each refusal: expected here.
+const quiet = { warn: () => {}, error: () => {}, debug: () => {}, deprecate: () => {} }
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('knex', dialect, async () => {
     const knex = knexFactory(dialect === 'postgres' ? { client: 'pg', connection: POSTGRES_URL, pool: { min: 0, max: 8 } } : { client: 'mysql2', connection: MYSQL_URL, pool: { min: 0, max: 8 } })
+    const dead_: ReturnType<typeof knexFactory>[] = []
     const rowsOf = (reply: unknown): Record<string, unknown>[] => (dialect === 'postgres' ? (reply as { rows: Record<string, unknown>[] }).rows : (reply as Record<string, unknown>[][])[0]!)
     return {
       provider: (tableName) => knexLockProvider(knex, { tableName }),
@@ -20,7 +24,15 @@ for (const dialect of ['postgres', 'mysql'] as const) {
           }),
         ),
       fromHandle: { escapes: false, provider: (handle, tableName) => knexLockProvider(handle as never, { tableName }) },
-      close: () => knex.destroy(),
+      unreachable: (tableName) => {
+        const dead = knexFactory({ client: dialect === 'postgres' ? 'pg' : 'mysql2', connection: dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, acquireConnectionTimeout: 2_000, log: quiet })
+        dead_.push(dead)
+        return knexLockProvider(dead, { tableName })
+      },
+      close: async () => {
+        await Promise.all(dead_.map((dead) => dead.destroy()))
+        await knex.destroy()
+      },
     }
-  })
+  }, { deadStore: true })
 }

@@ -3,7 +3,7 @@ import mysql from 'mysql2'
 import pg from 'pg'
 import { kyselyLockProvider } from '../../src/orm/kysely.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('kysely', dialect, async () => {
@@ -15,6 +15,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
           : new MysqlDialect({ pool: mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) }),
       plugins: [new CamelCasePlugin()],
     })
+    const dead_: Kysely<Record<string, never>>[] = []
     return {
       provider: (tableName) => kyselyLockProvider(db, { tableName }),
       transaction: (body) =>
@@ -28,7 +29,20 @@ for (const dialect of ['postgres', 'mysql'] as const) {
           }),
         ),
       fromHandle: { escapes: false, provider: (handle, tableName) => kyselyLockProvider(handle as never, { tableName }) },
-      close: () => db.destroy(),
+      unreachable: (tableName) => {
+        const dead = new Kysely<Record<string, never>>({
+          dialect:
+            dialect === 'postgres'
+              ? new PostgresDialect({ pool: new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+              : new MysqlDialect({ pool: mysql.createPool({ uri: DEAD_MYSQL, connectTimeout: 2_000 }) }),
+        })
+        dead_.push(dead)
+        return kyselyLockProvider(dead, { tableName })
+      },
+      close: async () => {
+        await Promise.all(dead_.map((dead) => dead.destroy()))
+        await db.destroy()
+      },
     }
-  })
+  }, { deadStore: true })
 }

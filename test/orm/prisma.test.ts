@@ -4,13 +4,14 @@ import { LockConfigurationError } from '../../src/index.ts'
 import { prismaLockProvider } from '../../src/orm/prisma.ts'
 import { POSTGRES_URL } from '../support/sql-pools.ts'
 import { prismaClientClass } from './prisma-client.ts'
-import { ormTests } from './support.ts'
+import { DEAD_POSTGRES, ormTests } from './support.ts'
 
 type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
 
 await ormTests('prisma', 'postgres', async () => {
   const PrismaClient = prismaClientClass('postgresql')
   const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 8 }) })
+  const dead_: InstanceType<typeof PrismaClient>[] = []
   return {
     provider: (tableName) => prismaLockProvider(prisma, { tableName }),
     transaction: (body) =>
@@ -25,9 +26,17 @@ await ormTests('prisma', 'postgres', async () => {
           }) as never,
       ),
     fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
-    close: () => prisma.$disconnect(),
+    unreachable: (tableName) => {
+      const dead = new PrismaClient({ adapter: new PrismaPg({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+      dead_.push(dead)
+      return prismaLockProvider(dead, { tableName })
+    },
+    close: async () => {
+      await Promise.all(dead_.map((dead) => dead.$disconnect()))
+      await prisma.$disconnect()
+    },
   }
-})
+}, { deadStore: true })
 
 describe('prismaLockProvider', () => {
   it('refuses MySQL/MariaDB and what is not a Prisma Client, naming the fix', () => {

@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { QueryTypes, Sequelize, type Transaction } from 'sequelize'
 import { sequelizeLockProvider } from '../../src/orm/sequelize.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests } from './support.ts'
 
 // Continuation-local storage, as cls-hooked gives it: with it, every query inside
 // sequelize.transaction(callback) joins that transaction unless told otherwise, the hazard the
@@ -21,6 +21,7 @@ Sequelize.useCLS({
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('sequelize', dialect, async () => {
     const sequelize = new Sequelize(dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, { logging: false, pool: { max: 8 } })
+    const dead_: Sequelize[] = []
     return {
       provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }),
       transaction: (body) =>
@@ -36,7 +37,15 @@ for (const dialect of ['postgres', 'mysql'] as const) {
         ),
       // The same root instance, called inside the CLS transaction.
       fromHandle: { escapes: true, provider: (_handle, tableName) => sequelizeLockProvider(sequelize, { tableName }) },
-      close: () => sequelize.close(),
+      unreachable: (tableName) => {
+        const dead = new Sequelize(dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, { logging: false, pool: { acquire: 2_000 } })
+        dead_.push(dead)
+        return sequelizeLockProvider(dead, { tableName })
+      },
+      close: async () => {
+        await Promise.all(dead_.map((dead) => dead.close()))
+        await sequelize.close()
+      },
     }
-  })
+  }, { deadStore: true })
 }

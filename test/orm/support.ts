@@ -32,11 +32,13 @@ export interface OrmHarness {
    * works outside the transaction.
    */
   fromHandle: { escapes: boolean; provider(handle: unknown, table: string): LockProvider }
+  /** A provider over an instance of the same library whose database is unreachable (port 1): enables the suite's dead-store case. */
+  unreachable?(table: string): LockProvider
   close(): Promise<void>
 }
 
 /** Registers the adapter's tests for `dialect`, `setup` making the ORM instance once the database answers. */
-export async function ormTests(library: string, dialect: Dialect, setup: () => Promise<OrmHarness>): Promise<void> {
+export async function ormTests(library: string, dialect: Dialect, setup: () => Promise<OrmHarness>, { deadStore = false }: { deadStore?: boolean } = {}): Promise<void> {
   const pool = dialect === 'postgres' ? await postgresPoolOrSkip(4) : await mysqlPoolOrSkip(4)
   // Concurrent: the cases mostly sleep (expiry, lockAtLeastFor), and use names of their own.
   describe.skipIf(!pool).concurrent(`${library} on ${dialect}`, () => {
@@ -65,6 +67,7 @@ export async function ormTests(library: string, dialect: Dialect, setup: () => P
         deleteRecord: async (name) => {
           await q(`DELETE FROM ${table} WHERE name = ?`, [name])
         },
+        ...(deadStore ? { unreachableProvider: () => orm.unreachable!(table) } : {}),
         extensible: true,
         slots: { inspector: true },
         maxNameLength: 64,
@@ -164,3 +167,7 @@ const numbered = (sql: string): string => {
 export function firstValue(rows: Record<string, unknown>[]): number {
   return Number(Object.values(rows[0]!)[0])
 }
+
+/** Databases nobody listens on, for the suite's dead-store case. */
+export const DEAD_POSTGRES = 'postgres://postgres@127.0.0.1:1/test'
+export const DEAD_MYSQL = 'mysql://root@127.0.0.1:1/test'
