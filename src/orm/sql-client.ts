@@ -40,7 +40,14 @@ export interface OrmStatementResult {
 export type OrmStatementRunner = (sql: string, values: unknown[], kind: 'rows' | 'write') => Promise<OrmStatementResult>
 
 /** Internal: the provider of `dialect` over `run`. */
-export function ormSqlLockProvider(dialect: OrmDialect, run: OrmStatementRunner, options: OrmLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function ormSqlLockProvider(dialect: OrmDialect, runStatement: OrmStatementRunner, options: OrmLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  const run: OrmStatementRunner = async (sql, values, kind) => {
+    try {
+      return await runStatement(sql, values, kind)
+    } catch (error) {
+      throw withDriverCodes(error)
+    }
+  }
   const kindOf = (sql: string): 'rows' | 'write' => (/^\s*(SELECT|WITH)\b/i.test(sql) ? 'rows' : 'write')
   if (dialect === 'postgres') {
     const client = {
@@ -61,6 +68,29 @@ export function ormSqlLockProvider(dialect: OrmDialect, run: OrmStatementRunner,
     },
   }
   return mysqlLockProvider({ ...options, client })
+}
+
+/**
+ * The ORM's error with the driver's `code` and `errno` on top, where the ORM wrapped them
+ * (Sequelize's `parent`, Prisma's `meta.driverAdapterError.cause`, TypeORM's `driverError`): the
+ * providers read them to tell a deadlock or serialization failure (not acquired; retried on
+ * release) and a missing table (the error gives its DDL) from other failures.
+ */
+function withDriverCodes(error: unknown): unknown {
+  if (!error || typeof error !== 'object') return error
+  const e = error as Record<string, unknown> & { meta?: { driverAdapterError?: { cause?: unknown } } }
+  const candidates = [e, e.parent, e.original, e.driverError, e.meta?.driverAdapterError?.cause, e.cause]
+  for (const candidate of candidates) {
+    if (!candidate || typeof candidate !== 'object') continue
+    const { code, errno, originalCode } = candidate as { code?: unknown; errno?: unknown; originalCode?: unknown }
+    // Prisma's own codes (P2010...) say only that a raw query failed.
+    const driverCode = typeof originalCode === 'string' ? originalCode : typeof code === 'string' && !/^P\d{4}$/.test(code) ? code : undefined
+    if (driverCode === undefined && typeof errno !== 'number') continue
+    if (candidate === e) return error
+    const wrapped = new Error(error instanceof Error ? error.message : String(error), { cause: error })
+    return Object.assign(wrapped, { code: driverCode, errno: typeof errno === 'number' ? errno : undefined })
+  }
+  return error
 }
 
 /** Internal: `options.dialect`, else what the adapter detected, else a `LockConfigurationError` naming the fix. */

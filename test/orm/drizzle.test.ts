@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest'
 import { LockConfigurationError } from '../../src/index.ts'
 import { drizzleLockProvider } from '../../src/orm/drizzle.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests } from './support.ts'
+import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 await ormTests('drizzle', 'postgres', async () => {
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 8 })
@@ -56,4 +56,9 @@ describe('drizzleLockProvider', () => {
     expect(() => drizzleLockProvider(pgDrizzle(client))).toThrow(LockConfigurationError)
     expect(() => drizzleLockProvider(pgDrizzle(client))).toThrow(/pg\.Pool/)
   })
+})
+
+serializableRace('drizzle', async () => {
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE })
+  return { provider: (tableName) => drizzleLockProvider(pgDrizzle(pool), { tableName }), close: () => pool.end() }
 })

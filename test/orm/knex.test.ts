@@ -1,7 +1,7 @@
 import knexFactory from 'knex'
 import { knexLockProvider } from '../../src/orm/knex.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 // The pool retries a dead database and logs each refusal: expected here.
 const quiet = { warn: () => {}, error: () => {}, debug: () => {}, deprecate: () => {} }
@@ -36,3 +36,8 @@ for (const dialect of ['postgres', 'mysql'] as const) {
     }
   }, { deadStore: true })
 }
+
+serializableRace('knex', async () => {
+  const knex = knexFactory({ client: 'pg', connection: { connectionString: POSTGRES_URL, options: SERIALIZABLE }, pool: { min: 0, max: 12 } })
+  return { provider: (tableName) => knexLockProvider(knex, { tableName }), close: () => knex.destroy() }
+})

@@ -3,7 +3,7 @@ import mysql from 'mysql2'
 import pg from 'pg'
 import { kyselyLockProvider } from '../../src/orm/kysely.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('kysely', dialect, async () => {
@@ -46,3 +46,8 @@ for (const dialect of ['postgres', 'mysql'] as const) {
     }
   }, { deadStore: true })
 }
+
+serializableRace('kysely', async () => {
+  const db = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) }) })
+  return { provider: (tableName) => kyselyLockProvider(db, { tableName }), close: () => db.destroy() }
+})

@@ -2,7 +2,7 @@ import { MikroORM as MysqlOrm } from '@mikro-orm/mysql'
 import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
 import { mikroOrmLockProvider } from '../../src/orm/mikro-orm.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests } from './support.ts'
+import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('mikro_orm', dialect, async () => {
@@ -26,3 +26,9 @@ for (const dialect of ['postgres', 'mysql'] as const) {
     }
   })
 }
+
+// MikroORM wraps driver errors in its DriverException classes.
+serializableRace('mikro_orm', async () => {
+  const orm = await PostgresOrm.init({ clientUrl: POSTGRES_URL, entities: [], discovery: { warnWhenNoEntities: false }, pool: { min: 0, max: 12 }, driverOptions: { connection: { options: SERIALIZABLE } } })
+  return { provider: (tableName) => mikroOrmLockProvider(orm, { tableName }), close: () => orm.close() }
+})

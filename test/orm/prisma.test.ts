@@ -4,7 +4,7 @@ import { LockConfigurationError } from '../../src/index.ts'
 import { prismaLockProvider } from '../../src/orm/prisma.ts'
 import { POSTGRES_URL } from '../support/sql-pools.ts'
 import { prismaClientClass } from './prisma-client.ts'
-import { DEAD_POSTGRES, ormTests } from './support.ts'
+import { DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
 
@@ -45,4 +45,10 @@ describe('prismaLockProvider', () => {
     expect(() => prismaLockProvider({ ...fake, _activeProvider: 'sqlserver' } as never)).toThrow(LockConfigurationError)
     expect(() => prismaLockProvider({} as never)).toThrow(/PrismaClient/)
   })
+})
+
+// Prisma wraps driver errors (P2010, the SQLSTATE in meta.driverAdapterError): the adapter hands the provider the driver's code.
+serializableRace('prisma', async () => {
+  const prisma = new (prismaClientClass('postgresql'))({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) })
+  return { provider: (tableName) => prismaLockProvider(prisma, { tableName }), close: () => prisma.$disconnect() }
 })

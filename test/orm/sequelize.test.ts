@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { QueryTypes, Sequelize, type Transaction } from 'sequelize'
 import { sequelizeLockProvider } from '../../src/orm/sequelize.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 // Continuation-local storage, as cls-hooked gives it: with it, every query inside
 // sequelize.transaction(callback) joins that transaction unless told otherwise, the hazard the
@@ -49,3 +49,9 @@ for (const dialect of ['postgres', 'mysql'] as const) {
     }
   }, { deadStore: true })
 }
+
+// Sequelize wraps driver errors (the pg error is its parent): the adapter hands the provider the driver's code.
+serializableRace('sequelize', async () => {
+  const sequelize = new Sequelize(POSTGRES_URL, { logging: false, pool: { max: 12 }, dialectOptions: { options: SERIALIZABLE } })
+  return { provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }), close: () => sequelize.close() }
+})

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type mysql from 'mysql2/promise'
 import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLockProvider, LockConfigurationError, type LockProvider, lockConfiguration, type SimpleLock } from '../../src/index.ts'
+import { type ExtensibleLockProvider, LockConfigurationError, LockProviderError, type LockProvider, lockConfiguration, type SimpleLock } from '../../src/index.ts'
 import { mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { postgresSchema } from '../../src/providers/postgres/index.ts'
 import { lockProviderSuite } from '../../src/testing/index.ts'
@@ -74,6 +74,16 @@ export async function ormTests(library: string, dialect: Dialect, setup: () => P
         fuzzIterations: 10,
       }),
     )
+
+    it('a missing table rejects with LockProviderError that gives its DDL, as the plain provider does', async () => {
+      const missing = `${table}_missing`
+      const error = await orm
+        .provider(missing)
+        .lock(lockConfiguration({ name: 'no-table', lockAtMostFor: '1m' }))
+        .then(() => undefined, (e: unknown) => e)
+      expect(error).toBeInstanceOf(LockProviderError)
+      expect(String((error as Error).message)).toContain(`CREATE TABLE IF NOT EXISTS ${missing}`)
+    })
 
     describe('never inside the caller transaction', () => {
       it('a lock taken inside an ORM transaction is visible at once from another connection and still held after the transaction rolls back', async () => {
@@ -171,3 +181,36 @@ export function firstValue(rows: Record<string, unknown>[]): number {
 /** Databases nobody listens on, for the suite's dead-store case. */
 export const DEAD_POSTGRES = 'postgres://postgres@127.0.0.1:1/test'
 export const DEAD_MYSQL = 'mysql://root@127.0.0.1:1/test'
+
+/**
+ * Registers a race on sessions at `serializable` (PostgreSQL): contenders meet serialization
+ * failures, which the adapter must pass on with the driver's code (the provider then answers "not
+ * acquired"), not reject. `provider` is over an instance whose sessions are serializable.
+ */
+export function serializableRace(library: string, setup: () => Promise<{ provider(table: string): LockProvider; close(): Promise<void> }>): void {
+  it(`${library}, serializable sessions: of 12 contenders racing on one name exactly one wins, 10 rounds, and none rejects`, { timeout: 30_000 }, async () => {
+    const pool = (await postgresPoolOrSkip(2)) as pg.Pool | undefined
+    if (!pool) return
+    const table = uniqueTable(`shedlock_orm_${library}_race`)
+    await pool.query(postgresSchema({ tableName: table }))
+    const orm = await setup()
+    try {
+      const provider = orm.provider(table)
+      for (let round = 0; round < 10; round++) {
+        const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
+        const results = await Promise.allSettled(Array.from({ length: 12 }, () => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+        expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)), `round ${round}`).toEqual([])
+        const winners = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
+        expect(winners.length, `round ${round}`).toBe(1)
+        await winners[0]!.unlock()
+      }
+    } finally {
+      await orm.close()
+      await pool.query(`DROP TABLE IF EXISTS ${table}`)
+      await pool.end()
+    }
+  })
+}
+
+/** libpq options that put every session of a pool at `serializable`. */
+export const SERIALIZABLE = '-c default_transaction_isolation=serializable'

@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm'
 import { typeormLockProvider } from '../../src/orm/typeorm.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests } from './support.ts'
+import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('typeorm', dialect, async () => {
@@ -25,3 +25,9 @@ for (const dialect of ['postgres', 'mysql'] as const) {
     }
   })
 }
+
+// TypeORM wraps driver errors in QueryFailedError.
+serializableRace('typeorm', async () => {
+  const dataSource = await new DataSource({ type: 'postgres', url: POSTGRES_URL, poolSize: 12, extra: { options: SERIALIZABLE } }).initialize()
+  return { provider: (tableName) => typeormLockProvider(dataSource, { tableName }), close: () => dataSource.destroy() }
+})
