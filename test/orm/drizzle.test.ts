@@ -7,11 +7,12 @@ import { describe, expect, it } from 'vitest'
 import { LockConfigurationError } from '../../src/index.ts'
 import { drizzleLockProvider } from '../../src/orm/drizzle.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
-import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+import { DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 await ormTests('drizzle', 'postgres', async () => {
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 8 })
   const db = pgDrizzle(pool)
+  const dead_: pg.Pool[] = []
   return {
     provider: (tableName) => drizzleLockProvider(db, { tableName }),
     transaction: (body) =>
@@ -25,9 +26,17 @@ await ormTests('drizzle', 'postgres', async () => {
         }),
       ),
     fromHandle: { escapes: false, provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }) },
-    close: () => pool.end(),
+    unreachable: (tableName) => {
+      const dead = new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 })
+      dead_.push(dead)
+      return drizzleLockProvider(pgDrizzle(dead), { tableName })
+    },
+    close: async () => {
+      await Promise.all(dead_.map((dead) => dead.end()))
+      await pool.end()
+    },
   }
-})
+}, { deadStore: true })
 
 await ormTests('drizzle', 'mysql', async () => {
   // The callback pool, as drizzle-orm/mysql2's docs make it; the adapter uses its promise().
