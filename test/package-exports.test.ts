@@ -80,7 +80,7 @@ describe('package.json', () => {
     it('is named after its module', () => {
       const stem = (target as { default: string }).default.slice('./dist/'.length, -'.js'.length)
       if (key === '.') expect(stem).toBe('index')
-      else expect(stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`) || stem.endsWith(`/${key.slice(2)}/index`), stem).toBe(true)
+      else expect(stem === key.slice(2) || stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`) || stem.endsWith(`/${key.slice(2)}/index`), stem).toBe(true)
     })
   })
 
@@ -92,6 +92,16 @@ describe('package.json', () => {
     expect(stores.length).toBeGreaterThan(0)
     const missing = stores.filter((store) => !exported.has(`./dist/providers/${store}/index.js`))
     expect(missing, 'src/providers/ folders without an export entry').toEqual([])
+  })
+
+  it('every ORM adapter of src/orm/ has an export entry, shedlock/orm/<library>', () => {
+    const exported = new Set(entries.map(([, target]) => (target as { default?: string }).default))
+    const adapters = readdirSync(`${rootDir}src/orm`)
+      .filter((file) => file.endsWith('.ts') && file !== 'sql-client.ts')
+      .map((file) => file.slice(0, -'.ts'.length))
+    expect(adapters.length).toBe(7)
+    const missing = adapters.filter((adapter) => !exported.has(`./dist/orm/${adapter}.js`) || !pkg.exports[`./orm/${adapter}`])
+    expect(missing, 'src/orm/ adapters without an export entry').toEqual([])
   })
 })
 

@@ -1,0 +1,34 @@
+import { MikroORM as MysqlOrm } from '@mikro-orm/mysql'
+import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
+import { mikroOrmLockProvider } from '../../src/orm/mikro-orm.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+
+for (const dialect of ['postgres', 'mysql'] as const) {
+  await ormTests('mikro_orm', dialect, async () => {
+    const config = { clientUrl: dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, entities: [], discovery: { warnWhenNoEntities: false }, pool: { min: 0, max: 8 } }
+    const orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
+    return {
+      provider: (tableName) => mikroOrmLockProvider(orm, { tableName }),
+      transaction: (body) =>
+        orm.em.fork().transactional((em) =>
+          body({
+            handle: em,
+            read: async (text) => firstValue(await em.execute(text)),
+            write: async (text) => {
+              await em.execute(text)
+            },
+          }),
+        ),
+      // A fork inside em.transactional(): its connection runs the lock without the transaction.
+      fromHandle: { escapes: true, provider: (handle, tableName) => mikroOrmLockProvider(handle as never, { tableName }) },
+      close: () => orm.close(),
+    }
+  })
+}
+
+// MikroORM wraps driver errors in its DriverException classes.
+serializableRace('mikro_orm', async () => {
+  const orm = await PostgresOrm.init({ clientUrl: POSTGRES_URL, entities: [], discovery: { warnWhenNoEntities: false }, pool: { min: 0, max: 12 }, driverOptions: { connection: { options: SERIALIZABLE } } })
+  return { provider: (tableName) => mikroOrmLockProvider(orm, { tableName }), close: () => orm.close() }
+})

@@ -1,0 +1,54 @@
+import { PrismaPg } from '@prisma/adapter-pg'
+import { describe, expect, it } from 'vitest'
+import { LockConfigurationError } from '../../src/index.ts'
+import { prismaLockProvider } from '../../src/orm/prisma.ts'
+import { POSTGRES_URL } from '../support/sql-pools.ts'
+import { prismaClientClass } from './prisma-client.ts'
+import { DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+
+type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
+
+await ormTests('prisma', 'postgres', async () => {
+  const PrismaClient = prismaClientClass('postgresql')
+  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 8 }) })
+  const dead_: InstanceType<typeof PrismaClient>[] = []
+  return {
+    provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+    transaction: (body) =>
+      prisma.$transaction(
+        (tx: Tx) =>
+          body({
+            handle: tx,
+            read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
+            write: async (sql) => {
+              await tx.$executeRawUnsafe(sql)
+            },
+          }) as never,
+      ),
+    fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+    unreachable: (tableName) => {
+      const dead = new PrismaClient({ adapter: new PrismaPg({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+      dead_.push(dead)
+      return prismaLockProvider(dead, { tableName })
+    },
+    close: async () => {
+      await Promise.all(dead_.map((dead) => dead.$disconnect()))
+      await prisma.$disconnect()
+    },
+  }
+}, { deadStore: true })
+
+describe('prismaLockProvider', () => {
+  it('refuses MySQL/MariaDB and what is not a Prisma Client, naming the fix', () => {
+    const fake = { $executeRawUnsafe: async () => 0, $queryRawUnsafe: async () => [], $disconnect: async () => {}, _activeProvider: 'mysql' }
+    expect(() => prismaLockProvider(fake)).toThrow(/mysqlLockProvider/)
+    expect(() => prismaLockProvider({ ...fake, _activeProvider: 'sqlserver' } as never)).toThrow(LockConfigurationError)
+    expect(() => prismaLockProvider({} as never)).toThrow(/PrismaClient/)
+  })
+})
+
+// Prisma wraps driver errors (P2010, the SQLSTATE in meta.driverAdapterError): the adapter hands the provider the driver's code.
+serializableRace('prisma', async () => {
+  const prisma = new (prismaClientClass('postgresql'))({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) })
+  return { provider: (tableName) => prismaLockProvider(prisma, { tableName }), close: () => prisma.$disconnect() }
+})
