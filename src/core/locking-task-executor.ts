@@ -6,7 +6,7 @@ import { beforeDeadline } from './deadline.ts'
 import { type LockEventName, type LockExecution, publishLockEvent } from './diagnostics.ts'
 import { type Duration, parseDuration } from './duration.ts'
 import { ExecutorClosedError, LockConfigurationError, type LockLostError, LockProviderError } from './errors.ts'
-import { isLockConfiguration, type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './lock-configuration.ts'
+import { configurationAt, isLockConfiguration, type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './lock-configuration.ts'
 import { ActiveLock, findActiveLock, runWithActiveLock } from './lock-context.ts'
 import type { LockInspector } from './lock-inspector.ts'
 import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-provider.ts'
@@ -366,9 +366,11 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     }
     // Anything but a configuration built by lockConfiguration() is validated as options: an
     // object that only looks like one must not reach the store.
-    const configuration = isLockConfiguration(input) ? input : lockConfiguration({ ...input, createdAt: input?.createdAt ?? new Date(clock.now()) })
+    const built = isLockConfiguration(input)
+    const configuration = built ? input : configurationAt(input, clock.now())
     const { name } = configuration
-    const request: ExecutionOptions = { ...(isLockConfiguration(input) ? {} : input), ...options }
+    // The options object is read as it is unless a third argument overrides some of it.
+    const request: ExecutionOptions = options === undefined ? (built ? {} : input) : { ...(built ? {} : input), ...options }
     const signal = callerSignal(request.signal)
     const slot = request.slot
     // Validated here, before the store is asked: a bad slot or retention is the caller's mistake.
@@ -379,7 +381,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     if (outer) {
       debug('Lock "%s" is already held in this async context; the nested task runs under it', name)
       // Joined, so that the outer call releases the lock only after this run, awaited or not.
-      return outer.join(() => runTask(task, { signal: outer.signal, configuration: outer.configuration, slot: undefined }, newExecution(providerName, true)))
+      return outer.join(() => runTask(task, new RunContext(outer, outer.configuration, undefined), newExecution(providerName, true)))
     }
     if (closing) {
       debug('Lock "%s" not attempted: the executor is closed', name)
@@ -506,7 +508,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     const record = body ? undefined : recordRun(configuration, execution, claimed?.slot, owner)
     let failure: unknown
     try {
-      const run = body ? () => body(active, execution, owner) : () => runTask(task, { signal: active.signal, configuration, slot: claimed?.slot }, execution)
+      const run = body ? () => body(active, execution, owner) : () => runTask(task, new RunContext(active, configuration, claimed?.slot), execution)
       return await runWithActiveLock(active, run)
     } catch (error) {
       failure = error
@@ -514,9 +516,11 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     } finally {
       signal?.removeEventListener('abort', stopOnAbort)
       // Same-name calls the task started without awaiting them still run under this lock.
-      await active.finishAfterJoinedRuns()
+      const joined = active.finishAfterJoinedRuns()
+      if (joined) await joined
       running.delete(active)
-      await Promise.all([release(active, execution), record?.end(active, failure)])
+      if (record) await Promise.all([release(active, execution), record.end(active, failure)])
+      else await release(active, execution)
     }
   }
 
@@ -629,7 +633,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     const record = recordRun(configuration, execution, slot, owner)
     let failure: unknown
     try {
-      await runTask(task, { signal: active.signal, configuration, slot }, execution)
+      await runTask(task, new RunContext(active, configuration, slot), execution)
     } catch (error) {
       failure = error
       result.failed.push({ slot, error })
@@ -664,6 +668,23 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
 }
 
 function noop(): void {}
+
+/** The {@link TaskContext} of one run: its signal is the lock's, made only when the task reads it. */
+class RunContext implements TaskContext {
+  readonly #active: ActiveLock
+  readonly configuration: LockConfiguration
+  readonly slot: Date | undefined
+
+  constructor(active: ActiveLock, configuration: LockConfiguration, slot: Date | undefined) {
+    this.#active = active
+    this.configuration = configuration
+    this.slot = slot
+  }
+
+  get signal(): AbortSignal {
+    return this.#active.signal
+  }
+}
 
 /** A slot this node claimed; `decided` once it ran or was recorded as skipped. */
 interface SlotClaim {
