@@ -293,8 +293,8 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
   }
   // Calls past their checks (taking a lock, running or releasing it), and the locks whose task
   // runs: what close() stops and waits for.
-  const inflight = new Set<Promise<void>>()
-  const running = new Set<ActiveLock>()
+  const inflight = new Registry<Promise<unknown>>()
+  const running = new Registry<ActiveLock>()
   let closing: Promise<void> | undefined
 
   // Runs the task, through the listener's aroundTask hook when it has one. Whatever the hook
@@ -395,10 +395,12 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     }
     // Tracked from here, so that close() also waits for calls still taking their lock.
     const call = slot === undefined ? lockAndRun(task, configuration, signal, undefined) : slotRun(task, configuration, signal, slot, slotName!, retention)
-    const settled = call.then(noop, noop)
-    inflight.add(settled)
-    void settled.then(() => inflight.delete(settled))
-    return call
+    const entry = inflight.add(call)
+    try {
+      return await call
+    } finally {
+      inflight.delete(entry)
+    }
   }
 
   // A slot run: the slot's record is claimed first, so that exactly one node decides the slot
@@ -500,9 +502,9 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       debug('Lock "%s" released unused: the executor was closed while it was taken', name)
       return { executed: false, reason: 'closed' }
     }
-    const stopOnAbort = (): void => active.abort(signal!.reason)
+    const stopOnAbort = signal ? (): void => active.abort(signal.reason) : noop
     signal?.addEventListener('abort', stopOnAbort, { once: true })
-    running.add(active)
+    const runningEntry = running.add(active)
     if (claimed) claimed.decided = true
     const owner = handleOwner(handle) ?? node
     const record = body ? undefined : recordRun(configuration, execution, claimed?.slot, owner)
@@ -518,7 +520,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       // Same-name calls the task started without awaiting them still run under this lock.
       const joined = active.finishAfterJoinedRuns()
       if (joined) await joined
-      running.delete(active)
+      running.delete(runningEntry)
       if (record) await Promise.all([release(active, execution), record.end(active, failure)])
       else await release(active, execution)
     }
@@ -653,12 +655,13 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     close(closeOptions: CloseOptions = {}) {
       if (closing) return closing
       const timeout = parseDuration(closeOptions.timeout ?? '10s')
-      const calls = [...inflight]
-      for (const active of running) active.abort(closedReason())
+      const calls = inflight.values()
+      for (const active of running.values()) active.abort(closedReason())
       debug('Executor closed: %d task(s) asked to stop', running.size)
-      closing = waitAtMost(Promise.all(calls), timeout).then((done) => {
+      // allSettled: a call that fails must not end the wait for the others.
+      closing = waitAtMost(Promise.allSettled(calls), timeout).then((done) => {
         if (!done && debug.enabled) {
-          const names = [...running].map((active) => `"${active.name}"`).join(', ')
+          const names = running.values().map((active) => `"${active.name}"`).join(', ')
           debug('Executor closed; still running after %dms, keeping their locks until they end or expire: %s', timeout, names)
         }
       })
@@ -668,6 +671,52 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
 }
 
 function noop(): void {}
+
+interface RegistryEntry<T> {
+  readonly value: T
+  prev: RegistryEntry<T> | undefined
+  next: RegistryEntry<T> | undefined
+  removed: boolean
+}
+
+/**
+ * The executor's bookkeeping of calls and running tasks: a doubly linked list, because every
+ * execution adds and removes entries and close() alone reads them. A Set did the same at several
+ * times the cost (hashing a fresh object, shrinking its table), once per execution.
+ */
+class Registry<T> {
+  #head: RegistryEntry<T> | undefined
+  #size = 0
+
+  get size(): number {
+    return this.#size
+  }
+
+  add(value: T): RegistryEntry<T> {
+    const entry: RegistryEntry<T> = { value, prev: undefined, next: this.#head, removed: false }
+    if (this.#head) this.#head.prev = entry
+    this.#head = entry
+    this.#size++
+    return entry
+  }
+
+  /** Removes `entry`; removing it again does nothing. */
+  delete(entry: RegistryEntry<T>): void {
+    if (entry.removed) return
+    entry.removed = true
+    if (entry.prev) entry.prev.next = entry.next
+    else this.#head = entry.next
+    if (entry.next) entry.next.prev = entry.prev
+    this.#size--
+  }
+
+  /** The values, oldest first. */
+  values(): T[] {
+    const out: T[] = []
+    for (let entry = this.#head; entry; entry = entry.next) out.push(entry.value)
+    return out.reverse()
+  }
+}
 
 /** The {@link TaskContext} of one run: its signal is the lock's, made only when the task reads it. */
 class RunContext implements TaskContext {
