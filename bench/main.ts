@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem, type as osType, release as osRelease } from 'node:os'
 import { join, resolve } from 'node:path'
+import { p50Chart } from './chart.ts'
 import { measureExecutor } from './measurements/executor.ts'
 import { measureHerd } from './measurements/herd.ts'
 import { measureMemory } from './measurements/memory.ts'
@@ -139,7 +140,10 @@ async function main(args: string[]): Promise<number> {
   mkdirSync(outDir, { recursive: true })
   const file = join(outDir, `${result.startedAt.replace(/[:.]/g, '-')}.json`)
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`)
-  process.stdout.write(`${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n`)
+  const chart = p50Chart(result.overhead, `shedlock vs baseline, p50 (Node ${process.versions.node}, ${result.startedAt.slice(0, 10)})`)
+  const chartFile = file.replace(/\.json$/, '.p50.svg')
+  if (chart) writeFileSync(chartFile, chart)
+  process.stdout.write(`${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n${chart ? `Chart: ${chartFile}\n` : ''}`)
   return result.errors.length > 0 ? 1 : 0
 }
 
