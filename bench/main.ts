@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path'
 import { p50Chart } from './chart.ts'
 import { measureExecutor } from './measurements/executor.ts'
 import { measureHerd } from './measurements/herd.ts'
+import { measureLibraryCpu } from './measurements/library-cpu.ts'
 import { measureMemory } from './measurements/memory.ts'
 import { measureOverhead } from './measurements/overhead.ts'
 import { measurePeers } from './measurements/peers.ts'
@@ -69,7 +70,7 @@ async function main(args: string[]): Promise<number> {
   }
   const wants = (m: Measurement): boolean => options.measurements.includes(m)
   const compareOptions = { blocks: options.blocks, blockMs: options.blockMs, warmupOps: options.warmup }
-  const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor')
+  const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor' && m !== 'cpu')
 
   // Ctrl-C: remove what the current store holds of this run before leaving.
   let current: StoreSetup | undefined
@@ -131,6 +132,15 @@ async function main(args: string[]): Promise<number> {
       result.executor = await measureExecutor(compareOptions)
     } catch (error) {
       result.errors.push({ store: 'in-memory', measurement: 'executor', message: messageOf(error) })
+    }
+  }
+
+  if (wants('cpu')) {
+    progress('cpu: the library\'s own CPU per operation, without I/O')
+    try {
+      result.libraryCpu = await measureLibraryCpu(Math.max(1000, Math.round(options.cycles / 2)), 6)
+    } catch (error) {
+      result.errors.push({ store: 'in-memory', measurement: 'cpu', message: messageOf(error) })
     }
   }
 

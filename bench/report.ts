@@ -259,6 +259,18 @@ export function formatReport(result: BenchResult): string {
       '',
     )
   }
+  if (result.libraryCpu && result.libraryCpu.length > 0) {
+    out.push('### 8. The library\'s own CPU', '')
+    out.push('CPU per operation (process.cpuUsage()) with no I/O: the in-memory provider, and the Redis provider on a port that answers at once from a Map. One caller; median of the rounds, sides alternating.', '')
+    out.push(
+      markdownTable(
+        ['ours', 'CPU/op', 'against', 'CPU/op', 'added'],
+        result.libraryCpu.map((r) => [r.what, formatLatency(r.oursCpuPerOpUs), r.baseline, formatLatency(r.baselineCpuPerOpUs), formatLatency(r.addedCpuUs)]),
+        [1, 3, 4],
+      ),
+      '',
+    )
+  }
   if (result.errors.length > 0) {
     out.push('### Errors', '')
     for (const e of result.errors) out.push(`- ${e.store} / ${e.measurement}: ${e.message}`)
@@ -333,6 +345,7 @@ export function formatSummary(result: BenchResult): string {
   if (result.executor) {
     out.push(`- executeWithLock / bare lock+unlock (in memory): p50 ratio ${formatRatio(result.executor.p50Ratio)}, ${formatLatency(result.executor.addedMeanUs)} added per execution, ${formatLatency(result.executor.addedCpuUs)} of CPU.`)
   }
+  for (const r of result.libraryCpu ?? []) out.push(`- ${r.what}, without I/O: ${formatLatency(r.addedCpuUs)} of CPU per operation over ${r.baseline}.`)
   for (const m of result.memory) {
     out.push(`- Memory, ${m.variant}: ${m.cycles} cycles, heap ${formatBytes(m.growthBytes)} after GC (${m.growthPerCycle.toFixed(2)} B per cycle), ${m.timersLeft} timers and ${m.processListenersLeft} process listeners left.`)
   }

@@ -106,6 +106,18 @@ export interface ExecutorRow {
   readonly addedCpuUs: number
 }
 
+/** The library's own CPU per operation without I/O (see measureLibraryCpu). */
+export interface LibraryCpuRow {
+  readonly what: string
+  readonly baseline: string
+  readonly ops: number
+  readonly rounds: number
+  /** Median CPU per operation over the rounds, in microseconds. */
+  readonly oursCpuPerOpUs: number
+  readonly baselineCpuPerOpUs: number
+  readonly addedCpuUs: number
+}
+
 /** Everything one run measured, as written to bench/results/<time>.json. */
 export interface BenchResult {
   readonly startedAt: string
@@ -121,5 +133,7 @@ export interface BenchResult {
   readonly peers: PeerRow[]
   readonly memory: MemoryRow[]
   executor?: ExecutorRow
+  /** Absent from results written before this measurement existed. */
+  libraryCpu?: LibraryCpuRow[]
   readonly errors: { readonly store: string; readonly measurement: string; readonly message: string }[]
 }

@@ -71,6 +71,7 @@ function sampleResult(): BenchResult {
       }),
     ],
     executor: { opsPerBlock: 50_000, bare: contender('lock() + task + unlock()', 2, 5, 400_000), executor: contender('executeWithLock()', 5, 12, 160_000), p50Ratio: 2.5, p99Ratio: 2.4, addedMeanUs: 3.75, addedCpuUs: 3.5 },
+    libraryCpu: [{ what: 'executeWithLock() (in memory)', baseline: 'lock() + task + unlock()', ops: 1000, rounds: 6, oursCpuPerOpUs: 3.5, baselineCpuPerOpUs: 1.3, addedCpuUs: 2.2 }],
     errors: [{ store: 'redis', measurement: 'herd', message: 'connection reset' }],
   }
 }
@@ -110,6 +111,7 @@ describe('bench report', () => {
     expect(report).toContain('executeWithLock adds 3.75 µs per execution (mean, from the ops/s of both), 3.50 µs of CPU.')
     expect(report).toContain('| store | callers | CPU/op ours | CPU/op baseline | ratio | added per op |')
     expect(report).toContain('| postgres | 1 | 24.0 µs | 20.0 µs | 1.20 | 4.00 µs |')
+    expect(report).toContain('| executeWithLock() (in memory) | 3.50 µs | lock() + task + unlock() | 1.30 µs | 2.20 µs |')
     expect(report).toContain('- redis / herd: connection reset')
   })
 
@@ -121,6 +123,7 @@ describe('bench report', () => {
     expect(summary).toContain('p50 ratio 2.50, 3.75 µs added per execution, 3.50 µs of CPU')
     // CPU: the ratio, and the absolute cost added (what a per-store allowance is stated in).
     expect(summary).toContain('| postgres | 1 | 1.20 | 4.00 µs |')
+    expect(summary).toContain('- executeWithLock() (in memory), without I/O: 2.20 µs of CPU per operation over lock() + task + unlock().')
     // The latency table holds ratios only: absolute latencies depend on the machine.
     expect(summary.split('\n\n')[0]).not.toMatch(/\d+ µs \|/)
   })
