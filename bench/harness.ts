@@ -35,6 +35,12 @@ export interface ContenderResult {
   readonly opsPerSecond: number
   readonly ops: number
   readonly concurrency: number
+  /**
+   * Client CPU time (user + system, this process) per operation over the measured blocks, in
+   * microseconds: the library's own cost, which a loaded machine delays but does not inflate
+   * the way it scatters latencies. Includes the client driver's work, the same on both sides.
+   */
+  readonly cpuPerOpUs: number
 }
 
 /** A monotonic nanosecond clock; `process.hrtime.bigint` outside tests. */
@@ -61,20 +67,38 @@ export async function runBlock(operation: Operation, ops: number, concurrency: n
   return clock() - begin
 }
 
-/** What one contender measured so far: each operation's latency (ns) and the blocks' summed wall time. */
+/**
+ * What one contender measured so far: each operation's latency (ns), the blocks' summed wall
+ * time, and the process CPU time (µs, user + system) spent during its blocks.
+ */
 export interface Tally {
   readonly latencies: number[]
   elapsed: bigint
+  cpuUs: number
 }
 
 /** An empty {@link Tally}. */
 export function newTally(): Tally {
-  return { latencies: [], elapsed: 0n }
+  return { latencies: [], elapsed: 0n, cpuUs: 0 }
 }
 
-/** Runs one measured block of `contender` into `tally`. */
-export async function runTallied(contender: Contender, tally: Tally, ops: number, concurrency: number, clock: NanoClock = process.hrtime.bigint): Promise<void> {
+/** Process CPU time used so far (user + system), in microseconds. */
+export type CpuClock = () => number
+
+const processCpu: CpuClock = () => {
+  const { user, system } = process.cpuUsage()
+  return user + system
+}
+
+/**
+ * Runs one measured block of `contender` into `tally`. Blocks run one at a time, so the CPU
+ * time over a block is that contender's (and the client driver's, and whatever else this
+ * process does meanwhile: nothing, in the suite).
+ */
+export async function runTallied(contender: Contender, tally: Tally, ops: number, concurrency: number, clock: NanoClock = process.hrtime.bigint, cpu: CpuClock = processCpu): Promise<void> {
+  const cpuBefore = cpu()
   tally.elapsed += await runBlock(contender.operation, ops, concurrency, tally.latencies, clock)
+  tally.cpuUs += cpu() - cpuBefore
 }
 
 /** The result of a finished {@link Tally}. @throws RangeError when nothing was measured. */
@@ -85,6 +109,7 @@ export function resultOf(label: string, tally: Tally, concurrency: number): Cont
     opsPerSecond: opsPerSecond(tally.latencies.length, tally.elapsed),
     ops: tally.latencies.length,
     concurrency,
+    cpuPerOpUs: tally.latencies.length > 0 ? tally.cpuUs / tally.latencies.length : Number.NaN,
   }
 }
 
@@ -104,14 +129,14 @@ export function blockOrder<T>(items: readonly T[], block: number): T[] {
  * Latencies are of single operations; ops/s is over the summed wall time of each contender's
  * blocks.
  */
-export async function interleave(contenders: readonly Contender[], options: InterleaveOptions, clock: NanoClock = process.hrtime.bigint): Promise<ContenderResult[]> {
+export async function interleave(contenders: readonly Contender[], options: InterleaveOptions, clock: NanoClock = process.hrtime.bigint, cpu: CpuClock = processCpu): Promise<ContenderResult[]> {
   if (contenders.length === 0) return []
   const { blocks, opsPerBlock, concurrency, warmupOps } = options
   for (const c of contenders) if (warmupOps > 0) await runBlock(c.operation, warmupOps, concurrency, undefined, clock)
   const tallies = new Map<Contender, Tally>(contenders.map((c) => [c, newTally()]))
   for (let block = 0; block < blocks; block++) {
     for (const c of blockOrder(contenders, block)) {
-      await runTallied(c, tallies.get(c)!, opsPerBlock, concurrency, clock)
+      await runTallied(c, tallies.get(c)!, opsPerBlock, concurrency, clock, cpu)
       await options.betweenBlocks?.()
     }
   }

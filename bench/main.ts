@@ -3,8 +3,10 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem, type as osType, release as osRelease } from 'node:os'
 import { join, resolve } from 'node:path'
+import { p50Chart } from './chart.ts'
 import { measureExecutor } from './measurements/executor.ts'
 import { measureHerd } from './measurements/herd.ts'
+import { measureLibraryCpu } from './measurements/library-cpu.ts'
 import { measureMemory } from './measurements/memory.ts'
 import { measureOverhead } from './measurements/overhead.ts'
 import { measurePeers } from './measurements/peers.ts'
@@ -68,7 +70,7 @@ async function main(args: string[]): Promise<number> {
   }
   const wants = (m: Measurement): boolean => options.measurements.includes(m)
   const compareOptions = { blocks: options.blocks, blockMs: options.blockMs, warmupOps: options.warmup }
-  const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor')
+  const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor' && m !== 'cpu')
 
   // Ctrl-C: remove what the current store holds of this run before leaving.
   let current: StoreSetup | undefined
@@ -133,13 +135,25 @@ async function main(args: string[]): Promise<number> {
     }
   }
 
+  if (wants('cpu')) {
+    progress('cpu: the library\'s own CPU per operation, without I/O')
+    try {
+      result.libraryCpu = await measureLibraryCpu(Math.max(1000, Math.round(options.cycles / 2)), 6)
+    } catch (error) {
+      result.errors.push({ store: 'in-memory', measurement: 'cpu', message: messageOf(error) })
+    }
+  }
+
   result.finishedAt = new Date().toISOString()
   result.seconds = Number(process.hrtime.bigint() - started) / 1e9
   const outDir = resolve(options.out)
   mkdirSync(outDir, { recursive: true })
   const file = join(outDir, `${result.startedAt.replace(/[:.]/g, '-')}.json`)
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`)
-  process.stdout.write(`${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n`)
+  const chart = p50Chart(result.overhead, `shedlock vs baseline, p50 (Node ${process.versions.node}, ${result.startedAt.slice(0, 10)})`)
+  const chartFile = file.replace(/\.json$/, '.p50.svg')
+  if (chart) writeFileSync(chartFile, chart)
+  process.stdout.write(`${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n${chart ? `Chart: ${chartFile}\n` : ''}`)
   return result.errors.length > 0 ? 1 : 0
 }
 

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 
 /** Every measurement of the suite, in the order they run. */
-export const MEASUREMENTS = ['overhead', 'round-trips', 'herd', 'scale', 'peers', 'memory', 'executor'] as const
+export const MEASUREMENTS = ['overhead', 'round-trips', 'herd', 'scale', 'peers', 'memory', 'executor', 'cpu'] as const
 export type Measurement = (typeof MEASUREMENTS)[number]
 
 /** Every store the suite knows; the default run takes each whose server answers. */
@@ -51,6 +51,7 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --rounds N            herd: rounds (default 100, quick 20)
   --scale-names N       scale: names in the store for the large case (default 10000, quick 1000)
   --cycles N            memory: executeWithLock cycles (default 100000, quick 20000)
+                        cpu: operations per round are cycles / 2, in 6 rounds per side
   --out DIR             directory of the JSON result (default bench/results)
   -h, --help            this text
 `

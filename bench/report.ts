@@ -91,6 +91,22 @@ function overheadTable(rows: readonly OverheadRow[]): string {
   )
 }
 
+/** Client CPU per acquire + release, ours against the baseline: the library's own cost, steady on a loaded machine. */
+function cpuTable(rows: readonly OverheadRow[]): string {
+  return markdownTable(
+    ['store', 'callers', 'CPU/op ours', 'CPU/op baseline', 'ratio', 'added per op'],
+    rows.map((r) => [
+      r.store,
+      String(r.concurrency),
+      formatLatency(r.ours.cpuPerOpUs),
+      formatLatency(r.baseline.cpuPerOpUs),
+      formatRatio(r.cpuRatio),
+      formatLatency(r.ours.cpuPerOpUs - r.baseline.cpuPerOpUs),
+    ]),
+    [1, 2, 3, 4, 5],
+  )
+}
+
 function roundTripTable(rows: readonly RoundTripRow[]): string {
   return markdownTable(
     ['store', 'acquire: ours', 'baseline', 'release: ours', 'baseline', 'losing acquire: ours', 'baseline'],
@@ -140,6 +156,8 @@ export function formatReport(result: BenchResult): string {
     out.push('### 1. Overhead against the limit', '')
     out.push('Acquire + release, each caller on its own name. Baseline: the same statements or commands sent straight through the same client. Ratios are ours / baseline.', '')
     out.push(overheadTable(result.overhead), '')
+    out.push('Client CPU time (user + system, from process.cpuUsage() around each measured block) per acquire + release: the figure to drive down, since it does not scatter with the load of the machine the way latency does. It includes the driver\'s work, the same on both sides.', '')
+    out.push(cpuTable(result.overhead), '')
   }
   if (result.roundTrips.length > 0) {
     out.push('### 2. Round trips', '')
@@ -228,16 +246,28 @@ export function formatReport(result: BenchResult): string {
     out.push('In-memory provider, one caller. The bare side builds the configuration, locks, runs the task and unlocks; executeWithLock adds the async context, the abort signal and its timer, and listener dispatch.', '')
     out.push(
       markdownTable(
-        ['', 'p50', 'p99', 'ops/s'],
+        ['', 'p50', 'p99', 'ops/s', 'CPU/op'],
         [
-          [e.bare.label, ...contenderCells(e.bare)],
-          [e.executor.label, ...contenderCells(e.executor)],
-          ['ratio', formatRatio(e.p50Ratio), formatRatio(e.p99Ratio), formatRatio(e.executor.opsPerSecond / e.bare.opsPerSecond)],
+          [e.bare.label, ...contenderCells(e.bare), formatLatency(e.bare.cpuPerOpUs)],
+          [e.executor.label, ...contenderCells(e.executor), formatLatency(e.executor.cpuPerOpUs)],
+          ['ratio', formatRatio(e.p50Ratio), formatRatio(e.p99Ratio), formatRatio(e.executor.opsPerSecond / e.bare.opsPerSecond), formatRatio(e.executor.cpuPerOpUs / e.bare.cpuPerOpUs)],
         ],
-        [1, 2, 3],
+        [1, 2, 3, 4],
       ),
       '',
-      `executeWithLock adds ${formatLatency(e.addedMeanUs)} per execution (mean, from the ops/s of both).`,
+      `executeWithLock adds ${formatLatency(e.addedMeanUs)} per execution (mean, from the ops/s of both), ${formatLatency(e.addedCpuUs)} of CPU.`,
+      '',
+    )
+  }
+  if (result.libraryCpu && result.libraryCpu.length > 0) {
+    out.push('### 8. The library\'s own CPU', '')
+    out.push('CPU per operation (process.cpuUsage()) with no I/O: the in-memory provider, and the Redis provider on a port that answers at once from a Map. One caller; median of the rounds, sides alternating.', '')
+    out.push(
+      markdownTable(
+        ['ours', 'CPU/op', 'against', 'CPU/op', 'added'],
+        result.libraryCpu.map((r) => [r.what, formatLatency(r.oursCpuPerOpUs), r.baseline, formatLatency(r.baselineCpuPerOpUs), formatLatency(r.addedCpuUs)]),
+        [1, 3, 4],
+      ),
       '',
     )
   }
@@ -292,6 +322,16 @@ export function formatSummary(result: BenchResult): string {
     ]
   })
   const out = [markdownTable(headers, rows, headers.map((_, i) => i).slice(1)), '']
+  if (result.overhead.length > 0) {
+    out.push(
+      markdownTable(
+        ['store', 'callers', 'client CPU per op, ours / baseline', 'CPU added per op'],
+        result.overhead.map((r) => [r.store, String(r.concurrency), formatRatio(r.cpuRatio), formatLatency(r.ours.cpuPerOpUs - r.baseline.cpuPerOpUs)]),
+        [1, 2, 3],
+      ),
+      '',
+    )
+  }
   if (result.peers.length > 0) {
     out.push(
       markdownTable(
@@ -302,7 +342,10 @@ export function formatSummary(result: BenchResult): string {
       '',
     )
   }
-  if (result.executor) out.push(`- executeWithLock / bare lock+unlock (in memory): p50 ratio ${formatRatio(result.executor.p50Ratio)}, ${formatLatency(result.executor.addedMeanUs)} added per execution.`)
+  if (result.executor) {
+    out.push(`- executeWithLock / bare lock+unlock (in memory): p50 ratio ${formatRatio(result.executor.p50Ratio)}, ${formatLatency(result.executor.addedMeanUs)} added per execution, ${formatLatency(result.executor.addedCpuUs)} of CPU.`)
+  }
+  for (const r of result.libraryCpu ?? []) out.push(`- ${r.what}, without I/O: ${formatLatency(r.addedCpuUs)} of CPU per operation over ${r.baseline}.`)
   for (const m of result.memory) {
     out.push(`- Memory, ${m.variant}: ${m.cycles} cycles, heap ${formatBytes(m.growthBytes)} after GC (${m.growthPerCycle.toFixed(2)} B per cycle), ${m.timersLeft} timers and ${m.processListenersLeft} process listeners left.`)
   }

@@ -13,6 +13,8 @@ export interface OverheadRow {
   readonly p99Ratio: number
   /** ours / baseline: below 1 means fewer operations per second than the baseline. */
   readonly opsRatio: number
+  /** Client CPU per operation, ours / baseline (see `ContenderResult.cpuPerOpUs`). */
+  readonly cpuRatio: number
 }
 
 /** Mean store calls of one kind of operation, and which methods a typical one called. */
@@ -100,6 +102,20 @@ export interface ExecutorRow {
   readonly p99Ratio: number
   /** Mean cost added per execution, in microseconds. */
   readonly addedMeanUs: number
+  /** Client CPU added per execution (executor minus bare), in microseconds. */
+  readonly addedCpuUs: number
+}
+
+/** The library's own CPU per operation without I/O (see measureLibraryCpu). */
+export interface LibraryCpuRow {
+  readonly what: string
+  readonly baseline: string
+  readonly ops: number
+  readonly rounds: number
+  /** Median CPU per operation over the rounds, in microseconds. */
+  readonly oursCpuPerOpUs: number
+  readonly baselineCpuPerOpUs: number
+  readonly addedCpuUs: number
 }
 
 /** Everything one run measured, as written to bench/results/<time>.json. */
@@ -117,5 +133,7 @@ export interface BenchResult {
   readonly peers: PeerRow[]
   readonly memory: MemoryRow[]
   executor?: ExecutorRow
+  /** Absent from results written before this measurement existed. */
+  libraryCpu?: LibraryCpuRow[]
   readonly errors: { readonly store: string; readonly measurement: string; readonly message: string }[]
 }

@@ -41,5 +41,6 @@ export async function measureExecutor(options: Omit<CompareOptions, 'concurrency
     p50Ratio: ratio(e.latency.p50, b.latency.p50),
     p99Ratio: ratio(e.latency.p99, b.latency.p99),
     addedMeanUs: 1e6 / e.opsPerSecond - 1e6 / b.opsPerSecond,
+    addedCpuUs: e.cpuPerOpUs - b.cpuPerOpUs,
   }
 }

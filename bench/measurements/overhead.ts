@@ -41,6 +41,7 @@ export async function measureOverhead(setup: StoreSetup, runId: string, options:
       p50Ratio: ratio(o.latency.p50, b.latency.p50),
       p99Ratio: ratio(o.latency.p99, b.latency.p99),
       opsRatio: ratio(o.opsPerSecond, b.opsPerSecond),
+      cpuRatio: ratio(o.cpuPerOpUs, b.cpuPerOpUs),
     })
   }
   return rows

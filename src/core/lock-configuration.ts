@@ -5,9 +5,34 @@ const LONE_SURROGATE = /\p{Cs}/u
 // 9999-12-31T23:59:59.999Z: the last instant every store can hold and that ISO-8601 strings keep
 // in time order (a later one is written "+010000-…", which sorts before "2026-…").
 const LATEST_DEADLINE_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
-// Configurations built by lockConfiguration(): everything else is re-validated or refused, so an
-// object that only looks like one (a blank name, a negative duration) never reaches a store.
-const built = new WeakSet<LockConfiguration>()
+
+// Configurations built by lockConfiguration() are instances of this class, recognised by its
+// private brand, which no other object can carry: everything else is re-validated or refused, so
+// an object that only looks like one (a blank name, a negative duration) never reaches a store.
+// (A WeakSet of built configurations did the same at several times the cost, one per attempt.)
+class BuiltLockConfiguration implements LockConfiguration {
+  readonly #built = true
+  readonly name: string
+  readonly createdAt: Date
+  readonly lockAtMostFor: number
+  readonly lockAtLeastFor: number
+  readonly lockAtMostUntil: Date
+  readonly lockAtLeastUntil: Date
+
+  constructor(name: string, start: number, lockAtMostFor: number, lockAtLeastFor: number) {
+    this.name = name
+    this.createdAt = new Date(start)
+    this.lockAtMostFor = lockAtMostFor
+    this.lockAtLeastFor = lockAtLeastFor
+    this.lockAtMostUntil = new Date(start + lockAtMostFor)
+    this.lockAtLeastUntil = new Date(start + lockAtLeastFor)
+    Object.freeze(this)
+  }
+
+  static is(value: unknown): value is LockConfiguration {
+    return typeof value === 'object' && value !== null && #built in value
+  }
+}
 
 /** What you pass to {@link lockConfiguration}. */
 export interface LockConfigurationOptions {
@@ -57,6 +82,15 @@ export interface LockConfiguration {
  *   a `lockAtMostUntil` after 9999-12-31T23:59:59.999Z; the message names the lock and the fix.
  */
 export function lockConfiguration(options: LockConfigurationOptions): LockConfiguration {
+  return configurationAt(options, undefined)
+}
+
+/**
+ * {@link lockConfiguration} with `createdAt` defaulting to `nowMs` (epoch ms, an injected
+ * clock's) instead of the system time. Internal: the executor builds one per call, and copying
+ * the caller's options only to add `createdAt` cost more than the rest of the validation.
+ */
+export function configurationAt(options: LockConfigurationOptions, nowMs: number | undefined): LockConfiguration {
   if (options === null || typeof options !== 'object') {
     throw new LockConfigurationError('Lock configuration is missing: pass { name, lockAtMostFor, lockAtLeastFor? }')
   }
@@ -85,11 +119,12 @@ export function lockConfiguration(options: LockConfigurationOptions): LockConfig
       `Lock "${name}": lockAtLeastFor (${show(options.lockAtLeastFor, lockAtLeastFor)}) is longer than lockAtMostFor (${show(options.lockAtMostFor, lockAtMostFor)}); make lockAtMostFor at least as long as lockAtLeastFor`,
     )
   }
-  const createdAt = options.createdAt ?? new Date()
-  if (!(createdAt instanceof Date) || Number.isNaN(createdAt.getTime())) {
+  const { createdAt } = options
+  let start: number
+  if (createdAt === undefined || createdAt === null) start = nowMs ?? Date.now()
+  else if (!(createdAt instanceof Date) || Number.isNaN(createdAt.getTime())) {
     throw new LockConfigurationError(`Lock "${name}": createdAt must be a valid Date`)
-  }
-  const start = createdAt.getTime()
+  } else start = createdAt.getTime()
   // Later deadlines are Invalid Dates (past +275760) or ISO strings that sort before today's
   // (past 9999): stores that compare them would read a held lock as expired.
   if (start + lockAtMostFor > LATEST_DEADLINE_MS) {
@@ -97,21 +132,12 @@ export function lockConfiguration(options: LockConfigurationOptions): LockConfig
       `Lock "${name}": createdAt + lockAtMostFor is after 9999-12-31T23:59:59.999Z, the last time the stores can hold; use a shorter lockAtMostFor`,
     )
   }
-  const configuration: LockConfiguration = Object.freeze({
-    name,
-    createdAt: new Date(start),
-    lockAtMostFor,
-    lockAtLeastFor,
-    lockAtMostUntil: new Date(start + lockAtMostFor),
-    lockAtLeastUntil: new Date(start + lockAtLeastFor),
-  })
-  built.add(configuration)
-  return configuration
+  return new BuiltLockConfiguration(name, start, lockAtMostFor, lockAtLeastFor)
 }
 
 /** True when `value` was built by {@link lockConfiguration}; an object that only looks like one is not. */
 export function isLockConfiguration(value: unknown): value is LockConfiguration {
-  return typeof value === 'object' && value !== null && built.has(value as LockConfiguration)
+  return BuiltLockConfiguration.is(value)
 }
 
 function durationOf(name: string, field: string, value: Duration): number {

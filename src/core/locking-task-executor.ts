@@ -6,7 +6,7 @@ import { beforeDeadline } from './deadline.ts'
 import { type LockEventName, type LockExecution, publishLockEvent } from './diagnostics.ts'
 import { type Duration, parseDuration } from './duration.ts'
 import { ExecutorClosedError, LockConfigurationError, type LockLostError, LockProviderError } from './errors.ts'
-import { isLockConfiguration, type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './lock-configuration.ts'
+import { configurationAt, isLockConfiguration, type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './lock-configuration.ts'
 import { ActiveLock, findActiveLock, runWithActiveLock } from './lock-context.ts'
 import type { LockInspector } from './lock-inspector.ts'
 import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-provider.ts'
@@ -293,8 +293,8 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
   }
   // Calls past their checks (taking a lock, running or releasing it), and the locks whose task
   // runs: what close() stops and waits for.
-  const inflight = new Set<Promise<void>>()
-  const running = new Set<ActiveLock>()
+  const inflight = new Registry<Promise<unknown>>()
+  const running = new Registry<ActiveLock>()
   let closing: Promise<void> | undefined
 
   // Runs the task, through the listener's aroundTask hook when it has one. Whatever the hook
@@ -366,9 +366,11 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     }
     // Anything but a configuration built by lockConfiguration() is validated as options: an
     // object that only looks like one must not reach the store.
-    const configuration = isLockConfiguration(input) ? input : lockConfiguration({ ...input, createdAt: input?.createdAt ?? new Date(clock.now()) })
+    const built = isLockConfiguration(input)
+    const configuration = built ? input : configurationAt(input, clock.now())
     const { name } = configuration
-    const request: ExecutionOptions = { ...(isLockConfiguration(input) ? {} : input), ...options }
+    // The options object is read as it is unless a third argument overrides some of it.
+    const request: ExecutionOptions = options === undefined ? (built ? {} : input) : { ...(built ? {} : input), ...options }
     const signal = callerSignal(request.signal)
     const slot = request.slot
     // Validated here, before the store is asked: a bad slot or retention is the caller's mistake.
@@ -379,7 +381,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     if (outer) {
       debug('Lock "%s" is already held in this async context; the nested task runs under it', name)
       // Joined, so that the outer call releases the lock only after this run, awaited or not.
-      return outer.join(() => runTask(task, { signal: outer.signal, configuration: outer.configuration, slot: undefined }, newExecution(providerName, true)))
+      return outer.join(() => runTask(task, new RunContext(outer, outer.configuration, undefined), newExecution(providerName, true)))
     }
     if (closing) {
       debug('Lock "%s" not attempted: the executor is closed', name)
@@ -393,10 +395,12 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     }
     // Tracked from here, so that close() also waits for calls still taking their lock.
     const call = slot === undefined ? lockAndRun(task, configuration, signal, undefined) : slotRun(task, configuration, signal, slot, slotName!, retention)
-    const settled = call.then(noop, noop)
-    inflight.add(settled)
-    void settled.then(() => inflight.delete(settled))
-    return call
+    const entry = inflight.add(call)
+    try {
+      return await call
+    } finally {
+      inflight.delete(entry)
+    }
   }
 
   // A slot run: the slot's record is claimed first, so that exactly one node decides the slot
@@ -498,15 +502,15 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       debug('Lock "%s" released unused: the executor was closed while it was taken', name)
       return { executed: false, reason: 'closed' }
     }
-    const stopOnAbort = (): void => active.abort(signal!.reason)
+    const stopOnAbort = signal ? (): void => active.abort(signal.reason) : noop
     signal?.addEventListener('abort', stopOnAbort, { once: true })
-    running.add(active)
+    const runningEntry = running.add(active)
     if (claimed) claimed.decided = true
     const owner = handleOwner(handle) ?? node
     const record = body ? undefined : recordRun(configuration, execution, claimed?.slot, owner)
     let failure: unknown
     try {
-      const run = body ? () => body(active, execution, owner) : () => runTask(task, { signal: active.signal, configuration, slot: claimed?.slot }, execution)
+      const run = body ? () => body(active, execution, owner) : () => runTask(task, new RunContext(active, configuration, claimed?.slot), execution)
       return await runWithActiveLock(active, run)
     } catch (error) {
       failure = error
@@ -514,9 +518,11 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     } finally {
       signal?.removeEventListener('abort', stopOnAbort)
       // Same-name calls the task started without awaiting them still run under this lock.
-      await active.finishAfterJoinedRuns()
-      running.delete(active)
-      await Promise.all([release(active, execution), record?.end(active, failure)])
+      const joined = active.finishAfterJoinedRuns()
+      if (joined) await joined
+      running.delete(runningEntry)
+      if (record) await Promise.all([release(active, execution), record.end(active, failure)])
+      else await release(active, execution)
     }
   }
 
@@ -629,7 +635,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     const record = recordRun(configuration, execution, slot, owner)
     let failure: unknown
     try {
-      await runTask(task, { signal: active.signal, configuration, slot }, execution)
+      await runTask(task, new RunContext(active, configuration, slot), execution)
     } catch (error) {
       failure = error
       result.failed.push({ slot, error })
@@ -649,12 +655,13 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     close(closeOptions: CloseOptions = {}) {
       if (closing) return closing
       const timeout = parseDuration(closeOptions.timeout ?? '10s')
-      const calls = [...inflight]
-      for (const active of running) active.abort(closedReason())
+      const calls = inflight.values()
+      for (const active of running.values()) active.abort(closedReason())
       debug('Executor closed: %d task(s) asked to stop', running.size)
-      closing = waitAtMost(Promise.all(calls), timeout).then((done) => {
+      // allSettled: a call that fails must not end the wait for the others.
+      closing = waitAtMost(Promise.allSettled(calls), timeout).then((done) => {
         if (!done && debug.enabled) {
-          const names = [...running].map((active) => `"${active.name}"`).join(', ')
+          const names = running.values().map((active) => `"${active.name}"`).join(', ')
           debug('Executor closed; still running after %dms, keeping their locks until they end or expire: %s', timeout, names)
         }
       })
@@ -664,6 +671,69 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
 }
 
 function noop(): void {}
+
+interface RegistryEntry<T> {
+  readonly value: T
+  prev: RegistryEntry<T> | undefined
+  next: RegistryEntry<T> | undefined
+  removed: boolean
+}
+
+/**
+ * The executor's bookkeeping of calls and running tasks: a doubly linked list, because every
+ * execution adds and removes entries and close() alone reads them. A Set did the same at several
+ * times the cost (hashing a fresh object, shrinking its table), once per execution.
+ */
+class Registry<T> {
+  #head: RegistryEntry<T> | undefined
+  #size = 0
+
+  get size(): number {
+    return this.#size
+  }
+
+  add(value: T): RegistryEntry<T> {
+    const entry: RegistryEntry<T> = { value, prev: undefined, next: this.#head, removed: false }
+    if (this.#head) this.#head.prev = entry
+    this.#head = entry
+    this.#size++
+    return entry
+  }
+
+  /** Removes `entry`; removing it again does nothing. */
+  delete(entry: RegistryEntry<T>): void {
+    if (entry.removed) return
+    entry.removed = true
+    if (entry.prev) entry.prev.next = entry.next
+    else this.#head = entry.next
+    if (entry.next) entry.next.prev = entry.prev
+    this.#size--
+  }
+
+  /** The values, oldest first. */
+  values(): T[] {
+    const out: T[] = []
+    for (let entry = this.#head; entry; entry = entry.next) out.push(entry.value)
+    return out.reverse()
+  }
+}
+
+/** The {@link TaskContext} of one run: its signal is the lock's, made only when the task reads it. */
+class RunContext implements TaskContext {
+  readonly #active: ActiveLock
+  readonly configuration: LockConfiguration
+  readonly slot: Date | undefined
+
+  constructor(active: ActiveLock, configuration: LockConfiguration, slot: Date | undefined) {
+    this.#active = active
+    this.configuration = configuration
+    this.slot = slot
+  }
+
+  get signal(): AbortSignal {
+    return this.#active.signal
+  }
+}
 
 /** A slot this node claimed; `decided` once it ran or was recorded as skipped. */
 interface SlotClaim {

@@ -51,7 +51,10 @@ describe('bench harness', () => {
         advance(ns)
       },
     })
-    const [fast, slow] = await interleave([side('fast', 1_000), side('slow', 3_000)], { blocks: 4, opsPerBlock: 5, concurrency: 1, warmupOps: 2 }, clock)
+    // A fake CPU clock that moves 10 µs per reading: two readings around each measured block.
+    let cpuNow = 0
+    const cpu = (): number => (cpuNow += 10)
+    const [fast, slow] = await interleave([side('fast', 1_000), side('slow', 3_000)], { blocks: 4, opsPerBlock: 5, concurrency: 1, warmupOps: 2 }, clock, cpu)
     // Warm-up (2 each), then blocks of 5 in the order AB, BA, AB, BA.
     const run = (label: string, n: number): string[] => Array<string>(n).fill(label)
     expect(order).toEqual([
@@ -68,6 +71,9 @@ describe('bench harness', () => {
     expect(slow!.latency.p99).toBe(3)
     expect(fast!.opsPerSecond).toBe(1_000_000)
     expect(slow!.opsPerSecond).toBeCloseTo(333_333.33, 1)
+    // 4 blocks of 5 operations, 10 µs of CPU each: 2 µs per operation.
+    expect(fast!.cpuPerOpUs).toBe(2)
+    expect(slow!.cpuPerOpUs).toBe(2)
   })
 
   it('sizes blocks on the slowest contender, as a multiple of the concurrency, within bounds', async () => {

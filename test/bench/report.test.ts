@@ -4,12 +4,13 @@ import { memoryRow } from '../../bench/measurements/memory.ts'
 import { formatBytes, formatLatency, formatRate, formatRatio, formatReport, formatSummary, markdownTable } from '../../bench/report.ts'
 import type { BenchResult } from '../../bench/result.ts'
 
-const contender = (label: string, p50: number, p99: number, opsPerSecond: number): ContenderResult => ({
+const contender = (label: string, p50: number, p99: number, opsPerSecond: number, cpuPerOpUs = 20): ContenderResult => ({
   label,
   latency: { count: 100, mean: p50, min: p50 / 2, p50, p90: p99, p99, max: p99 * 2 },
   opsPerSecond,
   ops: 100,
   concurrency: 1,
+  cpuPerOpUs,
 })
 
 function sampleResult(): BenchResult {
@@ -21,8 +22,8 @@ function sampleResult(): BenchResult {
     settings: { blocks: 10, blockMs: 250, warmup: 200 },
     stores: { postgres: { versions: { server: 'PostgreSQL 15', client: 'pg 8' }, notes: [] }, mongodb: { skipped: 'SHEDLOCK_MONGODB_URL is not set' } },
     overhead: [
-      { store: 'postgres', concurrency: 1, opsPerBlock: 500, ours: contender('shedlock', 110, 300, 9000), baseline: contender('baseline', 100, 250, 10_000), p50Ratio: 1.1, p99Ratio: 1.2, opsRatio: 0.9 },
-      { store: 'postgres', concurrency: 16, opsPerBlock: 800, ours: contender('shedlock', 500, 2000, 30_000), baseline: contender('baseline', 400, 1500, 32_000), p50Ratio: 1.25, p99Ratio: 1.33, opsRatio: 0.94 },
+      { store: 'postgres', concurrency: 1, opsPerBlock: 500, ours: contender('shedlock', 110, 300, 9000, 24), baseline: contender('baseline', 100, 250, 10_000, 20), p50Ratio: 1.1, p99Ratio: 1.2, opsRatio: 0.9, cpuRatio: 1.2 },
+      { store: 'postgres', concurrency: 16, opsPerBlock: 800, ours: contender('shedlock', 500, 2000, 30_000), baseline: contender('baseline', 400, 1500, 32_000), p50Ratio: 1.25, p99Ratio: 1.33, opsRatio: 0.94, cpuRatio: 1 },
     ],
     roundTrips: [
       {
@@ -69,7 +70,8 @@ function sampleResult(): BenchResult {
         processListenersLeft: 0,
       }),
     ],
-    executor: { opsPerBlock: 50_000, bare: contender('lock() + task + unlock()', 2, 5, 400_000), executor: contender('executeWithLock()', 5, 12, 160_000), p50Ratio: 2.5, p99Ratio: 2.4, addedMeanUs: 3.75 },
+    executor: { opsPerBlock: 50_000, bare: contender('lock() + task + unlock()', 2, 5, 400_000), executor: contender('executeWithLock()', 5, 12, 160_000), p50Ratio: 2.5, p99Ratio: 2.4, addedMeanUs: 3.75, addedCpuUs: 3.5 },
+    libraryCpu: [{ what: 'executeWithLock() (in memory)', baseline: 'lock() + task + unlock()', ops: 1000, rounds: 6, oursCpuPerOpUs: 3.5, baselineCpuPerOpUs: 1.3, addedCpuUs: 2.2 }],
     errors: [{ store: 'redis', measurement: 'herd', message: 'connection reset' }],
   }
 }
@@ -106,7 +108,10 @@ describe('bench report', () => {
     expect(report).toContain('| postgres | separate, 10 / 10000 | 100 µs | 104 µs | 1.04 |')
     expect(report).toContain('| postgres | 1 | advisory-lock 2.0.0, tryLock() | 1.50 ms | 3.00 ms | 600 | 0.07 | 0.07 | 15.00 | ✓ |')
     expect(report).toContain('| executor | 100000 | 2.5 | 4.00 MiB | +512 B | +1.50 KiB | +2.00 KiB | 0.02 B | 0 | 0 |')
-    expect(report).toContain('executeWithLock adds 3.75 µs per execution')
+    expect(report).toContain('executeWithLock adds 3.75 µs per execution (mean, from the ops/s of both), 3.50 µs of CPU.')
+    expect(report).toContain('| store | callers | CPU/op ours | CPU/op baseline | ratio | added per op |')
+    expect(report).toContain('| postgres | 1 | 24.0 µs | 20.0 µs | 1.20 | 4.00 µs |')
+    expect(report).toContain('| executeWithLock() (in memory) | 3.50 µs | lock() + task + unlock() | 1.30 µs | 2.20 µs |')
     expect(report).toContain('- redis / herd: connection reset')
   })
 
@@ -115,7 +120,11 @@ describe('bench report', () => {
     expect(summary).toContain('| store | p50 ratio, 1 caller | p99 ratio, 1 | p50 ratio, 16 callers | p99 ratio, 16 | calls per acquire / release | herd: one winner | scale p50 ratio |')
     expect(summary).toContain('| postgres | 1.10 | 1.20 | 1.25 | 1.33 | 1 / 1 | 100/100 | 1.04 |')
     expect(summary).toContain('| postgres | advisory-lock | 1 | 0.07 | 15.00 |')
-    expect(summary).toContain('p50 ratio 2.50, 3.75 µs added per execution')
-    expect(summary).not.toMatch(/\d+ µs \|/)
+    expect(summary).toContain('p50 ratio 2.50, 3.75 µs added per execution, 3.50 µs of CPU')
+    // CPU: the ratio, and the absolute cost added (what a per-store allowance is stated in).
+    expect(summary).toContain('| postgres | 1 | 1.20 | 4.00 µs |')
+    expect(summary).toContain('- executeWithLock() (in memory), without I/O: 2.20 µs of CPU per operation over lock() + task + unlock().')
+    // The latency table holds ratios only: absolute latencies depend on the machine.
+    expect(summary.split('\n\n')[0]).not.toMatch(/\d+ µs \|/)
   })
 })

@@ -101,8 +101,10 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
   return {
     client: 'ioredis',
     setIfAbsent: async (key, value, milliseconds) => (await client.set(key, value, 'PX', milliseconds, 'NX')) === 'OK',
-    evalSha: async (sha1, key, args) => client.evalsha(sha1, 1, key, ...args),
-    eval: async (script, key, args) => client.eval(script, 1, key, ...args),
+    // Not async functions: the client's promise is returned as it is (an async wrapper adds a
+    // promise and two turns per call); a synchronous throw still becomes a rejection.
+    evalSha: (sha1, key, args) => settle(() => client.evalsha(sha1, 1, key, ...args)),
+    eval: (script, key, args) => settle(() => client.eval(script, 1, key, ...args)),
     ...(typeof call === 'function' && { command: ([name, ...args]) => call.call(client, name!, ...args) }),
     ...(c.isCluster === true &&
       typeof c.nodes === 'function' && {
@@ -147,8 +149,8 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
     client: 'node-redis',
     // A client with a type mapping may return the reply as a Buffer; String() covers both.
     setIfAbsent: async (key, value, milliseconds) => String(await client.set(key, value, { PX: milliseconds, NX: true })) === 'OK',
-    evalSha: async (sha1, key, args) => client.evalSha(sha1, { keys: [key], arguments: [...args] }),
-    eval: async (script, key, args) => client.eval(script, { keys: [key], arguments: [...args] }),
+    evalSha: (sha1, key, args) => settle(() => client.evalSha(sha1, { keys: [key], arguments: [...args] })),
+    eval: (script, key, args) => settle(() => client.eval(script, { keys: [key], arguments: [...args] })),
     ...(typeof send === 'function' && { command: (args) => (cluster ? send.call(client, undefined, true, [...args]) : send.call(client, [...args])) }),
     ...(cluster && { masters }),
     ...(keyPrefix !== undefined && { keyPrefix }),
@@ -177,6 +179,16 @@ export function toRedisCommands(client: RedisClientLike): RedisCommands {
   throw new LockConfigurationError(
     'redis: { client } is not a recognised Redis client: pass an ioredis Redis or Cluster, a node-redis client from createClient() or createCluster(), or wrap your client with fromIoredis(), fromNodeRedis() or your own RedisCommands port',
   )
+}
+
+/** `call()`'s promise, or a rejected one when it throws (or returns a non-promise: resolved with that). */
+function settle(call: () => Promise<unknown>): Promise<unknown> {
+  try {
+    const result = call()
+    return result instanceof Promise ? result : Promise.resolve(result)
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }
 
 /** A client's `keyPrefix` option as text; `undefined` when it has none. */

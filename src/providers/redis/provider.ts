@@ -6,8 +6,8 @@ import { defineLock } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest, nameTooLong } from '../../support/lock-request.ts'
-import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
-import { withTimeout } from '../../support/with-timeout.ts'
+import type { StoreAction } from '../../support/store-errors.ts'
+import { type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { type RedisClientLike, type RedisCommands, toRedisCommands } from './commands.ts'
 import { redisLockInspector } from './inspector.ts'
 import { DELETE_IF_OWNED, describeRedisError, EXPIRE_IF_OWNED, MAX_KEY_BYTES, PROVIDER, redisKeySpace, redisLockKey, runScript } from './format.ts'
@@ -104,14 +104,11 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
   const clock = options.clock ?? systemClock
 
-  const storeCall = storeGuard((error, action, name) => describeRedisError(error, action, name, commands.client, timeout))
-  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>, late?: (value: T) => void): Promise<T> =>
-    storeCall(action, name, () => withTimeout(run(), timeout, { store: 'Redis', late }))
+  const call: TimedStoreCall<unknown> = { store: 'Redis', timeoutMs: timeout, describe: (error, action, name) => describeRedisError(error, action, name, commands.client, timeout) }
+  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>, late?: (value: T) => void): Promise<T> => timedStoreCall(call, action, name, run, late)
 
-  const release = async (key: string, value: string, keepFor: number): Promise<void> => {
-    if (keepFor <= 0) await runScript(commands, DELETE_IF_OWNED, key, [value])
-    else await runScript(commands, EXPIRE_IF_OWNED, key, [value, String(keepFor)])
-  }
+  const release = (key: string, value: string, keepFor: number): Promise<unknown> =>
+    keepFor <= 0 ? runScript(commands, DELETE_IF_OWNED, key, [value]) : runScript(commands, EXPIRE_IF_OWNED, key, [value, String(keepFor)])
 
   return {
     name: PROVIDER,
@@ -139,7 +136,8 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
-        unlock: (current) => guard('release', current.name, () => release(key, value, current.lockAtLeastUntil.getTime() - clock.now())),
+        // The script's reply is not used: defineLock() only awaits the release.
+        unlock: (current) => guard('release', current.name, () => release(key, value, current.lockAtLeastUntil.getTime() - clock.now()) as Promise<void>),
         extend: (next) =>
           guard('extend', next.name, async () => Number(await runScript(commands, EXPIRE_IF_OWNED, key, [value, String(Math.max(1, next.lockAtMostUntil.getTime() - clock.now()))])) === 1),
       })

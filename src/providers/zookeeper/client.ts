@@ -1,7 +1,7 @@
 import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import { type DescribeStoreError, type StoreAction, storeGuard } from '../../support/store-errors.ts'
-import { withTimeout } from '../../support/with-timeout.ts'
+import type { DescribeStoreError, StoreAction } from '../../support/store-errors.ts'
+import { timedStoreCall } from '../../support/with-timeout.ts'
 
 // node-zookeeper-client's callback API as promises, and the time limit around each operation:
 // shared by the provider and the inspector, which each call a part of it.
@@ -116,13 +116,13 @@ export interface Attempt {
  * own), and tells the operation, so that it sends no write after that.
  */
 export function timedGuard(describe: DescribeStoreError, timeout: number): <T>(action: StoreAction, name: string, run: (attempt: Attempt) => Promise<T>) => Promise<T> {
-  const storeCall = storeGuard(describe)
   return (action, name, run) => {
     const attempt: Attempt = { timedOut: false }
     const onTimeout = (): void => {
       attempt.timedOut = true
     }
-    return storeCall(action, name, () => withTimeout(run(attempt), timeout, { store: 'ZooKeeper', onTimeout }))
+    // One promise and one timer for the timeout and the error mapping (see timedStoreCall).
+    return timedStoreCall({ store: 'ZooKeeper', timeoutMs: timeout, describe, onTimeout }, action, name, () => run(attempt))
   }
 }
 
