@@ -1,0 +1,78 @@
+// The conformance and inspector suites of shedlock/deno-kv, run by Deno itself (the vitest file
+// next to this one spawns it):
+//
+//   deno run -A --unstable-kv test/providers/deno-kv/conformance.ts [KV_PATH]
+//
+// It imports the built package (npm run build first), as a Deno app would, opens a Deno KV on
+// KV_PATH (a fresh file, or memory), runs every case one after another, prints one line per case
+// and exits 1 when any failed.
+import { denoKvLockInspector, denoKvLockProvider, type DenoKvLockDatabase } from '../../../dist/providers/deno-kv/index.js'
+import { lockInspectorSuite, lockProviderSuite } from '../../../dist/testing/index.js'
+
+/** The parts of Deno's API used here (this file is type-checked with Node's types too). */
+interface DenoApi {
+  openKv(path?: string): Promise<DenoKvLockDatabase & { delete(key: readonly unknown[]): Promise<void>; close(): void }>
+  args: string[]
+  exit(code: number): never
+}
+const Deno = (globalThis as unknown as { Deno: DenoApi }).Deno
+
+const path = Deno.args[0] ?? ':memory:'
+const kv = await Deno.openKv(path)
+// With a file, "nodes" alternate between two handles on it, as two processes would share it.
+const handles = path === ':memory:' ? [kv] : [kv, await Deno.openKv(path)]
+let nodes = 0
+const prefix = 'shedlock'
+
+const cases = [
+  ...lockProviderSuite({
+    provider: () => denoKvLockProvider({ kv: handles[nodes++ % handles.length]! }),
+    isLocked: async (name) => {
+      const { value } = await kv.get([prefix, name])
+      const until = (value as { lockUntil?: unknown } | null)?.lockUntil
+      return until instanceof Date && until.getTime() > Date.now()
+    },
+    deleteRecord: (name) => kv.delete([prefix, name]),
+    unreachableProvider: async () => {
+      const closed = await Deno.openKv(':memory:')
+      closed.close()
+      return denoKvLockProvider({ kv: closed })
+    },
+    // The key [prefix, name] holds at most 2048 bytes: 10 for "shedlock", 2 around the name.
+    maxNameLength: 2048 - 10 - 2,
+    extensible: true,
+    slots: { inspector: true },
+    fuzzIterations: 10,
+  }),
+  ...lockInspectorSuite({ provider: () => denoKvLockProvider({ kv }), inspector: denoKvLockInspector({ kv }) }).map((c) => ({ ...c, name: `inspector ${c.name}`, skip: undefined })),
+]
+
+const started = Date.now()
+let failed = 0
+let skipped = 0
+for (const c of cases) {
+  if (c.skip) {
+    skipped++
+    console.log(`skip ${c.name} (${c.skip})`)
+    continue
+  }
+  const t0 = Date.now()
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    await Promise.race([
+      c.run(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out after ${c.timeoutMs} ms`)), c.timeoutMs)
+      }),
+    ])
+    console.log(`ok   ${c.name} (${Date.now() - t0} ms)`)
+  } catch (error) {
+    failed++
+    console.log(`FAIL ${c.name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+  } finally {
+    clearTimeout(timer)
+  }
+}
+console.log(`deno-kv: ${cases.length - failed - skipped} passed, ${failed} failed, ${skipped} skipped in ${Date.now() - started} ms`)
+for (const handle of handles) handle.close()
+Deno.exit(failed > 0 ? 1 : 0)
