@@ -6,8 +6,16 @@ import type { D1LockDatabase } from '../../src/providers/cloudflare-d1/index.ts'
 // parts the tests use are typed here, so that the tests compile whether or not it is installed.
 
 /** The options of `new Miniflare()` that the tests pass. */
-export interface MiniflareOptions {
-  modules?: boolean
+export interface MiniflareOptions extends MiniflareWorkerOptions {
+  /** Several Workers (each its own isolate) in one workerd process, instead of the one described at the top level. */
+  workers?: (MiniflareWorkerOptions & { name: string })[]
+}
+
+/** The options of one Worker. */
+export interface MiniflareWorkerOptions {
+  name?: string
+  modulesRoot?: string
+  modules?: boolean | { type: 'ESModule'; path: string; contents?: string }[]
   script?: string
   scriptPath?: string
   compatibilityDate?: string
@@ -30,8 +38,9 @@ export interface ScheduledOutcome {
 /** A running Miniflare instance: one workerd process. */
 export interface MiniflareInstance {
   ready: Promise<URL>
-  getD1Database(bindingName: string): Promise<D1LockDatabase & { exec(query: string): Promise<unknown> }>
-  getWorker(): Promise<{ scheduled(options?: { scheduledTime?: Date; cron?: string }): Promise<ScheduledOutcome> }>
+  /** The D1 binding `bindingName` of Worker `workerName` (the first Worker by default). */
+  getD1Database(bindingName: string, workerName?: string): Promise<D1LockDatabase & { exec(query: string): Promise<unknown> }>
+  getWorker(workerName?: string): Promise<{ scheduled(options?: { scheduledTime?: Date; cron?: string }): Promise<ScheduledOutcome> }>
   dispatchFetch(input: string, init?: { method?: string; body?: string }): Promise<{ status: number; text(): Promise<string>; json(): Promise<unknown> }>
   dispose(): Promise<void>
 }

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { d1Schema } from '../../../src/providers/cloudflare-d1/index.ts'
 import { connectOrSkip } from '../../support/backends.ts'
-import { loadMiniflare, type MiniflareInstance } from '../../support/miniflare.ts'
+import { loadMiniflare, type MiniflareInstance, type MiniflareWorkerOptions } from '../../support/miniflare.ts'
 
 // The core and shedlock/cloudflare-d1 inside workerd: worker/worker.mjs, a Worker with a
 // scheduled() handler that runs a task under the D1 provider, deployed as 8 Workers (8 isolates)
@@ -36,7 +36,7 @@ afterAll(async () => {
 const ready = await connectOrSkip('miniflare', 'the miniflare package', async () => {
   const { Miniflare } = await loadMiniflare()
   const modules = workerModules()
-  const worker = (name: string, slots: boolean) => ({
+  const worker = (name: string, slots: boolean): MiniflareWorkerOptions & { name: string } => ({
     name,
     modules,
     modulesRoot: root,
@@ -47,13 +47,13 @@ const ready = await connectOrSkip('miniflare', 'the miniflare package', async ()
     d1Databases: { DB: 'locks' },
     bindings: { NODE: name, HOLD_MS: '300', SLOTS: slots ? 'yes' : 'no', LOCK: slots ? 'slotted-cron' : 'plain-cron' },
   })
-  mf = new Miniflare({ workers: [...PLAIN.map((n) => worker(n, false)), ...SLOTTED.map((n) => worker(n, true))], d1Persist: join(workDir, 'd1') } as never)
+  mf = new Miniflare({ workers: [...PLAIN.map((n) => worker(n, false)), ...SLOTTED.map((n) => worker(n, true))], d1Persist: join(workDir, 'd1') })
   await mf.ready
-  const db = await mf.getD1Database('DB', 'p1' as never)
+  const db = await mf.getD1Database('DB', 'p1')
   await db.exec(d1Schema().replace(/\n/g, ' '))
   await db.exec('CREATE TABLE runs (tick TEXT NOT NULL, node TEXT NOT NULL)')
   await db.exec('CREATE TABLE outcomes (tick TEXT NOT NULL, node TEXT NOT NULL, executed INTEGER NOT NULL, reason TEXT NOT NULL)')
-  return { db, worker: (name: string) => (mf as unknown as { getWorker(name: string): ReturnType<MiniflareInstance['getWorker']> }).getWorker(name) }
+  return { db, worker: (name: string) => mf!.getWorker(name) }
 })
 
 const rows = async (sql: string, ...params: string[]): Promise<Record<string, unknown>[]> =>
