@@ -21,13 +21,25 @@ const root = fileURLToPath(new URL('../../../', import.meta.url))
 function denoCandidates(): string[] {
   const found: string[] = []
   if (process.env.SHEDLOCK_DENO) found.push(process.env.SHEDLOCK_DENO)
+  const exe = process.platform === 'win32' ? 'deno.exe' : 'deno'
   try {
-    const binary = join(dirname(createRequire(import.meta.url).resolve('deno/package.json')), process.platform === 'win32' ? 'deno.exe' : 'deno')
-    if (existsSync(binary)) found.push(binary)
+    // npm's deno: its postinstall links the binary of the platform's package next to it; without
+    // install scripts, the platform package (an optional dependency) still holds it.
+    const require = createRequire(import.meta.url)
+    const manifest = require.resolve('deno/package.json')
+    found.push(join(dirname(manifest), exe))
+    const platforms = Object.keys((require(manifest) as { optionalDependencies?: Record<string, string> }).optionalDependencies ?? {})
+    for (const name of platforms) {
+      try {
+        found.push(join(dirname(createRequire(manifest).resolve(`${name}/package.json`)), exe))
+      } catch {
+        // another platform's package, not installed
+      }
+    }
   } catch {
     // not installed from npm
   }
-  return [...found, 'deno']
+  return [...found.filter((path) => existsSync(path)), 'deno']
 }
 
 const deno = await connectOrSkip('deno', 'SHEDLOCK_DENO, the npm package deno, or PATH', async () => {
