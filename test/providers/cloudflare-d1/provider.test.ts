@@ -106,6 +106,24 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
     await locks.find(Boolean)!.unlock()
   })
 
+  it('a lock held when workerd stops is still held after a restart on the persisted database, and its holder cannot touch the new one', async () => {
+    const name = `d1-restart-${Date.now()}`
+    const first = await started!.start()
+    const lock = await d1LockProvider({ database: await first.getD1Database('DB') }).lock(lockConfiguration({ name, lockAtMostFor: 1_500 }))
+    expect(lock).toBeDefined()
+    await first.dispose()
+    instances.splice(instances.indexOf(first), 1)
+    const second = await started!.start()
+    const again = await second.getD1Database('DB')
+    expect(await d1LockProvider({ database: again }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+    // The dead instance's handle fails, and changes nothing.
+    await expect(lock!.unlock()).rejects.toThrow(LockProviderError)
+    await new Promise((resolve) => setTimeout(resolve, 1_600))
+    const next = await d1LockProvider({ database: again }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    expect(next).toBeDefined()
+    await next!.unlock()
+  })
+
   it('a missing table rejects with LockProviderError naming the lock and giving the DDL', async () => {
     const provider = d1LockProvider({ database: db, tableName: 'no_such_locks' })
     const error = await provider.lock(lockConfiguration({ name: 'd1-missing-table', lockAtMostFor: '1m' })).catch((e: unknown) => e)

@@ -24,7 +24,7 @@ const handles = path === ':memory:' ? [kv] : [kv, await Deno.openKv(path)]
 let nodes = 0
 const prefix = 'shedlock'
 
-const cases = [
+const cases: { name: string; skip?: string | undefined; timeoutMs: number; run(): Promise<void> }[] = [
   ...lockProviderSuite({
     provider: () => denoKvLockProvider({ kv: handles[nodes++ % handles.length]! }),
     isLocked: async (name) => {
@@ -46,6 +46,35 @@ const cases = [
   }),
   ...lockInspectorSuite({ provider: () => denoKvLockProvider({ kv }), inspector: denoKvLockInspector({ kv }) }).map((c) => ({ ...c, name: `inspector ${c.name}`, skip: undefined })),
 ]
+
+// A process that closes its KV (it stops, or restarts) leaves its lock held in the file: a new
+// handle on the file sees it, and takes it once it expired.
+if (path !== ':memory:') {
+  cases.push({
+    name: 'restart: a lock held when its KV handle closes stays held for a new handle on the file until it expires',
+    timeoutMs: 10_000,
+    run: async () => {
+      const { lockConfiguration, LockProviderError } = await import('../../../dist/index.js')
+      const name = `restart-${crypto.randomUUID()}`
+      const gone = await Deno.openKv(path)
+      const lock = await denoKvLockProvider({ kv: gone }).lock(lockConfiguration({ name, lockAtMostFor: 1_000 }))
+      if (!lock) throw new Error('expected to acquire')
+      gone.close()
+      const fresh = await Deno.openKv(path)
+      try {
+        if (await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))) throw new Error('a new handle took a held lock')
+        const failed = await lock.unlock().then(() => undefined, (error: unknown) => error)
+        if (!(failed instanceof LockProviderError)) throw new Error(`the closed handle's unlock should reject with LockProviderError, got ${String(failed)}`)
+        await new Promise((resolve) => setTimeout(resolve, 1_100))
+        const next = await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
+        if (!next) throw new Error('the expired lock was not taken over')
+        await next.unlock()
+      } finally {
+        fresh.close()
+      }
+    },
+  })
+}
 
 const started = Date.now()
 let failed = 0
