@@ -25,8 +25,9 @@ afterAll(async () => {
 
 const started = await connectOrSkip('miniflare', 'the miniflare package', async () => {
   const { Miniflare } = await loadMiniflare()
-  const start = async (): Promise<MiniflareInstance> => {
-    const mf = new Miniflare({ modules: true, script: SCRIPT, compatibilityDate: '2026-04-01', d1Databases: ['DB'], d1Persist: join(workDir, 'd1') })
+  /** A workerd process; `persist`: on the database file the others share, else in memory. */
+  const start = async (persist = true): Promise<MiniflareInstance> => {
+    const mf = new Miniflare({ modules: true, script: SCRIPT, compatibilityDate: '2026-04-01', d1Databases: ['DB'], d1Persist: persist ? join(workDir, 'd1') : false })
     instances.push(mf)
     await mf.ready
     return mf
@@ -56,7 +57,7 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
         },
         // A binding of an instance disposed after the provider was made: every call rejects.
         unreachableProvider: async () => {
-          const gone = await started!.start()
+          const gone = await started!.start(false)
           const provider = d1LockProvider({ database: await gone.getD1Database('DB'), useDbTime })
           await gone.dispose()
           instances.splice(instances.indexOf(gone), 1)

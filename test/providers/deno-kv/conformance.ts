@@ -76,6 +76,27 @@ if (path !== ':memory:') {
   })
 }
 
+// expireAfter adds expireIn to every write. Local KV deletes expired keys in a sweep of its own
+// (not within seconds), so the deletion itself is not awaited here: the writes are.
+cases.push({
+  name: 'expireAfter: acquire, extend and release write with expireIn, and the lock works as without',
+  timeoutMs: 10_000,
+  run: async () => {
+    const { lockConfiguration } = await import('../../../dist/index.js')
+    const name = `expire-${crypto.randomUUID()}`
+    const provider = denoKvLockProvider({ kv, expireAfter: '1h' })
+    const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
+    if (!lock || !('extend' in lock)) throw new Error('expected an extensible lock')
+    if (await denoKvLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))) throw new Error('another node took a held lock')
+    const extended = await (lock as { extend(a: number, b: number): Promise<{ unlock(): Promise<void> } | undefined> }).extend(120_000, 0)
+    if (!extended) throw new Error('the extension failed')
+    await extended.unlock()
+    const next = await denoKvLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
+    if (!next) throw new Error('the released lock was not free')
+    await next.unlock()
+  },
+})
+
 const started = Date.now()
 let failed = 0
 let skipped = 0
