@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { D1LockDatabase } from '../../src/providers/cloudflare-d1/index.ts'
+import type { DurableObjectLockNamespace } from '../../src/providers/cloudflare-do/index.ts'
 
 // Miniflare (npm `miniflare`, with Cloudflare's workerd binary) runs Workers and D1 locally. The
 // parts the tests use are typed here, so that the tests compile whether or not it is installed.
@@ -22,7 +23,7 @@ export interface MiniflareWorkerOptions {
   compatibilityFlags?: string[]
   d1Databases?: string[] | Record<string, string>
   d1Persist?: string | boolean
-  durableObjects?: Record<string, string | { className: string }>
+  durableObjects?: Record<string, string | { className: string; useSQLite?: boolean }>
   durableObjectsPersist?: string | boolean
   bindings?: Record<string, unknown>
   host?: string
@@ -40,6 +41,8 @@ export interface MiniflareInstance {
   ready: Promise<URL>
   /** The D1 binding `bindingName` of Worker `workerName` (the first Worker by default). */
   getD1Database(bindingName: string, workerName?: string): Promise<D1LockDatabase & { exec(query: string): Promise<unknown> }>
+  /** The Durable Object namespace binding `bindingName` (of the first Worker by default), proxied to workerd. */
+  getDurableObjectNamespace(bindingName: string, workerName?: string): Promise<DurableObjectLockNamespace>
   getWorker(workerName?: string): Promise<{ scheduled(options?: { scheduledTime?: Date; cron?: string }): Promise<ScheduledOutcome> }>
   dispatchFetch(input: string, init?: { method?: string; body?: string }): Promise<{ status: number; text(): Promise<string>; json(): Promise<unknown> }>
   dispose(): Promise<void>
