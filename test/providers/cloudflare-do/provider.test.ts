@@ -76,6 +76,14 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
     await locks.find(Boolean)!.unlock()
   })
 
+  it('a 3,000-character name works (SQLite-backed objects hold longer keys than the 2 KiB of KV-backed ones)', async () => {
+    const name = `do-long-${Date.now()}-${'x'.repeat(3000)}`
+    const lock = await durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    expect(lock).toBeDefined()
+    expect(await durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+    await lock!.unlock()
+  })
+
   it('objects are separate lock spaces', async () => {
     const name = `do-spaces-${Date.now()}`
     const a = await durableObjectLockProvider({ namespace, objectName: 'space-a' }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
