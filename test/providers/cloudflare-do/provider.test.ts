@@ -76,7 +76,7 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
     await locks.find(Boolean)!.unlock()
   })
 
-  it('a 3,000-character name works (SQLite-backed objects hold longer keys than the 2 KiB of KV-backed ones)', async () => {
+  it('a 3,000-character name works on a SQLite-backed object', async () => {
     const name = `do-long-${Date.now()}-${'x'.repeat(3000)}`
     const lock = await durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
     expect(lock).toBeDefined()
