@@ -1,10 +1,11 @@
 import { systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
-import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
+import { type SqlLockProviderOptions, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
+import { sqlTable } from '../../support/sql/sql-table.ts'
+import { type SqliteStatementKind, sqliteAccessor } from '../../support/sql/sqlite-dialect.ts'
 import { type SqliteRowsDatabase, sqliteLockInspector } from './inspector.ts'
-import { DB_NOW, DB_NOW_PLUS, describeSqliteError, FORMAT, PROVIDER } from './table.ts'
+import { describeSqliteError, PROVIDER } from './table.ts'
 
 /** A prepared statement, as {@link SqliteDatabase} returns it. Only `run` is called, with text parameters. */
 export interface SqliteStatement {
@@ -24,8 +25,6 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
   /** Your open connection: a better-sqlite3 `Database` or a `node:sqlite` `DatabaseSync`. The provider never opens or closes it. */
   database: SqliteDatabase
 }
-
-type StatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExtended'
 
 /**
  * Locks in a SQLite table in Java ShedLock's layout (create it with {@link sqliteSchema}).
@@ -69,72 +68,24 @@ export function sqliteLockProvider(options: SqliteLockProviderOptions): Extensib
     throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
   }
   const t = sqlTable(PROVIDER, options)
-  const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const clock = options.clock ?? systemClock
-  const useDbTime = options.useDbTime ?? true
-
-  // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left alone.
-  const upsert = (untilSql: string, nowSql: string): string =>
-    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${untilSql}, ${nowSql}, ?) ` +
-    `ON CONFLICT(${name}) DO UPDATE SET ${lockUntil} = excluded.${lockUntil}, ${lockedAt} = excluded.${lockedAt}, ${lockedBy} = excluded.${lockedBy} ` +
-    `WHERE ${lockUntil} <= excluded.${lockedAt}`
-
-  // Parameters are bound in the order the `?` appear in each text.
-  const sql: Record<StatementKind, string> = useDbTime
-    ? {
-        // (name, until modifier, owner)
-        acquire: upsert(DB_NOW_PLUS, DB_NOW),
-        // (until modifier, name, owner)
-        extend: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${DB_NOW}`,
-        // (modifier from locked_at, name, owner)
-        unlock: `UPDATE ${t.table} SET ${lockUntil} = MAX(strftime(${FORMAT}, ${lockedAt}, ?), ${DB_NOW}) WHERE ${name} = ? AND ${lockedBy} = ?`,
-        // (modifier from now, name, owner)
-        unlockExtended: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ?`,
-      }
-    : {
-        // (name, until, now, owner)
-        acquire: upsert('?', '?'),
-        // (until, name, owner, now)
-        extend: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ?`,
-        // (until, name, owner)
-        unlock: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ?`,
-        // Unused: with app time every release counts from this process's clock.
-        unlockExtended: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ?`,
-      }
 
   // Prepared on first use and kept; a failed prepare (say, the table is not there yet) is not kept.
-  const prepared = new Map<StatementKind, SqliteStatement>()
-  const run = async (kind: StatementKind, params: string[]): Promise<number> => {
-    let statement = prepared.get(kind)
-    if (!statement) {
-      statement = database.prepare(sql[kind])
-      prepared.set(kind, statement)
-    }
-    return Number(statement.run(...params).changes)
-  }
-
-  const accessor: SqlAccessor = useDbTime
-    ? {
-        acquire: async (c, owner) => (await run('acquire', [c.name, secondsModifier(c.lockAtMostFor / 1000), owner])) > 0,
-        extend: async (next, owner) => (await run('extend', [secondsModifier(next.lockAtMostFor / 1000), next.name, owner])) > 0,
-        unlock: async (current, owner, acquired) => {
-          const anchor = lockAtLeastAnchor(current, acquired, clock)
-          await run(anchor.from === 'lockedAt' ? 'unlock' : 'unlockExtended', [secondsModifier(anchor.seconds), current.name, owner])
-        },
+  const prepared = new Map<SqliteStatementKind, SqliteStatement>()
+  const accessor = sqliteAccessor(
+    t,
+    options.useDbTime ?? true,
+    async (kind, sql, params) => {
+      let statement = prepared.get(kind)
+      if (!statement) {
+        statement = database.prepare(sql)
+        prepared.set(kind, statement)
       }
-    : {
-        acquire: async (c, owner) => (await run('acquire', [c.name, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now()), owner])) > 0,
-        extend: async (next, owner) => (await run('extend', [utcTimestamp(next.lockAtMostUntil.getTime()), next.name, owner, utcTimestamp(clock.now())])) > 0,
-        unlock: async (current, owner) => {
-          const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
-          await run('unlock', [utcTimestamp(until), current.name, owner])
-        },
-      }
+      return Number(statement.run(...params).changes)
+    },
+    clock,
+  )
   const inspect = { database: database as SqliteRowsDatabase, tableName: t.table, columnNames: t.columns }
   return { ...sqlLockProvider(PROVIDER, accessor, options, describeSqliteError(t)), inspector: () => sqliteLockInspector(inspect) }
 }
 
-/** A date modifier for strftime(), e.g. `+30.000 seconds`. */
-function secondsModifier(seconds: number): string {
-  return `+${Math.max(0, seconds).toFixed(3)} seconds`
-}

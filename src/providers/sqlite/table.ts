@@ -1,5 +1,6 @@
 import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
 import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import { sqliteLockTableDdl } from '../../support/sql/sqlite-dialect.ts'
 import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
 
 // The lock table in SQLite: Java ShedLock's columns, with times as UTC text. Its DDL, the now the
@@ -9,27 +10,8 @@ import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, stor
 /** The provider's name, as messages and diagnostics give it. */
 export const PROVIDER = 'sqlite'
 
-/** SQLite's own datetime text, UTC, to the millisecond: `YYYY-MM-DD HH:MM:SS.SSS`, the format utcTimestamp() writes. */
-export const FORMAT: string = `'%Y-%m-%d %H:%M:%f'`
-
-/** The database's now, as the lock columns hold it. 'now' is the same for every use within one statement, so a statement compares against one instant. */
-export const DB_NOW: string = `strftime(${FORMAT}, 'now')`
-
-/** The database's now plus a modifier bound to the `?`, e.g. `+30.000 seconds`. */
-export const DB_NOW_PLUS: string = `strftime(${FORMAT}, 'now', ?)`
-
-/**
- * A time of the lock table (a column holding UTC text, or `'now'`) in epoch milliseconds, as a
- * REAL. julianday() parses the stored `YYYY-MM-DD HH:MM:SS.SSS` text (also without milliseconds,
- * or with a `T`) as UTC; 2440587.5 is the Julian day of the Unix epoch. NULL for text that is not
- * a time.
- */
-export function epochMs(expression: string): string {
-  return `((julianday(${expression}) - 2440587.5) * 86400000.0)`
-}
-
-/** The database's now in epoch milliseconds: this host's clock, read by SQLite. */
-export const DB_NOW_MS: string = epochMs(`'now'`)
+// SQLite's time expressions live with the SQL that Cloudflare D1 shares (support/sql/sqlite-dialect.ts).
+export { DB_NOW, DB_NOW_MS, epochMs } from '../../support/sql/sqlite-dialect.ts'
 
 /**
  * DDL for the lock table in SQLite: Java ShedLock's columns, with times as UTC text
@@ -44,15 +26,7 @@ export const DB_NOW_MS: string = epochMs(`'now'`)
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
  */
 export function sqliteSchema(options: SqlTableOptions = {}): string {
-  const { table, columns: c } = sqlTable(PROVIDER, options)
-  return [
-    `CREATE TABLE IF NOT EXISTS ${table} (`,
-    `  ${c.name} TEXT NOT NULL PRIMARY KEY,`,
-    `  ${c.lockUntil} TEXT NOT NULL,`,
-    `  ${c.lockedAt} TEXT NOT NULL,`,
-    `  ${c.lockedBy} TEXT NOT NULL`,
-    ');',
-  ].join('\n')
+  return sqliteLockTableDdl(sqlTable(PROVIDER, options))
 }
 
 /** What a better-sqlite3 or node:sqlite error means for the lock and what to do about it. */

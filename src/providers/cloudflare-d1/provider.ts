@@ -1,0 +1,74 @@
+import { systemClock } from '../../core/clock.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { type SqlLockProviderOptions, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
+import { sqlTable } from '../../support/sql/sql-table.ts'
+import { type SqliteStatementKind, sqliteAccessor } from '../../support/sql/sqlite-dialect.ts'
+import { d1LockInspector } from './inspector.ts'
+import { type D1LockDatabase, type D1LockStatement, describeD1Error, NOT_A_BINDING, PROVIDER } from './table.ts'
+
+/** Options of {@link d1LockProvider}. */
+export interface D1LockProviderOptions extends SqlLockProviderOptions {
+  /** Your D1 binding, e.g. `env.DB` in a Worker. */
+  database: D1LockDatabase
+}
+
+/**
+ * Locks in a Cloudflare D1 table in Java ShedLock's layout (create it with {@link d1Schema}):
+ * the SQL of `shedlock/sqlite`, sent to D1. Extensible.
+ *
+ * One `INSERT … ON CONFLICT(name) DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
+ * `UPDATE` per release and per extend; unlock and extend only touch the row this acquisition
+ * holds (`locked_by` is unique per acquisition). Each is one round trip from the Worker to the
+ * database. D1 runs every write on the database's primary, one at a time, so exactly one of
+ * several Workers (or isolates, or locations) that race for a free lock gets it.
+ *
+ * With `useDbTime` (the default), expiry is decided on SQLite's `'now'` inside D1: the clock of
+ * the machine that runs the database's primary, one clock for every Worker. Keep it: in a Worker,
+ * `Date.now()` stands still while code runs and only moves on I/O, and each isolate's clock is
+ * its own location's. `useDbTime: false` uses `clock` (this isolate's), stored as UTC text.
+ *
+ * Write only through the binding itself, not through a D1 session with read replication
+ * (`withSession()`): the provider's statements are all writes, which D1 sends to the primary
+ * anyway, but the inspector's reads could be answered by a lagging replica.
+ *
+ * ```ts
+ * import { d1LockProvider } from 'shedlock/cloudflare-d1'
+ * import { createLockingTaskExecutor } from 'shedlock'
+ * type D1 = Parameters<typeof d1LockProvider>[0]['database']
+ * export default {
+ *   async scheduled(_controller: unknown, env: { DB: D1 }): Promise<void> {
+ *     const executor = createLockingTaskExecutor(d1LockProvider({ database: env.DB }))
+ *     await executor.executeWithLock(async () => {}, { name: 'nightly-report', lockAtMostFor: '10m' })
+ *   },
+ * }
+ * ```
+ *
+ * @throws LockConfigurationError when `database` is not a D1 binding, for an empty `lockedBy`,
+ *   or for table or column names that are not plain SQL identifiers.
+ */
+export function d1LockProvider(options: D1LockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  const { database } = options ?? {}
+  if (!database || typeof database.prepare !== 'function') throw new LockConfigurationError(NOT_A_BINDING)
+  const t = sqlTable(PROVIDER, options)
+  const clock = options.clock ?? systemClock
+
+  // D1 prepares without a round trip; a statement is kept per kind and bound anew for each call.
+  const prepared = new Map<SqliteStatementKind, D1LockStatement>()
+  const accessor = sqliteAccessor(
+    t,
+    options.useDbTime ?? true,
+    async (kind, sql, params) => {
+      let statement = prepared.get(kind)
+      if (!statement) {
+        statement = database.prepare(sql)
+        prepared.set(kind, statement)
+      }
+      const { meta } = await statement.bind(...params).run()
+      return Number(meta.changes)
+    },
+    clock,
+  )
+  const inspect = { database, tableName: t.table, columnNames: t.columns }
+  return { ...sqlLockProvider(PROVIDER, accessor, options, describeD1Error(t)), inspector: () => d1LockInspector(inspect) }
+}

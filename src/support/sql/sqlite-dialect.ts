@@ -1,0 +1,111 @@
+import { type Clock, systemClock } from '../../core/clock.ts'
+import { lockAtLeastAnchor, type SqlAccessor } from './sql-lock-provider.ts'
+import { type SqlTable, utcTimestamp } from './sql-table.ts'
+
+// SQLite's SQL for Java ShedLock's lock table, shared by the stores that speak it: a SQLite file
+// (shedlock/sqlite) and Cloudflare D1 (shedlock/cloudflare-d1), which runs SQLite on Cloudflare's
+// side. Times are UTC text, and "database time" is SQLite's `'now'`: the clock of the machine
+// that runs SQLite. Each store says whose machine that is and runs the statements its own way.
+
+/** SQLite's own datetime text, UTC, to the millisecond: `YYYY-MM-DD HH:MM:SS.SSS`, the format utcTimestamp() writes. */
+export const FORMAT: string = `'%Y-%m-%d %H:%M:%f'`
+
+/** The database's now, as the lock columns hold it. 'now' is the same for every use within one statement, so a statement compares against one instant. */
+export const DB_NOW: string = `strftime(${FORMAT}, 'now')`
+
+/** The database's now plus a modifier bound to the `?`, e.g. `+30.000 seconds`. */
+export const DB_NOW_PLUS: string = `strftime(${FORMAT}, 'now', ?)`
+
+/**
+ * A time of the lock table (a column holding UTC text, or `'now'`) in epoch milliseconds, as a
+ * REAL. julianday() parses the stored `YYYY-MM-DD HH:MM:SS.SSS` text (also without milliseconds,
+ * or with a `T`) as UTC; 2440587.5 is the Julian day of the Unix epoch. NULL for text that is not
+ * a time.
+ */
+export function epochMs(expression: string): string {
+  return `((julianday(${expression}) - 2440587.5) * 86400000.0)`
+}
+
+/** The database's now in epoch milliseconds, on the clock of the machine that runs SQLite. */
+export const DB_NOW_MS: string = epochMs(`'now'`)
+
+/** The DDL of the lock table: Java ShedLock's columns, with times as UTC text (which sorts as text in time order). Idempotent. */
+export function sqliteLockTableDdl(t: SqlTable): string {
+  const c = t.columns
+  return [
+    `CREATE TABLE IF NOT EXISTS ${t.table} (`,
+    `  ${c.name} TEXT NOT NULL PRIMARY KEY,`,
+    `  ${c.lockUntil} TEXT NOT NULL,`,
+    `  ${c.lockedAt} TEXT NOT NULL,`,
+    `  ${c.lockedBy} TEXT NOT NULL`,
+    ');',
+  ].join('\n')
+}
+
+/** One of the four statements of {@link sqliteAccessor}. */
+export type SqliteStatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExtended'
+
+/**
+ * Runs statement `kind` (its text is `sql`, the same text for every call of one kind, so it may
+ * be prepared once) with `params` bound to its `?` in order; resolves to the rows it changed.
+ */
+export type RunSqliteStatement = (kind: SqliteStatementKind, sql: string, params: string[]) => Promise<number>
+
+/**
+ * The provider's statements on SQLite: one upsert-if-expired per acquire (a missing row is
+ * inserted, an expired one taken over, a held one left alone), one owner-checked `UPDATE` per
+ * extend and per release. With `useDbTime`, every time is SQLite's `'now'` plus a modifier, and
+ * `lockAtLeastFor` counts from `locked_at` (see `lockAtLeastAnchor`); without, times are
+ * `clock`'s, bound as UTC text.
+ */
+export function sqliteAccessor(t: SqlTable, useDbTime: boolean, run: RunSqliteStatement, clock: Clock = systemClock): SqlAccessor {
+  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const upsert = (untilSql: string, nowSql: string): string =>
+    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${untilSql}, ${nowSql}, ?) ` +
+    `ON CONFLICT(${name}) DO UPDATE SET ${lockUntil} = excluded.${lockUntil}, ${lockedAt} = excluded.${lockedAt}, ${lockedBy} = excluded.${lockedBy} ` +
+    `WHERE ${lockUntil} <= excluded.${lockedAt}`
+
+  if (useDbTime) {
+    // Parameters are bound in the order the `?` appear in each text.
+    const sql: Record<SqliteStatementKind, string> = {
+      // (name, until modifier, owner)
+      acquire: upsert(DB_NOW_PLUS, DB_NOW),
+      // (until modifier, name, owner)
+      extend: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${DB_NOW}`,
+      // (modifier from locked_at, name, owner)
+      unlock: `UPDATE ${t.table} SET ${lockUntil} = MAX(strftime(${FORMAT}, ${lockedAt}, ?), ${DB_NOW}) WHERE ${name} = ? AND ${lockedBy} = ?`,
+      // (modifier from now, name, owner)
+      unlockExtended: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ?`,
+    }
+    return {
+      acquire: async (c, owner) => (await run('acquire', sql.acquire, [c.name, secondsModifier(c.lockAtMostFor / 1000), owner])) > 0,
+      extend: async (next, owner) => (await run('extend', sql.extend, [secondsModifier(next.lockAtMostFor / 1000), next.name, owner])) > 0,
+      unlock: async (current, owner, acquired) => {
+        const anchor = lockAtLeastAnchor(current, acquired, clock)
+        const kind = anchor.from === 'lockedAt' ? 'unlock' : 'unlockExtended'
+        await run(kind, sql[kind], [secondsModifier(anchor.seconds), current.name, owner])
+      },
+    }
+  }
+  const sql = {
+    // (name, until, now, owner)
+    acquire: upsert('?', '?'),
+    // (until, name, owner, now)
+    extend: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ?`,
+    // (until, name, owner): with app time every release counts from this process's clock.
+    unlock: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ?`,
+  }
+  return {
+    acquire: async (c, owner) => (await run('acquire', sql.acquire, [c.name, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now()), owner])) > 0,
+    extend: async (next, owner) => (await run('extend', sql.extend, [utcTimestamp(next.lockAtMostUntil.getTime()), next.name, owner, utcTimestamp(clock.now())])) > 0,
+    unlock: async (current, owner) => {
+      const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
+      await run('unlock', sql.unlock, [utcTimestamp(until), current.name, owner])
+    },
+  }
+}
+
+/** A date modifier for strftime(), e.g. `+30.000 seconds`. */
+function secondsModifier(seconds: number): string {
+  return `+${Math.max(0, seconds).toFixed(3)} seconds`
+}

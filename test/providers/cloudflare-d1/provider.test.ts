@@ -1,0 +1,142 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { hostname, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import { d1LockInspector, d1LockProvider, d1Schema } from '../../../src/providers/cloudflare-d1/index.ts'
+import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
+import { connectOrSkip } from '../../support/backends.ts'
+import { loadMiniflare, type MiniflareInstance } from '../../support/miniflare.ts'
+import { registerInspectorSuite, registerSuite } from '../../support/register-suite.ts'
+
+// D1 as Miniflare runs it: a workerd process holding the database, and a D1 binding in Node
+// that proxies each call to it (one round trip per statement, as from a Worker to D1).
+
+const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$/
+const SCRIPT = 'export default { fetch() { return new Response("") } }'
+
+const workDir = mkdtempSync(join(tmpdir(), 'shedlock-d1-'))
+const instances: MiniflareInstance[] = []
+afterAll(async () => {
+  await Promise.all(instances.map((mf) => mf.dispose()))
+  rmSync(workDir, { recursive: true, force: true })
+})
+
+const started = await connectOrSkip('miniflare', 'the miniflare package', async () => {
+  const { Miniflare } = await loadMiniflare()
+  /** A workerd process; `persist`: on the database file the others share, else in memory. */
+  const start = async (persist = true): Promise<MiniflareInstance> => {
+    const mf = new Miniflare({ modules: true, script: SCRIPT, compatibilityDate: '2026-04-01', d1Databases: ['DB'], d1Persist: persist ? join(workDir, 'd1') : false })
+    instances.push(mf)
+    await mf.ready
+    return mf
+  }
+  const mf = await start()
+  return { Miniflare, start, db: await mf.getD1Database('DB') }
+})
+
+type Db = Awaited<ReturnType<MiniflareInstance['getD1Database']>>
+const db = started?.db as Db
+
+const row = async (name: string, table = 'shedlock'): Promise<Record<string, unknown> | undefined> =>
+  (await db.prepare(`SELECT lock_until, locked_at, locked_by, lock_until > ${NOW} AS held FROM ${table} WHERE name = ?`).bind(name).all()).results[0] as Record<string, unknown> | undefined
+
+describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
+  beforeAll(async () => {
+    await db.exec(d1Schema().replace(/\n/g, ' '))
+  })
+
+  for (const useDbTime of [true, false]) {
+    describe(useDbTime ? 'with database time' : 'with app time', () => {
+      const cases = lockProviderSuite({
+        provider: () => d1LockProvider({ database: db, useDbTime }),
+        isLocked: async (name) => (await row(name))?.held === 1,
+        deleteRecord: async (name) => {
+          await db.prepare('DELETE FROM shedlock WHERE name = ?').bind(name).run()
+        },
+        // A binding of an instance disposed after the provider was made: every call rejects.
+        unreachableProvider: async () => {
+          const gone = await started!.start(false)
+          const provider = d1LockProvider({ database: await gone.getD1Database('DB'), useDbTime })
+          await gone.dispose()
+          instances.splice(instances.indexOf(gone), 1)
+          return provider
+        },
+        extensible: true,
+        slots: { inspector: true },
+        fuzzIterations: 5,
+      })
+      // The statements differ between the two only in where their times come from: app time runs
+      // the groups that check times, to keep this file well under a minute.
+      registerSuite(useDbTime ? cases : cases.filter((c) => ['basic', 'extension', 'ownership', 'record'].includes(c.group)))
+    })
+  }
+
+  describe('inspector', () => {
+    registerInspectorSuite(lockInspectorSuite({ provider: () => d1LockProvider({ database: db }), inspector: d1LockInspector({ database: db }) }))
+  })
+
+  it("writes Java ShedLock's row: UTC text times and a locked_by that starts with the host name", async () => {
+    const name = `d1-format-${Date.now()}`
+    const lock = await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1h' }))
+    expect(lock).toBeDefined()
+    const found = await row(name)
+    expect(found?.lock_until).toMatch(TIMESTAMP)
+    expect(found?.locked_at).toMatch(TIMESTAMP)
+    expect(String(found?.locked_by).startsWith(`${hostname()}:${process.pid}:`)).toBe(true)
+    const ms = (text: unknown): number => Date.parse(`${String(text).replace(' ', 'T')}Z`)
+    expect(Math.abs(ms(found?.lock_until) - ms(found?.locked_at) - 3_600_000)).toBeLessThan(1_000)
+    await lock!.unlock()
+  })
+
+  it('honours a row written by hand in the layout Java ShedLock writes (a held one is not taken, an expired one is)', async () => {
+    const name = `d1-java-${Date.now()}`
+    await db.prepare(`INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES (?, strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), ${NOW}, 'java-host')`).bind(name).run()
+    expect(await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+    await db.prepare(`UPDATE shedlock SET lock_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second') WHERE name = ?`).bind(name).run()
+    const lock = await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    expect(lock).toBeDefined()
+    await lock!.unlock()
+  })
+
+  it('one winner among 8 providers racing for a free lock', async () => {
+    const name = `d1-race-${Date.now()}`
+    const locks = await Promise.all(Array.from({ length: 8 }, () => d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    expect(locks.filter(Boolean)).toHaveLength(1)
+    await locks.find(Boolean)!.unlock()
+  })
+
+  it('a lock held when workerd stops is still held after a restart on the persisted database, and its holder cannot touch the new one', async () => {
+    const name = `d1-restart-${Date.now()}`
+    const first = await started!.start()
+    const lock = await d1LockProvider({ database: await first.getD1Database('DB') }).lock(lockConfiguration({ name, lockAtMostFor: 1_500 }))
+    expect(lock).toBeDefined()
+    await first.dispose()
+    instances.splice(instances.indexOf(first), 1)
+    const second = await started!.start()
+    const again = await second.getD1Database('DB')
+    expect(await d1LockProvider({ database: again }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+    // The dead instance's handle fails, and changes nothing.
+    await expect(lock!.unlock()).rejects.toThrow(LockProviderError)
+    await new Promise((resolve) => setTimeout(resolve, 1_600))
+    const next = await d1LockProvider({ database: again }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    expect(next).toBeDefined()
+    await next!.unlock()
+  })
+
+  it('a missing table rejects with LockProviderError naming the lock and giving the DDL', async () => {
+    const provider = d1LockProvider({ database: db, tableName: 'no_such_locks' })
+    const error = await provider.lock(lockConfiguration({ name: 'd1-missing-table', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LockProviderError)
+    expect((error as Error).message).toContain('cloudflare-d1: could not acquire lock "d1-missing-table": table no_such_locks does not exist')
+    expect((error as Error).message).toContain('CREATE TABLE IF NOT EXISTS no_such_locks')
+  })
+
+  it('rejects what is not a D1 binding, and bad table names, with LockConfigurationError', () => {
+    expect(() => d1LockProvider({ database: {} as never })).toThrow(LockConfigurationError)
+    expect(() => d1LockProvider({ database: undefined as never })).toThrow(/pass your D1 binding as \{ database \}/)
+    expect(() => d1LockInspector({ database: null as never })).toThrow(LockConfigurationError)
+    expect(() => d1LockProvider({ database: db, tableName: 'locks; DROP TABLE x' })).toThrow(/not a plain SQL identifier/)
+  })
+})
