@@ -44,7 +44,7 @@ ${URL_FORMS}
 Passwords in URLs are never printed. Each store needs its driver package,
 installed next to shedlock (pg, mysql2, ioredis or redis, mongodb,
 @aws-sdk/client-dynamodb, etcd3, node-zookeeper-client, @nats-io/transport-node
-and @nats-io/kv, memjs; SQLite: node:sqlite or better-sqlite3).
+and @nats-io/kv, memjs; SQLite: node:sqlite, better-sqlite3 or libsql).
 
 Start with: shedlock demo
 

@@ -13,7 +13,8 @@ export interface SqliteStatement {
 
 /**
  * The part of a SQLite connection that this provider calls. We import no driver: a better-sqlite3
- * (12) `Database` and a `node:sqlite` `DatabaseSync` both have this `prepare`, so pass either as is.
+ * (12) `Database`, a libsql (0.5) `Database` and a `node:sqlite` `DatabaseSync` all have this
+ * `prepare`, so pass any of them as is.
  */
 export interface SqliteDatabase {
   prepare(sql: string): SqliteStatement
@@ -21,7 +22,7 @@ export interface SqliteDatabase {
 
 /** Options of {@link sqliteLockProvider}. */
 export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
-  /** Your open connection: a better-sqlite3 `Database` or a `node:sqlite` `DatabaseSync`. The provider never opens or closes it. */
+  /** Your open connection: a better-sqlite3 or libsql `Database`, or a `node:sqlite` `DatabaseSync`. The provider never opens or closes it. */
   database: SqliteDatabase
 }
 
@@ -37,8 +38,9 @@ type StatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExtended'
  * Safe across processes that share one database file: SQLite's write lock serialises the upserts,
  * so exactly one of them takes a free lock. Use WAL (`PRAGMA journal_mode = WAL`) and a busy
  * timeout, so that a process that meets another's write waits for it instead of failing with
- * `SQLITE_BUSY`: better-sqlite3 waits 5 s by default, `node:sqlite` waits 0 ms unless opened with
- * `new DatabaseSync(path, { timeout: 5000 })` (or after `PRAGMA busy_timeout = 5000`). The
+ * `SQLITE_BUSY`: better-sqlite3 waits 5 s by default, `node:sqlite` and libsql wait 0 ms unless
+ * opened with `{ timeout: 5000 }` (or after `PRAGMA busy_timeout = 5000`). libsql is
+ * better-sqlite3's API over a prebuilt binary: nothing to compile on install, on any Node line. The
  * drivers are synchronous: while a statement waits for the write lock, it blocks the event loop.
  *
  * With `node:sqlite`, also set `PRAGMA synchronous = NORMAL` (better-sqlite3 is built with it as
@@ -66,7 +68,7 @@ type StatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExtended'
 export function sqliteLockProvider(options: SqliteLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
   }
   const t = sqlTable(PROVIDER, options)
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
