@@ -40,14 +40,15 @@ type StatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExtended'
  * timeout, so that a process that meets another's write waits for it instead of failing with
  * `SQLITE_BUSY`: better-sqlite3 waits 5 s by default, `node:sqlite` and libsql wait 0 ms unless
  * opened with `{ timeout: 5000 }` (or after `PRAGMA busy_timeout = 5000`). libsql is
- * better-sqlite3's API over a prebuilt binary: nothing to compile on install, on any Node line. The
- * drivers are synchronous: while a statement waits for the write lock, it blocks the event loop.
+ * better-sqlite3's API over a prebuilt binary: nothing to compile on install, on any Node line.
+ * The drivers are synchronous: while a statement waits for the write lock, it blocks the event loop.
  *
- * With `node:sqlite`, also set `PRAGMA synchronous = NORMAL` (better-sqlite3 is built with it as
- * the WAL default): under `FULL`, every commit waits for an fsync, which made an acquire and
- * release 14 times slower (300 µs against 21 µs, Node 24). `NORMAL` in WAL mode loses no commit
- * when a process crashes, only on a power loss or OS crash, which also ends every process of the
- * host that could hold a lock; at worst, a tick run just before it may run again after the reboot.
+ * With `node:sqlite` and libsql, also set `PRAGMA synchronous = NORMAL` (better-sqlite3 is built
+ * with it as the WAL default): under `FULL`, every commit waits for an fsync, which made an
+ * acquire and release 14 times slower (300 µs against 21 µs, Node 24). `NORMAL` in WAL mode loses
+ * no commit when a process crashes, only on a power loss or OS crash, which also ends every
+ * process of the host that could hold a lock; at worst, a tick run just before it may run again
+ * after the reboot.
  *
  * With `useDbTime` (the default), "database time" is SQLite's `'now'`: this host's clock, read by
  * SQLite. Every process on the host shares it, so they agree on expiry; it protects nothing
