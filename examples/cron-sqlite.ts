@@ -14,7 +14,7 @@ import { assertLocked, withLock } from 'shedlock'
 import { sqliteLockProvider, sqliteSchema } from 'shedlock/sqlite'
 import { openSqlite } from './support/open-sqlite.js'
 
-const database = await openSqlite(process.env.SHEDLOCK_SQLITE ?? join(tmpdir(), 'shedlock-example.db')) // node:sqlite, or better-sqlite3 on Node 20
+const database = await openSqlite(process.env.SHEDLOCK_SQLITE ?? join(tmpdir(), 'shedlock-example.db')) // node:sqlite, or libsql on Node 20
 database.exec(sqliteSchema())
 const provider = sqliteLockProvider({ database })
 const log = (message: string) => console.log(`[${process.pid}] ${new Date().toISOString().slice(11, 19)} ${message}`)

@@ -32,7 +32,7 @@ function rawSqlite(database: SqliteDatabase, table: string): RawOperations {
   }
 }
 
-/** A SQLite file in a temporary folder (WAL), through node:sqlite where Node has it, else better-sqlite3 (the CLI's choice). */
+/** A SQLite file in a temporary folder (WAL), through node:sqlite where Node has it, else better-sqlite3, else libsql (the CLI's choice). */
 export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
   const driver = await loadSqliteDriver()
   const folder = mkdtempSync(join(tmpdir(), `shedlock-bench-${context.runId}-`))
@@ -57,7 +57,7 @@ export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
     name: 'sqlite',
     versions: {
       server: `SQLite ${version} (a file in ${tmpdir()}, WAL)`,
-      client: driver.name === 'better-sqlite3' ? `better-sqlite3 ${packageVersion('better-sqlite3')}` : `node:sqlite (Node ${process.versions.node})`,
+      client: driver.name === 'node:sqlite' ? `node:sqlite (Node ${process.versions.node})` : `${driver.name} ${packageVersion(driver.name)}`,
     },
     notes: ['synchronous driver: a statement blocks the event loop, so 16 callers run one after another'],
     provider: sqliteLockProvider({ database, tableName: table }),

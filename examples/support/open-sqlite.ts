@@ -10,7 +10,7 @@ const BUSY_TIMEOUT_MS = 5_000
 
 /**
  * Opens the SQLite file at `path` with Node's built-in `node:sqlite` (Node >= 22.13), or with
- * better-sqlite3 on older Node. Either way in WAL mode with `synchronous = NORMAL`, waiting up to
+ * libsql (better-sqlite3's API, prebuilt: nothing to compile) on older Node. Either way in WAL mode with `synchronous = NORMAL`, waiting up to
  * 5 s for another process's write lock: several processes share the file.
  */
 export async function openSqlite(path: string): Promise<ExampleDatabase> {
@@ -23,7 +23,7 @@ export async function openSqlite(path: string): Promise<ExampleDatabase> {
   if (sqlite?.DatabaseSync) {
     database = new sqlite.DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS })
   } else {
-    const { default: Database } = await import('better-sqlite3')
+    const { default: Database } = await import('libsql')
     database = new Database(path, { timeout: BUSY_TIMEOUT_MS })
   }
   await useWal(database)

@@ -51,8 +51,8 @@ Options:
   --nodes N      how many worker processes (default: 3)
   -h, --help     show this help
 
-Needs a SQLite driver: node:sqlite (Node >= 22.13) or better-sqlite3
-(npm i better-sqlite3).
+Needs a SQLite driver: node:sqlite (Node >= 22.13), better-sqlite3 or
+libsql (npm i libsql: prebuilt, nothing to compile).
 
 Exit codes: 0 every tick ran at most once and nothing failed,
             1 a tick ran twice, runs overlapped, or something failed,
@@ -344,7 +344,7 @@ function summarize(all: TickReport[], span: { firstTick: number; lastTick: numbe
 async function runWorker(args: string[]): Promise<number> {
   const values = parseOptions(args, { db: { type: 'string' }, node: { type: 'string' }, driver: { type: 'string' }, 'no-lock': { type: 'boolean' } })
   const { db, node, driver: driverName } = values
-  if (!process.send || typeof db !== 'string' || typeof node !== 'string' || (driverName !== 'node:sqlite' && driverName !== 'better-sqlite3')) {
+  if (!process.send || typeof db !== 'string' || typeof node !== 'string' || !['node:sqlite', 'better-sqlite3', 'libsql'].includes(String(driverName))) {
     throw new UsageError(`${WORKER} is internal: "shedlock demo" starts it`)
   }
   const useLock = values['no-lock'] !== true

@@ -45,8 +45,8 @@ Passwords in URLs are never printed. Each store needs its driver package,
 installed in your project (looked for from the current directory first, then
 next to shedlock): pg, mysql2, ioredis or redis, mongodb,
 @aws-sdk/client-dynamodb, @aws-sdk/client-s3, etcd3, node-zookeeper-client,
-@nats-io/transport-node and @nats-io/kv, memjs; SQLite: node:sqlite or
-better-sqlite3.
+@nats-io/transport-node and @nats-io/kv, memjs; SQLite: node:sqlite,
+better-sqlite3 or libsql.
 
 Start with: shedlock demo
 

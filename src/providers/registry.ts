@@ -56,7 +56,7 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['sqlite:'],
     urlForm: 'sqlite:PATH',
     table: { what: 'SQL table', default: 'shedlock' },
-    drivers: ['node:sqlite (Node 22.13+)', 'better-sqlite3'],
+    drivers: ['node:sqlite (Node 22.13+)', 'better-sqlite3', 'libsql'],
     extensible: true,
     load: () => import('./sqlite/admin.ts'),
   },

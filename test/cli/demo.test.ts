@@ -37,7 +37,7 @@ function start(args: string[]): { child: ChildProcess; done: Promise<Run>; outpu
   const done = new Promise<Run>((resolve) =>
     child.on('close', (code, signal) => {
       // The demo's own temporary folder, named in its first line.
-      const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3)\)\.$/m.exec(stdout)?.[1]
+      const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(stdout)?.[1]
       if (db?.includes('shedlock-demo-')) dbDirs.push(dirname(db))
       resolve({ code, signal, stdout, stderr })
     }),

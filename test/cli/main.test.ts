@@ -180,7 +180,7 @@ describe('missing drivers (the built bin copied where no package can be found)',
   }
 
   it('the copy resolves no package at all', () => {
-    for (const name of ['pg', 'mysql2', 'ioredis', 'redis', 'mongodb', '@aws-sdk/client-dynamodb', 'etcd3', 'node-zookeeper-client', '@nats-io/kv', 'memjs', 'better-sqlite3']) {
+    for (const name of ['pg', 'mysql2', 'ioredis', 'redis', 'mongodb', '@aws-sdk/client-dynamodb', 'etcd3', 'node-zookeeper-client', '@nats-io/kv', 'memjs', 'better-sqlite3', 'libsql']) {
       expect(resolvable(name), name).toBe(false)
     }
   })
@@ -227,7 +227,7 @@ describe('missing drivers (the built bin copied where no package can be found)',
     }
   })
 
-  it('sqlite: needs node:sqlite (Node >= 22.13) or better-sqlite3, and says so', async () => {
+  it('sqlite: needs node:sqlite (Node >= 22.13), better-sqlite3 or libsql, and says so', async () => {
     const file = join(temp, 'no-driver.db')
     const run = await cli(['init', '--url', `sqlite:${file}`], { main, cwd: project })
     const nodeSqlite = await import('node:sqlite' as string).then(
@@ -239,7 +239,7 @@ describe('missing drivers (the built bin copied where no package can be found)',
       expect(run.stdout).toContain('created table shedlock')
     } else {
       expect(run.code).toBe(1)
-      expect(run.stderr).toMatch(/^shedlock init: no SQLite driver: install better-sqlite3 \(`npm i better-sqlite3`\) or use Node >= 22\.13/)
+      expect(run.stderr).toMatch(/^shedlock init: no SQLite driver: install libsql \(`npm i libsql`, prebuilt, nothing to compile\) or better-sqlite3 \(`npm i better-sqlite3`\), or use Node >= 22\.13/)
     }
   })
 

@@ -505,14 +505,14 @@ interface SqliteConnection extends SqliteDatabase {
 }
 
 /**
- * better-sqlite3, or node:sqlite where its native binary was built for another Node (CI runs the
- * same node_modules on Node 20 and 24), with the error code each driver gives a missing table.
+ * libsql (better-sqlite3's API, prebuilt), or node:sqlite where libsql does not load, with the
+ * error code each driver gives a missing table.
  */
 async function sqliteDriver(): Promise<{ name: string; open: (file: string) => SqliteConnection; missingTableCode: string }> {
   try {
-    const Database = (await import('better-sqlite3')).default
+    const Database = (await import('libsql')).default
     new Database(':memory:').close()
-    return { name: 'better-sqlite3', open: (file) => new Database(file, { timeout: 5_000 }), missingTableCode: 'SQLITE_ERROR' }
+    return { name: 'libsql', open: (file) => new Database(file, { timeout: 5_000 }), missingTableCode: 'SQLITE_ERROR' }
   } catch (error) {
     const specifier = 'node:sqlite'
     const sqlite = (await import(/* @vite-ignore */ specifier).catch(() => {

@@ -30,7 +30,7 @@ export function sqlitePath(url: StoreUrl): string {
 }
 
 /**
- * Opens a `sqlite:PATH` URL with node:sqlite (Node >= 22.13) or better-sqlite3 (see
+ * Opens a `sqlite:PATH` URL with node:sqlite (Node >= 22.13), better-sqlite3 or libsql (see
  * {@link loadSqliteDriver}). Only `init` creates a missing database file: the other commands
  * refuse one, rather than leave an empty file behind after a typo.
  */

@@ -3,7 +3,7 @@ import type { SqliteRowsDatabase } from './inspector.ts'
 import { importDriver } from '../../support/import-driver.ts'
 
 /** The SQLite drivers the CLI can use, most preferred first. */
-export type SqliteDriverName = 'node:sqlite' | 'better-sqlite3'
+export type SqliteDriverName = 'node:sqlite' | 'better-sqlite3' | 'libsql'
 
 /** An open connection: what the provider and the inspector need, plus `exec` and `close`. */
 export interface SqliteConnection extends SqliteRowsDatabase {
@@ -21,20 +21,28 @@ export interface SqliteDriver {
 /** Busy timeout of every connection the CLI opens: a process that meets another's write waits this long. */
 export const BUSY_TIMEOUT_MS = 5000
 
-export const NO_DRIVER_MESSAGE = 'no SQLite driver: install better-sqlite3 (`npm i better-sqlite3`) or use Node >= 22.13 (which has node:sqlite)'
+export const NO_DRIVER_MESSAGE =
+  'no SQLite driver: install libsql (`npm i libsql`, prebuilt, nothing to compile) or better-sqlite3 (`npm i better-sqlite3`), or use Node >= 22.13 (which has node:sqlite)'
 
 type Constructor = new (path: string, options?: { timeout?: number }) => SqliteConnection
 
+const LOADERS: Record<SqliteDriverName, () => Promise<SqliteDriver>> = {
+  'node:sqlite': loadNodeSqlite,
+  'better-sqlite3': loadBetterSqlite3,
+  libsql: loadLibsql,
+}
+
 /**
  * Loads a SQLite driver lazily: `only` if given, else `node:sqlite` when this Node has it
- * (>= 22.13), else `better-sqlite3`. Nothing is imported until this is called.
+ * (>= 22.13), else `better-sqlite3` (the app may already have it), else `libsql`. Nothing is
+ * imported until this is called.
  * @throws CliError with {@link NO_DRIVER_MESSAGE} when none loads.
  */
 export async function loadSqliteDriver(only?: SqliteDriverName): Promise<SqliteDriver> {
   const reasons: string[] = []
-  for (const name of only ? [only] : (['node:sqlite', 'better-sqlite3'] as const)) {
+  for (const name of only ? [only] : (['node:sqlite', 'better-sqlite3', 'libsql'] as const)) {
     try {
-      return name === 'node:sqlite' ? await loadNodeSqlite() : await loadBetterSqlite3()
+      return await LOADERS[name]()
     } catch (error) {
       reasons.push(`${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`)
     }
@@ -63,6 +71,15 @@ async function loadBetterSqlite3(): Promise<SqliteDriver> {
   // The import succeeds even when the native binary does not match this Node; opening loads it.
   new Database(':memory:').close()
   return { name: 'better-sqlite3', open: (path) => new Database(path, { timeout: BUSY_TIMEOUT_MS }) }
+}
+
+async function loadLibsql(): Promise<SqliteDriver> {
+  const specifier = 'libsql'
+  const Database = ((await import(specifier)) as { default: Constructor }).default
+  // The binary comes prebuilt in a per-platform package (@libsql/<platform>): opening loads it.
+  new Database(':memory:').close()
+  // libsql waits 0 ms for a busy database unless given a timeout (better-sqlite3: 5 s).
+  return { name: 'libsql', open: (path) => new Database(path, { timeout: BUSY_TIMEOUT_MS }) }
 }
 
 /** Imports without printing node:sqlite's "SQLite is an experimental feature" warning (Node 22). */

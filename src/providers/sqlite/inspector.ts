@@ -35,7 +35,7 @@ export interface SqliteLockInspectorOptions extends SqlTableOptions {
  * write up to the connection's busy timeout.
  *
  * ```ts
- * import Database from 'better-sqlite3' // or: import { DatabaseSync } from 'node:sqlite'
+ * import Database from 'better-sqlite3' // or libsql's Database, or node:sqlite's DatabaseSync
  * import { sqliteLockInspector } from 'shedlock/sqlite'
  * const inspector = sqliteLockInspector({ database: new Database('locks.db', { timeout: 5000 }) })
  * const { locks } = await inspector.list()
@@ -47,7 +47,7 @@ export interface SqliteLockInspectorOptions extends SqlTableOptions {
 export function sqliteLockInspector(options: SqliteLockInspectorOptions): LockInspector {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
   }
   const table = sqlTable(PROVIDER, options)
   return sqlLockInspector({

@@ -14,7 +14,8 @@ export interface SqliteStatement {
 
 /**
  * The part of a SQLite connection that this provider calls. We import no driver: a better-sqlite3
- * (12) `Database` and a `node:sqlite` `DatabaseSync` both have this `prepare`, so pass either as is.
+ * (12) `Database`, a libsql (0.5) `Database` and a `node:sqlite` `DatabaseSync` all have this
+ * `prepare`, so pass any of them as is.
  */
 export interface SqliteDatabase {
   prepare(sql: string): SqliteStatement
@@ -22,7 +23,7 @@ export interface SqliteDatabase {
 
 /** Options of {@link sqliteLockProvider}. */
 export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
-  /** Your open connection: a better-sqlite3 `Database` or a `node:sqlite` `DatabaseSync`. The provider never opens or closes it. */
+  /** Your open connection: a better-sqlite3 or libsql `Database`, or a `node:sqlite` `DatabaseSync`. The provider never opens or closes it. */
   database: SqliteDatabase
 }
 
@@ -36,15 +37,17 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
  * Safe across processes that share one database file: SQLite's write lock serialises the upserts,
  * so exactly one of them takes a free lock. Use WAL (`PRAGMA journal_mode = WAL`) and a busy
  * timeout, so that a process that meets another's write waits for it instead of failing with
- * `SQLITE_BUSY`: better-sqlite3 waits 5 s by default, `node:sqlite` waits 0 ms unless opened with
- * `new DatabaseSync(path, { timeout: 5000 })` (or after `PRAGMA busy_timeout = 5000`). The
- * drivers are synchronous: while a statement waits for the write lock, it blocks the event loop.
+ * `SQLITE_BUSY`: better-sqlite3 waits 5 s by default, `node:sqlite` and libsql wait 0 ms unless
+ * opened with `{ timeout: 5000 }` (or after `PRAGMA busy_timeout = 5000`). libsql is
+ * better-sqlite3's API over a prebuilt binary: nothing to compile on install, on any Node line.
+ * The drivers are synchronous: while a statement waits for the write lock, it blocks the event loop.
  *
- * With `node:sqlite`, also set `PRAGMA synchronous = NORMAL` (better-sqlite3 is built with it as
- * the WAL default): under `FULL`, every commit waits for an fsync, which made an acquire and
- * release 14 times slower (300 µs against 21 µs, Node 24). `NORMAL` in WAL mode loses no commit
- * when a process crashes, only on a power loss or OS crash, which also ends every process of the
- * host that could hold a lock; at worst, a tick run just before it may run again after the reboot.
+ * With `node:sqlite` and libsql, also set `PRAGMA synchronous = NORMAL` (better-sqlite3 is built
+ * with it as the WAL default): under `FULL`, every commit waits for an fsync, which made an
+ * acquire and release 14 times slower (300 µs against 21 µs, Node 24). `NORMAL` in WAL mode loses
+ * no commit when a process crashes, only on a power loss or OS crash, which also ends every
+ * process of the host that could hold a lock; at worst, a tick run just before it may run again
+ * after the reboot.
  *
  * With `useDbTime` (the default), "database time" is SQLite's `'now'`: this host's clock, read by
  * SQLite. Every process on the host shares it, so they agree on expiry; it protects nothing
@@ -65,7 +68,7 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
 export function sqliteLockProvider(options: SqliteLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
   }
   const t = sqlTable(PROVIDER, options)
   const clock = options.clock ?? systemClock

@@ -8,7 +8,7 @@ import { describeSqliteError, epochMs, PROVIDER, sqliteRunsSchema } from './tabl
 
 /** Options of {@link sqliteRunLedger}. */
 export interface SqliteRunLedgerOptions extends SqlRunLedgerOptions {
-  /** Your open connection: a better-sqlite3 `Database` or a `node:sqlite` `DatabaseSync`. */
+  /** Your open connection: a better-sqlite3 or libsql `Database`, or a `node:sqlite` `DatabaseSync`. */
   database: SqliteRowsDatabase
 }
 
@@ -23,7 +23,7 @@ export interface SqliteRunLedgerOptions extends SqlRunLedgerOptions {
 export function sqliteRunLedger(options: SqliteRunLedgerOptions): RunLedger {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
   }
   const table = runsTableName(PROVIDER, options.tableName)
   const lockTableErrors = describeSqliteError(sqlTable(PROVIDER, { tableName: table }))

@@ -29,7 +29,7 @@ export function sqliteSchema(options: SqlTableOptions = {}): string {
   return sqliteLockTableDdl(sqlTable(PROVIDER, options))
 }
 
-/** What a better-sqlite3 or node:sqlite error means for the lock and what to do about it. */
+/** What a better-sqlite3, libsql or node:sqlite error means for the lock and what to do about it. */
 export function describeSqliteError(t: SqlTable): DescribeStoreError {
   return (error, action, lockName) => {
     const detail = redactUrlPasswords(messageOf(error))
@@ -37,7 +37,7 @@ export function describeSqliteError(t: SqlTable): DescribeStoreError {
     if (isClosed(error)) {
       advice = `the database is closed (${detail}); ${outcomeOf(action)}. Keep the connection open while the provider is in use`
     } else if (isBusy(error)) {
-      advice = `the database is locked by another writer; set a busy timeout (better-sqlite3: the timeout option, 5 s by default; node:sqlite: new DatabaseSync(path, { timeout: 5000 })) and use WAL (${detail})`
+      advice = `the database is locked by another writer; set a busy timeout (better-sqlite3: the timeout option, 5 s by default; node:sqlite and libsql: open with { timeout: 5000 }) and use WAL (${detail})`
     } else if (/^no such table\b|^unknown database\b/i.test(detail)) {
       advice = `table ${t.table} does not exist (${detail}). Create it with:\n${sqliteSchema({ tableName: t.table, columnNames: t.columns })}`
     } else if (/^no such column\b|\bhas no column named\b|ON CONFLICT clause does not match/i.test(detail)) {
@@ -49,13 +49,13 @@ export function describeSqliteError(t: SqlTable): DescribeStoreError {
   }
 }
 
-/** better-sqlite3 throws `TypeError: The database connection is not open`; node:sqlite an Error with code `ERR_INVALID_STATE`. */
+/** better-sqlite3 and libsql throw `TypeError: The database connection is not open`; node:sqlite an Error with code `ERR_INVALID_STATE`. */
 function isClosed(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
   return code === 'ERR_INVALID_STATE' || (error instanceof TypeError && /database connection is not open/i.test(error.message))
 }
 
-/** better-sqlite3: code `SQLITE_BUSY` (or an extended `SQLITE_BUSY_*`); node:sqlite: `errcode` 5 in its low byte. */
+/** better-sqlite3 and libsql: code `SQLITE_BUSY` (or an extended `SQLITE_BUSY_*`); node:sqlite: `errcode` 5 in its low byte. */
 function isBusy(error: unknown): boolean {
   const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown }
   return (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || (typeof errcode === 'number' && (errcode & 0xff) === 5)

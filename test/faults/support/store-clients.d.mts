@@ -59,4 +59,4 @@ export interface SqliteConnection extends SqliteDatabase {
   close(): unknown
 }
 
-export function openSqlite(file: string, busyTimeoutMs: number): Promise<{ database: SqliteConnection; driver: 'node:sqlite' | 'better-sqlite3' }>
+export function openSqlite(file: string, busyTimeoutMs: number): Promise<{ database: SqliteConnection; driver: 'node:sqlite' | 'libsql' }>

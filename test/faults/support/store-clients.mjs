@@ -160,7 +160,7 @@ export async function openNode(spec, options = {}) {
 
 /**
  * Opens a SQLite file the way the README says: `node:sqlite` where this Node has it (22.13+),
- * else better-sqlite3; WAL and a busy timeout either way.
+ * else libsql (better-sqlite3's API, prebuilt); WAL and a busy timeout either way.
  * @param {string} file
  * @param {number} busyTimeoutMs
  */
@@ -175,9 +175,9 @@ export async function openSqlite(file, busyTimeoutMs) {
     database.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
     driver = 'node:sqlite'
   } else {
-    const { default: Database } = await import('better-sqlite3')
+    const { default: Database } = await import('libsql')
     database = new Database(file, { timeout: busyTimeoutMs })
-    driver = 'better-sqlite3'
+    driver = 'libsql'
   }
   database.exec('PRAGMA journal_mode = WAL')
   return { database, driver }

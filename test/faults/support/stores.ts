@@ -218,7 +218,8 @@ export async function sqliteUnderTest(options: { useDbTime?: boolean } = {}): Pr
       const rows = all(`SELECT (julianday(lock_until) - julianday('now')) * 86400000.0 AS ms FROM ${table} WHERE name = ?`, name)
       return rows[0] ? Number(rows[0].ms) : undefined
     },
-    keys: async () => all(`SELECT name FROM ${table}`).map((r) => String(r.name)),
+    // As bytes: libsql returns TEXT only up to its first NUL, and hostile names have NULs.
+    keys: async () => all(`SELECT CAST(name AS BLOB) AS name FROM ${table}`).map((r) => new TextDecoder().decode(r.name as Uint8Array)),
     dispose: async () => {
       database.close()
       rmSync(dir, { recursive: true, force: true })

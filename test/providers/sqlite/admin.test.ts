@@ -11,7 +11,7 @@ import { sqliteLockProvider, sqliteRunsSchema, sqliteSchema } from '../../../src
 import { MAIN, waitFor } from '../../cli/support/cli.ts'
 import { cliProof } from '../../cli/support/proof.ts'
 
-// The same driver choice as the CLI's: node:sqlite where this Node has it, else better-sqlite3.
+// The same driver choice as the CLI's: node:sqlite where this Node has it, else better-sqlite3, else libsql.
 const driver = await loadSqliteDriver()
 
 describe(`shedlock CLI on SQLite (the built bin; this process: ${driver.name})`, () => {

@@ -8,13 +8,15 @@ import { sqliteLockInspector, sqliteLockProvider, sqliteSchema } from '../../../
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { registerInspectorSuite } from '../../support/register-suite.ts'
 
-// Each driver this Node can load: node:sqlite (Node >= 22.13) and better-sqlite3 (whose native
-// binary must match this Node). The provider's tests say which one each Node version requires.
+// Each driver this Node can load: node:sqlite (Node >= 22.13), better-sqlite3 (whose native
+// binary must match this Node) and libsql (prebuilt, required everywhere). The provider's tests
+// say which one each Node version requires.
 const drivers: { name: SqliteDriverName; driver: SqliteDriver | undefined; why: string }[] = []
-for (const name of ['better-sqlite3', 'node:sqlite'] as const) {
+for (const name of ['better-sqlite3', 'node:sqlite', 'libsql'] as const) {
   try {
     drivers.push({ name, driver: await loadSqliteDriver(name), why: '' })
   } catch (error) {
+    if (name === 'libsql') throw error
     const why = error instanceof Error ? error.message.split('\n')[0]! : String(error)
     console.warn(`SKIPPED sqliteLockInspector tests with ${name}: ${why}`)
     drivers.push({ name, driver: undefined, why })

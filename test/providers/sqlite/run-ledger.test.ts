@@ -8,7 +8,7 @@ import { sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } f
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { registerRunLedgerSuite } from '../../support/register-suite.ts'
 
-// The CLI's driver choice: node:sqlite where this Node has it, else better-sqlite3.
+// The CLI's driver choice: node:sqlite where this Node has it, else better-sqlite3, else libsql.
 const driver = await loadSqliteDriver()
 const dir = mkdtempSync(join(tmpdir(), 'shedlock-sqlite-ledger-'))
 const database: SqliteConnection = driver.open(join(dir, 'locks.db'))
