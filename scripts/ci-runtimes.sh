@@ -11,7 +11,7 @@
 #   - Bun and Deno: test/runtimes/smoke.mjs on the built package (executor, SQLite through
 #     bun:sqlite / node:sqlite, PostgreSQL through pg, Redis through ioredis and node-redis), and
 #     `shedlock demo` (the built bin forking 3 processes over one SQLite file).
-# The whole suite runs on Node 20 and 24 in .ci/run itself.
+# The whole suite runs on Node 20 in .ci/run itself.
 #
 # Appends `passed failed skipped` lines to $WORK/counts and one line per failed test to
 # $WORK/failures (per test that passed only on its retry to $WORK/flaky), as .ci/run's own runs
