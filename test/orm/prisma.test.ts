@@ -1,10 +1,11 @@
+import { PrismaMariaDb } from '@prisma/adapter-mariadb'
 import { PrismaPg } from '@prisma/adapter-pg'
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError } from '../../src/index.ts'
 import { prismaLockProvider } from '../../src/orm/prisma.ts'
-import { POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { prismaClientClass } from './prisma-client.ts'
-import { DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
 
@@ -38,11 +39,44 @@ await ormTests('prisma', 'postgres', async () => {
   }
 }, { deadStore: true })
 
+// The mariadb connector counts found rows (an unchanged row counts 1, like an insert) and Prisma
+// reports no insert id: the provider acquires with count-only statements (MysqlAcquireMode).
+const mariadbUrl = (url: string): string => url.replace(/^mysql:/, 'mariadb:')
+await ormTests('prisma', 'mysql', async () => {
+  const PrismaClient = prismaClientClass('mysql')
+  const prisma = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(MYSQL_URL)}?connectionLimit=8`) })
+  const dead_: InstanceType<typeof PrismaClient>[] = []
+  return {
+    provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+    transaction: (body) =>
+      prisma.$transaction(
+        (tx: Tx) =>
+          body({
+            handle: tx,
+            read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
+            write: async (sql) => {
+              await tx.$executeRawUnsafe(sql)
+            },
+          }) as never,
+      ),
+    fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+    unreachable: (tableName) => {
+      const dead = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(DEAD_MYSQL)}?connectTimeout=2000&acquireTimeout=3000`) })
+      dead_.push(dead)
+      return prismaLockProvider(dead, { tableName })
+    },
+    close: async () => {
+      await Promise.all(dead_.map((dead) => dead.$disconnect()))
+      await prisma.$disconnect()
+    },
+  }
+}, { deadStore: true })
+
 describe('prismaLockProvider', () => {
-  it('refuses MySQL/MariaDB and what is not a Prisma Client, naming the fix', () => {
+  it('refuses what is not a root Prisma Client on PostgreSQL or MySQL, naming the fix', () => {
     const fake = { $executeRawUnsafe: async () => 0, $queryRawUnsafe: async () => [], $disconnect: async () => {}, _activeProvider: 'mysql' }
-    expect(() => prismaLockProvider(fake)).toThrow(/mysqlLockProvider/)
     expect(() => prismaLockProvider({ ...fake, _activeProvider: 'sqlserver' } as never)).toThrow(LockConfigurationError)
+    expect(() => prismaLockProvider({ ...fake, $disconnect: undefined })).toThrow(/root PrismaClient/)
     expect(() => prismaLockProvider({} as never)).toThrow(/PrismaClient/)
   })
 })
