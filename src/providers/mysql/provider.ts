@@ -215,7 +215,12 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
       `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until.sql}, ${until.sql}) ` +
       `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`
     const { affectedRows, marked } = await retrying(() => run(sql, [...until.values, ...until.values, lockName, owner, ...now.values]))
-    return affectedRows > 0 || marked
+    if (affectedRows > 0 || marked || mode !== 'countOnly') return affectedRows > 0 || marked
+    // A client without the marker that counts changed rows: 0 is either a lost lock or an
+    // unchanged row. Only this acquisition writes its owner, and it never moves lock_until back,
+    // so a row still ours and unexpired now was so at the UPDATE, which then matched it.
+    const [rows] = await retrying(() => client.query(`SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`, [lockName, owner, ...now.values]))
+    return Array.isArray(rows) && rows.length > 0
   }
 
   const unlock = async (lockName: string, owner: string, until: Fragment): Promise<void> => {
