@@ -1,9 +1,11 @@
 import { PrismaMariaDb } from '@prisma/adapter-mariadb'
 import { PrismaPg } from '@prisma/adapter-pg'
 import { describe, expect, it } from 'vitest'
-import { LockConfigurationError } from '../../src/index.ts'
+import { LockConfigurationError, lockConfiguration } from '../../src/index.ts'
 import { prismaLockProvider } from '../../src/orm/prisma.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { mysqlSchema } from '../../src/providers/mysql/index.ts'
+import { uniqueTable } from '../support/backends.ts'
+import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL } from '../support/sql-pools.ts'
 import { prismaClientClass } from './prisma-client.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
@@ -71,6 +73,38 @@ await ormTests('prisma', 'mysql', async () => {
     },
   }
 }, { deadStore: true })
+
+// The suite above runs on the connector's default found-rows count; with foundRows: false an
+// unchanged row counts 0, which the provider must not read as a lost lock.
+const mysqlPool = await mysqlPoolOrSkip(1)
+describe.skipIf(!mysqlPool)('prisma on mysql, foundRows: false', () => {
+  it('a held lock is refused, and an extension to the same lock_until is reported as extended', async () => {
+    const url = new URL(MYSQL_URL)
+    const PrismaClient = prismaClientClass('mysql')
+    const config = { host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) || undefined, database: url.pathname.slice(1), foundRows: false, connectionLimit: 4 }
+    const prisma = new PrismaClient({ adapter: new PrismaMariaDb(config) })
+    const tableName = uniqueTable('shedlock_orm_prisma_changed')
+    try {
+      await mysqlPool!.query(mysqlSchema({ tableName }))
+      await mysqlPool!.query(`INSERT INTO ${tableName} VALUES ('x', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), 'x')`)
+      expect(await prisma.$executeRawUnsafe(`UPDATE ${tableName} SET locked_by = locked_by`)).toBe(0) // changed rows, not found rows
+      const at = Date.now()
+      const provider = prismaLockProvider(prisma, { tableName, useDbTime: false, clock: { now: () => at } })
+      const configuration = lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) })
+      const lock = await provider.lock(configuration)
+      expect(lock).toBeDefined()
+      expect(await provider.lock(configuration)).toBeUndefined()
+      const once = await lock!.extend('2m', 0)
+      const twice = await once!.extend('2m', 0)
+      expect(twice, 'an extension that wrote an unchanged value was reported as lost').toBeDefined()
+      await twice!.unlock()
+    } finally {
+      await mysqlPool!.query(`DROP TABLE IF EXISTS ${tableName}`)
+      await mysqlPool!.end()
+      await prisma.$disconnect()
+    }
+  })
+})
 
 describe('prismaLockProvider', () => {
   it('refuses what is not a root Prisma Client on PostgreSQL or MySQL, naming the fix', () => {
