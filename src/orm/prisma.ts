@@ -14,14 +14,15 @@ export interface PrismaClientLike {
 }
 
 /**
- * Locks in Java ShedLock's table (see `postgresSchema` of `shedlock/postgres`) through your Prisma
- * Client: the PostgreSQL provider's statements, one `$executeRawUnsafe` per acquire and per
- * release, database time by default. Each statement runs on a connection of its own from the
- * client's pool, outside any `$transaction` you have open, and commits at once.
+ * Locks in Java ShedLock's table (see `postgresSchema` of `shedlock/postgres`, `mysqlSchema` of
+ * `shedlock/mysql`) through your Prisma Client on PostgreSQL (`@prisma/adapter-pg`) or MySQL and
+ * MariaDB (`@prisma/adapter-mariadb`): the plain providers' statements, one `$executeRawUnsafe`
+ * per acquire and per release, database time by default. Each statement runs on a connection of
+ * its own from the client's pool, outside any `$transaction` you have open, and commits at once.
  *
- * PostgreSQL only for now: on MySQL/MariaDB Prisma reports a changed-row count and no insert id,
- * which cannot tell a held lock from a new one; use `mysqlLockProvider` of `shedlock/mysql` with a
- * mysql2 pool there.
+ * On MySQL/MariaDB Prisma reports only a row count (no insert id), so an acquire is an `UPDATE`
+ * that takes an expired row over and, when it found none, an `INSERT`: two statements the first
+ * time a name is acquired and while it is held, one otherwise.
  *
  * ```ts
  * import { prismaLockProvider } from 'shedlock/orm/prisma'
@@ -29,8 +30,7 @@ export interface PrismaClientLike {
  * ```
  *
  * @throws LockConfigurationError for the `tx` client of an interactive transaction (pass the root
- *   client), for a client that is not on PostgreSQL, and for the table options the PostgreSQL
- *   provider refuses.
+ *   client), for a client on another database, and for the table options the provider refuses.
  */
 export function prismaLockProvider(prisma: PrismaClientLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
   if (!prisma || typeof prisma.$executeRawUnsafe !== 'function' || typeof prisma.$queryRawUnsafe !== 'function') {
@@ -42,15 +42,11 @@ export function prismaLockProvider(prisma: PrismaClientLike, options: OrmLockPro
   const provider = (prisma as { _activeProvider?: unknown })._activeProvider
   const detected = provider === 'postgresql' ? 'postgres' : provider === 'mysql' ? 'mysql' : typeof provider === 'string' ? provider : undefined
   const dialect = chooseDialect('prisma', options, detected)
-  if (dialect === 'mysql') {
-    throw new LockConfigurationError(
-      'prisma: MySQL and MariaDB are not supported (Prisma reports only a changed-row count, which cannot tell a held lock from a new one); use mysqlLockProvider from shedlock/mysql with a mysql2 pool',
-    )
-  }
   return ormSqlLockProvider(
     dialect,
     async (sql, values, kind) =>
       kind === 'rows' ? { rows: (await prisma.$queryRawUnsafe(sql, ...values)) as Record<string, unknown>[] } : { affectedRows: await prisma.$executeRawUnsafe(sql, ...values) },
     options,
+    'countOnly',
   )
 }

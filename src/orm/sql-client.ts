@@ -1,6 +1,6 @@
 import { LockConfigurationError } from '../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
-import { type MysqlLockProviderOptions, mysqlLockProvider } from '../providers/mysql/provider.ts'
+import { createMysqlLockProvider, type MysqlAcquireMode, type MysqlLockProviderOptions } from '../providers/mysql/provider.ts'
 import { postgresLockProvider } from '../providers/postgres/provider.ts'
 import type { SqlLockProviderOptions } from '../support/sql/sql-lock-provider.ts'
 
@@ -39,13 +39,21 @@ export interface OrmStatementResult {
  */
 export type OrmStatementRunner = (sql: string, values: unknown[], kind: 'rows' | 'write') => Promise<OrmStatementResult>
 
-/** Internal: the provider of `dialect` over `run`. */
-export function ormSqlLockProvider(dialect: OrmDialect, runStatement: OrmStatementRunner, options: OrmLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+/**
+ * Internal: the provider of `dialect` over `run`. `mysqlAcquire`: `'countOnly'` for a library
+ * whose writes report a row count and no insertId (Prisma), see `MysqlAcquireMode`.
+ */
+export function ormSqlLockProvider(
+  dialect: OrmDialect,
+  runStatement: OrmStatementRunner,
+  options: OrmLockProviderOptions,
+  mysqlAcquire: MysqlAcquireMode = 'upsert',
+): ExtensibleLockProvider & InspectableLockProvider {
   const run: OrmStatementRunner = async (sql, values, kind) => {
     try {
       return await runStatement(sql, values, kind)
     } catch (error) {
-      throw withDriverCodes(error)
+      throw withDriverCodes(error, dialect)
     }
   }
   const kindOf = (sql: string): 'rows' | 'write' => (/^\s*(SELECT|WITH)\b/i.test(sql) ? 'rows' : 'write')
@@ -67,16 +75,18 @@ export function ormSqlLockProvider(dialect: OrmDialect, runStatement: OrmStateme
       return kind === 'rows' ? [result.rows ?? [], undefined] : [{ affectedRows: result.affectedRows ?? 0, insertId: result.insertId ?? 0 }, undefined]
     },
   }
-  return mysqlLockProvider({ ...options, client })
+  return createMysqlLockProvider({ ...options, client }, mysqlAcquire)
 }
 
 /**
  * The ORM's error with the driver's `code` and `errno` on top, where the ORM wrapped them
  * (Sequelize's `parent`, Prisma's `meta.driverAdapterError.cause`, TypeORM's `driverError`): the
  * providers read them to tell a deadlock or serialization failure (not acquired; retried on
- * release) and a missing table (the error gives its DDL) from other failures.
+ * release), a duplicate key and a missing table (the error gives its DDL) from other failures.
+ * Prisma gives a MySQL error number only as a string (`originalCode`): it becomes `errno`, which
+ * the MySQL provider reads.
  */
-function withDriverCodes(error: unknown): unknown {
+function withDriverCodes(error: unknown, dialect: OrmDialect): unknown {
   if (!error || typeof error !== 'object') return error
   const e = error as Record<string, unknown> & { meta?: { driverAdapterError?: { cause?: unknown } } }
   const candidates = [e, e.parent, e.original, e.driverError, e.meta?.driverAdapterError?.cause, e.cause]
@@ -87,8 +97,9 @@ function withDriverCodes(error: unknown): unknown {
     const driverCode = typeof originalCode === 'string' ? originalCode : typeof code === 'string' && !/^P\d{4}$/.test(code) ? code : undefined
     if (driverCode === undefined && typeof errno !== 'number') continue
     if (candidate === e) return error
+    const number = typeof errno === 'number' ? errno : dialect === 'mysql' && driverCode !== undefined && /^\d+$/.test(driverCode) ? Number(driverCode) : undefined
     const wrapped = new Error(error instanceof Error ? error.message : String(error), { cause: error })
-    return Object.assign(wrapped, { code: driverCode, errno: typeof errno === 'number' ? errno : undefined })
+    return Object.assign(wrapped, { code: driverCode, errno: number })
   }
   return error
 }

@@ -1,10 +1,13 @@
+import { PrismaMariaDb } from '@prisma/adapter-mariadb'
 import { PrismaPg } from '@prisma/adapter-pg'
 import { describe, expect, it } from 'vitest'
-import { LockConfigurationError } from '../../src/index.ts'
+import { LockConfigurationError, lockConfiguration } from '../../src/index.ts'
 import { prismaLockProvider } from '../../src/orm/prisma.ts'
-import { POSTGRES_URL } from '../support/sql-pools.ts'
+import { mysqlSchema } from '../../src/providers/mysql/index.ts'
+import { uniqueTable } from '../support/backends.ts'
+import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL } from '../support/sql-pools.ts'
 import { prismaClientClass } from './prisma-client.ts'
-import { DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+import { DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
 
@@ -38,11 +41,76 @@ await ormTests('prisma', 'postgres', async () => {
   }
 }, { deadStore: true })
 
+// The mariadb connector counts found rows (an unchanged row counts 1, like an insert) and Prisma
+// reports no insert id: the provider acquires with count-only statements (MysqlAcquireMode).
+const mariadbUrl = (url: string): string => url.replace(/^mysql:/, 'mariadb:')
+await ormTests('prisma', 'mysql', async () => {
+  const PrismaClient = prismaClientClass('mysql')
+  const prisma = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(MYSQL_URL)}?connectionLimit=8`) })
+  const dead_: InstanceType<typeof PrismaClient>[] = []
+  return {
+    provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+    transaction: (body) =>
+      prisma.$transaction(
+        (tx: Tx) =>
+          body({
+            handle: tx,
+            read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
+            write: async (sql) => {
+              await tx.$executeRawUnsafe(sql)
+            },
+          }) as never,
+      ),
+    fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+    unreachable: (tableName) => {
+      const dead = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(DEAD_MYSQL)}?connectTimeout=2000&acquireTimeout=3000`) })
+      dead_.push(dead)
+      return prismaLockProvider(dead, { tableName })
+    },
+    close: async () => {
+      await Promise.all(dead_.map((dead) => dead.$disconnect()))
+      await prisma.$disconnect()
+    },
+  }
+}, { deadStore: true })
+
+// The suite above runs on the connector's default found-rows count; with foundRows: false an
+// unchanged row counts 0, which the provider must not read as a lost lock.
+const mysqlPool = await mysqlPoolOrSkip(1)
+describe.skipIf(!mysqlPool)('prisma on mysql, foundRows: false', () => {
+  it('a held lock is refused, and an extension to the same lock_until is reported as extended', async () => {
+    const url = new URL(MYSQL_URL)
+    const PrismaClient = prismaClientClass('mysql')
+    const config = { host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) || undefined, database: url.pathname.slice(1), foundRows: false, connectionLimit: 4 }
+    const prisma = new PrismaClient({ adapter: new PrismaMariaDb(config) })
+    const tableName = uniqueTable('shedlock_orm_prisma_changed')
+    try {
+      await mysqlPool!.query(mysqlSchema({ tableName }))
+      await mysqlPool!.query(`INSERT INTO ${tableName} VALUES ('x', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), 'x')`)
+      expect(await prisma.$executeRawUnsafe(`UPDATE ${tableName} SET locked_by = locked_by`)).toBe(0) // changed rows, not found rows
+      const at = Date.now()
+      const provider = prismaLockProvider(prisma, { tableName, useDbTime: false, clock: { now: () => at } })
+      const configuration = lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) })
+      const lock = await provider.lock(configuration)
+      expect(lock).toBeDefined()
+      expect(await provider.lock(configuration)).toBeUndefined()
+      const once = await lock!.extend('2m', 0)
+      const twice = await once!.extend('2m', 0)
+      expect(twice, 'an extension that wrote an unchanged value was reported as lost').toBeDefined()
+      await twice!.unlock()
+    } finally {
+      await mysqlPool!.query(`DROP TABLE IF EXISTS ${tableName}`)
+      await mysqlPool!.end()
+      await prisma.$disconnect()
+    }
+  })
+})
+
 describe('prismaLockProvider', () => {
-  it('refuses MySQL/MariaDB and what is not a Prisma Client, naming the fix', () => {
+  it('refuses what is not a root Prisma Client on PostgreSQL or MySQL, naming the fix', () => {
     const fake = { $executeRawUnsafe: async () => 0, $queryRawUnsafe: async () => [], $disconnect: async () => {}, _activeProvider: 'mysql' }
-    expect(() => prismaLockProvider(fake)).toThrow(/mysqlLockProvider/)
     expect(() => prismaLockProvider({ ...fake, _activeProvider: 'sqlserver' } as never)).toThrow(LockConfigurationError)
+    expect(() => prismaLockProvider({ ...fake, $disconnect: undefined })).toThrow(/root PrismaClient/)
     expect(() => prismaLockProvider({} as never)).toThrow(/PrismaClient/)
   })
 })

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { LockConfigurationError } from '../../src/index.ts'
+import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../src/index.ts'
 import { drizzleLockProvider } from '../../src/orm/drizzle.ts'
 import { knexLockProvider } from '../../src/orm/knex.ts'
 import { kyselyLockProvider } from '../../src/orm/kysely.ts'
 import { mikroOrmLockProvider } from '../../src/orm/mikro-orm.ts'
 import { sequelizeLockProvider } from '../../src/orm/sequelize.ts'
-import { chooseDialect, dollarNumbers, questionMarks } from '../../src/orm/sql-client.ts'
+import { chooseDialect, dollarNumbers, ormSqlLockProvider, questionMarks } from '../../src/orm/sql-client.ts'
 import { typeormLockProvider } from '../../src/orm/typeorm.ts'
 
 describe('ORM adapters: shared parts', () => {
@@ -23,6 +23,32 @@ describe('ORM adapters: shared parts', () => {
     expect(() => chooseDialect('knex', {}, undefined)).toThrow(/pass \{ dialect: 'postgres' \}/)
     expect(() => chooseDialect('knex', {}, 'sqlite3')).toThrow(/sqlite3.*not support/)
     expect(() => chooseDialect('knex', { dialect: 'oracle' as never }, 'postgres')).toThrow(LockConfigurationError)
+  })
+
+  it("Prisma's MySQL error numbers (a string in meta.driverAdapterError.cause.originalCode) mean what they mean to the MySQL provider", async () => {
+    // The shape Prisma 7 rejects a raw query with over @prisma/adapter-mariadb.
+    const prismaError = (errno: number, kind: string): Error =>
+      Object.assign(new Error('Raw query failed'), { code: 'P2010', meta: { driverAdapterError: { cause: { originalCode: String(errno), originalMessage: 'm', kind } } } })
+    const fails = (update: Error | undefined, insert: Error | undefined) =>
+      ormSqlLockProvider(
+        'mysql',
+        async (sql) => {
+          const error = sql.startsWith('UPDATE') ? update : insert
+          if (error) throw error
+          return { affectedRows: 0 }
+        },
+        { columnType: 'datetime' },
+        'countOnly',
+      ).lock(lockConfiguration({ name: 'n', lockAtMostFor: '1m' }))
+    // A held row: the INSERT fails on the primary key. Not acquired, no error.
+    await expect(fails(undefined, prismaError(1062, 'UniqueConstraintViolation'))).resolves.toBeUndefined()
+    // A deadlock or lock wait timeout on acquire: not acquired.
+    await expect(fails(prismaError(1213, 'TransactionWriteConflict'), undefined)).resolves.toBeUndefined()
+    await expect(fails(prismaError(1205, 'SocketTimeout'), undefined)).resolves.toBeUndefined()
+    // A missing table: the provider's error with the DDL.
+    const missing = await fails(prismaError(1146, 'TableDoesNotExist'), undefined).catch((e: unknown) => e)
+    expect(missing).toBeInstanceOf(LockProviderError)
+    expect((missing as Error).message).toContain('CREATE TABLE')
   })
 
   it('each adapter refuses what is not its library instance with LockConfigurationError, before anything is sent', () => {

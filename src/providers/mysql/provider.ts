@@ -6,7 +6,7 @@ import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts
 import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { mysqlLockInspector } from './inspector.ts'
-import { checkPromiseClient, dbNow as dbNowOf, describeMysqlError, isConcurrencyFailure, type MysqlColumnType, type MysqlQueryable, PROVIDER, readLockColumns, TIMESTAMP_END } from './table.ts'
+import { checkPromiseClient, dbNow as dbNowOf, describeMysqlError, isConcurrencyFailure, isDuplicateKey, type MysqlColumnType, type MysqlQueryable, PROVIDER, readLockColumns, TIMESTAMP_END } from './table.ts'
 
 export type { MysqlQueryable } from './table.ts'
 
@@ -84,6 +84,20 @@ interface Fragment {
  *   `columnType` or `maxNameLength` that is not one of the values above.
  */
 export function mysqlLockProvider(options: MysqlLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+  return createMysqlLockProvider(options, 'upsert')
+}
+
+/**
+ * Internal: how an acquire tells a held lock from a new one. `'upsert'`: one statement, read
+ * through its insertId marker (mysql2, and the ORM clients that report MySQL's insertId).
+ * `'countOnly'`: for clients that report nothing but a row count (Prisma): an `UPDATE` that takes
+ * an expired row over, then, when it found none, an `INSERT` (two statements only the first time
+ * a name is acquired, or while it is held).
+ */
+export type MysqlAcquireMode = 'upsert' | 'countOnly'
+
+/** Internal: {@link mysqlLockProvider} with the acquire statements of `mode`. */
+export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode: MysqlAcquireMode): ExtensibleLockProvider & InspectableLockProvider {
   const { client } = options ?? {}
   if (!client || typeof client.query !== 'function') {
     throw new LockConfigurationError('mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))')
@@ -166,6 +180,34 @@ export function mysqlLockProvider(options: MysqlLockProviderOptions): Extensible
     }
   }
 
+  // For clients that report only a row count, with or without CLIENT_FOUND_ROWS (the mariadb
+  // connector sets it by default: then an unchanged row counts 1, like an insert, and a takeover
+  // 2, so the upsert cannot be read). Each statement's count is decisive on its own: the UPDATE
+  // only matches an expired row, and always changes it, as locked_by is unique per acquisition;
+  // the INSERT either adds the row or fails on its primary key. Not INSERT IGNORE, which would
+  // also turn a too long locked_by (and other strict-mode errors) into a silently altered row.
+  const acquireCountOnly = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
+    try {
+      const takeover = await run(
+        `UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now.sql}, ${lockUntil} = ${until.sql} WHERE ${name} = ? AND ${lockUntil} <= ${now.sql}`,
+        [owner, ...now.values, ...until.values, lockName, ...now.values],
+      )
+      if (takeover.affectedRows > 0) return true
+      // No expired row: held, or not there yet. A held row makes the INSERT fail on its key.
+      const insert = await run(`INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${until.sql}, ${now.sql}, ?)`, [
+        lockName,
+        ...until.values,
+        ...now.values,
+        owner,
+      ])
+      return insert.affectedRows > 0
+    } catch (error) {
+      // Another contender holds or is writing the row; as in acquire above.
+      if (isDuplicateKey(error) || isConcurrencyFailure(error)) return false
+      throw error
+    }
+  }
+
   const extend = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
     // The same value twice within one millisecond leaves the row unchanged, which reports
     // affectedRows 0 without CLIENT_FOUND_ROWS; the marker tells that the row matched anyway.
@@ -173,12 +215,19 @@ export function mysqlLockProvider(options: MysqlLockProviderOptions): Extensible
       `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until.sql}, ${until.sql}) ` +
       `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`
     const { affectedRows, marked } = await retrying(() => run(sql, [...until.values, ...until.values, lockName, owner, ...now.values]))
-    return affectedRows > 0 || marked
+    if (affectedRows > 0 || marked || mode !== 'countOnly') return affectedRows > 0 || marked
+    // A client without the marker that counts changed rows: 0 is either a lost lock or an
+    // unchanged row. Only this acquisition writes its owner, and it never moves lock_until back,
+    // so a row still ours and unexpired now was so at the UPDATE, which then matched it.
+    const [rows] = await retrying(() => client.query(`SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`, [lockName, owner, ...now.values]))
+    return Array.isArray(rows) && rows.length > 0
   }
 
   const unlock = async (lockName: string, owner: string, until: Fragment): Promise<void> => {
     await retrying(() => run(`UPDATE ${t.table} SET ${lockUntil} = ${until.sql} WHERE ${name} = ? AND ${lockedBy} = ?`, [...until.values, lockName, owner]))
   }
+
+  const acquireWith = mode === 'countOnly' ? acquireCountOnly : acquire
 
   // Database time: the column type's now. Both are the statement's start time.
   const dbNowSql = (): string => dbNowOf(columnType ?? 'datetime')
@@ -194,7 +243,7 @@ export function mysqlLockProvider(options: MysqlLockProviderOptions): Extensible
   const accessor: SqlAccessor = useDbTime
     ? {
         readLimits,
-        acquire: (c, owner) => acquire(c.name, owner, dbNow(), dbIn(c.lockAtMostFor)),
+        acquire: (c, owner) => acquireWith(c.name, owner, dbNow(), dbIn(c.lockAtMostFor)),
         extend: (next, owner) => extend(next.name, owner, dbNow(), dbIn(next.lockAtMostFor)),
         unlock: (current, owner, acquired) => {
           const anchor = lockAtLeastAnchor(current, acquired, clock)
@@ -207,7 +256,7 @@ export function mysqlLockProvider(options: MysqlLockProviderOptions): Extensible
       }
     : {
         readLimits,
-        acquire: (c, owner) => acquire(c.name, owner, at(clock.now()), at(c.lockAtMostUntil.getTime())),
+        acquire: (c, owner) => acquireWith(c.name, owner, at(clock.now()), at(c.lockAtMostUntil.getTime())),
         extend: (next, owner) => extend(next.name, owner, at(clock.now()), at(next.lockAtMostUntil.getTime())),
         unlock: (current, owner) => unlock(current.name, owner, at(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))),
       }

@@ -167,6 +167,12 @@ export function isConcurrencyFailure(error: unknown): boolean {
   return errno === 1213 || errno === 1205 || code === 'ER_LOCK_DEADLOCK' || code === 'ER_LOCK_WAIT_TIMEOUT'
 }
 
+/** A duplicate primary key (ER_DUP_ENTRY): the row an INSERT would add is already there. */
+export function isDuplicateKey(error: unknown): boolean {
+  const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown }
+  return errno === 1062 || code === 'ER_DUP_ENTRY'
+}
+
 const UNREACHABLE = new Set([
   'ECONNREFUSED',
   'ECONNRESET',

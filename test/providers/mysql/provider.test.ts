@@ -5,6 +5,7 @@ import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, type LockProvider, lockConfiguration } from '../../../src/index.ts'
 import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
+import { createMysqlLockProvider } from '../../../src/providers/mysql/provider.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
 import { registerSuite } from '../../support/register-suite.ts'
@@ -338,6 +339,107 @@ describe.skipIf(!pool)('mysql', () => {
         }
       })
     }
+  })
+
+  // The mode of the ORM clients that report only a row count (Prisma over the mariadb connector):
+  // a client that drops insertId, with the found-rows count (the mariadb connector's default) and
+  // the changed-rows count.
+  describe('count-only acquire (UPDATE an expired row, else INSERT)', () => {
+    const countOnly = (client: mysql.Pool): MysqlQueryable => ({
+      async query(sql: string, values: unknown[]): Promise<[unknown, unknown]> {
+        const [result, fields] = await client.query(sql, values)
+        return [Array.isArray(result) ? result : { affectedRows: (result as mysql.ResultSetHeader).affectedRows }, fields]
+      },
+    })
+    for (const flags of [undefined, ['-FOUND_ROWS']]) {
+      const label = flags ? 'changed-rows count' : 'found-rows count'
+      for (const useDbTime of [true, false]) {
+        describe(`${label}, ${useDbTime ? 'database' : 'app'} time`, () => {
+          let table = ''
+          let client: MysqlQueryable = countOnly(db)
+          beforeAll(async () => {
+            table = await newTable()
+            if (flags) client = countOnly(await connect({ flags }))
+          })
+          registerSuite(
+            lockProviderSuite({
+              provider: () => createMysqlLockProvider({ client, tableName: table, useDbTime }, 'countOnly'),
+              isLocked: (name) => isLocked(table, name),
+              deleteRecord: async (name) => {
+                await db.query(`DELETE FROM ${table} WHERE name = ?`, [name])
+              },
+              unreachableProvider: () => createMysqlLockProvider({ client: deadPool(), tableName: table, useDbTime }, 'countOnly'),
+              extensible: true,
+              slots: { inspector: true },
+              maxNameLength: 64,
+            }),
+          )
+        })
+      }
+
+      it(`${label}: extending twice to the same instant still reports the lock as extended, and a lost lock as lost`, async () => {
+        const table = await newTable()
+        const client = countOnly(flags ? await connect({ connectionLimit: 2, flags }) : db)
+        const at = Date.now()
+        const clock = { now: () => at }
+        const provider = createMysqlLockProvider({ client, tableName: table, useDbTime: false, clock }, 'countOnly')
+        const lock = await provider.lock(lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) }))
+        assert.ok(lock)
+        // The frozen clock makes both extensions write the same lock_until: the second changes nothing.
+        const once = await lock.extend('2m', 0)
+        assert.ok(once)
+        const twice = await once.extend('2m', 0)
+        assert.ok(twice, 'an extension that wrote an unchanged value was reported as lost')
+        await db.query(`UPDATE ${table} SET locked_by = 'another node' WHERE name = 'same-instant'`)
+        expect(await twice.extend('2m', 0)).toBeUndefined()
+      })
+
+      it(`${label}: of 16 contenders racing on an absent row, then on an expired one, exactly one wins, 20 times`, { timeout: 60_000 }, async () => {
+        const table = await newTable()
+        const client = countOnly(flags ? await connect({ flags }) : db)
+        const nodes = [createMysqlLockProvider({ client, tableName: table }, 'countOnly'), createMysqlLockProvider({ client, tableName: table }, 'countOnly')]
+        for (let round = 0; round < 20; round++) {
+          const name = `race-${round % 10}`
+          // Rounds 10-19 find the rows of rounds 0-9, expired by hand.
+          if (round >= 10) await db.query(`UPDATE ${table} SET lock_until = TIMESTAMPADD(SECOND, -1, ${NOW}) WHERE name = ?`, [name])
+          const results = await Promise.all(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+          const winners = results.filter((lock) => lock !== undefined)
+          expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
+          if (round < 10) continue
+          await winners[0]!.unlock()
+        }
+      })
+    }
+
+    it('a held row costs two statements, a free or expired one one; the plain provider always sends one', async () => {
+      const table = await newTable()
+      const sent: string[] = []
+      const counting = (client: MysqlQueryable): MysqlQueryable => ({
+        query: (sql, values) => {
+          if (!/information_schema/.test(sql)) sent.push(sql.split(' ')[0]!)
+          return client.query(sql, values)
+        },
+      })
+      const provider = createMysqlLockProvider({ client: counting(countOnly(db)), tableName: table }, 'countOnly')
+      const first = await provider.lock(lockConfiguration({ name: 'n', lockAtMostFor: '1m' }))
+      assert.ok(first)
+      expect(sent.splice(0)).toEqual(['UPDATE', 'INSERT'])
+      expect(await provider.lock(lockConfiguration({ name: 'n', lockAtMostFor: '1m' }))).toBeUndefined()
+      expect(sent.splice(0)).toEqual(['UPDATE', 'INSERT'])
+      await first.unlock()
+      expect(sent.splice(0)).toEqual(['UPDATE'])
+      const again = await provider.lock(lockConfiguration({ name: 'n', lockAtMostFor: '1m' }))
+      assert.ok(again)
+      expect(sent.splice(0)).toEqual(['UPDATE'])
+      await again.unlock()
+      sent.length = 0
+      const plain = mysqlLockProvider({ client: counting(db), tableName: table })
+      const lock = await plain.lock(lockConfiguration({ name: 'n', lockAtMostFor: '1m' }))
+      assert.ok(lock)
+      expect(await plain.lock(lockConfiguration({ name: 'n', lockAtMostFor: '1m' }))).toBeUndefined()
+      expect(sent).toEqual(['INSERT', 'INSERT'])
+      await lock.unlock()
+    })
   })
 
   describe('concurrency failures', () => {
