@@ -174,7 +174,9 @@ function linksOf(line) {
 
 /** What npm puts in a package's tarball: its `files` (folders include their content), README, LICENSE, package.json. */
 function shippedBy(packageFolder, packageJson) {
-  const entries = (Array.isArray(packageJson.files) ? packageJson.files : []).map((entry) => posix.normalize(String(entry).replace(/^\.\//, '')).replace(/\/$/, ''))
+  const entries = (Array.isArray(packageJson.files) ? packageJson.files : []).map((entry) =>
+    posix.normalize(String(entry).replace(/^\.\//, '')).replace(/\/$/, ''),
+  )
   return (path) => {
     // path is relative to the package folder, with '/'
     if (path === 'package.json' || /^(readme|licen[cs]e)(\.[^/]*)?$/i.test(path)) return true
@@ -284,8 +286,10 @@ function linkProblem(root, file, target, { scanOf, packages, owner }) {
   if (!existsSync(absolute)) return `no such file: ${targetFile}`
   if (owner && decoded !== '') {
     const inside = owner.folder === '' ? targetFile : targetFile.startsWith(`${owner.folder}/`) ? targetFile.slice(owner.folder.length + 1) : undefined
-    if (inside === undefined) return `leaves the npm package ${owner.name}, whose tarball holds ${file}: the link breaks on npm; name the other package's file in words, or link its npm page`
-    if (!owner.isShipped(inside)) return `${targetFile} is not shipped in the npm package ${owner.name} (its package.json "files"), but ${file} is: the link breaks on npm`
+    if (inside === undefined)
+      return `leaves the npm package ${owner.name}, whose tarball holds ${file}: the link breaks on npm; name the other package's file in words, or link its npm page`
+    if (!owner.isShipped(inside))
+      return `${targetFile} is not shipped in the npm package ${owner.name} (its package.json "files"), but ${file} is: the link breaks on npm`
   }
   if (anchor === undefined || anchor === '') return anchor === '' ? 'empty anchor' : undefined
   if (statSync(absolute).isDirectory()) return 'an anchor on a folder'

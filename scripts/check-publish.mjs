@@ -8,6 +8,8 @@ import { readFileSync } from 'node:fs'
 const json = JSON.parse(readFileSync('package.json', 'utf8'))
 const missing = ['repository', 'homepage', 'bugs'].filter((field) => json[field] === undefined)
 if (missing.length > 0) {
-  process.stderr.write(`check-publish: ${json.name} has no ${missing.join(', ')} in package.json; set them (see CONTRIBUTING.md, Releasing) before publishing\n`)
+  process.stderr.write(
+    `check-publish: ${json.name} has no ${missing.join(', ')} in package.json; set them (see CONTRIBUTING.md, Releasing) before publishing\n`,
+  )
   process.exit(1)
 }

@@ -40,7 +40,11 @@ describe('package.json', () => {
   it('declares as a peer every driver the CLI imports', () => {
     const sources = readdirSync(join(rootDir, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
     const wanted = new Set<string>()
-    const packageOf = (specifier: string): string => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/')
+    const packageOf = (specifier: string): string =>
+      specifier
+        .split('/')
+        .slice(0, specifier.startsWith('@') ? 2 : 1)
+        .join('/')
     for (const file of sources) {
       const text = readFileSync(join(rootDir, 'src', file), 'utf8')
       for (const match of text.matchAll(/importDriver(?:<[^>]*>)?\('([^']+)'/g)) wanted.add(packageOf(match[1]!))
@@ -83,7 +87,11 @@ describe('package.json', () => {
     it('is named after its module', () => {
       const stem = (target as { default: string }).default.slice('./dist/'.length, -'.js'.length)
       if (key === '.') expect(stem).toBe('index')
-      else expect(stem === key.slice(2) || stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`) || stem.endsWith(`/${key.slice(2)}/index`), stem).toBe(true)
+      else
+        expect(
+          stem === key.slice(2) || stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`) || stem.endsWith(`/${key.slice(2)}/index`),
+          stem,
+        ).toBe(true)
     })
   })
 

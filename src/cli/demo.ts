@@ -105,7 +105,9 @@ async function runDemo(args: string[]): Promise<number> {
   const out = (line = ''): void => void process.stdout.write(`${line}\n`)
   out(`shedlock demo: ${nodeCount} node${nodeCount === 1 ? '' : 's'} (processes) share the SQLite file ${dbPath} (${driver.name}).`)
   if (useLock) {
-    out(`Each runs task "${TASK.name}" every second for ${seconds} s, under a lock (lockAtMostFor ${TASK.lockAtMostFor}, lockAtLeastFor ${TASK.lockAtLeastFor}):`)
+    out(
+      `Each runs task "${TASK.name}" every second for ${seconds} s, under a lock (lockAtMostFor ${TASK.lockAtMostFor}, lockAtLeastFor ${TASK.lockAtLeastFor}):`,
+    )
     out('one node runs each tick, the others skip it.')
   } else {
     out(`Each runs task "${TASK.name}" every second for ${seconds} s WITHOUT a lock (--no-lock): expect duplicates.`)
@@ -216,7 +218,11 @@ async function runDemo(args: string[]): Promise<number> {
   const row = (label: string, value: string | number, note = ''): void => out(`${label.padStart(14)}: ${value}${note ? `   ${note}` : ''}`)
   row('ticks', summary.ticks)
   row('executions', summary.executions)
-  row('duplicates', summary.duplicates, summary.duplicates > 0 ? `(${summary.ranTwice} extra runs of a tick, ${summary.overlaps} runs overlapping another in time)` : '')
+  row(
+    'duplicates',
+    summary.duplicates,
+    summary.duplicates > 0 ? `(${summary.ranTwice} extra runs of a tick, ${summary.overlaps} runs overlapping another in time)` : '',
+  )
   row('skips', summary.skips)
   row('missed ticks', summary.missed, summary.missed > 0 ? '(no node ran them)' : '')
   row('errors', summary.errors)
@@ -229,7 +235,10 @@ async function runDemo(args: string[]): Promise<number> {
     return interrupted === 'SIGTERM' ? 143 /* 128 + SIGTERM, as shells report it */ : EXIT_INTERRUPTED
   }
   if (summary.duplicates > 0 || summary.errors > 0) {
-    const why = [summary.duplicates > 0 ? `${summary.duplicates} duplicate${summary.duplicates === 1 ? '' : 's'}` : '', summary.errors > 0 ? `${summary.errors} error${summary.errors === 1 ? '' : 's'}` : '']
+    const why = [
+      summary.duplicates > 0 ? `${summary.duplicates} duplicate${summary.duplicates === 1 ? '' : 's'}` : '',
+      summary.errors > 0 ? `${summary.errors} error${summary.errors === 1 ? '' : 's'}` : '',
+    ]
     out(`FAILED: ${why.filter(Boolean).join(' and ')}${useLock ? '' : ' (expected with --no-lock: the task ran without shedlock)'}.`)
     return EXIT_FAILURE
   }

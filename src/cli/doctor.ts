@@ -121,7 +121,11 @@ async function writeCheck(store: StoreAdmin): Promise<Check> {
     const held = await store.inspector.get(name)
     if (!held?.held) {
       await lock.unlock()
-      return { status: 'fail', label, detail: `took lock "${name}" but read it back as ${held ? 'free' : 'missing'}: the store does not keep what the provider writes` }
+      return {
+        status: 'fail',
+        label,
+        detail: `took lock "${name}" but read it back as ${held ? 'free' : 'missing'}: the store does not keep what the provider writes`,
+      }
     }
     const by = held.lockedBy
     if (by !== undefined && !by.startsWith(`${hostname()}:`)) {

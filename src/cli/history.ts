@@ -38,7 +38,13 @@ export const historyCommand: Command = {
     const [name, ...rest] = args
     if (name === undefined || name.startsWith('-')) throw new UsageError('name the task: shedlock history NAME [--url URL]')
     // --table as every command that takes --url: one set of store options for all of them.
-    const values = parseOptions(rest, { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } })
+    const values = parseOptions(rest, {
+      url: { type: 'string' },
+      table: { type: 'string' },
+      'runs-table': { type: 'string' },
+      limit: { type: 'string' },
+      json: { type: 'boolean' },
+    })
     const limit = integerOption(values, 'limit', 20, 1, 10_000)
     const url = storeUrlOption(values)
     return withStore(url, { table: stringOption(values.table), runsTable: stringOption(values['runs-table']) }, async (store) => {
@@ -47,7 +53,9 @@ export const historyCommand: Command = {
         process.stdout.write(`${JSON.stringify({ task: name, runs: runs.map(runJson) }, null, 2)}\n`)
         return EXIT_OK
       }
-      process.stdout.write(`${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${name}", newest first\n`)
+      process.stdout.write(
+        `${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${name}", newest first\n`,
+      )
       if (runs.length > 0) {
         const now = Date.now()
         const rows = runs.map((run) => [
@@ -67,7 +75,8 @@ export const historyCommand: Command = {
 
 /** The run ledger of an open store, or a CliError saying the store keeps none. */
 export function ledgerOf(store: StoreAdmin): RunLedger {
-  if (!store.runLedger) throw new CliError(`${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`)
+  if (!store.runLedger)
+    throw new CliError(`${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`)
   return store.runLedger
 }
 

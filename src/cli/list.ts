@@ -71,7 +71,9 @@ export const listCommand: Command = {
       }
       const held = records.filter((record) => record.held).length
       const hidden = values.slots === true || slotRecords === 0 ? '' : ` (${slotRecords} slot record${slotRecords === 1 ? '' : 's'} hidden: --slots)`
-      process.stdout.write(`${store.kind} ${store.where}: ${records.length} lock${records.length === 1 ? '' : 's'}, ${held} held${hidden}; now ${isoUtc(now)} on ${clock}\n`)
+      process.stdout.write(
+        `${store.kind} ${store.where}: ${records.length} lock${records.length === 1 ? '' : 's'}, ${held} held${hidden}; now ${isoUtc(now)} on ${clock}\n`,
+      )
       if (records.length > 0) process.stdout.write(`\n${formatLocks(records, now)}\n`)
       return EXIT_OK
     })

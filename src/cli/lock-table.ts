@@ -94,6 +94,8 @@ export function describeHolder(record: LockRecord): string {
   const by = record.lockedBy === undefined ? 'an unknown holder (the store does not record it)' : record.lockedBy
   const since = record.lockedAt === undefined ? '' : ` since ${isoUtc(record.lockedAt)}`
   const until =
-    record.lockUntil === undefined ? ' until an expiry the store does not reveal' : ` until ${isoUtc(record.lockUntil)} (${humanDuration(record.remainingMs ?? 0)} left)`
+    record.lockUntil === undefined
+      ? ' until an expiry the store does not reveal'
+      : ` until ${isoUtc(record.lockUntil)} (${humanDuration(record.remainingMs ?? 0)} left)`
   return `held by ${by}${since}${until}`
 }

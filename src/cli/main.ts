@@ -16,7 +16,18 @@ import { unlockCommand } from './unlock.ts'
 
 // These modules hold no driver: a store's driver is imported when a command opens a URL of that store.
 /** Every command, in the order of --help. */
-const commands: readonly Command[] = [runCommand, listCommand, unlockCommand, historyCommand, statusCommand, doctorCommand, initCommand, schemaCommand, demoCommand, demoWorkerCommand]
+const commands: readonly Command[] = [
+  runCommand,
+  listCommand,
+  unlockCommand,
+  historyCommand,
+  statusCommand,
+  doctorCommand,
+  initCommand,
+  schemaCommand,
+  demoCommand,
+  demoWorkerCommand,
+]
 
 function version(): string {
   // package.json sits two folders up from dist/cli/main.js (and from src/cli/main.ts).
@@ -69,7 +80,12 @@ async function main(argv: string[]): Promise<number> {
     }
     const topic = commands.find((c) => c.name === asked && !c.hidden)
     if (!topic) {
-      process.stderr.write(`shedlock: no help on ${JSON.stringify(asked)}: give a command, one of ${commands.filter((c) => !c.hidden).map((c) => c.name).join(', ')}\n`)
+      process.stderr.write(
+        `shedlock: no help on ${JSON.stringify(asked)}: give a command, one of ${commands
+          .filter((c) => !c.hidden)
+          .map((c) => c.name)
+          .join(', ')}\n`,
+      )
       return EXIT_USAGE
     }
     process.stdout.write(topic.help)

@@ -100,7 +100,8 @@ export const runCommand: Command = {
       'skipped-exit-code': { type: 'string' },
     })
     const [file, ...fileArgs] = commandLine
-    if (file === undefined || file === '') throw new UsageError('give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh')
+    if (file === undefined || file === '')
+      throw new UsageError('give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh')
     const name = values.name
     if (typeof name !== 'string') throw new UsageError('--name NAME is required: the lock every host shares for this command')
     const mostFor = values['lock-at-most-for']
@@ -111,7 +112,9 @@ export const runCommand: Command = {
     lockConfiguration(options)
     const keepAlive = values['keep-alive'] === true
     if (keepAlive && options.lockAtMostFor < KEEP_ALIVE_MINIMUM_MS) {
-      throw new UsageError(`--keep-alive needs --lock-at-most-for of at least ${formatDuration(KEEP_ALIVE_MINIMUM_MS)} (got ${mostFor}): it extends the lock every lock-at-most-for / 2`)
+      throw new UsageError(
+        `--keep-alive needs --lock-at-most-for of at least ${formatDuration(KEEP_ALIVE_MINIMUM_MS)} (got ${mostFor}): it extends the lock every lock-at-most-for / 2`,
+      )
     }
     const slot = typeof values.slot === 'string' ? slotOption(values.slot, Date.now()) : undefined
     const quiet = values.quiet === true
@@ -130,7 +133,8 @@ export const runCommand: Command = {
         const warn = (line: string): void => void process.stderr.write(redactSecrets(`shedlock run: warning: ${line}\n`))
         const executor = createLockingTaskExecutor(provider, {
           listener: {
-            onLockLost: (configuration, reason) => warn(`${reason.message}; lock "${configuration.name}" may be taken by another host while the command still runs`),
+            onLockLost: (configuration, reason) =>
+              warn(`${reason.message}; lock "${configuration.name}" may be taken by another host while the command still runs`),
             onUnlockFailed: (configuration, error) =>
               warn(`could not release lock "${configuration.name}" (${messageOf(error)}); it stays held until ${configuration.lockAtMostUntil.toISOString()}`),
           },

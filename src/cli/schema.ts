@@ -41,7 +41,8 @@ export const schemaCommand: Command = {
     if (given === undefined || given === '') throw new UsageError('name the store: shedlock schema postgres (or mysql, sqlite, mongodb, dynamodb, nats, ...)')
     const store = storeNamed(given) ?? (given.includes(':') ? parseStoreUrl(given).store : undefined)
     if (!store) throw new UsageError(`unknown store ${JSON.stringify(given)}: use ${STORES.flatMap((s) => [s.id, ...(s.aliases ?? [])]).join(', ')}`)
-    if (values.table !== undefined && !store.table) throw new UsageError(`--table does not apply to ${store.id}: ${store.insteadOfTable ?? 'it keeps no table'}`)
+    if (values.table !== undefined && !store.table)
+      throw new UsageError(`--table does not apply to ${store.id}: ${store.insteadOfTable ?? 'it keeps no table'}`)
     process.stdout.write(`${(await store.load()).schema(values.table)}\n`)
     return EXIT_OK
   },

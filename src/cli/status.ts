@@ -49,7 +49,13 @@ export const statusCommand: Command = {
       ;({ values } = parseArgs({
         args,
         // --table as every command that takes --url: one set of store options for all of them.
-        options: { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' }, stale: { type: 'string', multiple: true }, json: { type: 'boolean' } },
+        options: {
+          url: { type: 'string' },
+          table: { type: 'string' },
+          'runs-table': { type: 'string' },
+          stale: { type: 'string', multiple: true },
+          json: { type: 'boolean' },
+        },
         strict: true,
         allowPositionals: false,
       }))
@@ -65,22 +71,35 @@ export const statusCommand: Command = {
       for (const name of stale.byName.keys()) if (!tasks.some((task) => task.name === name)) tasks.push(await ledger.health(name))
       tasks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
       const now = Date.now()
-      const rows = tasks.map((task) => ({ task, maxAge: stale.byName.get(task.name) ?? stale.all, state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now) }))
+      const rows = tasks.map((task) => ({
+        task,
+        maxAge: stale.byName.get(task.name) ?? stale.all,
+        state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now),
+      }))
       const staleCount = rows.filter((row) => row.state === 'stale').length
       if (values.json === true) {
-        const out = { now: isoUtc(now), tasks: rows.map(({ task, state, maxAge }) => ({ ...healthJson(task), state, maxAge: maxAge === undefined ? null : formatDuration(maxAge) })) }
+        const out = {
+          now: isoUtc(now),
+          tasks: rows.map(({ task, state, maxAge }) => ({ ...healthJson(task), state, maxAge: maxAge === undefined ? null : formatDuration(maxAge) })),
+        }
         process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
         return staleCount > 0 ? EXIT_FAILURE : EXIT_OK
       }
       const failing = rows.filter((row) => row.state === 'failing').length
-      process.stdout.write(`${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing; now ${isoUtc(now)}\n`)
+      process.stdout.write(
+        `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing; now ${isoUtc(now)}\n`,
+      )
       if (rows.length > 0) {
         const table = rows.map(({ task, state, maxAge }) => [
           task.name,
           maxAge === undefined ? state : `${state} (max ${formatDuration(maxAge)})`,
           task.lastRun ? `${ago(task.lastRun.startedAt, now)} ${task.lastRun.outcome}` : 'never',
-          task.lastSuccess ? `${ago(task.lastSuccess.startedAt, now)}${task.lastSuccess.durationMs === undefined ? '' : ` (${durationText(task.lastSuccess.durationMs)})`}` : 'never',
-          task.lastFailure ? `${ago(task.lastFailure.startedAt, now)} ${task.lastFailure.error ? `${task.lastFailure.error.type}: ${task.lastFailure.error.message}` : task.lastFailure.outcome}` : '-',
+          task.lastSuccess
+            ? `${ago(task.lastSuccess.startedAt, now)}${task.lastSuccess.durationMs === undefined ? '' : ` (${durationText(task.lastSuccess.durationMs)})`}`
+            : 'never',
+          task.lastFailure
+            ? `${ago(task.lastFailure.startedAt, now)} ${task.lastFailure.error ? `${task.lastFailure.error.type}: ${task.lastFailure.error.message}` : task.lastFailure.outcome}`
+            : '-',
           String(task.consecutiveFailures),
         ])
         process.stdout.write(`\n${formatTable(['TASK', 'STATE', 'LAST RUN', 'LAST SUCCESS', 'LAST FAILURE', 'FAILED IN A ROW'], table)}\n`)
@@ -110,7 +129,9 @@ function staleness(given: readonly string[]): Staleness {
     try {
       ms = parseDuration(age)
     } catch (error) {
-      throw new UsageError(`--stale ${JSON.stringify(entry)}: ${error instanceof Error ? error.message : String(error)}; use NAME=AGE or AGE, e.g. --stale report=26h`)
+      throw new UsageError(
+        `--stale ${JSON.stringify(entry)}: ${error instanceof Error ? error.message : String(error)}; use NAME=AGE or AGE, e.g. --stale report=26h`,
+      )
     }
     if (name === undefined) all = ms
     else if (name === '') throw new UsageError(`--stale ${JSON.stringify(entry)} names no task; use NAME=AGE, e.g. --stale report=26h`)

@@ -4,7 +4,13 @@ import { parseStoreUrl as parseUrlOf, redactUrl, type StoreUrl } from '../suppor
 
 /** What `--help` texts list as accepted URLs: one line per store, its first scheme's form. */
 export const URL_FORMS: string = STORES.map((store) => {
-  const also = store.schemes.length > 1 ? `(also ${store.schemes.slice(1).map((s) => (s === 'sqlite:' ? s : `${s}//`)).join(', ')})` : ''
+  const also =
+    store.schemes.length > 1
+      ? `(also ${store.schemes
+          .slice(1)
+          .map((s) => (s === 'sqlite:' ? s : `${s}//`))
+          .join(', ')})`
+      : ''
   const line = `  ${store.urlForm}${also ? `  ${also}` : ''}`
   // Help stays within 80 columns: a long form gets its other schemes on the next line.
   return line.length <= 80 ? line : `  ${store.urlForm}\n      ${also}`
@@ -43,8 +49,8 @@ export const URL_HELP: string = `  --url URL      the lock store (default: $SHED
                  postgres://app@db/app, redis://cache:6379, sqlite:./locks.db;
                  "shedlock --help" lists every form
   --table NAME   ${STORES.filter((s) => s.table)
-  .map((s) => s.table!.what)
-  .filter((what, i, all) => all.indexOf(what) === i)
-  .join(', ')
-  .replace(/, ([^,]*)$/, ' or $1')}
+    .map((s) => s.table!.what)
+    .filter((what, i, all) => all.indexOf(what) === i)
+    .join(', ')
+    .replace(/, ([^,]*)$/, ' or $1')}
                  (default: shedlock; MongoDB: shedLock; DynamoDB: Shedlock)`

@@ -14,11 +14,14 @@ export type CancelDeadline = () => void
 export function atDeadline(at: number, clock: Clock, fire: () => void): CancelDeadline {
   let timer: NodeJS.Timeout | undefined
   const arm = (): void => {
-    timer = setTimeout(() => {
-      if (clock.now() < at) return arm()
-      timer = undefined
-      fire()
-    }, Math.min(Math.max(at - clock.now(), 0), MAX_TIMER_MS))
+    timer = setTimeout(
+      () => {
+        if (clock.now() < at) return arm()
+        timer = undefined
+        fire()
+      },
+      Math.min(Math.max(at - clock.now(), 0), MAX_TIMER_MS),
+    )
     timer.unref()
   }
   arm()

@@ -2,10 +2,28 @@ import { LockConfigurationError } from './errors.ts'
 
 /** A unit of a {@link DurationString}, in any letter case: `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`, `d`. */
 export type DurationUnit =
-  | 'ns' | 'NS' | 'Ns' | 'nS'
-  | 'us' | 'US' | 'Us' | 'uS' | 'µs' | 'µS'
-  | 'ms' | 'MS' | 'Ms' | 'mS'
-  | 's' | 'S' | 'm' | 'M' | 'h' | 'H' | 'd' | 'D'
+  | 'ns'
+  | 'NS'
+  | 'Ns'
+  | 'nS'
+  | 'us'
+  | 'US'
+  | 'Us'
+  | 'uS'
+  | 'µs'
+  | 'µS'
+  | 'ms'
+  | 'MS'
+  | 'Ms'
+  | 'mS'
+  | 's'
+  | 'S'
+  | 'm'
+  | 'M'
+  | 'h'
+  | 'H'
+  | 'd'
+  | 'D'
 
 /**
  * A duration string, checked at compile time: `"1500"` (milliseconds), `"30s"`, `"10m"`, or
@@ -73,8 +91,7 @@ export function parseDuration(value: Duration | string): number {
   if (iso && /\d/.test(text) && !/T$/i.test(text)) {
     const [, days = '0', hours = '0', minutes = '0', seconds = '0', fraction = ''] = iso
     const fractionMs = fraction === '' ? 0 : Math.ceil(Number(`0.${fraction}`) * 1000)
-    const ms =
-      Number(days) * UNIT_MS.d! + Number(hours) * UNIT_MS.h! + Number(minutes) * UNIT_MS.m! + Number(seconds) * 1000 + fractionMs
+    const ms = Number(days) * UNIT_MS.d! + Number(hours) * UNIT_MS.h! + Number(minutes) * UNIT_MS.m! + Number(seconds) * 1000 + fractionMs
     return checkSafe(value, ms)
   }
   throw invalid(value, HELP)

@@ -36,19 +36,22 @@ export function keepAliveLockProvider(provider: ExtensibleLockProvider, options:
   const minimum = parseDuration(options.minLockAtMostFor ?? '30s')
   const clock = options.clock ?? systemClock
   const inspector = provider.inspector
-  return markWrapper({
-    name: provider.name,
-    ...(inspector ? { inspector: () => inspector.call(provider) } : {}),
-    async lock(configuration) {
-      if (configuration.lockAtMostFor < minimum) {
-        throw new LockConfigurationError(
-          `Lock "${configuration.name}": lockAtMostFor (${configuration.lockAtMostFor}ms) is shorter than the keep-alive minimum (${minimum}ms); raise lockAtMostFor or pass a smaller minLockAtMostFor`,
-        )
-      }
-      const lock = await provider.lock(configuration)
-      return lock && keepAlive(lock, configuration, clock)
+  return markWrapper(
+    {
+      name: provider.name,
+      ...(inspector ? { inspector: () => inspector.call(provider) } : {}),
+      async lock(configuration) {
+        if (configuration.lockAtMostFor < minimum) {
+          throw new LockConfigurationError(
+            `Lock "${configuration.name}": lockAtMostFor (${configuration.lockAtMostFor}ms) is shorter than the keep-alive minimum (${minimum}ms); raise lockAtMostFor or pass a smaller minLockAtMostFor`,
+          )
+        }
+        const lock = await provider.lock(configuration)
+        return lock && keepAlive(lock, configuration, clock)
+      },
     },
-  }, provider)
+    provider,
+  )
 }
 
 function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, clock: Clock): KeepAliveLock {
@@ -139,7 +142,10 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
         if (inflight) {
           // Which handle is current depends on that extension; past lockAtMostUntil the lock has expired anyway.
           const expired = (): LockProviderError =>
-            new LockProviderError(`Could not release lock "${name}": its keep-alive extension got no answer from the store; the lock expires at ${new Date(lockAtMostUntil).toISOString()}`, { lockName: name })
+            new LockProviderError(
+              `Could not release lock "${name}": its keep-alive extension got no answer from the store; the lock expires at ${new Date(lockAtMostUntil).toISOString()}`,
+              { lockName: name },
+            )
           await beforeDeadline(inflight, Math.max(lockAtMostUntil, clock.now() + RELEASE_GRACE_MS), clock, expired)
         }
         // After a rejected extension the old handle is still valid: release it (owner-checked).

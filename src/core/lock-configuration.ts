@@ -96,7 +96,9 @@ export function configurationAt(options: LockConfigurationOptions, nowMs: number
   }
   const { name } = options
   if (typeof name !== 'string') {
-    throw new LockConfigurationError(`Lock name must be a string, got ${name === null ? 'null' : typeof name}: give every lock a non-empty name, e.g. "nightly-report"`)
+    throw new LockConfigurationError(
+      `Lock name must be a string, got ${name === null ? 'null' : typeof name}: give every lock a non-empty name, e.g. "nightly-report"`,
+    )
   }
   if (name.trim() === '') {
     throw new LockConfigurationError(`Lock name ${JSON.stringify(name)} is blank: give every lock a non-empty name, e.g. "nightly-report"`)
@@ -104,14 +106,18 @@ export function configurationAt(options: LockConfigurationOptions, nowMs: number
   // Stores keep names as UTF-8, where a lone surrogate becomes U+FFFD: "a\uD800" and "a\uFFFD"
   // would be one lock.
   if (LONE_SURROGATE.test(name)) {
-    throw new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate), so stores cannot keep it apart from other names; fix the string`)
+    throw new LockConfigurationError(
+      `Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate), so stores cannot keep it apart from other names; fix the string`,
+    )
   }
   if (options.lockAtMostFor === undefined || options.lockAtMostFor === null) {
     throw new LockConfigurationError(`Lock "${name}": lockAtMostFor is required; set it well above the task's normal duration, e.g. "10m"`)
   }
   const lockAtMostFor = durationOf(name, 'lockAtMostFor', options.lockAtMostFor)
   if (lockAtMostFor === 0) {
-    throw new LockConfigurationError(`Lock "${name}": lockAtMostFor is 0, so the lock would expire as it is taken and another node could run the task at the same time; set it well above the task's normal duration, e.g. "10m"`)
+    throw new LockConfigurationError(
+      `Lock "${name}": lockAtMostFor is 0, so the lock would expire as it is taken and another node could run the task at the same time; set it well above the task's normal duration, e.g. "10m"`,
+    )
   }
   const lockAtLeastFor = durationOf(name, 'lockAtLeastFor', options.lockAtLeastFor ?? 0)
   if (lockAtLeastFor > lockAtMostFor) {

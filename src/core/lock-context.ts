@@ -36,7 +36,11 @@ export class ActiveLock {
   // Made by the first join: most locks have none.
   #joined: Set<Promise<unknown>> | undefined
 
-  constructor(configuration: LockConfiguration, handle: SimpleLock | undefined, options: { clock?: Clock; events?: ActiveLockEvents; simulated?: boolean } = {}) {
+  constructor(
+    configuration: LockConfiguration,
+    handle: SimpleLock | undefined,
+    options: { clock?: Clock; events?: ActiveLockEvents; simulated?: boolean } = {},
+  ) {
     this.#configuration = configuration
     this.#handle = handle
     this.#clock = options.clock ?? systemClock
@@ -177,7 +181,11 @@ export class ActiveLock {
   #arm(deadline: number): void {
     this.#cancelWatchdog?.()
     this.#cancelWatchdog = atDeadline(deadline, this.#clock, () =>
-      this.#lose(new LockLostError(`Lock "${this.name}" expired at lockAtMostUntil (${new Date(deadline).toISOString()}) while its task was still running; another node may take it now`)),
+      this.#lose(
+        new LockLostError(
+          `Lock "${this.name}" expired at lockAtMostUntil (${new Date(deadline).toISOString()}) while its task was still running; another node may take it now`,
+        ),
+      ),
     )
   }
 
@@ -258,7 +266,9 @@ export function assertLocked(): void {
 export async function extendActiveLock(lockAtMostFor: Duration, lockAtLeastFor: Duration = 0): Promise<void> {
   const frame = innermostFrame()
   if (!frame) {
-    throw new NoActiveLockError('No active lock in this async context; call extendActiveLock() inside the locked task (executeWithLock(), withLock() or a @SchedulerLock method)')
+    throw new NoActiveLockError(
+      'No active lock in this async context; call extendActiveLock() inside the locked task (executeWithLock(), withLock() or a @SchedulerLock method)',
+    )
   }
   await frame.lock.extend(lockAtMostFor, lockAtLeastFor)
 }

@@ -254,7 +254,9 @@ export interface LockingTaskExecutor {
  */
 export function createLockingTaskExecutor(provider: LockProvider, options: LockingTaskExecutorOptions = {}): LockingTaskExecutor {
   if (provider === null || typeof provider !== 'object' || typeof provider.lock !== 'function') {
-    throw new LockConfigurationError('createLockingTaskExecutor() needs a LockProvider: an object with a lock(configuration) method, such as postgresLockProvider({ client })')
+    throw new LockConfigurationError(
+      'createLockingTaskExecutor() needs a LockProvider: an object with a lock(configuration) method, such as postgresLockProvider({ client })',
+    )
   }
   const clock = options.clock ?? systemClock
   const { listener, runLedger } = options
@@ -342,20 +344,31 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       // A store that never answers must not keep executeWithLock() pending forever; past
       // lockAtMostUntil the lock has expired anyway (a release gets at least 5 s).
       const deadline = Math.max(configuration.lockAtMostUntil.getTime(), clock.now() + RELEASE_GRACE_MS)
-      await beforeDeadline(handle.unlock(), deadline, clock, () => new LockProviderError(
-        `Could not release lock "${configuration.name}": the store did not answer by ${new Date(deadline).toISOString()}; the lock expires at ${configuration.lockAtMostUntil.toISOString()}`,
-        { lockName: configuration.name },
-      ))
+      await beforeDeadline(
+        handle.unlock(),
+        deadline,
+        clock,
+        () =>
+          new LockProviderError(
+            `Could not release lock "${configuration.name}": the store did not answer by ${new Date(deadline).toISOString()}; the lock expires at ${configuration.lockAtMostUntil.toISOString()}`,
+            { lockName: configuration.name },
+          ),
+      )
       if (debug.enabled) {
-        const keptUntil = configuration.lockAtLeastUntil.getTime() > clock.now() ? `; held until ${configuration.lockAtLeastUntil.toISOString()} (lockAtLeastFor)` : ''
+        const keptUntil =
+          configuration.lockAtLeastUntil.getTime() > clock.now() ? `; held until ${configuration.lockAtLeastUntil.toISOString()} (lockAtLeastFor)` : ''
         debug('Lock "%s" released after the task%s', configuration.name, keptUntil)
       }
       emit('onUnlocked', execution, configuration)
     } catch (error) {
-      if (debug.enabled) debug('Lock "%s" could not be released, it expires at %s: %s', configuration.name, configuration.lockAtMostUntil.toISOString(), messageOf(error))
+      if (debug.enabled)
+        debug('Lock "%s" could not be released, it expires at %s: %s', configuration.name, configuration.lockAtMostUntil.toISOString(), messageOf(error))
       emit('onUnlockFailed', execution, configuration, error)
       if (!listener?.onUnlockFailed) {
-        process.emitWarning(`shedlock: could not release lock "${configuration.name}" (${messageOf(error)}); it expires at ${configuration.lockAtMostUntil.toISOString()}`, 'ShedLockWarning')
+        process.emitWarning(
+          `shedlock: could not release lock "${configuration.name}" (${messageOf(error)}); it expires at ${configuration.lockAtMostUntil.toISOString()}`,
+          'ShedLockWarning',
+        )
       }
     }
   }
@@ -405,7 +418,14 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
 
   // A slot run: the slot's record is claimed first, so that exactly one node decides the slot
   // (runs it, or records it as skipped when the lock is held), whatever the nodes' clocks.
-  async function slotRun<T>(task: LockedTask<T>, configuration: LockConfiguration, signal: AbortSignal | undefined, slot: Date, slotName: string, retention: number): Promise<TaskResult<T>> {
+  async function slotRun<T>(
+    task: LockedTask<T>,
+    configuration: LockConfiguration,
+    signal: AbortSignal | undefined,
+    slot: Date,
+    slotName: string,
+    retention: number,
+  ): Promise<TaskResult<T>> {
     const execution = newExecution(providerName, false)
     emit('onLockAttempt', execution, configuration)
     const claim = lockConfiguration({ name: slotName, lockAtMostFor: retention, createdAt: new Date(clock.now()) })
@@ -425,18 +445,28 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     } finally {
       // Not decided (the store failed, or the executor closed, before the task could start): the
       // slot did not run, so another node or a catch-up may take it.
-      if (!claimed.decided) await handle.unlock().catch((error: unknown) => debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)))
+      if (!claimed.decided)
+        await handle
+          .unlock()
+          .catch((error: unknown) => debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)))
     }
   }
 
   /** Asks `from` for `lock`; a store failure is reported as the failure of `configuration` (the caller's lock) and thrown. */
-  async function acquire(from: LockProvider, lock: LockConfiguration, configuration: LockConfiguration, execution: LockExecution): Promise<SimpleLock | undefined> {
+  async function acquire(
+    from: LockProvider,
+    lock: LockConfiguration,
+    configuration: LockConfiguration,
+    execution: LockExecution,
+  ): Promise<SimpleLock | undefined> {
     try {
       return await from.lock(lock)
     } catch (error) {
       const { name } = configuration
       const failure =
-        error instanceof LockProviderError ? error : new LockProviderError(`Could not acquire lock "${name}": ${messageOf(error)}`, { cause: error, lockName: name })
+        error instanceof LockProviderError
+          ? error
+          : new LockProviderError(`Could not acquire lock "${name}": ${messageOf(error)}`, { cause: error, lockName: name })
       debug('Lock "%s" could not be acquired, the task does not run: %s', name, failure.message)
       emit('onLockFailed', execution, configuration, failure)
       throw failure
@@ -466,7 +496,9 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
         claimed.decided = true
         emit('onSlotSkipped', execution, configuration, claimed.slot)
         const now = new Date(clock.now())
-        await ledgerWrite(configuration, execution, () => runLedger!.record({ name, slot: claimed.slot, node: claimed.owner, startedAt: now, finishedAt: now, outcome: 'skipped', durationMs: 0 }))
+        await ledgerWrite(configuration, execution, () =>
+          runLedger!.record({ name, slot: claimed.slot, node: claimed.owner, startedAt: now, finishedAt: now, outcome: 'skipped', durationMs: 0 }),
+        )
       }
       return { executed: false, reason: 'held' }
     }
@@ -530,7 +562,12 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
    * Records a run in the ledger: its start now (not awaited before the task: a slow or failing
    * ledger never delays or fails a run), its end when `end` is called.
    */
-  function recordRun(configuration: LockConfiguration, execution: LockExecution, slot: Date | undefined, owner: string): { end(active: ActiveLock, failure: unknown): Promise<void> } | undefined {
+  function recordRun(
+    configuration: LockConfiguration,
+    execution: LockExecution,
+    slot: Date | undefined,
+    owner: string,
+  ): { end(active: ActiveLock, failure: unknown): Promise<void> } | undefined {
     if (!runLedger) return undefined
     const started: RunStart = { name: configuration.name, slot, node: owner, startedAt: new Date(clock.now()) }
     const runId = runLedger.start(started)
@@ -541,7 +578,9 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
         const outcome: Exclude<RunOutcome, 'running'> = active.lost ? 'lock-lost' : failure === undefined ? 'ok' : 'failed'
         const durationMs = performance.now() - startedAt
         const error = failure === undefined ? undefined : runErrorOf(failure)
-        return ledgerWrite(configuration, execution, async () => runLedger.finish(await runId, { finishedAt: new Date(clock.now()), outcome, durationMs, error }))
+        return ledgerWrite(configuration, execution, async () =>
+          runLedger.finish(await runId, { finishedAt: new Date(clock.now()), outcome, durationMs, error }),
+        )
       },
     }
   }
@@ -550,7 +589,12 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
   async function ledgerWrite(configuration: LockConfiguration, execution: LockExecution, write: () => Promise<unknown>): Promise<void> {
     if (!runLedger) return
     try {
-      await beforeDeadline(write(), clock.now() + LEDGER_TIMEOUT_MS, clock, () => new Error(`the run ledger (${runLedger.name}) did not answer within ${LEDGER_TIMEOUT_MS} ms`))
+      await beforeDeadline(
+        write(),
+        clock.now() + LEDGER_TIMEOUT_MS,
+        clock,
+        () => new Error(`the run ledger (${runLedger.name}) did not answer within ${LEDGER_TIMEOUT_MS} ms`),
+      )
     } catch (error) {
       debug('Lock "%s": could not write the run ledger: %s', configuration.name, messageOf(error))
       emit('onRunLedgerFailed', execution, configuration, error)
@@ -566,19 +610,30 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     if (policy !== 'skip' && policy !== 'once' && policy !== 'all') {
       throw new LockConfigurationError(`Lock "${name}": catchUp policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy)}`)
     }
-    if (typeof options.fireTimes !== 'function') throw new LockConfigurationError(`Lock "${name}": catchUp needs fireTimes(from, to), the schedule's fire times`)
+    if (typeof options.fireTimes !== 'function')
+      throw new LockConfigurationError(`Lock "${name}": catchUp needs fireTimes(from, to), the schedule's fire times`)
     const within = parseDuration(options.within)
     const retention = request.slotRetention === undefined ? defaultRetention : parseDuration(request.slotRetention)
     if (within > retention) {
-      throw new LockConfigurationError(`Lock "${name}": catchUp within (${within}ms) is longer than the slot retention (${retention}ms), so missed slots could not be told from run ones; raise slotRetention or shorten within`)
+      throw new LockConfigurationError(
+        `Lock "${name}": catchUp within (${within}ms) is longer than the slot retention (${retention}ms), so missed slots could not be told from run ones; raise slotRetention or shorten within`,
+      )
     }
     if (policy === 'skip' || closing) return nothing('skipped')
     const inspector = claimer.inspector?.()
-    if (!inspector) throw new LockConfigurationError(`Lock "${name}": catching up needs a provider with an inspector (to read the task's slot records); ${providerName ?? 'this provider'} has none`)
+    if (!inspector)
+      throw new LockConfigurationError(
+        `Lock "${name}": catching up needs a provider with an inspector (to read the task's slot records); ${providerName ?? 'this provider'} has none`,
+      )
     const signal = callerSignal(request.signal)
     signal?.throwIfAborted()
 
-    const result = { missed: [] as Date[], ran: [] as Date[], failed: [] as { slot: Date; error: unknown }[], outcome: 'nothing-missed' as CatchUpResult['outcome'] }
+    const result = {
+      missed: [] as Date[],
+      ran: [] as Date[],
+      failed: [] as { slot: Date; error: unknown }[],
+      outcome: 'nothing-missed' as CatchUpResult['outcome'],
+    }
     const body = async (active: ActiveLock, execution: LockExecution, owner: string): Promise<TaskResult<undefined>> => {
       const now = clock.now()
       const prefix = `${name}@`
@@ -611,7 +666,9 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
         const last = claimed.at(-1)!
         const at = new Date(clock.now())
         for (const slot of claimed.slice(0, -1)) {
-          await ledgerWrite(configuration, execution, () => runLedger!.record({ name, slot, node: owner, startedAt: at, finishedAt: at, outcome: 'skipped', durationMs: 0 }))
+          await ledgerWrite(configuration, execution, () =>
+            runLedger!.record({ name, slot, node: owner, startedAt: at, finishedAt: at, outcome: 'skipped', durationMs: 0 }),
+          )
         }
         await runMissed(task, active, configuration, execution, owner, last, result)
       }
@@ -661,7 +718,10 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       // allSettled: a call that fails must not end the wait for the others.
       closing = waitAtMost(Promise.allSettled(calls), timeout).then((done) => {
         if (!done && debug.enabled) {
-          const names = running.values().map((active) => `"${active.name}"`).join(', ')
+          const names = running
+            .values()
+            .map((active) => `"${active.name}"`)
+            .join(', ')
           debug('Executor closed; still running after %dms, keeping their locks until they end or expire: %s', timeout, names)
         }
       })

@@ -20,7 +20,9 @@ const SLOT_SUFFIX = /@(\d{8}T\d{6}(?:\.\d{3})?Z)$/
  */
 export function slotRecordName(name: string, slot: Date): string {
   if (!(slot instanceof Date) || Number.isNaN(slot.getTime())) {
-    throw new LockConfigurationError(`Lock "${name}": slot must be a valid Date (the scheduled fire time), got ${slot instanceof Date ? 'an Invalid Date' : typeof slot}`)
+    throw new LockConfigurationError(
+      `Lock "${name}": slot must be a valid Date (the scheduled fire time), got ${slot instanceof Date ? 'an Invalid Date' : typeof slot}`,
+    )
   }
   const iso = slot.toISOString().replace(/[-:]/g, '').replace('.000Z', 'Z')
   return `${name}@${iso}`

@@ -1,7 +1,13 @@
 import { type Duration, formatDuration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
-import { type CatchUpPolicy, type CatchUpResult, createLockingTaskExecutor, type LockingTaskExecutor, type LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
+import {
+  type CatchUpPolicy,
+  type CatchUpResult,
+  createLockingTaskExecutor,
+  type LockingTaskExecutor,
+  type LockingTaskExecutorListener,
+} from '../core/locking-task-executor.ts'
 
 /**
  * The catch-up of an integration: what to do, when a node starts, about the slots every node
@@ -67,7 +73,11 @@ export function checkName(where: string, name: unknown): void {
  *
  * @throws LockConfigurationError naming `where` and the field.
  */
-export function checkDurations(where: string, lockAtMostFor: Duration | undefined, lockAtLeastFor: Duration | undefined): { lockAtMostFor?: number; lockAtLeastFor?: number } {
+export function checkDurations(
+  where: string,
+  lockAtMostFor: Duration | undefined,
+  lockAtLeastFor: Duration | undefined,
+): { lockAtMostFor?: number; lockAtLeastFor?: number } {
   const atMost = lockAtMostFor === undefined ? undefined : parseField(where, 'lockAtMostFor', lockAtMostFor)
   const atLeast = lockAtLeastFor === undefined ? undefined : parseField(where, 'lockAtLeastFor', lockAtLeastFor)
   if (atMost !== undefined && atLeast !== undefined && atLeast > atMost) {
@@ -110,12 +120,15 @@ export function checkSlotSettings(where: string, options: { slot?: unknown; slot
   if (within === undefined) throw new LockConfigurationError(`${where}: catchUp.within is required: how far back a missed slot still counts, e.g. '6h'`)
   const windowMs = parseField(where, 'catchUp.within', within)
   if (retention !== undefined && windowMs > retention) {
-    throw new LockConfigurationError(`${where}: catchUp.within (${show(within, windowMs)}) is longer than slotRetention (${show(slotRetention as Duration, retention)}); missed slots could not be told from run ones`)
+    throw new LockConfigurationError(
+      `${where}: catchUp.within (${show(within, windowMs)}) is longer than slotRetention (${show(slotRetention as Duration, retention)}); missed slots could not be told from run ones`,
+    )
   }
   if (slot === undefined || slot === false) {
     throw new LockConfigurationError(`${where}: catchUp needs slot: a catch-up finds the slots nobody ran from the slot records that slot runs leave`)
   }
-  if (typeof options.name === 'function') throw new LockConfigurationError(`${where}: catchUp needs a fixed lock name, not a name function (a catch-up has no call arguments)`)
+  if (typeof options.name === 'function')
+    throw new LockConfigurationError(`${where}: catchUp needs a fixed lock name, not a name function (a catch-up has no call arguments)`)
   return { slotRetention: retention, catchUp: { policy, within: windowMs } }
 }
 

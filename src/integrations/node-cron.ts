@@ -2,7 +2,16 @@ import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { type LockConfigurationOptions, lockConfiguration } from '../core/lock-configuration.ts'
 import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
-import { type CatchUpSettings, checkSlotSettings, type ExecutorOrProvider, kindOf, type SlotSettings, skippedCatchUp, toExecutor, withContext } from './lock-options.ts'
+import {
+  type CatchUpSettings,
+  checkSlotSettings,
+  type ExecutorOrProvider,
+  kindOf,
+  type SlotSettings,
+  skippedCatchUp,
+  toExecutor,
+  withContext,
+} from './lock-options.ts'
 import { fireTimesOf, isNodeCronTask, type NodeCronTaskLike } from './schedules.ts'
 import { isShutdownStop, runInTaskContext } from './task-context.ts'
 
@@ -150,7 +159,8 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       await entry.execution
     },
     async catchUp(task) {
-      if (!isNodeCronTask(task)) throw new LockConfigurationError(`${where}: catchUp() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
+      if (!isNodeCronTask(task))
+        throw new LockConfigurationError(`${where}: catchUp() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
       const catchUp = settings.catchUp
       if (!catchUp || executor.closed) return skippedCatchUp()
       try {
@@ -199,16 +209,25 @@ export function lockingTaskOptions(executorOrProvider: ExecutorOrProvider, optio
   return { name: lock.name, distributed: true, runCoordinator: lockingRunCoordinator(executorOrProvider, options), distributedLease: lock.lockAtMostFor }
 }
 
-function check(where: string, options: LockingRunCoordinatorOptions): LockConfigurationOptions & { lockAtMostFor: number; lockAtLeastFor: number; settings: SlotSettings } {
-  if (options === null || typeof options !== 'object') throw new LockConfigurationError(`${where}: options are missing; pass { name, lockAtMostFor, lockAtLeastFor? }`)
+function check(
+  where: string,
+  options: LockingRunCoordinatorOptions,
+): LockConfigurationOptions & { lockAtMostFor: number; lockAtLeastFor: number; settings: SlotSettings } {
+  if (options === null || typeof options !== 'object')
+    throw new LockConfigurationError(`${where}: options are missing; pass { name, lockAtMostFor, lockAtLeastFor? }`)
   let lock: { name: string; lockAtMostFor: number; lockAtLeastFor: number }
   try {
-    const { name, lockAtMostFor, lockAtLeastFor } = lockConfiguration({ name: options.name, lockAtMostFor: options.lockAtMostFor, lockAtLeastFor: options.lockAtLeastFor ?? 0 })
+    const { name, lockAtMostFor, lockAtLeastFor } = lockConfiguration({
+      name: options.name,
+      lockAtMostFor: options.lockAtMostFor,
+      lockAtLeastFor: options.lockAtLeastFor ?? 0,
+    })
     lock = { name, lockAtMostFor, lockAtLeastFor }
   } catch (error) {
     throw withContext(where, error)
   }
   const at = `${where} of lock "${lock.name}"`
-  if (options.slot !== undefined && typeof options.slot !== 'boolean') throw new LockConfigurationError(`${at}: slot must be true or false, got ${kindOf(options.slot)}`)
+  if (options.slot !== undefined && typeof options.slot !== 'boolean')
+    throw new LockConfigurationError(`${at}: slot must be true or false, got ${kindOf(options.slot)}`)
   return { ...lock, settings: checkSlotSettings(at, { ...options, slot: options.slot === true ? true : undefined }) }
 }

@@ -165,18 +165,20 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
   // Epoch milliseconds of each task's last success in this process, for the gauge without a ledger.
   const lastSuccess = new Map<string, number>()
   const { runLedger } = options
-  meter?.createObservableGauge?.('shedlock.task.last_success', { unit: 's', description: 'When each task last succeeded, in seconds since the epoch' }).addCallback(async (result) => {
-    const seen = new Map(lastSuccess)
-    if (runLedger) {
-      // A ledger that cannot be read leaves this process's own successes: a gauge callback must not throw.
-      const tasks = await runLedger.tasks().catch(() => [])
-      for (const task of tasks) {
-        const at = task.lastSuccess?.finishedAt ?? task.lastSuccess?.startedAt
-        if (at && at.getTime() > (seen.get(task.name) ?? 0)) seen.set(task.name, at.getTime())
+  meter
+    ?.createObservableGauge?.('shedlock.task.last_success', { unit: 's', description: 'When each task last succeeded, in seconds since the epoch' })
+    .addCallback(async (result) => {
+      const seen = new Map(lastSuccess)
+      if (runLedger) {
+        // A ledger that cannot be read leaves this process's own successes: a gauge callback must not throw.
+        const tasks = await runLedger.tasks().catch(() => [])
+        for (const task of tasks) {
+          const at = task.lastSuccess?.finishedAt ?? task.lastSuccess?.startedAt
+          if (at && at.getTime() > (seen.get(task.name) ?? 0)) seen.set(task.name, at.getTime())
+        }
       }
-    }
-    for (const [name, at] of seen) result.observe(at / 1000, { 'shedlock.lock.name': name })
-  })
+      for (const [name, at] of seen) result.observe(at / 1000, { 'shedlock.lock.name': name })
+    })
   // Slot runs claimed here and not yet started or skipped.
   const claimed = new WeakSet<LockExecution>()
   const slotOutcome = (configuration: LockConfiguration, execution: LockExecution, outcome: string): void =>
@@ -276,7 +278,10 @@ function lockAttributes(configuration: LockConfiguration, execution: LockExecuti
 }
 
 function deadlines(configuration: LockConfiguration): OpenTelemetryAttributes {
-  return { 'shedlock.lock.at_most_until': configuration.lockAtMostUntil.toISOString(), 'shedlock.lock.at_least_until': configuration.lockAtLeastUntil.toISOString() }
+  return {
+    'shedlock.lock.at_most_until': configuration.lockAtMostUntil.toISOString(),
+    'shedlock.lock.at_least_until': configuration.lockAtLeastUntil.toISOString(),
+  }
 }
 
 /**
@@ -306,10 +311,14 @@ function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerO
     throw new LockConfigurationError("openTelemetryListener(): api must be the @opentelemetry/api namespace: import * as api from '@opentelemetry/api'")
   }
   if (options.runLedger !== undefined && (meter === undefined || typeof options.runLedger?.tasks !== 'function')) {
-    throw new LockConfigurationError('openTelemetryListener(): runLedger feeds the shedlock.task.last_success gauge, so it needs a meter and a RunLedger (e.g. postgresRunLedger({ client }))')
+    throw new LockConfigurationError(
+      'openTelemetryListener(): runLedger feeds the shedlock.task.last_success gauge, so it needs a meter and a RunLedger (e.g. postgresRunLedger({ client }))',
+    )
   }
   if (api !== undefined && tracer === undefined) {
-    throw new LockConfigurationError('openTelemetryListener(): api makes the lock span active in the task, so it needs a tracer as well; pass tracer or drop api')
+    throw new LockConfigurationError(
+      'openTelemetryListener(): api makes the lock span active in the task, so it needs a tracer as well; pass tracer or drop api',
+    )
   }
   return options
 }

@@ -139,7 +139,8 @@ const SCHEDULER_TYPE = 'SCHEDULER_TYPE'
 const SCHEDULER_TYPE_CRON = 1
 
 const CONFIGURE = 'configureSchedulerLock()'
-const HOW_TO_CONFIGURE = "call configureSchedulerLock({ provider, defaultLockAtMostFor: '10m' }) once at startup, before the first call (NestJS: import ShedLockModule.forRoot() from @shedlock/nestjs)"
+const HOW_TO_CONFIGURE =
+  "call configureSchedulerLock({ provider, defaultLockAtMostFor: '10m' }) once at startup, before the first call (NestJS: import ShedLockModule.forRoot() from @shedlock/nestjs)"
 
 /**
  * Sets the providers and default durations of every `@SchedulerLock` method: call it once at
@@ -260,7 +261,8 @@ export function resetSchedulerLock(): void {
  *   own errors.
  */
 export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecorator {
-  const lockLabel = typeof options?.name === 'string' ? ` (lock ${JSON.stringify(options.name)})` : typeof options?.name === 'function' ? ' (lock name from a function)' : ''
+  const lockLabel =
+    typeof options?.name === 'string' ? ` (lock ${JSON.stringify(options.name)})` : typeof options?.name === 'function' ? ' (lock name from a function)' : ''
 
   const decorate = (method: unknown, where: string, classOf: (self: unknown) => string, legacy: boolean): AnyMethod => {
     const at = `@SchedulerLock on ${where}${lockLabel}`
@@ -277,7 +279,9 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
     }
     const slot = options.slot
     if (slot !== undefined && slot !== true && typeof slot !== 'function') {
-      throw new LockConfigurationError(`${at}: slot must be true (the fire time of the method's @Cron) or a function that returns the slot, got ${kindOf(slot)}`)
+      throw new LockConfigurationError(
+        `${at}: slot must be true (the fire time of the method's @Cron) or a function that returns the slot, got ${kindOf(slot)}`,
+      )
     }
     const settings = checkSlotSettings(at, options)
     if (slot === true) checkCronSlot(at, method, legacy)
@@ -291,7 +295,9 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
       const name = typeof second.name === 'symbol' ? `[${second.name.description ?? ''}]` : second.name
       const where = `${second.static ? 'static ' : ''}method ${name}()`
       if (second.kind !== 'method') {
-        throw new LockConfigurationError(`@SchedulerLock on ${second.kind} ${name}${lockLabel}: it decorates methods only, not a ${second.kind}; put it on a method`)
+        throw new LockConfigurationError(
+          `@SchedulerLock on ${second.kind} ${name}${lockLabel}: it decorates methods only, not a ${second.kind}; put it on a method`,
+        )
       }
       return decorate(first, where, (self) => `${nameOfClass(self)}.${name}()`, false)
     }
@@ -299,7 +305,8 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
     if (legacy) {
       // Legacy decorator: (prototype or class, key, descriptor).
       const key = typeof second === 'symbol' ? `[${second.description ?? ''}]` : String(second)
-      const owner = typeof first === 'function' ? `${(first as { name: string }).name}.${key}` : `${(first as { constructor: { name: string } }).constructor.name}.${key}`
+      const owner =
+        typeof first === 'function' ? `${(first as { name: string }).name}.${key}` : `${(first as { constructor: { name: string } }).constructor.name}.${key}`
       const descriptor = third as PropertyDescriptor | undefined
       if (!descriptor || typeof descriptor.value !== 'function') {
         const what = !descriptor ? 'a property' : descriptor.get || descriptor.set ? 'an accessor' : 'a property'
@@ -323,10 +330,15 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
  */
 function checkCronSlot(at: string, method: unknown, legacy: boolean): void {
   const how = 'pass slot: (...args) => Date instead'
-  if (!legacy) throw new LockConfigurationError(`${at}: slot: true reads the fire time of @Cron of @nestjs/schedule, which needs legacy decorators (experimentalDecorators); ${how}`)
+  if (!legacy)
+    throw new LockConfigurationError(
+      `${at}: slot: true reads the fire time of @Cron of @nestjs/schedule, which needs legacy decorators (experimentalDecorators); ${how}`,
+    )
   const reflect = Reflect as unknown as ReflectMetadata
   if (typeof reflect.getOwnMetadata !== 'function') {
-    throw new LockConfigurationError(`${at}: slot: true reads the fire time of @Cron of @nestjs/schedule, and reflect-metadata is not loaded (no @Cron can be there); ${how}`)
+    throw new LockConfigurationError(
+      `${at}: slot: true reads the fire time of @Cron of @nestjs/schedule, and reflect-metadata is not loaded (no @Cron can be there); ${how}`,
+    )
   }
   const type = reflect.getOwnMetadata(SCHEDULER_TYPE, method as object)
   if (type !== undefined && type !== SCHEDULER_TYPE_CRON) {
@@ -355,7 +367,12 @@ function lockedMethod(
       slotOptions = { slot: slot === true ? await cronSlot(locked, calledAt, where) : slotOfFunction(slot, self, args, where), ...retention }
     }
     try {
-      const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => method.apply(self, args)), { name: lockName, lockAtMostFor, lockAtLeastFor, ...slotOptions })
+      const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => method.apply(self, args)), {
+        name: lockName,
+        lockAtMostFor,
+        lockAtLeastFor,
+        ...slotOptions,
+      })
       return outcome.executed ? outcome.result : undefined
     } catch (error) {
       // Stopped by a shutdown (closeSchedulerLock(), ShedLockModule): skipped, not failed.
@@ -399,7 +416,9 @@ function slotOfFunction(slot: (...args: any[]) => Date | undefined, self: unknow
     throw new LockConfigurationError(`${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
   }
   if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
-    throw new LockConfigurationError(`${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`)
+    throw new LockConfigurationError(
+      `${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`,
+    )
   }
   return computed
 }
@@ -412,11 +431,18 @@ function cronTimeOf(locked: object, where: string): Promise<CronTimeLike> {
   let cronTime = cronTimes.get(locked)
   if (!cronTime) {
     const reflect = Reflect as unknown as ReflectMetadata
-    const metadata = typeof reflect.getOwnMetadata === 'function' ? (reflect.getOwnMetadata(SCHEDULE_CRON_OPTIONS, locked) as NestCronOptions | undefined) : undefined
+    const metadata =
+      typeof reflect.getOwnMetadata === 'function' ? (reflect.getOwnMetadata(SCHEDULE_CRON_OPTIONS, locked) as NestCronOptions | undefined) : undefined
     if (!metadata || metadata.cronTime === undefined) {
-      return Promise.reject(new LockConfigurationError(`${where}: slot: true and catch-up need @Cron(expression) of @nestjs/schedule on the method (its fire times); pass slot: (...args) => Date, or a schedule to catchUpSchedulerLock()`))
+      return Promise.reject(
+        new LockConfigurationError(
+          `${where}: slot: true and catch-up need @Cron(expression) of @nestjs/schedule on the method (its fire times); pass slot: (...args) => Date, or a schedule to catchUpSchedulerLock()`,
+        ),
+      )
     }
-    cronTime = loadCronTime().then((CronTime) => new CronTime(metadata.cronTime, metadata.timeZone ?? null, metadata.timeZone == null ? (metadata.utcOffset ?? null) : null))
+    cronTime = loadCronTime().then(
+      (CronTime) => new CronTime(metadata.cronTime, metadata.timeZone ?? null, metadata.timeZone == null ? (metadata.utcOffset ?? null) : null),
+    )
     cronTime.catch(() => cronTimes.delete(locked))
     cronTimes.set(locked, cronTime)
   }

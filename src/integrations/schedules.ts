@@ -70,7 +70,13 @@ const FIRE_TIMES_LIMIT = 1_000_000
 /** True for a croner `Cron` job. */
 export function isCronerJob(value: unknown): value is CronerJobLike {
   const job = value as Partial<CronerJobLike> | null
-  return typeof value === 'object' && value !== null && typeof job!.currentRun === 'function' && typeof job!.previousRuns === 'function' && typeof job!.nextRun === 'function'
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof job!.currentRun === 'function' &&
+    typeof job!.previousRuns === 'function' &&
+    typeof job!.nextRun === 'function'
+  )
 }
 
 /** True for a cron `CronTime`. */
@@ -80,7 +86,12 @@ export function isCronTime(value: unknown): value is CronTimeLike {
 
 /** True for a cron `CronJob` (also the `this` of its `onTick`, unless it was given a `context`). */
 export function isCronJob(value: unknown): value is CronJobLike {
-  return typeof value === 'object' && value !== null && isCronTime((value as Partial<CronJobLike>).cronTime) && typeof (value as Partial<CronJobLike>).lastDate === 'function'
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    isCronTime((value as Partial<CronJobLike>).cronTime) &&
+    typeof (value as Partial<CronJobLike>).lastDate === 'function'
+  )
 }
 
 /** True for a node-cron 4 `ScheduledTask`. */
@@ -98,7 +109,14 @@ interface NodeCronContextLike {
 
 function isNodeCronContext(value: unknown): value is NodeCronContextLike {
   const context = value as Partial<NodeCronContextLike> | null
-  return typeof value === 'object' && value !== null && context!.date instanceof Date && typeof context!.task === 'object' && context!.task !== null && 'dateLocalIso' in value
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    context!.date instanceof Date &&
+    typeof context!.task === 'object' &&
+    context!.task !== null &&
+    'dateLocalIso' in value
+  )
 }
 
 /**
@@ -124,7 +142,9 @@ export function nominalFireTime(where: string, self: unknown, args: readonly unk
   }
   if (isNodeCronContext(first)) {
     if (first.execution?.reason !== undefined && first.execution.reason !== 'scheduled') {
-      throw new LockConfigurationError(`${where}: slot: true: node-cron ran the task by hand (execute()), which has no fire time; schedule it, or pass slot: () => Date`)
+      throw new LockConfigurationError(
+        `${where}: slot: true: node-cron ran the task by hand (execute()), which has no fire time; schedule it, or pass slot: () => Date`,
+      )
     }
     return first.date
   }
@@ -137,7 +157,8 @@ export function nominalFireTime(where: string, self: unknown, args: readonly unk
 /** croner: the latest fire time at or before the run's actual start. */
 function cronerFireTime(where: string, job: CronerJobLike): Date {
   const started = job.currentRun()
-  if (!(started instanceof Date)) throw new LockConfigurationError(`${where}: slot: true: the croner job has no current run (the function was called outside a run of the job)`)
+  if (!(started instanceof Date))
+    throw new LockConfigurationError(`${where}: slot: true: the croner job has no current run (the function was called outside a run of the job)`)
   // previousRuns(1, reference) is the latest fire time before the reference, a fire exactly at
   // it excluded: hence the 1 ms. With `interval` (more than 1 s) it is the latest at or before
   // the reference moved back by the interval: hence the interval. (Both checked in the tests.)
@@ -154,7 +175,9 @@ function cronerFireTime(where: string, job: CronerJobLike): Date {
 function cronJobFireTime(where: string, job: CronJobLike): Date {
   const fired = job.lastDate()
   if (!(fired instanceof Date)) {
-    throw new LockConfigurationError(`${where}: slot: true: the CronJob has no lastDate() (fireOnTick() called by hand before its first tick); pass slot: () => Date for such calls`)
+    throw new LockConfigurationError(
+      `${where}: slot: true: the CronJob has no lastDate() (fireOnTick() called by hand before its first tick); pass slot: () => Date for such calls`,
+    )
   }
   const slot = cronLatestFireTime(job.cronTime, fired)
   if (!slot) throw new LockConfigurationError(`${where}: slot: true: the CronJob's schedule has no fire time at or before ${fired.toISOString()}`)

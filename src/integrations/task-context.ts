@@ -30,7 +30,9 @@ export function runInTaskContext<T>(context: TaskContext, fn: () => T): T {
 export function taskContext(): TaskContext {
   const context = storage.getStore()
   if (!context) {
-    throw new NotLockedError('taskContext() is only known inside a withLock() function or a @SchedulerLock method (an executeWithLock() task gets its context as its argument)')
+    throw new NotLockedError(
+      'taskContext() is only known inside a withLock() function or a @SchedulerLock method (an executeWithLock() task gets its context as its argument)',
+    )
   }
   return context
 }

@@ -2,7 +2,17 @@ import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
-import { type CatchUpSettings, checkDurations, checkName, checkSlotSettings, type ExecutorOrProvider, kindOf, skippedCatchUp, toExecutor, withContext } from './lock-options.ts'
+import {
+  type CatchUpSettings,
+  checkDurations,
+  checkName,
+  checkSlotSettings,
+  type ExecutorOrProvider,
+  kindOf,
+  skippedCatchUp,
+  toExecutor,
+  withContext,
+} from './lock-options.ts'
 import { type CatchUpSchedule, fireTimesOf, nominalFireTime } from './schedules.ts'
 import { isShutdownStop, runInTaskContext } from './task-context.ts'
 
@@ -135,7 +145,8 @@ export function withLock<This, Args extends unknown[], R>(
   if (slot !== undefined && slot !== true && typeof slot !== 'function') {
     throw new LockConfigurationError(`${label}: slot must be true (the scheduler's fire time) or a function that returns the slot, got ${kindOf(slot)}`)
   }
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new LockConfigurationError(`${label}: signal must be an AbortSignal, got ${kindOf(signal)}`)
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new LockConfigurationError(`${label}: signal must be an AbortSignal, got ${kindOf(signal)}`)
   const settings = checkSlotSettings(label, options)
   const executor = toExecutor(label, executorOrProvider)
   const slotRetention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
@@ -146,7 +157,11 @@ export function withLock<This, Args extends unknown[], R>(
       // Everything up to executeWithLock() runs in the scheduler's own call, before any await:
       // croner's currentRun() and cron's lastDate() are still this run's.
       if (signal?.aborted) return undefined
-      const lock = { name: typeof name === 'function' ? nameOf(self, args) : name, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0 }
+      const lock = {
+        name: typeof name === 'function' ? nameOf(self, args) : name,
+        lockAtMostFor: durations.lockAtMostFor!,
+        lockAtLeastFor: durations.lockAtLeastFor ?? 0,
+      }
       const slotOptions = slot === undefined ? {} : { slot: slotOf(self, args, lock.name), ...slotRetention }
       const request: LockRequest = { ...lock, ...slotOptions, ...shutdown }
       const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => fn.apply(self, args)), request)
@@ -199,13 +214,19 @@ export function withLock<This, Args extends unknown[], R>(
       const fireTimes = fireTimesOf(schedule)
       const catchUp = settings.catchUp
       if (!catchUp || signal?.aborted || executor.closed) return skippedCatchUp()
-      const request: LockRequest = { name: name as string, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0, ...slotRetention, ...shutdown }
+      const request: LockRequest = {
+        name: name as string,
+        lockAtMostFor: durations.lockAtMostFor!,
+        lockAtLeastFor: durations.lockAtLeastFor ?? 0,
+        ...slotRetention,
+        ...shutdown,
+      }
       try {
-        return await executor.catchUp(
-          (context) => runInTaskContext(context, () => fn.apply(undefined as This, [] as unknown as Args)),
-          request,
-          { policy: catchUp.policy, within: catchUp.within, fireTimes },
-        )
+        return await executor.catchUp((context) => runInTaskContext(context, () => fn.apply(undefined as This, [] as unknown as Args)), request, {
+          policy: catchUp.policy,
+          within: catchUp.within,
+          fireTimes,
+        })
       } catch (error) {
         if (isShutdownStop(error, executor, signal)) return skippedCatchUp()
         throw error

@@ -33,7 +33,8 @@ export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockPro
   if (!db || typeof db !== 'object') throw new LockConfigurationError('drizzle: pass the database that drizzle() returned')
   const client = db.$client as Record<string, unknown> | undefined
   if (client === undefined) {
-    if (typeof (db as { rollback?: unknown }).rollback === 'function') throw transactionHandle('drizzle', 'a transaction (the tx of db.transaction())', 'the db that drizzle() returned')
+    if (typeof (db as { rollback?: unknown }).rollback === 'function')
+      throw transactionHandle('drizzle', 'a transaction (the tx of db.transaction())', 'the db that drizzle() returned')
     throw new LockConfigurationError('drizzle: the database has no $client; pass the database that drizzle() returned (drizzle-orm 0.36 or later)')
   }
   const kind = (db.dialect as { constructor?: Record<symbol, unknown> } | undefined)?.constructor?.[Symbol.for('drizzle:entityKind')]
@@ -42,14 +43,19 @@ export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockPro
   if (dialect === 'postgres') {
     // A pg Pool counts its clients; a single pg Client would run the lock inside your transactions.
     if (typeof client.query !== 'function' || typeof client.totalCount !== 'number') {
-      throw new LockConfigurationError('drizzle: db.$client is not a pg Pool; make the database with drizzle(new pg.Pool(...)) (or drizzle(connectionString)), since a single connection would share your transactions')
+      throw new LockConfigurationError(
+        'drizzle: db.$client is not a pg Pool; make the database with drizzle(new pg.Pool(...)) (or drizzle(connectionString)), since a single connection would share your transactions',
+      )
     }
     return postgresLockProvider({ ...options, client: client as never })
   }
   // mysql2: a promise pool, or the callback pool behind promise().
-  const pool = typeof client.promise === 'function' && typeof client.getConnection === 'function' ? (client.promise as () => Record<string, unknown>).call(client) : client
+  const pool =
+    typeof client.promise === 'function' && typeof client.getConnection === 'function' ? (client.promise as () => Record<string, unknown>).call(client) : client
   if (typeof pool.query !== 'function' || typeof pool.getConnection !== 'function') {
-    throw new LockConfigurationError('drizzle: db.$client is not a mysql2 pool; make the database with drizzle(mysql.createPool(...)), since a single connection would share your transactions')
+    throw new LockConfigurationError(
+      'drizzle: db.$client is not a mysql2 pool; make the database with drizzle(mysql.createPool(...)), since a single connection would share your transactions',
+    )
   }
   return mysqlLockProvider({ ...options, client: pool as never })
 }

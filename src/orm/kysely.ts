@@ -28,7 +28,8 @@ export interface KyselyLike {
  *   other than PostgreSQL or MySQL when `dialect` is not given.
  */
 export function kyselyLockProvider(db: KyselyLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
-  if (!db || typeof db.executeQuery !== 'function' || typeof db.withoutPlugins !== 'function') throw new LockConfigurationError('kysely: pass your Kysely instance')
+  if (!db || typeof db.executeQuery !== 'function' || typeof db.withoutPlugins !== 'function')
+    throw new LockConfigurationError('kysely: pass your Kysely instance')
   // A Transaction runs everything on its one connection: it cannot escape.
   if (db.isTransaction) throw transactionHandle('kysely', 'a Transaction (the trx of db.transaction())', 'your root Kysely instance')
   const adapter = db.getExecutor().adapter.constructor.name
@@ -41,7 +42,12 @@ export function kyselyLockProvider(db: KyselyLike, options: OrmLockProviderOptio
     dialect,
     async (sql, values) => {
       // A CompiledQuery, as CompiledQuery.raw() makes it.
-      const result = await plain.executeQuery({ sql, parameters: values, query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] }, queryId: { queryId: `shedlock-${++id}` } })
+      const result = await plain.executeQuery({
+        sql,
+        parameters: values,
+        query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] },
+        queryId: { queryId: `shedlock-${++id}` },
+      })
       return {
         rows: result.rows as Record<string, unknown>[],
         ...(result.numAffectedRows === undefined ? {} : { affectedRows: Number(result.numAffectedRows) }),

@@ -27,9 +27,15 @@ export interface MikroOrmEntityManagerLike {
  * @throws LockConfigurationError for platforms other than PostgreSQL, MySQL and MariaDB when
  *   `dialect` is not given.
  */
-export function mikroOrmLockProvider(em: MikroOrmEntityManagerLike | { readonly em: MikroOrmEntityManagerLike }, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
+export function mikroOrmLockProvider(
+  em: MikroOrmEntityManagerLike | { readonly em: MikroOrmEntityManagerLike },
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
   // The MikroORM instance itself is accepted too.
-  const manager = em && typeof (em as MikroOrmEntityManagerLike).getConnection === 'function' ? (em as MikroOrmEntityManagerLike) : (em as { em?: MikroOrmEntityManagerLike } | undefined)?.em
+  const manager =
+    em && typeof (em as MikroOrmEntityManagerLike).getConnection === 'function'
+      ? (em as MikroOrmEntityManagerLike)
+      : (em as { em?: MikroOrmEntityManagerLike } | undefined)?.em
   if (!manager || typeof manager.getConnection !== 'function') throw new LockConfigurationError('mikro-orm: pass your MikroORM instance or its em')
   const platform = manager.getPlatform().constructor.name
   const detected = platform === 'PostgreSqlPlatform' ? 'postgres' : platform === 'MySqlPlatform' ? 'mysql' : undefined

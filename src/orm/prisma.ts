@@ -45,7 +45,9 @@ export function prismaLockProvider(prisma: PrismaClientLike, options: OrmLockPro
   return ormSqlLockProvider(
     dialect,
     async (sql, values, kind) =>
-      kind === 'rows' ? { rows: (await prisma.$queryRawUnsafe(sql, ...values)) as Record<string, unknown>[] } : { affectedRows: await prisma.$executeRawUnsafe(sql, ...values) },
+      kind === 'rows'
+        ? { rows: (await prisma.$queryRawUnsafe(sql, ...values)) as Record<string, unknown>[] }
+        : { affectedRows: await prisma.$executeRawUnsafe(sql, ...values) },
     options,
     'countOnly',
   )

@@ -26,7 +26,8 @@ export interface SequelizeLike {
  * @throws LockConfigurationError for dialects other than postgres and mysql.
  */
 export function sequelizeLockProvider(sequelize: SequelizeLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
-  if (!sequelize || typeof sequelize.query !== 'function' || typeof sequelize.getDialect !== 'function') throw new LockConfigurationError('sequelize: pass your Sequelize instance')
+  if (!sequelize || typeof sequelize.query !== 'function' || typeof sequelize.getDialect !== 'function')
+    throw new LockConfigurationError('sequelize: pass your Sequelize instance')
   const name = sequelize.getDialect()
   // Sequelize's mariadb dialect runs the mariadb connector, whose replies are shaped otherwise.
   const dialect = chooseDialect('sequelize', options, name === 'postgres' || name === 'mysql' ? name : `its ${name} dialect`)
@@ -34,7 +35,10 @@ export function sequelizeLockProvider(sequelize: SequelizeLike, options: OrmLock
     dialect,
     async (sql, values, kind) => {
       // transaction: null, not undefined: undefined lets CLS put the caller's transaction in.
-      const reply = (await sequelize.query(dialect === 'mysql' ? dollarNumbers(sql) : sql, { bind: values, transaction: null, raw: true, logging: false })) as [unknown, unknown]
+      const reply = (await sequelize.query(dialect === 'mysql' ? dollarNumbers(sql) : sql, { bind: values, transaction: null, raw: true, logging: false })) as [
+        unknown,
+        unknown,
+      ]
       if (dialect === 'postgres') {
         if (kind === 'rows') return { rows: reply[0] as Record<string, unknown>[] }
         // An INSERT answers [rows, rowCount]; an UPDATE [rows, the pg Result].

@@ -97,7 +97,8 @@ function withDriverCodes(error: unknown, dialect: OrmDialect): unknown {
     const driverCode = typeof originalCode === 'string' ? originalCode : typeof code === 'string' && !/^P\d{4}$/.test(code) ? code : undefined
     if (driverCode === undefined && typeof errno !== 'number') continue
     if (candidate === e) return error
-    const number = typeof errno === 'number' ? errno : dialect === 'mysql' && driverCode !== undefined && /^\d+$/.test(driverCode) ? Number(driverCode) : undefined
+    const number =
+      typeof errno === 'number' ? errno : dialect === 'mysql' && driverCode !== undefined && /^\d+$/.test(driverCode) ? Number(driverCode) : undefined
     const wrapped = new Error(error instanceof Error ? error.message : String(error), { cause: error })
     return Object.assign(wrapped, { code: driverCode, errno: number })
   }
@@ -108,7 +109,8 @@ function withDriverCodes(error: unknown, dialect: OrmDialect): unknown {
 export function chooseDialect(library: string, options: OrmLockProviderOptions | undefined, detected: string | undefined): OrmDialect {
   const given = options?.dialect
   if (given !== undefined) {
-    if (given !== 'postgres' && given !== 'mysql') throw new LockConfigurationError(`${library}: dialect must be 'postgres' or 'mysql' (MySQL and MariaDB), got ${JSON.stringify(given)}`)
+    if (given !== 'postgres' && given !== 'mysql')
+      throw new LockConfigurationError(`${library}: dialect must be 'postgres' or 'mysql' (MySQL and MariaDB), got ${JSON.stringify(given)}`)
     return given
   }
   if (detected === 'postgres' || detected === 'mysql') return detected

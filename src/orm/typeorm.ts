@@ -34,10 +34,16 @@ export interface TypeormDataSourceLike {
  * @throws LockConfigurationError for a `type` other than postgres, mysql, mariadb or
  *   aurora-mysql when `dialect` is not given.
  */
-export function typeormLockProvider(dataSource: TypeormDataSourceLike | { readonly dataSource: TypeormDataSourceLike } | { readonly connection: TypeormDataSourceLike }, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
+export function typeormLockProvider(
+  dataSource: TypeormDataSourceLike | { readonly dataSource: TypeormDataSourceLike } | { readonly connection: TypeormDataSourceLike },
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
   // An EntityManager (of a transaction or not) escapes to its DataSource.
   const manager = dataSource as { dataSource?: TypeormDataSourceLike; connection?: TypeormDataSourceLike } | undefined
-  const source = dataSource && typeof (dataSource as TypeormDataSourceLike).createQueryRunner === 'function' ? (dataSource as TypeormDataSourceLike) : (manager?.dataSource ?? manager?.connection)
+  const source =
+    dataSource && typeof (dataSource as TypeormDataSourceLike).createQueryRunner === 'function'
+      ? (dataSource as TypeormDataSourceLike)
+      : (manager?.dataSource ?? manager?.connection)
   if (!source || typeof source.createQueryRunner !== 'function') throw new LockConfigurationError('typeorm: pass your DataSource (or an EntityManager of it)')
   const type = source.options?.type
   const detected = type === 'postgres' ? 'postgres' : type === 'mysql' || type === 'mariadb' || type === 'aurora-mysql' ? 'mysql' : type

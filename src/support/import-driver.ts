@@ -51,9 +51,12 @@ export async function importDriver<T>(specifier: string, install: string, store:
     }
   }
   if (resolved === undefined) {
-    throw new CliError(`${store} URLs need the ${install.split(' ')[0]} package, which is not installed: ${lookedFrom()}; run npm install ${install} in your project`, {
-      cause: notFound,
-    })
+    throw new CliError(
+      `${store} URLs need the ${install.split(' ')[0]} package, which is not installed: ${lookedFrom()}; run npm install ${install} in your project`,
+      {
+        cause: notFound,
+      },
+    )
   }
   try {
     const namespace = (await import(pathToFileURL(resolved).href)) as Record<string, unknown>
@@ -72,9 +75,12 @@ export function lookedFrom(): string {
 }
 
 function loadError(specifier: string, install: string, store: string, error: unknown): CliError {
-  return new CliError(`cannot load ${specifier} for ${store} URLs (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); reinstall it: npm install ${install}`, {
-    cause: error,
-  })
+  return new CliError(
+    `cannot load ${specifier} for ${store} URLs (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); reinstall it: npm install ${install}`,
+    {
+      cause: error,
+    },
+  )
 }
 
 /** True when `error` says that the package of `specifier` itself (not one of its own imports) was not found. */

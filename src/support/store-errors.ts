@@ -30,7 +30,8 @@ export { redactUrlPasswords, URL_PASSWORD } from '../core/redact.ts'
  */
 export function storeError(provider: string, action: StoreAction, lockName: string, advice: string, cause: unknown): LockProviderError {
   if (action === 'list') return new LockProviderError(`${provider}: could not list the locks: ${advice}`, { cause, provider })
-  if (action === 'record') return new LockProviderError(`${provider}: could not record a run of "${lockName}" in the run history: ${advice}`, { cause, provider, lockName })
+  if (action === 'record')
+    return new LockProviderError(`${provider}: could not record a run of "${lockName}" in the run history: ${advice}`, { cause, provider, lockName })
   return new LockProviderError(`${provider}: could not ${action} lock "${lockName}": ${advice}`, { cause, provider, lockName })
 }
 

@@ -108,7 +108,9 @@ export function ownParameters(url: StoreUrl, allowed: readonly string[]): Map<st
   const found = new Map<string, string>()
   for (const [key, value] of url.url?.searchParams ?? []) {
     if (!allowed.includes(key)) {
-      throw new UsageError(`${url.scheme} URLs take ${allowed.length === 0 ? 'no query parameters' : `only ${allowed.map((a) => `?${a}=`).join(', ')}`}, got ?${key}= in ${url.redacted}`)
+      throw new UsageError(
+        `${url.scheme} URLs take ${allowed.length === 0 ? 'no query parameters' : `only ${allowed.map((a) => `?${a}=`).join(', ')}`}, got ?${key}= in ${url.redacted}`,
+      )
     }
     if (found.has(key)) throw new UsageError(`?${key}= appears twice in ${url.redacted}`)
     found.set(key, value)

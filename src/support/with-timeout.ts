@@ -74,7 +74,13 @@ export interface TimedStoreCall<T> {
  * an {@link OperationTimeoutError}) goes through `describe`. `late` receives a value that arrives
  * after the timeout.
  */
-export function timedStoreCall<T>(call: TimedStoreCall<T>, action: StoreAction, lockName: string, run: () => PromiseLike<T>, late?: (value: T) => void): Promise<T> {
+export function timedStoreCall<T>(
+  call: TimedStoreCall<T>,
+  action: StoreAction,
+  lockName: string,
+  run: () => PromiseLike<T>,
+  late?: (value: T) => void,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const fail = (error: unknown): void => reject(error instanceof LockProviderError ? error : call.describe(error, action, lockName))
     let promise: PromiseLike<T>

@@ -237,8 +237,14 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
       const extended = await lock.extend(10_000 + g, 0)
       if (extended) return { name, extended }
       const answeredAfter = Date.now() - sentAt
-      assert.ok(answeredAfter >= short, `extend() of a held lock resolved to undefined ${answeredAfter} ms after its acquisition, within its lockAtMostFor of ${short} ms`)
-      assert.ok(attempt < 3, `three times, extending a lock took longer than its lockAtMostFor of ${short} ms (the last ${answeredAfter} ms): the machine is too loaded to run this case`)
+      assert.ok(
+        answeredAfter >= short,
+        `extend() of a held lock resolved to undefined ${answeredAfter} ms after its acquisition, within its lockAtMostFor of ${short} ms`,
+      )
+      assert.ok(
+        attempt < 3,
+        `three times, extending a lock took longer than its lockAtMostFor of ${short} ms (the last ${answeredAfter} ms): the machine is too loaded to run this case`,
+      )
     }
   }
 
@@ -514,10 +520,13 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
       ({ signal }) => {
         outerSignal = signal
         // Not awaited: the outer task returns at once while the nested run goes on.
-        nested = first.executeWithLock(({ signal: inner }) => {
-          nestedSignal = inner
-          return body('nested', 600)
-        }, { name, lockAtMostFor: FIVE_MINUTES })
+        nested = first.executeWithLock(
+          ({ signal: inner }) => {
+            nestedSignal = inner
+            return body('nested', 600)
+          },
+          { name, lockAtMostFor: FIVE_MINUTES },
+        )
       },
       { name, lockAtMostFor: FIVE_MINUTES },
     )
@@ -544,7 +553,9 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
 
   const unknown = Object.keys(options.skip ?? {}).filter((key) => !cases.some((c) => c.name === key))
   if (unknown.length > 0) {
-    throw new TypeError(`lockProviderSuite: skip names no case: ${unknown.map((k) => JSON.stringify(k)).join(', ')}; use the full case name, "<group>: <what it checks>"`)
+    throw new TypeError(
+      `lockProviderSuite: skip names no case: ${unknown.map((k) => JSON.stringify(k)).join(', ')}; use the full case name, "<group>: <what it checks>"`,
+    )
   }
   return cases
 }
@@ -576,7 +587,13 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
     10_000,
     async () => {
       const provider = await node()
-      assert.equal(typeof provider.inspector === 'function', declared!.inspector, declared!.inspector ? 'the provider has no inspector(); declare slots: { inspector: false }' : 'the provider has inspector(); declare slots: { inspector: true }')
+      assert.equal(
+        typeof provider.inspector === 'function',
+        declared!.inspector,
+        declared!.inspector
+          ? 'the provider has no inspector(); declare slots: { inspector: false }'
+          : 'the provider has inspector(); declare slots: { inspector: true }',
+      )
     },
     noSlots,
   )
@@ -633,13 +650,21 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const [slot] = slotsFrom(1) as [Date]
       const failure = new Error('the task failed')
       await assert.rejects(
-        a.executeWithLock(() => {
-          throw failure
-        }, request(name, slot)),
+        a.executeWithLock(
+          () => {
+            throw failure
+          },
+          request(name, slot),
+        ),
         (error: unknown) => error === failure,
       )
       let runs = 0
-      for (const executor of [b, a]) assert.deepEqual(await executor.executeWithLock(() => void runs++, request(name, slot)), { executed: false, reason: 'slot-done' }, 'a failed slot ran again')
+      for (const executor of [b, a])
+        assert.deepEqual(
+          await executor.executeWithLock(() => void runs++, request(name, slot)),
+          { executed: false, reason: 'slot-done' },
+          'a failed slot ran again',
+        )
       assert.equal(runs, 0, 'a failed slot ran again')
     },
     noSlots,
@@ -656,10 +681,13 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       let finish!: () => void
       let started!: () => void
       const running = new Promise<void>((resolve) => (started = resolve))
-      const long = a.executeWithLock(async () => {
-        started()
-        await new Promise<void>((resolve) => (finish = resolve))
-      }, request(name, first))
+      const long = a.executeWithLock(
+        async () => {
+          started()
+          await new Promise<void>((resolve) => (finish = resolve))
+        },
+        request(name, first),
+      )
       await running
       const ran: number[] = []
       const task = ({ slot }: { slot: Date | undefined }): void => void ran.push(slot!.getTime())
@@ -671,7 +699,8 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       }
       assert.deepEqual(skipped, { executed: false, reason: 'held' }, 'a slot ran while a run of an earlier slot held the lock')
       assert.deepEqual(await long, { executed: true, result: undefined })
-      for (const executor of [a, b]) assert.deepEqual(await executor.executeWithLock(task, request(name, second)), { executed: false, reason: 'slot-done' }, 'a skipped slot ran later')
+      for (const executor of [a, b])
+        assert.deepEqual(await executor.executeWithLock(task, request(name, second)), { executed: false, reason: 'slot-done' }, 'a skipped slot ran later')
       assert.deepEqual(await b.executeWithLock(task, request(name, third)), { executed: true, result: undefined }, 'the slot after the skipped one did not run')
       assert.deepEqual(ran, [third.getTime()])
     },
@@ -689,11 +718,16 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const slots = slotsFrom(2)
       for (const slot of slots) assert.equal((await executor.executeWithLock(() => {}, { ...request(name, slot), slotRetention: '1h' })).executed, true)
       const { locks } = await provider.inspector!().list({ prefix: `${name}@` })
-      assert.deepEqual(names(locks), slots.map((slot) => slotRecordName(name, slot)), 'the slot records listed under the prefix')
+      assert.deepEqual(
+        names(locks),
+        slots.map((slot) => slotRecordName(name, slot)),
+        'the slot records listed under the prefix',
+      )
       for (const [i, record] of locks.entries()) {
         assert.deepEqual(parseSlotRecordName(record.name), { name, slot: slots[i] })
         assert.equal(record.held, true, `${record.name} is not held: a slot's record is never released`)
-        if (record.remainingMs !== undefined) assert.ok(record.remainingMs > 55 * 60_000, `${record.name} expires in ${record.remainingMs} ms, not after the slot retention (1h)`)
+        if (record.remainingMs !== undefined)
+          assert.ok(record.remainingMs > 55 * 60_000, `${record.name} expires in ${record.remainingMs} ms, not after the slot retention (1h)`)
       }
     },
     noInspector,
@@ -728,7 +762,11 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const removed = await inspector.removeExpired({ prefix: `${name}@` })
       assert.deepEqual(await list(`${name}@`), [slotRecordName(name, live)], 'the slot records left under the prefix')
       assert.equal(removed, before.length - 1, `removeExpired() said it removed ${removed} records, of ${JSON.stringify(before)}`)
-      assert.deepEqual(await outside(), outsideBefore, "removeExpired() touched a record outside its prefix: another task's slot record, or the task's own lock")
+      assert.deepEqual(
+        await outside(),
+        outsideBefore,
+        "removeExpired() touched a record outside its prefix: another task's slot record, or the task's own lock",
+      )
     },
     noInspector,
   )
@@ -752,7 +790,10 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       assert.deepEqual(ran, missed, 'the missed slots, each once, oldest first')
       const caughtUp = results.filter((result) => result.outcome === 'ran')
       assert.equal(caughtUp.length, 1, `catch-up outcomes: ${results.map((r) => r.outcome).join(', ')}`)
-      assert.deepEqual(caughtUp[0]!.ran.map((slot) => slot.getTime()), missed)
+      assert.deepEqual(
+        caughtUp[0]!.ran.map((slot) => slot.getTime()),
+        missed,
+      )
       // The other found the lock held (they overlapped), or nothing left to run (it came after).
       const other = results.find((result) => result !== caughtUp[0])!
       assert.ok(other.outcome === 'held' || other.outcome === 'nothing-missed', `the other catch-up: ${other.outcome}`)

@@ -77,7 +77,16 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
   add('history: newest first, limited, and only the task asked for', async () => {
     const name = taskName()
     const base = Date.now() - 10_000
-    for (let i = 0; i < 5; i++) await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(base + i * 100), finishedAt: new Date(base + i * 100 + 10), outcome: 'ok', durationMs: 10 })
+    for (let i = 0; i < 5; i++)
+      await ledger.record({
+        name,
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(base + i * 100),
+        finishedAt: new Date(base + i * 100 + 10),
+        outcome: 'ok',
+        durationMs: 10,
+      })
     await ledger.record({ name: taskName(), slot: undefined, node: 'n', startedAt: new Date(base), finishedAt: new Date(base), outcome: 'ok', durationMs: 0 })
     const runs = await ledger.history(name, { limit: 3 })
     assert.deepEqual(
@@ -92,7 +101,15 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     const base = Date.now() - 10_000
     const outcomes = ['ok', 'failed', 'skipped', 'lock-lost', 'failed'] as const
     for (const [i, outcome] of outcomes.entries()) {
-      await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(base + i * 100), finishedAt: new Date(base + i * 100), outcome, durationMs: 1 })
+      await ledger.record({
+        name,
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(base + i * 100),
+        finishedAt: new Date(base + i * 100),
+        outcome,
+        durationMs: 1,
+      })
     }
     const health = await ledger.health(name)
     assert.equal(health.name, name)
@@ -107,7 +124,16 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
 
   add('tasks: every task with runs, sorted by name', async () => {
     const prefix = taskName()
-    for (const suffix of ['b', 'a']) await ledger.record({ name: `${prefix}-${suffix}`, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+    for (const suffix of ['b', 'a'])
+      await ledger.record({
+        name: `${prefix}-${suffix}`,
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(),
+        finishedAt: new Date(),
+        outcome: 'ok',
+        durationMs: 1,
+      })
     const mine = (await ledger.tasks()).filter((t) => t.name.startsWith(prefix))
     assert.deepEqual(
       mine.map((t) => t.name),
@@ -120,7 +146,15 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     const name = taskName()
     const base = Date.now() - 60_000
     for (let i = 0; i < keep + 3; i++) {
-      await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(base + i * 10), finishedAt: new Date(base + i * 10), outcome: 'ok', durationMs: 1 })
+      await ledger.record({
+        name,
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(base + i * 10),
+        finishedAt: new Date(base + i * 10),
+        outcome: 'ok',
+        durationMs: 1,
+      })
     }
     const kept = await ledger.history(name, { limit: keep + 10 })
     assert.equal(kept.length, keep, `kept ${kept.length} runs`)

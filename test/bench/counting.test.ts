@@ -71,7 +71,11 @@ describe('countingProxy', () => {
     const provider = postgresLockProvider({ client })
     // The first acquire of a provider reads the name column's length first.
     await (await provider.lock(lockConfiguration({ name: 'first', lockAtMostFor: 60_000 })))!.unlock()
-    expect(statements.splice(0)).toEqual([expect.stringMatching(/pg_attribute/), expect.stringMatching(/^INSERT INTO shedlock/), expect.stringMatching(/^UPDATE shedlock/)])
+    expect(statements.splice(0)).toEqual([
+      expect.stringMatching(/pg_attribute/),
+      expect.stringMatching(/^INSERT INTO shedlock/),
+      expect.stringMatching(/^UPDATE shedlock/),
+    ])
     counter.reset()
     const lock = await provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }))
     expect(counter.total).toBe(1)

@@ -22,15 +22,43 @@ function sampleResult(): BenchResult {
     settings: { blocks: 10, blockMs: 250, warmup: 200 },
     stores: { postgres: { versions: { server: 'PostgreSQL 15', client: 'pg 8' }, notes: [] }, mongodb: { skipped: 'SHEDLOCK_MONGODB_URL is not set' } },
     overhead: [
-      { store: 'postgres', concurrency: 1, opsPerBlock: 500, ours: contender('shedlock', 110, 300, 9000, 24), baseline: contender('baseline', 100, 250, 10_000, 20), p50Ratio: 1.1, p99Ratio: 1.2, opsRatio: 0.9, cpuRatio: 1.2 },
-      { store: 'postgres', concurrency: 16, opsPerBlock: 800, ours: contender('shedlock', 500, 2000, 30_000), baseline: contender('baseline', 400, 1500, 32_000), p50Ratio: 1.25, p99Ratio: 1.33, opsRatio: 0.94, cpuRatio: 1 },
+      {
+        store: 'postgres',
+        concurrency: 1,
+        opsPerBlock: 500,
+        ours: contender('shedlock', 110, 300, 9000, 24),
+        baseline: contender('baseline', 100, 250, 10_000, 20),
+        p50Ratio: 1.1,
+        p99Ratio: 1.2,
+        opsRatio: 0.9,
+        cpuRatio: 1.2,
+      },
+      {
+        store: 'postgres',
+        concurrency: 16,
+        opsPerBlock: 800,
+        ours: contender('shedlock', 500, 2000, 30_000),
+        baseline: contender('baseline', 400, 1500, 32_000),
+        p50Ratio: 1.25,
+        p99Ratio: 1.33,
+        opsRatio: 0.94,
+        cpuRatio: 1,
+      },
     ],
     roundTrips: [
       {
         store: 'postgres',
         samples: 20,
-        ours: { acquire: { mean: 1, max: 1, methods: { query: 1 } }, release: { mean: 1, max: 1, methods: { query: 1 } }, losingAcquire: { mean: 1, max: 1, methods: { query: 1 } } },
-        baseline: { acquire: { mean: 1, max: 1, methods: { query: 1 } }, release: { mean: 1, max: 1, methods: { query: 1 } }, losingAcquire: { mean: 1, max: 1, methods: { query: 1 } } },
+        ours: {
+          acquire: { mean: 1, max: 1, methods: { query: 1 } },
+          release: { mean: 1, max: 1, methods: { query: 1 } },
+          losingAcquire: { mean: 1, max: 1, methods: { query: 1 } },
+        },
+        baseline: {
+          acquire: { mean: 1, max: 1, methods: { query: 1 } },
+          release: { mean: 1, max: 1, methods: { query: 1 } },
+          losingAcquire: { mean: 1, max: 1, methods: { query: 1 } },
+        },
       },
     ],
     herd: [
@@ -47,14 +75,33 @@ function sampleResult(): BenchResult {
         loserCalls: { mean: 1, max: 1 },
       },
     ],
-    scale: [{ store: 'postgres', mode: 'separate', smallNames: 10, largeNames: 10_000, small: contender('10 names', 100, 200, 9000), large: contender('10000 names', 104, 210, 8800), p50Ratio: 1.04, p99Ratio: 1.05 }],
+    scale: [
+      {
+        store: 'postgres',
+        mode: 'separate',
+        smallNames: 10,
+        largeNames: 10_000,
+        small: contender('10 names', 100, 200, 9000),
+        large: contender('10000 names', 104, 210, 8800),
+        p50Ratio: 1.04,
+        p99Ratio: 1.05,
+      },
+    ],
     peers: [
       {
         store: 'postgres',
         concurrency: 1,
         opsPerBlock: 100,
         ours: contender('shedlock', 100, 200, 9000),
-        peers: [{ result: contender('advisory-lock', 1500, 3000, 600), description: 'advisory-lock 2.0.0, tryLock()', p50Ratio: 0.067, p99Ratio: 0.067, opsRatio: 15 }],
+        peers: [
+          {
+            result: contender('advisory-lock', 1500, 3000, 600),
+            description: 'advisory-lock 2.0.0, tryLock()',
+            p50Ratio: 0.067,
+            p99Ratio: 0.067,
+            opsRatio: 15,
+          },
+        ],
       },
     ],
     memory: [
@@ -70,8 +117,26 @@ function sampleResult(): BenchResult {
         processListenersLeft: 0,
       }),
     ],
-    executor: { opsPerBlock: 50_000, bare: contender('lock() + task + unlock()', 2, 5, 400_000), executor: contender('executeWithLock()', 5, 12, 160_000), p50Ratio: 2.5, p99Ratio: 2.4, addedMeanUs: 3.75, addedCpuUs: 3.5 },
-    libraryCpu: [{ what: 'executeWithLock() (in memory)', baseline: 'lock() + task + unlock()', ops: 1000, rounds: 6, oursCpuPerOpUs: 3.5, baselineCpuPerOpUs: 1.3, addedCpuUs: 2.2 }],
+    executor: {
+      opsPerBlock: 50_000,
+      bare: contender('lock() + task + unlock()', 2, 5, 400_000),
+      executor: contender('executeWithLock()', 5, 12, 160_000),
+      p50Ratio: 2.5,
+      p99Ratio: 2.4,
+      addedMeanUs: 3.75,
+      addedCpuUs: 3.5,
+    },
+    libraryCpu: [
+      {
+        what: 'executeWithLock() (in memory)',
+        baseline: 'lock() + task + unlock()',
+        ops: 1000,
+        rounds: 6,
+        oursCpuPerOpUs: 3.5,
+        baselineCpuPerOpUs: 1.3,
+        addedCpuUs: 2.2,
+      },
+    ],
     errors: [{ store: 'redis', measurement: 'herd', message: 'connection reset' }],
   }
 }
@@ -117,7 +182,9 @@ describe('bench report', () => {
 
   it('summarises ratios only, one row per store', () => {
     const summary = formatSummary(sampleResult())
-    expect(summary).toContain('| store | p50 ratio, 1 caller | p99 ratio, 1 | p50 ratio, 16 callers | p99 ratio, 16 | calls per acquire / release | herd: one winner | scale p50 ratio |')
+    expect(summary).toContain(
+      '| store | p50 ratio, 1 caller | p99 ratio, 1 | p50 ratio, 16 callers | p99 ratio, 16 | calls per acquire / release | herd: one winner | scale p50 ratio |',
+    )
     expect(summary).toContain('| postgres | 1.10 | 1.20 | 1.25 | 1.33 | 1 / 1 | 100/100 | 1.04 |')
     expect(summary).toContain('| postgres | advisory-lock | 1 | 0.07 | 15.00 |')
     expect(summary).toContain('p50 ratio 2.50, 3.75 µs added per execution, 3.50 µs of CPU')

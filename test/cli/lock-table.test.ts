@@ -48,6 +48,14 @@ describe('lock records', () => {
   })
 
   it('formatTable aligns columns two spaces apart without trailing blanks', () => {
-    expect(formatTable(['A', 'BB', 'C'], [['long-name', 'x', ''], ['y', 'zzz', 'end']])).toBe(['A          BB   C', 'long-name  x', 'y          zzz  end'].join('\n'))
+    expect(
+      formatTable(
+        ['A', 'BB', 'C'],
+        [
+          ['long-name', 'x', ''],
+          ['y', 'zzz', 'end'],
+        ],
+      ),
+    ).toBe(['A          BB   C', 'long-name  x', 'y          zzz  end'].join('\n'))
   })
 })

@@ -43,7 +43,18 @@ describe('help', () => {
     const run = await cli(['--help'])
     expect(run.code).toBe(0)
     for (const name of COMMANDS) expect(run.stdout).toMatch(new RegExp(`^ {2}${name} +\\S`, 'm'))
-    for (const scheme of ['postgres://', 'mysql://', 'sqlite:PATH', 'redis://', 'mongodb://', 'dynamodb://', 'etcd://', 'zookeeper://', 'nats://', 'memcached://']) {
+    for (const scheme of [
+      'postgres://',
+      'mysql://',
+      'sqlite:PATH',
+      'redis://',
+      'mongodb://',
+      'dynamodb://',
+      'etcd://',
+      'zookeeper://',
+      'nats://',
+      'memcached://',
+    ]) {
       expect(run.stdout).toContain(scheme)
     }
     expect(run.stdout).toContain('Exit codes: 0 ok, 1 failure, 2 usage error')
@@ -70,7 +81,10 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
     [['list', '--url', 'ftp://user:ftp-s3cret@host/x'], /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//],
     [['list', '--url', nowhere, '--format', 'xml'], /^shedlock list: --format must be table or json/],
     [['list', '--url', nowhere, '--bogus'], /^shedlock list: Unknown option '--bogus'/],
-    [['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'], /^shedlock list: postgres: --table "locks; DROP TABLE x" is not a plain SQL identifier/],
+    [
+      ['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'],
+      /^shedlock list: postgres: --table "locks; DROP TABLE x" is not a plain SQL identifier/,
+    ],
     [['list', '--url', 'redis://127.0.0.1:1', '--table', 'x'], /^shedlock list: --table does not apply to redis URLs/],
     [['list', '--url', 'etcd://127.0.0.1:1?bucket=x'], /^shedlock list: etcd URLs take only \?environment=, got \?bucket=/],
     [['list', '--url', 'redis://127.0.0.1:1?environment=a:b'], /^shedlock list: redis: environment must be a non-empty string without ':'/],
@@ -79,8 +93,14 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
     [['run', '--url', nowhere, '--lock-at-most-for', '10m', '--', 'true'], /^shedlock run: --name NAME is required/],
     [['run', '--url', nowhere, '--name', 'a', '--', 'true'], /^shedlock run: --lock-at-most-for is required/],
     [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', 'soon', '--', 'true'], /^shedlock run: --lock-at-most-for: Invalid duration "soon"/],
-    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'], /^shedlock run: Lock "a": --lock-at-least-for \(2m\) is longer than --lock-at-most-for \(1m\)/],
-    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10s', '--keep-alive', '--', 'true'], /^shedlock run: --keep-alive needs --lock-at-most-for of at least 30s/],
+    [
+      ['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'],
+      /^shedlock run: Lock "a": --lock-at-least-for \(2m\) is longer than --lock-at-most-for \(1m\)/,
+    ],
+    [
+      ['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10s', '--keep-alive', '--', 'true'],
+      /^shedlock run: --keep-alive needs --lock-at-most-for of at least 30s/,
+    ],
     [['doctor', '--url', nowhere, '--max-offset', 'abc'], /^shedlock doctor: --max-offset: Invalid duration "abc"/],
     [['schema'], /^shedlock schema: name the store: shedlock schema postgres/],
     [['schema', 'oracle'], /^shedlock schema: unknown store "oracle"/],
@@ -121,7 +141,9 @@ describe('schema', () => {
   })
 
   it('prints the commands that create a DynamoDB table, a MongoDB collection and a NATS bucket, and the key formats of the others', async () => {
-    expect((await cli(['schema', 'dynamodb'])).stdout).toMatch(/^aws dynamodb create-table --table-name Shedlock \\\n {2}--attribute-definitions AttributeName=_id,AttributeType=S \\\n {2}--key-schema AttributeName=_id,KeyType=HASH \\\n {2}--billing-mode PAY_PER_REQUEST$/m)
+    expect((await cli(['schema', 'dynamodb'])).stdout).toMatch(
+      /^aws dynamodb create-table --table-name Shedlock \\\n {2}--attribute-definitions AttributeName=_id,AttributeType=S \\\n {2}--key-schema AttributeName=_id,KeyType=HASH \\\n {2}--billing-mode PAY_PER_REQUEST$/m,
+    )
     expect((await cli(['schema', 'mongodb', '--table', 'locks'])).stdout).toContain('db.createCollection("locks")')
     expect((await cli(['schema', 'nats'])).stdout).toContain('nats kv add shedlock-locks --history 1')
     expect((await cli(['schema', 'redis'])).stdout).toContain('job-lock:<environment>:<name>')
@@ -180,7 +202,20 @@ describe('missing drivers (the built bin copied where no package can be found)',
   }
 
   it('the copy resolves no package at all', () => {
-    for (const name of ['pg', 'mysql2', 'ioredis', 'redis', 'mongodb', '@aws-sdk/client-dynamodb', 'etcd3', 'node-zookeeper-client', '@nats-io/kv', 'memjs', 'better-sqlite3', 'libsql']) {
+    for (const name of [
+      'pg',
+      'mysql2',
+      'ioredis',
+      'redis',
+      'mongodb',
+      '@aws-sdk/client-dynamodb',
+      'etcd3',
+      'node-zookeeper-client',
+      '@nats-io/kv',
+      'memjs',
+      'better-sqlite3',
+      'libsql',
+    ]) {
       expect(resolvable(name), name).toBe(false)
     }
   })
@@ -193,15 +228,42 @@ describe('missing drivers (the built bin copied where no package can be found)',
   })
 
   it.each([
-    ['postgres://u:pg-s3cret@127.0.0.1:1/db', /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install pg in your project$/],
-    ['mysql://u:my-s3cret@127.0.0.1:1/db', /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mysql2 in your project$/],
-    ['redis://:rd-s3cret@127.0.0.1:1', /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install ioredis in your project$/],
-    ['mongodb://u:mg-s3cret@127.0.0.1:1/db', /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mongodb in your project$/],
-    ['dynamodb://127.0.0.1:1', /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @aws-sdk\/client-dynamodb in your project$/],
-    ['etcd://127.0.0.1:1', /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install etcd3 in your project$/],
-    ['zookeeper://127.0.0.1:1', /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install node-zookeeper-client in your project$/],
-    ['nats://127.0.0.1:1', /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @nats-io\/transport-node @nats-io\/kv in your project$/],
-    ['memcached://127.0.0.1:1', /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install memjs in your project$/],
+    [
+      'postgres://u:pg-s3cret@127.0.0.1:1/db',
+      /^shedlock list: postgres:\/\/ URLs need the pg package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install pg in your project$/,
+    ],
+    [
+      'mysql://u:my-s3cret@127.0.0.1:1/db',
+      /^shedlock list: mysql:\/\/ URLs need the mysql2 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mysql2 in your project$/,
+    ],
+    [
+      'redis://:rd-s3cret@127.0.0.1:1',
+      /^shedlock list: redis:\/\/ URLs need the ioredis or the redis package, and neither is installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install ioredis in your project$/,
+    ],
+    [
+      'mongodb://u:mg-s3cret@127.0.0.1:1/db',
+      /^shedlock list: mongodb:\/\/ URLs need the mongodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install mongodb in your project$/,
+    ],
+    [
+      'dynamodb://127.0.0.1:1',
+      /^shedlock list: dynamodb:\/\/ URLs need the @aws-sdk\/client-dynamodb package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @aws-sdk\/client-dynamodb in your project$/,
+    ],
+    [
+      'etcd://127.0.0.1:1',
+      /^shedlock list: etcd:\/\/ URLs need the etcd3 package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install etcd3 in your project$/,
+    ],
+    [
+      'zookeeper://127.0.0.1:1',
+      /^shedlock list: zookeeper:\/\/ URLs need the node-zookeeper-client package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install node-zookeeper-client in your project$/,
+    ],
+    [
+      'nats://127.0.0.1:1',
+      /^shedlock list: nats:\/\/ URLs need the @nats-io\/transport-node package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install @nats-io\/transport-node @nats-io\/kv in your project$/,
+    ],
+    [
+      'memcached://127.0.0.1:1',
+      /^shedlock list: memcached:\/\/ URLs need the memjs package, which is not installed: looked from .+ \(the current directory\), then from .+ \(shedlock's own folder\); run npm install memjs in your project$/,
+    ],
   ])('%s: one line naming the package to install, exit 1', async (url, message) => {
     const run = await cli(['list', '--url', url], { main, cwd: project })
     expect(run.code).toBe(1)
@@ -239,7 +301,9 @@ describe('missing drivers (the built bin copied where no package can be found)',
       expect(run.stdout).toContain('created table shedlock')
     } else {
       expect(run.code).toBe(1)
-      expect(run.stderr).toMatch(/^shedlock init: no SQLite driver: install libsql \(`npm i libsql`, prebuilt, nothing to compile\) or better-sqlite3 \(`npm i better-sqlite3`\), or use Node >= 22\.13/)
+      expect(run.stderr).toMatch(
+        /^shedlock init: no SQLite driver: install libsql \(`npm i libsql`, prebuilt, nothing to compile\) or better-sqlite3 \(`npm i better-sqlite3`\), or use Node >= 22\.13/,
+      )
     }
   })
 
@@ -249,7 +313,10 @@ describe('missing drivers (the built bin copied where no package can be found)',
     symlinkSync(join(root, 'node_modules/redis'), join(modules, 'redis'))
     try {
       expect(resolvable('ioredis')).toBe(false)
-      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], { main, cwd: project })
+      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], {
+        main,
+        cwd: project,
+      })
       expect(run.code, run.stdout + run.stderr).toBe(0)
       expect(run.stdout).toMatch(/^ {2}ok {4}reachable: Redis \S+ \(node-redis\)/m)
       expect(run.stdout).toMatch(/^ {2}ok {4}write: took lock .*, released it, removed its record$/m)

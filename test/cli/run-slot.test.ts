@@ -42,7 +42,22 @@ describe.skipIf(!pool)('shedlock run --slot', () => {
 
   it('quiet: no skipped line', async () => {
     await run('quiet', '2026-01-01', 'true')
-    const skipped = await cli(['run', '--url', POSTGRES_URL, '--table', table, '--name', 'quiet', '--lock-at-most-for', '1m', '--slot', '2026-01-01', '--quiet', '--', 'true'])
+    const skipped = await cli([
+      'run',
+      '--url',
+      POSTGRES_URL,
+      '--table',
+      table,
+      '--name',
+      'quiet',
+      '--lock-at-most-for',
+      '1m',
+      '--slot',
+      '2026-01-01',
+      '--quiet',
+      '--',
+      'true',
+    ])
     expect(skipped).toMatchObject({ code: 0, stdout: '', stderr: '' })
   })
 })

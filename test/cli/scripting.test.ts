@@ -55,7 +55,10 @@ describe('help', () => {
 
 describe('errors name the flags, not the library options', () => {
   it.each([
-    [['--lock-at-most-for', '1s', '--lock-at-least-for', '5s'], 'shedlock run: Lock "x": --lock-at-least-for (5s) is longer than --lock-at-most-for (1s); make --lock-at-most-for at least as long as --lock-at-least-for (see shedlock run --help)\n'],
+    [
+      ['--lock-at-most-for', '1s', '--lock-at-least-for', '5s'],
+      'shedlock run: Lock "x": --lock-at-least-for (5s) is longer than --lock-at-most-for (1s); make --lock-at-most-for at least as long as --lock-at-least-for (see shedlock run --help)\n',
+    ],
     [['--lock-at-most-for', '0'], /^shedlock run: Lock "x": --lock-at-most-for is 0, so /],
   ])('run %j', async (options, expected) => {
     const run = await cli(['run', '--url', 'sqlite::memory:', '--name', 'x', ...options, '--', 'true'])
@@ -80,7 +83,23 @@ describe('shedlock run when skipped', () => {
 
   it('--skipped-exit-code N: a skip exits N, a run keeps the command exit code', async () => {
     const url = await sqliteStore('exit-code')
-    const first = await cli(['run', '--url', url, '--name', 'job', '--lock-at-most-for', '1m', '--lock-at-least-for', '1m', '--skipped-exit-code', '75', '--', process.execPath, '-e', 'process.exit(0)'])
+    const first = await cli([
+      'run',
+      '--url',
+      url,
+      '--name',
+      'job',
+      '--lock-at-most-for',
+      '1m',
+      '--lock-at-least-for',
+      '1m',
+      '--skipped-exit-code',
+      '75',
+      '--',
+      process.execPath,
+      '-e',
+      'process.exit(0)',
+    ])
     expect(first.code, first.stderr).toBe(0)
     const skipped = await cli(['run', '--url', url, '--name', 'job', '--lock-at-most-for', '1m', '--skipped-exit-code', '75', '--', 'true'])
     expect(skipped.code).toBe(75)
@@ -113,7 +132,15 @@ describe('shedlock run when skipped', () => {
     expect((await cli([...args, 'true'])).code).toBe(0)
     const run = await cli([...args, 'true'])
     expect(run.code).toBe(0)
-    expect(JSON.parse(run.stdout)).toEqual({ skipped: true, reason: 'slot-done', name: 'nightly', slot: '2026-11-24T02:00:00.000Z', lockedBy: null, lockedAt: null, lockUntil: null })
+    expect(JSON.parse(run.stdout)).toEqual({
+      skipped: true,
+      reason: 'slot-done',
+      name: 'nightly',
+      slot: '2026-11-24T02:00:00.000Z',
+      lockedBy: null,
+      lockedAt: null,
+      lockUntil: null,
+    })
   })
 
   it('--json and --quiet contradict each other', async () => {

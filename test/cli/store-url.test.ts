@@ -46,7 +46,9 @@ describe('redaction', () => {
   it('replaces the password of a URL, and secret query parameters, by ***', () => {
     expect(redactUrl('postgres://app:p%40ss-s3cret@db:5432/app?sslmode=require')).toBe('postgres://app:***@db:5432/app?sslmode=require')
     expect(redactUrl('redis://:only-s3cret@cache:6379')).toBe('redis://:***@cache:6379')
-    expect(redactUrl('mongodb://u:pw-s3cret@h1:1,h2:2/app?authSource=admin&password=x-s3cret')).toBe('mongodb://u:***@h1:1,h2:2/app?authSource=admin&password=***')
+    expect(redactUrl('mongodb://u:pw-s3cret@h1:1,h2:2/app?authSource=admin&password=x-s3cret')).toBe(
+      'mongodb://u:***@h1:1,h2:2/app?authSource=admin&password=***',
+    )
     expect(redactUrl('postgres://app@db/app')).toBe('postgres://app@db/app')
   })
 

@@ -41,7 +41,10 @@ describe('catchUp', () => {
     expect(result).toEqual({ outcome: 'ran', missed: [1, 2, 3, 4, 5].map(at), ran: [1, 2, 3, 4, 5].map(at), failed: [] })
     expect(ran).toEqual([1, 2, 3, 4, 5].map(at))
     expect(await catchUp()).toEqual({ outcome: 'nothing-missed', missed: [], ran: [], failed: [] })
-    expect((await ledger.history('report')).map((r) => [r.slot?.getTime(), r.outcome])).toEqual([...[5, 4, 3, 2, 1].map((m) => [at(m).getTime(), 'ok']), [at(0).getTime(), 'ok']])
+    expect((await ledger.history('report')).map((r) => [r.slot?.getTime(), r.outcome])).toEqual([
+      ...[5, 4, 3, 2, 1].map((m) => [at(m).getTime(), 'ok']),
+      [at(0).getTime(), 'ok'],
+    ])
     expect(listener.log.filter((l) => l === 'onSlotCaughtUp report')).toHaveLength(5)
   })
 
@@ -80,7 +83,11 @@ describe('catchUp', () => {
     const clock = manualClock(at(30).getTime())
     const { provider } = listingStore(clock)
     const ran: unknown[] = []
-    const result = await createLockingTaskExecutor(provider, { clock }).catchUp(() => void ran.push(1), request, { policy: 'all', within: '1h', fireTimes: everyMinute })
+    const result = await createLockingTaskExecutor(provider, { clock }).catchUp(() => void ran.push(1), request, {
+      policy: 'all',
+      within: '1h',
+      fireTimes: everyMinute,
+    })
     expect(result.outcome).toBe('no-history')
     expect(ran).toEqual([])
   })
@@ -88,9 +95,13 @@ describe('catchUp', () => {
   it('a failing catch-up run does not stop the others and does not reject: failed says so', async () => {
     const { node } = await setUp('all')
     const error = new Error('boom')
-    const result = await node().catchUp(({ slot }) => {
-      if (slot?.getTime() === at(2).getTime()) throw error
-    }, request, { policy: 'all', within: '1h', fireTimes: everyMinute })
+    const result = await node().catchUp(
+      ({ slot }) => {
+        if (slot?.getTime() === at(2).getTime()) throw error
+      },
+      request,
+      { policy: 'all', within: '1h', fireTimes: everyMinute },
+    )
     expect(result.ran).toEqual([1, 2, 3, 4, 5].map(at))
     expect(result.failed).toEqual([{ slot: at(2), error }])
   })
@@ -108,9 +119,15 @@ describe('catchUp', () => {
   it('refuses a window longer than the slot retention, a bad policy, and a provider without an inspector', async () => {
     const inner = inMemoryLockProvider()
     const executor = createLockingTaskExecutor({ lock: (configuration) => inner.lock(configuration) })
-    await expect(executor.catchUp(() => {}, request, { policy: 'all', within: '25h', fireTimes: everyMinute })).rejects.toThrow(/longer than the slot retention/)
-    await expect(executor.catchUp(() => {}, request, { policy: 'each' as CatchUpPolicy, within: '1h', fireTimes: everyMinute })).rejects.toThrow(LockConfigurationError)
-    await expect(executor.catchUp(() => {}, request, { policy: 'all', within: '1h', fireTimes: everyMinute })).rejects.toThrow(/needs a provider with an inspector/)
+    await expect(executor.catchUp(() => {}, request, { policy: 'all', within: '25h', fireTimes: everyMinute })).rejects.toThrow(
+      /longer than the slot retention/,
+    )
+    await expect(executor.catchUp(() => {}, request, { policy: 'each' as CatchUpPolicy, within: '1h', fireTimes: everyMinute })).rejects.toThrow(
+      LockConfigurationError,
+    )
+    await expect(executor.catchUp(() => {}, request, { policy: 'all', within: '1h', fireTimes: everyMinute })).rejects.toThrow(
+      /needs a provider with an inspector/,
+    )
   })
 
   it('the slot records a run leaves are the ones catch-up reads', async () => {

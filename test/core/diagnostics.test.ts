@@ -67,10 +67,13 @@ describe('published events', () => {
     const received = record()
     const provider = named(inMemoryLockProvider(), 'memory')
     let inside: LockEventName[] | undefined
-    const result = await createLockingTaskExecutor(provider).executeWithLock(() => {
-      inside = received.map((r) => r.event)
-      return 'done'
-    }, { name: 'job', lockAtMostFor: '10m', lockAtLeastFor: '1s' })
+    const result = await createLockingTaskExecutor(provider).executeWithLock(
+      () => {
+        inside = received.map((r) => r.event)
+        return 'done'
+      },
+      { name: 'job', lockAtMostFor: '10m', lockAtLeastFor: '1s' },
+    )
     expect(result).toEqual({ executed: true, result: 'done' })
     expect(inside).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted'])
     expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'taskFinished', 'unlocked'])

@@ -141,7 +141,9 @@ describe('keepAliveLockProvider', () => {
     const seen: LockConfiguration[] = []
     lock.onExtended = (c) => seen.push(c)
     await vi.advanceTimersByTimeAsync(3_000)
-    expect(seen.map((c) => [c.createdAt.getTime() - t0, c.lockAtMostFor, c.lockAtLeastFor, c.lockAtMostUntil.getTime() - t0, c.lockAtLeastUntil.getTime() - t0])).toEqual([
+    expect(
+      seen.map((c) => [c.createdAt.getTime() - t0, c.lockAtMostFor, c.lockAtLeastFor, c.lockAtMostUntil.getTime() - t0, c.lockAtLeastUntil.getTime() - t0]),
+    ).toEqual([
       [1500, 3000, 500, 4500, 2000],
       [3000, 3000, 0, 6000, 3000],
     ])
@@ -281,11 +283,14 @@ describe('keepAliveLockProvider', () => {
       expect(listener.events.filter((e) => e.hook === 'onLockExtended')).toHaveLength(6)
     })
 
-    it('a lost keep-alive lock aborts the task\'s signal and reports onLockLost', async () => {
+    it("a lost keep-alive lock aborts the task's signal and reports onLockLost", async () => {
       const inner = scriptedProvider(() => t0)
       inner.setBehaviour(async () => false)
       const listener = recordingListener()
-      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), { listener, clock: dateClock })
+      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), {
+        listener,
+        clock: dateClock,
+      })
       const running = executor.executeWithLock(
         ({ signal }) =>
           new Promise((resolve) => {
@@ -304,11 +309,14 @@ describe('keepAliveLockProvider', () => {
     it('extendActiveLock on a keep-alive lock throws LockCannotBeExtendedError', async () => {
       const inner = scriptedProvider(() => t0)
       const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), { clock: dateClock })
-      const result = await executor.executeWithLock(async ({ signal }) => {
-        await expect(extendActiveLock('1m')).rejects.toThrow(LockCannotBeExtendedError)
-        await expect(extendActiveLock('1m')).rejects.toThrow(/keepAliveLockProvider/)
-        return signal.aborted
-      }, { name: 'job', lockAtMostFor: '3s' })
+      const result = await executor.executeWithLock(
+        async ({ signal }) => {
+          await expect(extendActiveLock('1m')).rejects.toThrow(LockCannotBeExtendedError)
+          await expect(extendActiveLock('1m')).rejects.toThrow(/keepAliveLockProvider/)
+          return signal.aborted
+        },
+        { name: 'job', lockAtMostFor: '3s' },
+      )
       expect(result).toEqual({ executed: true, result: false })
       expect(inner.log).toEqual(['0: unlock #1'])
     })
@@ -320,10 +328,13 @@ describe('keepAliveLockProvider', () => {
       const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), { clock: dateClock })
       const done = deferred()
       let signal: AbortSignal | undefined
-      const running = executor.executeWithLock(async (ctx) => {
-        signal = ctx.signal
-        await done.promise
-      }, { name: 'job', lockAtMostFor: '3s' })
+      const running = executor.executeWithLock(
+        async (ctx) => {
+          signal = ctx.signal
+          await done.promise
+        },
+        { name: 'job', lockAtMostFor: '3s' },
+      )
       // The first extension (at 1.5 s) hangs: until 3 s the lock holds, from then on another node may take it.
       await vi.advanceTimersByTimeAsync(2_990)
       expect(signal!.aborted).toBe(false)
@@ -341,7 +352,10 @@ describe('keepAliveLockProvider', () => {
       const inner = scriptedProvider(() => t0)
       inner.setBehaviour(() => new Promise<boolean>(() => {}))
       const listener = recordingListener()
-      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), { clock: dateClock, listener })
+      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), {
+        clock: dateClock,
+        listener,
+      })
       const running = executor.executeWithLock(() => new Promise<void>((resolve) => setTimeout(resolve, 2_000)), { name: 'job', lockAtMostFor: '3s' })
       // The extension at 1.5 s never answers; the task ends at 2 s; the release waits for it 5 s at most.
       await vi.advanceTimersByTimeAsync(7_100)

@@ -54,7 +54,7 @@ describe('lockConfiguration', () => {
     expect(config.lockAtMostUntil.toISOString()).toBe('2030-01-02T03:04:06.678Z')
   })
 
-  it('copies createdAt, so mutating the caller\'s Date changes nothing', () => {
+  it("copies createdAt, so mutating the caller's Date changes nothing", () => {
     const mine = new Date(createdAt)
     const config = lockConfiguration({ name: 'n', lockAtMostFor: '1m', createdAt: mine })
     expect(config.createdAt).not.toBe(mine)
@@ -164,10 +164,15 @@ describe('lockConfiguration', () => {
 
     // Regression (hardening issue, defect 5): '3000000d' was accepted, and its ISO deadline
     // "+010240-…" sorted before "2026-…", so stores that compare strings granted the lock twice.
-    it.each([['3000000d'], ['2920000d'], [`${Date.UTC(10000, 0, 1) - Date.UTC(2024, 0, 1)}`]])('a deadline after year 9999 (lockAtMostFor %s)', (lockAtMostFor) => {
-      const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: lockAtMostFor as Duration, createdAt }))
-      expect(error.message).toBe('Lock "nightly": createdAt + lockAtMostFor is after 9999-12-31T23:59:59.999Z, the last time the stores can hold; use a shorter lockAtMostFor')
-    })
+    it.each([['3000000d'], ['2920000d'], [`${Date.UTC(10000, 0, 1) - Date.UTC(2024, 0, 1)}`]])(
+      'a deadline after year 9999 (lockAtMostFor %s)',
+      (lockAtMostFor) => {
+        const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: lockAtMostFor as Duration, createdAt }))
+        expect(error.message).toBe(
+          'Lock "nightly": createdAt + lockAtMostFor is after 9999-12-31T23:59:59.999Z, the last time the stores can hold; use a shorter lockAtMostFor',
+        )
+      },
+    )
 
     // Regression (hardening issue, defect 4): a lock that expires as it is taken excludes nobody.
     it.each([[0], ['0'], ['0s'], ['PT0S'], [0.0]])('lockAtMostFor %j', (lockAtMostFor) => {

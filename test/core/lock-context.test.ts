@@ -125,7 +125,7 @@ describe('assertLocked', () => {
     expect(isLocked()).toBe(false)
   })
 
-  it('two concurrent tasks do not see each other\'s lock', async () => {
+  it("two concurrent tasks do not see each other's lock", async () => {
     const executor = createLockingTaskExecutor(inMemoryLockProvider())
     const gate = deferred()
     const names: string[][] = []
@@ -215,18 +215,24 @@ describe('assertLocked', () => {
     const nestedMayEnd = deferred()
     let outerSignal: AbortSignal | undefined
     let nested: Promise<unknown> | undefined
-    const outer = executor.executeWithLock(async ({ signal }) => {
-      outerSignal = signal
-      await new Promise<void>((resolve) =>
-        setTimeout(() => {
-          nested = executor.executeWithLock(async ({ signal: inner }) => {
-            seen.resolve(inner)
-            await nestedMayEnd.promise
-          }, opts('job', 1_000))
-          resolve()
-        }, 5),
-      )
-    }, opts('job', 1_000))
+    const outer = executor.executeWithLock(
+      async ({ signal }) => {
+        outerSignal = signal
+        await new Promise<void>((resolve) =>
+          setTimeout(() => {
+            nested = executor.executeWithLock(
+              async ({ signal: inner }) => {
+                seen.resolve(inner)
+                await nestedMayEnd.promise
+              },
+              opts('job', 1_000),
+            )
+            resolve()
+          }, 5),
+        )
+      },
+      opts('job', 1_000),
+    )
     const inner = await seen.promise
     expect(inner).toBe(outerSignal)
     // lockAtMostUntil passes while the nested run still runs: its signal aborts with LockLostError.
@@ -243,13 +249,16 @@ describe('assertLocked', () => {
     const provider = inMemoryLockProvider({ clock })
     const listener = recordingListener()
     const executor = createLockingTaskExecutor(provider, { clock, listener })
-    const result = await executor.executeWithLock(async ({ signal }) => {
-      clock.advance(1_000)
-      await vi.waitFor(() => expect(signal.aborted).toBe(true), { timeout: 2_000 })
-      // Another node takes the expired lock; the nested call must see that.
-      expect(await provider.lock(lockConfiguration({ ...opts('job', '1m'), createdAt: new Date(clock.now()) }))).toBeDefined()
-      return executor.executeWithLock(() => 'nested ran', opts('job', '1m'))
-    }, opts('job', 1_000))
+    const result = await executor.executeWithLock(
+      async ({ signal }) => {
+        clock.advance(1_000)
+        await vi.waitFor(() => expect(signal.aborted).toBe(true), { timeout: 2_000 })
+        // Another node takes the expired lock; the nested call must see that.
+        expect(await provider.lock(lockConfiguration({ ...opts('job', '1m'), createdAt: new Date(clock.now()) }))).toBeDefined()
+        return executor.executeWithLock(() => 'nested ran', opts('job', '1m'))
+      },
+      opts('job', 1_000),
+    )
     expect(result).toEqual({ executed: true, result: { executed: false, reason: 'held' } })
     expect(listener.log.filter((l) => l === 'onLockAttempt job')).toHaveLength(2)
   })
@@ -294,12 +303,15 @@ describe('extendActiveLock', () => {
     const provider = inMemoryLockProvider({ clock })
     const listener = recordingListener()
     const executor = createLockingTaskExecutor(provider, { clock, listener })
-    await executor.executeWithLock(async (ctx) => {
-      clock.advance(1_000)
-      await extendActiveLock('1h', '30m')
-      expect(provider.inspect('job')!.lockUntil.getTime()).toBe(1_000 + 3_600_000)
-      expect(ctx.signal.aborted).toBe(false)
-    }, opts('job', '1m'))
+    await executor.executeWithLock(
+      async (ctx) => {
+        clock.advance(1_000)
+        await extendActiveLock('1h', '30m')
+        expect(provider.inspect('job')!.lockUntil.getTime()).toBe(1_000 + 3_600_000)
+        expect(ctx.signal.aborted).toBe(false)
+      },
+      opts('job', '1m'),
+    )
     const extended = listener.events.filter((e) => e.hook === 'onLockExtended')
     expect(extended).toHaveLength(1)
     expect(extended[0]!.configuration).toMatchObject({ name: 'job', lockAtMostFor: 3_600_000, lockAtLeastFor: 1_800_000 })
@@ -425,37 +437,43 @@ describe('extendActiveLock', () => {
     const listener = recordingListener()
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const executor = createLockingTaskExecutor(provider, { clock, listener })
-    const result = await executor.executeWithLock(async ({ signal }) => {
-      clock.advance(60_001)
-      const error = await extendActiveLock('1m').then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expect(error).toBeInstanceOf(LockCannotBeExtendedError)
-      expect((error as Error).message).toMatch(/"job".*expired/)
-      expect((error as Error).cause).toBeInstanceOf(LockLostError)
-      expect(signal.aborted).toBe(true)
-      expect(signal.reason).toBeInstanceOf(LockLostError)
-      // A second attempt says the lock is gone, without touching the spent handle.
-      await expect(extendActiveLock('1m')).rejects.toThrow(LockCannotBeExtendedError)
-      return 'finished anyway'
-    }, opts('job', '1m'))
+    const result = await executor.executeWithLock(
+      async ({ signal }) => {
+        clock.advance(60_001)
+        const error = await extendActiveLock('1m').then(
+          () => undefined,
+          (e: unknown) => e,
+        )
+        expect(error).toBeInstanceOf(LockCannotBeExtendedError)
+        expect((error as Error).message).toMatch(/"job".*expired/)
+        expect((error as Error).cause).toBeInstanceOf(LockLostError)
+        expect(signal.aborted).toBe(true)
+        expect(signal.reason).toBeInstanceOf(LockLostError)
+        // A second attempt says the lock is gone, without touching the spent handle.
+        await expect(extendActiveLock('1m')).rejects.toThrow(LockCannotBeExtendedError)
+        return 'finished anyway'
+      },
+      opts('job', '1m'),
+    )
     expect(result).toEqual({ executed: true, result: 'finished anyway' })
     expect(unlocks).toEqual([])
     expect(listener.log).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onLockLost job', 'onTaskFinished job'])
     expect(warn).not.toHaveBeenCalled()
   })
 
-  it('an expired lock whose task rethrows: the task\'s error surfaces, not a LockStateError', async () => {
+  it("an expired lock whose task rethrows: the task's error surfaces, not a LockStateError", async () => {
     const clock = manualClock(0)
     const listener = recordingListener()
     const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock }), { clock, listener })
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     await expect(
-      executor.executeWithLock(async () => {
-        clock.advance(60_001)
-        await extendActiveLock('1m')
-      }, opts('job', '1m')),
+      executor.executeWithLock(
+        async () => {
+          clock.advance(60_001)
+          await extendActiveLock('1m')
+        },
+        opts('job', '1m'),
+      ),
     ).rejects.toThrow(LockCannotBeExtendedError)
     expect(listener.log).not.toContain('onUnlockFailed job')
     expect(warn).not.toHaveBeenCalled()

@@ -73,9 +73,12 @@ describe('executeWithLock', () => {
     const provider = recordingProvider()
     const executor = createLockingTaskExecutor(provider)
     let context: TaskContext | undefined
-    await executor.executeWithLock((ctx) => {
-      context = ctx
-    }, { name: 'job', lockAtMostFor: '10m', lockAtLeastFor: '1s' })
+    await executor.executeWithLock(
+      (ctx) => {
+        context = ctx
+      },
+      { name: 'job', lockAtMostFor: '10m', lockAtLeastFor: '1s' },
+    )
     expect(context!.signal).toBeInstanceOf(AbortSignal)
     expect(context!.signal.aborted).toBe(false)
     expect(context!.configuration).toBe(provider.configurations[0])
@@ -203,7 +206,10 @@ describe('executeWithLock', () => {
     provider.unlockError = new Error('store down')
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const listener = recordingListener([], ['onUnlocked'])
-    await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(() => 'done', opts('nightly'))).resolves.toEqual({ executed: true, result: 'done' })
+    await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(() => 'done', opts('nightly'))).resolves.toEqual({
+      executed: true,
+      result: 'done',
+    })
     expect(warn).toHaveBeenCalledTimes(1)
     const [message, type] = warn.mock.calls[0]! as unknown as [string, string]
     expect(type).toBe('ShedLockWarning')
@@ -275,7 +281,16 @@ describe('executeWithLock', () => {
       await createLockingTaskExecutor(provider, { listener }).executeWithLock(() => {
         log.push('task')
       }, opts())
-      expect(log).toEqual(['onLockAttempt job', 'provider.lock job', 'onLockAcquired job', 'onTaskStarted job', 'task', 'onTaskFinished job', 'provider.unlock job', 'onUnlocked job'])
+      expect(log).toEqual([
+        'onLockAttempt job',
+        'provider.lock job',
+        'onLockAcquired job',
+        'onTaskStarted job',
+        'task',
+        'onTaskFinished job',
+        'provider.unlock job',
+        'onUnlocked job',
+      ])
       const finished = listener.events.find((e) => e.hook === 'onTaskFinished')!.extra as { durationMs: number; failed: boolean }
       expect(finished.failed).toBe(false)
       expect(finished.durationMs).toBeGreaterThanOrEqual(0)
@@ -284,7 +299,10 @@ describe('executeWithLock', () => {
     it('not acquired: attempt, notAcquired', async () => {
       const log: string[] = []
       const listener = recordingListener(log)
-      await createLockingTaskExecutor(recordingProvider(log, () => false), { listener }).executeWithLock(() => {
+      await createLockingTaskExecutor(
+        recordingProvider(log, () => false),
+        { listener },
+      ).executeWithLock(() => {
         log.push('task')
       }, opts())
       expect(log).toEqual(['onLockAttempt job', 'provider.lock job', 'onLockNotAcquired job'])
@@ -385,14 +403,22 @@ describe('executeWithLock', () => {
               throw failing
             }, opts()),
           ).rejects.toBe(failing)
-          await expect(createLockingTaskExecutor(recordingProvider([], () => false), { listener }).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: false, reason: 'held' })
+          await expect(
+            createLockingTaskExecutor(
+              recordingProvider([], () => false),
+              { listener },
+            ).executeWithLock(() => 1, opts()),
+          ).resolves.toEqual({ executed: false, reason: 'held' })
           provider.unlockError = new Error('unlock')
           await expect(executor.executeWithLock(() => 'still ok', opts())).resolves.toEqual({ executed: true, result: 'still ok' })
           provider.unlockError = undefined
         }
         const failure = new LockProviderError('down')
         await expect(
-          createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: { onLockAttempt: boom, onLockFailed: boom } }).executeWithLock(() => 1, opts()),
+          createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: { onLockAttempt: boom, onLockFailed: boom } }).executeWithLock(
+            () => 1,
+            opts(),
+          ),
         ).rejects.toBe(failure)
         // Let rejected listener promises settle.
         await new Promise((resolve) => setImmediate(resolve))
@@ -461,11 +487,14 @@ describe('executeWithLock', () => {
       const executor = createLockingTaskExecutor(provider, { listener, clock: dateClock })
       const release = deferred()
       let signal: AbortSignal | undefined
-      const running = executor.executeWithLock(async (ctx) => {
-        signal = ctx.signal
-        await release.promise
-        return ctx.signal.aborted
-      }, { name: 'job', lockAtMostFor: '10s' })
+      const running = executor.executeWithLock(
+        async (ctx) => {
+          signal = ctx.signal
+          await release.promise
+          return ctx.signal.aborted
+        },
+        { name: 'job', lockAtMostFor: '10s' },
+      )
       await vi.advanceTimersByTimeAsync(9_999)
       expect(signal!.aborted).toBe(false)
       expect(listener.log).not.toContain('onLockLost job')
@@ -485,9 +514,12 @@ describe('executeWithLock', () => {
       const listener = recordingListener()
       const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock: dateClock }), { listener, clock: dateClock })
       let signal: AbortSignal | undefined
-      await executor.executeWithLock((ctx) => {
-        signal = ctx.signal
-      }, { name: 'job', lockAtMostFor: '10s' })
+      await executor.executeWithLock(
+        (ctx) => {
+          signal = ctx.signal
+        },
+        { name: 'job', lockAtMostFor: '10s' },
+      )
       expect(vi.getTimerCount()).toBe(0)
       await vi.advanceTimersByTimeAsync(60_000)
       expect(signal!.aborted).toBe(false)
@@ -499,10 +531,13 @@ describe('executeWithLock', () => {
       const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock: dateClock }), { clock: dateClock })
       let signal: AbortSignal | undefined
       await expect(
-        executor.executeWithLock((ctx) => {
-          signal = ctx.signal
-          throw new Error('failed')
-        }, { name: 'job', lockAtMostFor: '10s' }),
+        executor.executeWithLock(
+          (ctx) => {
+            signal = ctx.signal
+            throw new Error('failed')
+          },
+          { name: 'job', lockAtMostFor: '10s' },
+        ),
       ).rejects.toThrow('failed')
       await vi.advanceTimersByTimeAsync(60_000)
       expect(signal!.aborted).toBe(false)
@@ -516,12 +551,15 @@ describe('executeWithLock', () => {
       const extendNow = deferred()
       const release = deferred()
       let signal: AbortSignal | undefined
-      const running = executor.executeWithLock(async (ctx) => {
-        signal = ctx.signal
-        await extendNow.promise
-        await extendActiveLock('10s')
-        await release.promise
-      }, { name: 'job', lockAtMostFor: '10s' })
+      const running = executor.executeWithLock(
+        async (ctx) => {
+          signal = ctx.signal
+          await extendNow.promise
+          await extendActiveLock('10s')
+          await release.promise
+        },
+        { name: 'job', lockAtMostFor: '10s' },
+      )
       await vi.advanceTimersByTimeAsync(6_000)
       extendNow.resolve()
       await vi.advanceTimersByTimeAsync(0)
@@ -544,10 +582,13 @@ describe('executeWithLock', () => {
       const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock }), { clock })
       const release = deferred()
       let signal: AbortSignal | undefined
-      const running = executor.executeWithLock(async (ctx) => {
-        signal = ctx.signal
-        await release.promise
-      }, { name: 'job', lockAtMostFor: '10s' })
+      const running = executor.executeWithLock(
+        async (ctx) => {
+          signal = ctx.signal
+          await release.promise
+        },
+        { name: 'job', lockAtMostFor: '10s' },
+      )
       await vi.advanceTimersByTimeAsync(0)
       // The timer fires, but the injected clock says only 4 s passed.
       clock.set(4_000)
@@ -669,25 +710,40 @@ describe('aroundTask', () => {
 
   it.each([
     ['never calls start', () => {}],
-    ['throws before start', () => {
-      throw new Error('hook')
-    }],
-    ['returns a rejected promise without start', async () => {
-      throw new Error('hook')
-    }],
-    ['calls start twice', (_c: LockConfiguration, start: () => void) => {
-      start()
-      start()
-    }],
-    ['throws after start', (_c: LockConfiguration, start: () => void) => {
-      start()
-      throw new Error('hook')
-    }],
+    [
+      'throws before start',
+      () => {
+        throw new Error('hook')
+      },
+    ],
+    [
+      'returns a rejected promise without start',
+      async () => {
+        throw new Error('hook')
+      },
+    ],
+    [
+      'calls start twice',
+      (_c: LockConfiguration, start: () => void) => {
+        start()
+        start()
+      },
+    ],
+    [
+      'throws after start',
+      (_c: LockConfiguration, start: () => void) => {
+        start()
+        throw new Error('hook')
+      },
+    ],
   ])('a hook that %s: the task runs exactly once and its result is returned', async (_what, aroundTask) => {
     const task = vi.fn(() => 'result')
     const listener = recordingListener()
     Object.assign(listener, { aroundTask })
-    await expect(createLockingTaskExecutor(inMemoryLockProvider(), { listener }).executeWithLock(task, opts())).resolves.toEqual({ executed: true, result: 'result' })
+    await expect(createLockingTaskExecutor(inMemoryLockProvider(), { listener }).executeWithLock(task, opts())).resolves.toEqual({
+      executed: true,
+      result: 'result',
+    })
     expect(task).toHaveBeenCalledTimes(1)
     expect(listener.log).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onTaskFinished job', 'onUnlocked job'])
   })
@@ -774,7 +830,8 @@ describe('NODE_DEBUG=shedlock', () => {
     const prefix = `SHEDLOCK ${'\\d+'}: `
     for (const line of lines) expect(line).toMatch(new RegExp(`^${prefix}Lock "[a-z]+" `))
     const of = (name: string) => lines.filter((line) => line.includes(`Lock "${name}"`)).map((line) => line.replace(new RegExp(`^${prefix}`), ''))
-    const acquired = (name: string, provider = ' from memory') => new RegExp(`^Lock "${name}" acquired${provider}; held at most until ${ISO}, at least until ${ISO}$`)
+    const acquired = (name: string, provider = ' from memory') =>
+      new RegExp(`^Lock "${name}" acquired${provider}; held at most until ${ISO}, at least until ${ISO}$`)
     const released = (name: string, kept = '') => new RegExp(`^Lock "${name}" released after the task${kept}$`)
 
     expect(of('ran')).toHaveLength(2)

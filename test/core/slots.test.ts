@@ -82,7 +82,13 @@ describe('executeWithLock with a slot', () => {
       [next(T).toISOString(), 'skipped'],
       [T.toISOString(), 'ok'],
     ])
-    expect(listener.log.filter((l) => l.startsWith('onSlot'))).toEqual(['onSlotClaimed report', 'onSlotClaimed report', 'onSlotSkipped report', 'onSlotDone report', 'onSlotDone report'])
+    expect(listener.log.filter((l) => l.startsWith('onSlot'))).toEqual([
+      'onSlotClaimed report',
+      'onSlotClaimed report',
+      'onSlotSkipped report',
+      'onSlotDone report',
+      'onSlotDone report',
+    ])
   })
 
   it('the skip is recorded under the node that claimed the slot, as the store names it (its lockedBy), like runs', async () => {
@@ -174,10 +180,13 @@ describe('the run ledger', () => {
     const clock = manualClock(T.getTime())
     const ledger = inMemoryRunLedger()
     const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock }), { clock, runLedger: ledger })
-    await executor.executeWithLock(async ({ signal }) => {
-      clock.advance(1_000)
-      await vi.waitFor(() => expect(signal.aborted).toBe(true), { timeout: 3_000 })
-    }, { name: 'report', lockAtMostFor: 1_000 })
+    await executor.executeWithLock(
+      async ({ signal }) => {
+        clock.advance(1_000)
+        await vi.waitFor(() => expect(signal.aborted).toBe(true), { timeout: 3_000 })
+      },
+      { name: 'report', lockAtMostFor: 1_000 },
+    )
     expect((await ledger.history('report'))[0]!.outcome).toBe('lock-lost')
   })
 

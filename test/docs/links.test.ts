@@ -82,7 +82,10 @@ describe('the link checker', () => {
   it('lists each broken link with its file and line, and exits 1', () => {
     const result = spawnSync(process.execPath, [script, '--root', fixture], { encoding: 'utf8' })
     expect(result.status).toBe(1)
-    const lines = result.stderr.split('\n').filter((line) => line.startsWith('  ')).map((line) => line.trim())
+    const lines = result.stderr
+      .split('\n')
+      .filter((line) => line.startsWith('  '))
+      .map((line) => line.trim())
     expect(lines.map((line) => line.split(': ')[0])).toEqual([
       'README.md:4',
       'README.md:5',

@@ -23,8 +23,16 @@ describe('a store failure under each scheduler', () => {
     const viaOnError: unknown[] = []
     const viaCatch: unknown[] = []
     const jobs = [
-      new Cron('* * * * * *', { maxRuns: 1 }, withLock(failing, { ...options, onError: (error) => viaOnError.push(error) }, () => void ran.push('onError'))),
-      new Cron('* * * * * *', { maxRuns: 1, catch: (error) => viaCatch.push(error) }, withLock(failing, options, () => void ran.push('catch'))),
+      new Cron(
+        '* * * * * *',
+        { maxRuns: 1 },
+        withLock(failing, { ...options, onError: (error) => viaOnError.push(error) }, () => void ran.push('onError')),
+      ),
+      new Cron(
+        '* * * * * *',
+        { maxRuns: 1, catch: (error) => viaCatch.push(error) },
+        withLock(failing, options, () => void ran.push('catch')),
+      ),
     ]
     await sleep(1_200)
     for (const job of jobs) job.stop()
@@ -39,7 +47,13 @@ describe('a store failure under each scheduler', () => {
     const ran: string[] = []
     const handled: unknown[] = []
     const jobs = [false, true].map((waitForCompletion) =>
-      CronJob.from({ cronTime: '* * * * * *', onTick: withLock(failing, options, () => void ran.push('tick')), errorHandler: (error) => void handled.push(error), waitForCompletion, start: true }),
+      CronJob.from({
+        cronTime: '* * * * * *',
+        onTick: withLock(failing, options, () => void ran.push('tick')),
+        errorHandler: (error) => void handled.push(error),
+        waitForCompletion,
+        start: true,
+      }),
     )
     await sleep(1_200)
     for (const job of jobs) await job.stop()
@@ -51,7 +65,10 @@ describe('a store failure under each scheduler', () => {
   it("node-schedule: the job's 'error' listener receives the LockProviderError", async () => {
     const ran: string[] = []
     const handled: unknown[] = []
-    const job = schedule.scheduleJob('* * * * * *', withLock(failing, options, () => void ran.push('tick')))
+    const job = schedule.scheduleJob(
+      '* * * * * *',
+      withLock(failing, options, () => void ran.push('tick')),
+    )
     job.on('error', (error) => handled.push(error))
     await sleep(1_200)
     job.cancel()

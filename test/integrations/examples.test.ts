@@ -12,7 +12,9 @@ import { killProofProcesses, runProofProcess, stderrErrors } from './support/pro
 // twice at once for a few seconds over one store, as a user would in two terminals. Needs the
 // built package (`npm run build`); builds @shedlock/nestjs unless its build is up to date.
 const root = fileURLToPath(new URL('../../', import.meta.url))
-const examples = readdirSync(join(root, 'examples')).filter((file) => file.endsWith('.ts')).map((file) => file.slice(0, -3))
+const examples = readdirSync(join(root, 'examples'))
+  .filter((file) => file.endsWith('.ts'))
+  .map((file) => file.slice(0, -3))
 const RUN_MS = 3_000
 const LINE = /^\[(\d+)\] (\d\d:\d\d:\d\d) (ran|skipped)\b/gm
 const POSTGRES_URL = process.env.SHEDLOCK_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -64,6 +66,9 @@ describe.each(examples)('example %s', (example) => {
     // process was up; here two processes that overlap must share the work.
     const output = runs.map((r) => `${r.node}:\n${r.stdout}`).join('\n')
     expect(lines.filter((l) => l.what === 'ran').length, `no process ran the job\n${output}`).toBeGreaterThanOrEqual(1)
-    expect(lines.some((l) => l.what === 'skipped'), `no process ever skipped\n${output}`).toBe(true)
+    expect(
+      lines.some((l) => l.what === 'skipped'),
+      `no process ever skipped\n${output}`,
+    ).toBe(true)
   }, 30_000)
 })

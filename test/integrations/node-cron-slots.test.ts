@@ -64,7 +64,10 @@ describe('lockingRunCoordinator with slot: true', () => {
       onComplete: (key) => late.onComplete(key),
     }
     const record = (node: string) => (context: TaskContext) => void runs.push(`${node} ${context.date.toISOString()}`)
-    const tasks = [cron.schedule('* * * * * *', record('a'), a), cron.schedule('* * * * * *', record('b'), { name: 'every-second', distributed: true, runCoordinator: b })]
+    const tasks = [
+      cron.schedule('* * * * * *', record('a'), a),
+      cron.schedule('* * * * * *', record('b'), { name: 'every-second', distributed: true, runCoordinator: b }),
+    ]
     for (const task of tasks) task.on('execution:skipped', (context) => void skipped.push(`${String(context.reason)} ${context.date.toISOString()}`))
     destroy.push(() => tasks.forEach((task) => task.destroy()))
     await sleep(2_700)
@@ -84,7 +87,9 @@ describe('lockingRunCoordinator with slot: true', () => {
     expect(provider.inspect(slotRecordName('report', new Date(T0)))!.lockUntil.getTime()).toBe(T0 + 2 * 3_600_000)
     expect(typeof options.runCoordinator.catchUp).toBe('function')
     expect(() => lockingTaskOptions(provider, { name: 'report', lockAtMostFor: '1m', catchUp: { policy: 'all', within: '1h' } })).toThrow(/catchUp needs slot/)
-    expect(() => lockingRunCoordinator(provider, { name: 'report', lockAtMostFor: '1m', slot: 'yes' as unknown as boolean })).toThrow(/slot must be true or false/)
+    expect(() => lockingRunCoordinator(provider, { name: 'report', lockAtMostFor: '1m', slot: 'yes' as unknown as boolean })).toThrow(
+      /slot must be true or false/,
+    )
   })
 })
 
@@ -133,9 +138,13 @@ describe('lockingRunCoordinator catchUp(task)', () => {
 
   it('a failing run is in failed; without the catchUp option, or once closed, nothing runs; a non-task is refused', async () => {
     const { coordinator } = await setUp('all')
-    const failing = cron.createTask('* * * * *', () => {
-      throw new Error('boom')
-    }, { timezone: 'UTC', logger: quiet })
+    const failing = cron.createTask(
+      '* * * * *',
+      () => {
+        throw new Error('boom')
+      },
+      { timezone: 'UTC', logger: quiet },
+    )
     destroy.push(() => failing.destroy())
     const result = await coordinator.catchUp(failing)
     expect(result.failed.map((f) => (f.error as Error).message)).toEqual(['boom', 'boom', 'boom', 'boom', 'boom'])

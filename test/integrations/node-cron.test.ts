@@ -115,7 +115,10 @@ describe('lockingRunCoordinator', () => {
     [{ name: '', lockAtMostFor: '1m' }, /^lockingRunCoordinator\(\): Lock name "" is blank/],
     [{ lockAtMostFor: '1m' }, /^lockingRunCoordinator\(\): Lock name must be a string, got undefined/],
     [{ name: 'report' }, /^lockingRunCoordinator\(\): Lock "report": lockAtMostFor is required/],
-    [{ name: 'report', lockAtMostFor: '1m', lockAtLeastFor: '2m' }, /^lockingRunCoordinator\(\): Lock "report": lockAtLeastFor \(2m\) is longer than lockAtMostFor \(1m\)/],
+    [
+      { name: 'report', lockAtMostFor: '1m', lockAtLeastFor: '2m' },
+      /^lockingRunCoordinator\(\): Lock "report": lockAtLeastFor \(2m\) is longer than lockAtMostFor \(1m\)/,
+    ],
     [undefined, /^lockingRunCoordinator\(\): options are missing/],
   ])('rejects bad options at once: %j', (options, message) => {
     expect(() => lockingRunCoordinator(inMemoryLockProvider(), options as never)).toThrow(LockConfigurationError)
@@ -123,7 +126,9 @@ describe('lockingRunCoordinator', () => {
   })
 
   it('rejects a provider of the wrong kind at once', () => {
-    expect(() => lockingRunCoordinator({} as never, { name: 'report', lockAtMostFor: '1m' })).toThrow(/^lockingRunCoordinator\(\) of lock "report": expected a LockProvider/)
+    expect(() => lockingRunCoordinator({} as never, { name: 'report', lockAtMostFor: '1m' })).toThrow(
+      /^lockingRunCoordinator\(\) of lock "report": expected a LockProvider/,
+    )
   })
 })
 
@@ -136,7 +141,9 @@ describe('lockingTaskOptions', () => {
   })
 
   it('rejects bad options at once', () => {
-    expect(() => lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: 'x' as Duration })).toThrow(/^lockingTaskOptions\(\): Lock "report": lockAtMostFor is invalid/)
+    expect(() => lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: 'x' as Duration })).toThrow(
+      /^lockingTaskOptions\(\): Lock "report": lockAtMostFor is invalid/,
+    )
   })
 })
 
@@ -186,12 +193,22 @@ describe('with node-cron itself (real time, about 2.5 s)', () => {
     // the checks are on what did happen: no second ran twice, and the other node skipped it.
     expect(runs.length).toBeGreaterThanOrEqual(1)
     for (const run of runs) {
-      expect(runs.filter((r) => r.second === run.second), `second ${run.second}`).toHaveLength(1)
-      expect(skipped.filter((s) => s.second === run.second && s.node === run.node), `second ${run.second}`).toEqual([])
+      expect(
+        runs.filter((r) => r.second === run.second),
+        `second ${run.second}`,
+      ).toHaveLength(1)
+      expect(
+        skipped.filter((s) => s.second === run.second && s.node === run.node),
+        `second ${run.second}`,
+      ).toEqual([])
     }
     expect(skipped.length).toBeGreaterThanOrEqual(1)
     expect(new Set(skipped.map((s) => s.reason))).toEqual(new Set(['not-elected']))
-    for (const skip of skipped) expect(runs.some((r) => r.second === skip.second), `second ${skip.second} was skipped by ${skip.node} but ran nowhere`).toBe(true)
+    for (const skip of skipped)
+      expect(
+        runs.some((r) => r.second === skip.second),
+        `second ${skip.second} was skipped by ${skip.node} but ran nowhere`,
+      ).toBe(true)
     // node-cron runs the task outside the lock's async context: assertLocked() cannot see the lock.
     expect(runs.every((r) => !r.locked)).toBe(true)
     expect(runs.some((r) => r.node === 'failing')).toBe(false)

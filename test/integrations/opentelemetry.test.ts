@@ -128,10 +128,13 @@ describe('openTelemetryListener', () => {
     const executor = createLockingTaskExecutor(named(inMemoryLockProvider(), 'memory'), { listener })
     const lock = { 'shedlock.lock.name': 'report', 'shedlock.provider.name': 'memory' }
     let activeWhileRunning = -1
-    const result = await executor.executeWithLock(async () => {
-      activeWhileRunning = await t.sum('shedlock.task.active', lock)
-      return 'done'
-    }, { name: 'report', lockAtMostFor: '10m', lockAtLeastFor: '30s' })
+    const result = await executor.executeWithLock(
+      async () => {
+        activeWhileRunning = await t.sum('shedlock.task.active', lock)
+        return 'done'
+      },
+      { name: 'report', lockAtMostFor: '10m', lockAtLeastFor: '30s' },
+    )
     expect(result).toEqual({ executed: true, result: 'done' })
 
     expect(await t.attributesOf('shedlock.lock.attempts')).toEqual([{ ...lock, 'shedlock.lock.result': 'acquired' }])
@@ -170,7 +173,10 @@ describe('openTelemetryListener', () => {
     expect(await t.descriptor('shedlock.task.active')).toMatchObject({ unit: '{task}', type: 'UP_DOWN_COUNTER' })
     const [duration] = await t.histogram('shedlock.task.duration')
     expect(duration!.buckets.boundaries).toEqual([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600])
-    const lost = createLockingTaskExecutor({ lock: async () => fakeHandle({ unlock: async () => {}, extend: async () => undefined }) }, { listener: t.listener })
+    const lost = createLockingTaskExecutor(
+      { lock: async () => fakeHandle({ unlock: async () => {}, extend: async () => undefined }) },
+      { listener: t.listener },
+    )
     await lost.executeWithLock(() => extendActiveLock('1m').catch(() => undefined), opts('lost'))
     expect(await t.descriptor('shedlock.lock.losses')).toMatchObject({ unit: '{loss}', type: 'COUNTER' })
   })
@@ -180,9 +186,14 @@ describe('openTelemetryListener', () => {
     const provider = inMemoryLockProvider()
     await provider.lock(lockConfiguration(opts()))
     const task = vi.fn()
-    await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(task, opts())).resolves.toEqual({ executed: false, reason: 'held' })
+    await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(task, opts())).resolves.toEqual({
+      executed: false,
+      reason: 'held',
+    })
     expect(task).not.toHaveBeenCalled()
-    expect(await t.attributesOf('shedlock.lock.attempts')).toEqual([{ 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'shedlock.lock.result': 'not_acquired' }])
+    expect(await t.attributesOf('shedlock.lock.attempts')).toEqual([
+      { 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'shedlock.lock.result': 'not_acquired' },
+    ])
     expect(await t.histogram('shedlock.task.duration')).toEqual([])
     expect(await t.sum('shedlock.task.active')).toBe(0)
     const [span] = t.spans()
@@ -194,7 +205,11 @@ describe('openTelemetryListener', () => {
   it('a store failure: a failed attempt with error.type from the driver, and an error span with the exception', async () => {
     const t = telemetry()
     const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
-    const failure = new LockProviderError('postgres: could not acquire lock "job": the database is unreachable', { cause, provider: 'postgres', lockName: 'job' })
+    const failure = new LockProviderError('postgres: could not acquire lock "job": the database is unreachable', {
+      cause,
+      provider: 'postgres',
+      lockName: 'job',
+    })
     const provider = named({ lock: () => Promise.reject(failure) } as LockProvider, 'postgres')
     await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(() => 1, opts())).rejects.toBe(failure)
     expect(await t.attributesOf('shedlock.lock.attempts')).toEqual([
@@ -210,7 +225,9 @@ describe('openTelemetryListener', () => {
   it('a store failure without a driver code is typed by its class', async () => {
     const t = telemetry()
     const failure = new LockProviderError('down')
-    await expect(createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: t.listener }).executeWithLock(() => 1, opts())).rejects.toBe(failure)
+    await expect(createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: t.listener }).executeWithLock(() => 1, opts())).rejects.toBe(
+      failure,
+    )
     expect(await t.sum('shedlock.lock.attempts', { 'error.type': 'LockProviderError' })).toBe(1)
   })
 
@@ -222,7 +239,9 @@ describe('openTelemetryListener', () => {
         throw boom
       }, opts()),
     ).rejects.toBe(boom)
-    expect(await t.attributesOf('shedlock.task.duration')).toEqual([{ 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'error.type': 'TypeError' }])
+    expect(await t.attributesOf('shedlock.task.duration')).toEqual([
+      { 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'error.type': 'TypeError' },
+    ])
     expect(await t.sum('shedlock.task.active')).toBe(0)
     expect(await t.sum('shedlock.lock.attempts', { 'shedlock.lock.result': 'acquired' })).toBe(1)
     const [span] = t.spans()
@@ -238,7 +257,9 @@ describe('openTelemetryListener', () => {
         throw 'plain string'
       }, opts()),
     ).rejects.toBe('plain string')
-    expect(await t.attributesOf('shedlock.task.duration')).toEqual([{ 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'error.type': '_OTHER' }])
+    expect(await t.attributesOf('shedlock.task.duration')).toEqual([
+      { 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'in-memory', 'error.type': '_OTHER' },
+    ])
     expect(t.spans()[0]!.status).toEqual({ code: api.SpanStatusCode.ERROR, message: 'plain string' })
   })
 
@@ -414,7 +435,15 @@ describe('openTelemetryListener', () => {
   it('last success: with a ledger, the last success of every task on any node; an unreadable ledger leaves those of this process', async () => {
     const runLedger = inMemoryRunLedger()
     const at = new Date('2026-11-20T02:00:05.000Z')
-    await runLedger.record({ name: 'elsewhere', slot: undefined, node: 'web-2', startedAt: new Date(at.getTime() - 5_000), finishedAt: at, outcome: 'ok', durationMs: 5_000 })
+    await runLedger.record({
+      name: 'elsewhere',
+      slot: undefined,
+      node: 'web-2',
+      startedAt: new Date(at.getTime() - 5_000),
+      finishedAt: at,
+      outcome: 'ok',
+      durationMs: 5_000,
+    })
     await runLedger.record({ name: 'failing', slot: undefined, node: 'web-2', startedAt: at, finishedAt: at, outcome: 'failed', durationMs: 1 })
     const t = telemetry({ tracer: false, api: false, runLedger })
     expect(await t.attributesOf('shedlock.task.last_success')).toEqual([{ 'shedlock.lock.name': 'elsewhere' }])
@@ -444,7 +473,11 @@ describe('openTelemetryListener', () => {
     ['neither meter nor tracer', {}, /needs a meter, a tracer or both/],
     ['a meter without instruments', { meter: {} }, /meter is not an OpenTelemetry Meter/],
     ['a tracer without startSpan', { tracer: { startSpan: 'no' } }, /tracer is not an OpenTelemetry Tracer/],
-    ['an api without context.with and trace.setSpan', { tracer: { startSpan: () => ({}) }, api: { context: {} } }, /import \* as api from '@opentelemetry\/api'/],
+    [
+      'an api without context.with and trace.setSpan',
+      { tracer: { startSpan: () => ({}) }, api: { context: {} } },
+      /import \* as api from '@opentelemetry\/api'/,
+    ],
     ['api without a tracer', { meter: new MeterProvider().getMeter('x'), api }, /needs a tracer as well/],
   ])('rejects %s with a LockConfigurationError that says what to pass', (_what, options, message) => {
     expect(() => openTelemetryListener(options as never)).toThrow(LockConfigurationError)

@@ -17,7 +17,10 @@ const FIXTURE = new URL('../fixtures/decorators/classes.ts', import.meta.url)
 const lib: Fixture.Library = { SchedulerLock, assertLocked }
 
 /** The runtime of the fixture's Tracer and Tagger: one function per decorator mode. */
-function anyMode(wrap: (method: (...args: unknown[]) => unknown) => (...args: unknown[]) => unknown, onFunction: (fn: object) => void = () => {}): Fixture.AnyModeMethodDecorator {
+function anyMode(
+  wrap: (method: (...args: unknown[]) => unknown) => (...args: unknown[]) => unknown,
+  onFunction: (fn: object) => void = () => {},
+): Fixture.AnyModeMethodDecorator {
   return ((...args: unknown[]) => {
     if (args.length === 2) {
       onFunction(args[0] as object)
@@ -31,17 +34,18 @@ function anyMode(wrap: (method: (...args: unknown[]) => unknown) => (...args: un
 }
 
 const trace: Fixture.Tracer = (log, name) =>
-  anyMode((method) =>
-    function (this: unknown, ...args: unknown[]) {
-      let locked = true
-      try {
-        assertLocked()
-      } catch {
-        locked = false
-      }
-      log.push(`${name} ${locked ? 'locked' : 'unlocked'}`)
-      return method.apply(this, args)
-    },
+  anyMode(
+    (method) =>
+      function (this: unknown, ...args: unknown[]) {
+        let locked = true
+        try {
+          assertLocked()
+        } catch {
+          locked = false
+        }
+        log.push(`${name} ${locked ? 'locked' : 'unlocked'}`)
+        return method.apply(this, args)
+      },
   )
 
 const tag: Fixture.Tagger = (key, value) =>
@@ -232,7 +236,13 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
       const listener = recordingListener()
       configureSchedulerLock({ provider: a, defaultLockAtMostFor: '5m', listener })
       await new Reports().withDefaults()
-      expect(listener.log).toEqual(['onLockAttempt defaults', 'onLockAcquired defaults', 'onTaskStarted defaults', 'onTaskFinished defaults', 'onUnlocked defaults'])
+      expect(listener.log).toEqual([
+        'onLockAttempt defaults',
+        'onLockAcquired defaults',
+        'onTaskStarted defaults',
+        'onTaskFinished defaults',
+        'onUnlocked defaults',
+      ])
     })
   })
 
@@ -241,18 +251,40 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
     const cases: Array<[keyof typeof Fixture.misuses, (m: DecoratorMode) => string]> = [
       ['missingName', () => `@SchedulerLock on ${owner('BadName', 'run')}(): the lock name is missing; pass name: "nightly-report"`],
       ['blankName', () => `@SchedulerLock on ${owner('BlankName', 'run')}() (lock " "): the lock name " " is blank`],
-      ['badDuration', () => `@SchedulerLock on ${owner('BadDuration', 'run')}() (lock "bad-duration"): lockAtMostFor is invalid. Invalid duration "10 minutes"`],
+      [
+        'badDuration',
+        () => `@SchedulerLock on ${owner('BadDuration', 'run')}() (lock "bad-duration"): lockAtMostFor is invalid. Invalid duration "10 minutes"`,
+      ],
       [
         'atLeastAboveAtMost',
-        () => `@SchedulerLock on ${owner('AtLeastAboveAtMost', 'run')}() (lock "inverted"): lockAtLeastFor (5m) is longer than lockAtMostFor (1m); make lockAtMostFor at least as long as lockAtLeastFor`,
+        () =>
+          `@SchedulerLock on ${owner('AtLeastAboveAtMost', 'run')}() (lock "inverted"): lockAtLeastFor (5m) is longer than lockAtMostFor (1m); make lockAtMostFor at least as long as lockAtLeastFor`,
       ],
-      ['blankProvider', () => `@SchedulerLock on ${owner('BlankProvider', 'run')}() (lock "blank-provider"): provider must be the name of one of the providers`],
-      ['onField', (m) => (m === 'legacy' ? '@SchedulerLock on OnField.value (lock "on-field"): it decorates methods only, not a property' : '@SchedulerLock on field value (lock "on-field"): it decorates methods only, not a field')],
+      [
+        'blankProvider',
+        () => `@SchedulerLock on ${owner('BlankProvider', 'run')}() (lock "blank-provider"): provider must be the name of one of the providers`,
+      ],
+      [
+        'onField',
+        (m) =>
+          m === 'legacy'
+            ? '@SchedulerLock on OnField.value (lock "on-field"): it decorates methods only, not a property'
+            : '@SchedulerLock on field value (lock "on-field"): it decorates methods only, not a field',
+      ],
       [
         'onGetter',
-        (m) => (m === 'legacy' ? '@SchedulerLock on OnGetter.value (lock "on-getter"): it decorates methods only, not an accessor' : '@SchedulerLock on getter value (lock "on-getter"): it decorates methods only, not a getter'),
+        (m) =>
+          m === 'legacy'
+            ? '@SchedulerLock on OnGetter.value (lock "on-getter"): it decorates methods only, not an accessor'
+            : '@SchedulerLock on getter value (lock "on-getter"): it decorates methods only, not a getter',
       ],
-      ['onClass', (m) => (m === 'legacy' ? '@SchedulerLock (lock "on-class"): it decorates methods only, not the class OnClass' : '@SchedulerLock on class OnClass (lock "on-class"): it decorates methods only, not a class')],
+      [
+        'onClass',
+        (m) =>
+          m === 'legacy'
+            ? '@SchedulerLock (lock "on-class"): it decorates methods only, not the class OnClass'
+            : '@SchedulerLock on class OnClass (lock "on-class"): it decorates methods only, not a class',
+      ],
       ['twice', () => `@SchedulerLock on ${owner('Twice', 'run')}() (lock "first"): the method already has a @SchedulerLock; keep one`],
     ]
 
@@ -276,12 +308,32 @@ describe('configureSchedulerLock', () => {
   it.each([
     ['no options', undefined, /^configureSchedulerLock\(\): options are missing/],
     ['no defaultLockAtMostFor', { provider }, /^configureSchedulerLock\(\): defaultLockAtMostFor is required; set it well above/],
-    ['a bad defaultLockAtMostFor', { provider, defaultLockAtMostFor: 'soon' }, /^configureSchedulerLock\(\): lockAtMostFor is invalid\. Invalid duration "soon"/],
-    ['defaultLockAtLeastFor above defaultLockAtMostFor', { provider, defaultLockAtMostFor: '1s', defaultLockAtLeastFor: '2s' }, /lockAtLeastFor \(2s\) is longer than lockAtMostFor \(1s\)/],
-    ['no provider', { defaultLockAtMostFor: '1m' }, /^configureSchedulerLock\(\): no lock provider given; pass provider \(the default\) or providers \(named ones\)/],
+    [
+      'a bad defaultLockAtMostFor',
+      { provider, defaultLockAtMostFor: 'soon' },
+      /^configureSchedulerLock\(\): lockAtMostFor is invalid\. Invalid duration "soon"/,
+    ],
+    [
+      'defaultLockAtLeastFor above defaultLockAtMostFor',
+      { provider, defaultLockAtMostFor: '1s', defaultLockAtLeastFor: '2s' },
+      /lockAtLeastFor \(2s\) is longer than lockAtMostFor \(1s\)/,
+    ],
+    [
+      'no provider',
+      { defaultLockAtMostFor: '1m' },
+      /^configureSchedulerLock\(\): no lock provider given; pass provider \(the default\) or providers \(named ones\)/,
+    ],
     ['an empty providers object', { providers: {}, defaultLockAtMostFor: '1m' }, /no lock provider given/],
-    ['a provider of the wrong kind', { provider: { query() {} }, defaultLockAtMostFor: '1m' }, /^configureSchedulerLock\(\): provider: expected a LockProvider/],
-    ['a named provider of the wrong kind', { providers: { main: 'postgres' }, defaultLockAtMostFor: '1m' }, /^configureSchedulerLock\(\): providers\.main: expected a LockProvider/],
+    [
+      'a provider of the wrong kind',
+      { provider: { query() {} }, defaultLockAtMostFor: '1m' },
+      /^configureSchedulerLock\(\): provider: expected a LockProvider/,
+    ],
+    [
+      'a named provider of the wrong kind',
+      { providers: { main: 'postgres' }, defaultLockAtMostFor: '1m' },
+      /^configureSchedulerLock\(\): providers\.main: expected a LockProvider/,
+    ],
     ['providers as an array', { providers: [provider], defaultLockAtMostFor: '1m' }, /providers must be an object of named providers/],
     ['a blank provider name', { providers: { ' ': provider }, defaultLockAtMostFor: '1m' }, /a provider name is blank/],
   ])('rejects %s with LockConfigurationError', (_, options, message) => {

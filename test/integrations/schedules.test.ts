@@ -50,7 +50,10 @@ function cronerRun(pattern: string, started: Date, options: ConstructorParameter
 
 /** A cron job whose tick started at `started`: its CronTime, lastDate() replaced. */
 function cronTick(cronTime: string, started: Date, zone: { timeZone?: string; utcOffset?: number } = { timeZone: 'UTC' }): CronJobLike {
-  const job = zone.utcOffset === undefined ? CronJob.from({ cronTime, onTick: () => {}, start: false, timeZone: zone.timeZone ?? null }) : CronJob.from({ cronTime, onTick: () => {}, start: false, utcOffset: zone.utcOffset })
+  const job =
+    zone.utcOffset === undefined
+      ? CronJob.from({ cronTime, onTick: () => {}, start: false, timeZone: zone.timeZone ?? null })
+      : CronJob.from({ cronTime, onTick: () => {}, start: false, utcOffset: zone.utcOffset })
   return { cronTime: job.cronTime, lastDate: () => started }
 }
 
@@ -84,7 +87,9 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
     it('a one-off job (a Date): the date', () => {
       const once = new Cron(at('2030-01-01T00:00:00.000Z'), { paused: true })
       once.stop()
-      expect(iso(nominalFireTime('t', undefined, [Object.assign(Object.create(once) as Cron, { currentRun: () => at('2030-01-01T00:00:00.004Z') })]))).toBe('2030-01-01T00:00:00.000Z')
+      expect(iso(nominalFireTime('t', undefined, [Object.assign(Object.create(once) as Cron, { currentRun: () => at('2030-01-01T00:00:00.004Z') })]))).toBe(
+        '2030-01-01T00:00:00.000Z',
+      )
     })
 
     it('a job with no current run is refused', () => {
@@ -109,8 +114,12 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
     })
 
     it("in the job's time zone, or its utcOffset", () => {
-      expect(iso(nominalFireTime('t', cronTick('0 30 2 * * *', at('2026-11-24T01:30:00.800Z'), { timeZone: 'Europe/Berlin' }), []))).toBe('2026-11-24T01:30:00.000Z')
-      expect(iso(nominalFireTime('t', cronTick('0 30 2 * * *', at('2026-06-24T00:30:01.000Z'), { timeZone: 'Europe/Berlin' }), []))).toBe('2026-06-24T00:30:00.000Z')
+      expect(iso(nominalFireTime('t', cronTick('0 30 2 * * *', at('2026-11-24T01:30:00.800Z'), { timeZone: 'Europe/Berlin' }), []))).toBe(
+        '2026-11-24T01:30:00.000Z',
+      )
+      expect(iso(nominalFireTime('t', cronTick('0 30 2 * * *', at('2026-06-24T00:30:01.000Z'), { timeZone: 'Europe/Berlin' }), []))).toBe(
+        '2026-06-24T00:30:00.000Z',
+      )
       expect(iso(nominalFireTime('t', cronTick('0 0 3 * * *', at('2026-11-24T01:00:00.300Z'), { utcOffset: 120 }), []))).toBe('2026-11-24T01:00:00.000Z')
       expect(iso(nominalFireTime('t', cronTick('0 0 3 * * *', at('2026-11-24T07:30:00.300Z'), { utcOffset: -270 }), []))).toBe('2026-11-24T07:30:00.000Z')
     })
@@ -168,7 +177,10 @@ describe('fireTimesOf: fire times from the scheduler itself, both ends included'
     ['cron CronTime', () => new CronTime('0 * * * * *', 'UTC')],
     ['node-cron ScheduledTask (five fields)', () => cron.createTask('* * * * *', () => {}, { timezone: 'UTC' })],
     ['node-cron ScheduledTask (six fields)', () => cron.createTask('*/30 * * * * *', () => {}, { timezone: 'UTC' })],
-    ['a function (node-schedule: RecurrenceRule.nextInvocationDate)', () => nodeScheduleFireTimes(new schedule.RecurrenceRule(undefined, undefined, undefined, undefined, undefined, undefined, 0, 'UTC'))],
+    [
+      'a function (node-schedule: RecurrenceRule.nextInvocationDate)',
+      () => nodeScheduleFireTimes(new schedule.RecurrenceRule(undefined, undefined, undefined, undefined, undefined, undefined, 0, 'UTC')),
+    ],
   ])('%s', (kind, make) => {
     const times = fireTimesOf(make())(from, to).map(iso)
     if (kind.includes('six fields')) expect(times).toEqual(minutes.flatMap((m, i) => (i === 5 ? [m] : [m, m.replace(':00.000Z', ':30.000Z')])))
@@ -276,7 +288,7 @@ describe('a timer that fires late still yields its nominal fire time (real sched
     await expectLate(seen, 1300)
   })
 
-  it("node-cron: 0.7 s late (it skips a fire later than its missedExecutionTolerance, 1 s)", async () => {
+  it('node-cron: 0.7 s late (it skips a fire later than its missedExecutionTolerance, 1 s)', async () => {
     const seen: Seen[] = []
     const locked = withLock(inMemoryLockProvider(), { name: 'node-cron-late', lockAtMostFor: '10s', slot: true }, task(seen, 700))
     const scheduled = cron.schedule('*/2 * * * * *', locked, { timezone: 'UTC' })

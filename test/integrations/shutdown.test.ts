@@ -82,17 +82,39 @@ describe.skipIf(!pool)('graceful shutdown across processes, on PostgreSQL', () =
     // Taken once released, which is before the process exits: well within a second of the exit,
     // where without the shutdown it would have waited for lockAtMostFor (60 s).
     expect(t.takenAt - t.exitedAt).toBeLessThan(1_000)
-    console.log(`[shutdown] library: SIGTERM to lock taken by another process ${Math.round(t.takenAt - t.signalledAt)} ms (exit at ${Math.round(t.exitedAt - t.signalledAt)} ms); lockAtMostFor 60 s`)
+    console.log(
+      `[shutdown] library: SIGTERM to lock taken by another process ${Math.round(t.takenAt - t.signalledAt)} ms (exit at ${Math.round(t.exitedAt - t.signalledAt)} ms); lockAtMostFor 60 s`,
+    )
   }, 60_000)
 
   it('shedlock run: SIGTERM goes to the command, shedlock exits 143 and releases the lock, and another process takes it within a second of the exit', async () => {
     const name = `shutdown-run-${randomUUID()}`
-    const node = start([join(root, 'dist/cli/main.js'), 'run', '--url', POSTGRES_URL, '--table', table, '--name', name, '--lock-at-most-for', '60s', '--', 'sh', '-c', 'echo running; exec sleep 60'], {})
+    const node = start(
+      [
+        join(root, 'dist/cli/main.js'),
+        'run',
+        '--url',
+        POSTGRES_URL,
+        '--table',
+        table,
+        '--name',
+        name,
+        '--lock-at-most-for',
+        '60s',
+        '--',
+        'sh',
+        '-c',
+        'echo running; exec sleep 60',
+      ],
+      {},
+    )
     expect(await waitFor(() => node.stdout().includes('running'), 20_000), node.stderr()).toBe(true)
     const t = await terminateAndTakeOver(node, provider, name)
     expect(node.child.exitCode).toBe(143)
     expect(t.taken, 'another process took the lock').toBe(true)
     expect(t.takenAt - t.exitedAt).toBeLessThan(1_000)
-    console.log(`[shutdown] shedlock run: SIGTERM to lock taken by another process ${Math.round(t.takenAt - t.signalledAt)} ms (exit at ${Math.round(t.exitedAt - t.signalledAt)} ms); lockAtMostFor 60 s`)
+    console.log(
+      `[shutdown] shedlock run: SIGTERM to lock taken by another process ${Math.round(t.takenAt - t.signalledAt)} ms (exit at ${Math.round(t.exitedAt - t.signalledAt)} ms); lockAtMostFor 60 s`,
+    )
   }, 60_000)
 })

@@ -60,7 +60,10 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
     [
       'croner',
       (a, b) => {
-        const jobs = [new Cron('* * * * * *', (job: Cron) => void a(job as never)), new Cron('* * * * * *', (job: Cron) => void setTimeout(() => b(job as never), LATE_MS))]
+        const jobs = [
+          new Cron('* * * * * *', (job: Cron) => void a(job as never)),
+          new Cron('* * * * * *', (job: Cron) => void setTimeout(() => b(job as never), LATE_MS)),
+        ]
         stop.push(() => jobs.forEach((job) => job.stop()))
       },
     ],
@@ -83,14 +86,20 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
     [
       'node-schedule',
       (a, b) => {
-        const jobs = [schedule.scheduleJob('* * * * * *', (date: Date) => void a(date as never)), schedule.scheduleJob('* * * * * *', (date: Date) => void setTimeout(() => b(date as never), LATE_MS))]
+        const jobs = [
+          schedule.scheduleJob('* * * * * *', (date: Date) => void a(date as never)),
+          schedule.scheduleJob('* * * * * *', (date: Date) => void setTimeout(() => b(date as never), LATE_MS)),
+        ]
         stop.push(() => jobs.forEach((job) => job.cancel()))
       },
     ],
     [
       'node-cron',
       (a, b) => {
-        const tasks = [cron.schedule('* * * * * *', (context) => a(context as never)), cron.schedule('* * * * * *', (context) => void setTimeout(() => b(context as never), LATE_MS))]
+        const tasks = [
+          cron.schedule('* * * * * *', (context) => a(context as never)),
+          cron.schedule('* * * * * *', (context) => void setTimeout(() => b(context as never), LATE_MS)),
+        ]
         stop.push(() => tasks.forEach((task) => task.destroy()))
       },
     ],
@@ -133,9 +142,17 @@ describe('withLock slot option', () => {
     await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => undefined }, fn)()).rejects.toThrow(/the slot function returned undefined/)
     await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => new Date(Number.NaN) }, fn)()).rejects.toThrow(/Invalid Date/)
     await expect(
-      withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => {
-        throw new Error('boom')
-      } }, fn)(),
+      withLock(
+        provider,
+        {
+          name: 'n',
+          lockAtMostFor: '1m',
+          slot: () => {
+            throw new Error('boom')
+          },
+        },
+        fn,
+      )(),
     ).rejects.toThrow(/the slot function threw: boom/)
     const errors: unknown[] = []
     await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, onError: (error) => errors.push(error) }, fn)()).resolves.toBeUndefined()
@@ -163,9 +180,15 @@ describe('withLock slot option', () => {
     expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: 'yes' as unknown as true }, fn)).toThrow(/slot must be true/)
     expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slotRetention: '1h' }, fn)).toThrow(/slotRetention is set without slot/)
     expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', catchUp: { policy: 'all', within: '1h' } }, fn)).toThrow(/catchUp needs slot/)
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'each' as 'all', within: '1h' } }, fn)).toThrow(/policy must be/)
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, slotRetention: '1h', catchUp: { policy: 'all', within: '2h' } }, fn)).toThrow(/longer than slotRetention/)
-    expect(() => withLock(provider, { name: () => 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'all', within: '1h' } }, fn)).toThrow(/fixed lock name/)
+    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'each' as 'all', within: '1h' } }, fn)).toThrow(
+      /policy must be/,
+    )
+    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, slotRetention: '1h', catchUp: { policy: 'all', within: '2h' } }, fn)).toThrow(
+      /longer than slotRetention/,
+    )
+    expect(() => withLock(provider, { name: () => 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'all', within: '1h' } }, fn)).toThrow(
+      /fixed lock name/,
+    )
     expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', signal: {} as AbortSignal }, fn)).toThrow(/signal must be an AbortSignal/)
   })
 })
@@ -274,12 +297,16 @@ describe('shutdown', () => {
     const controller = new AbortController()
     const started = deferred()
     const runs: string[] = []
-    const fn = withLock(provider, { name: 'sig', lockAtMostFor: '1m', slot: () => new Date(Date.UTC(2026, 0, 1)), catchUp: { policy: 'all', within: '1h' }, signal: controller.signal }, async () => {
-      runs.push('run')
-      const { signal } = taskContext()
-      started.resolve()
-      await new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))
-    })
+    const fn = withLock(
+      provider,
+      { name: 'sig', lockAtMostFor: '1m', slot: () => new Date(Date.UTC(2026, 0, 1)), catchUp: { policy: 'all', within: '1h' }, signal: controller.signal },
+      async () => {
+        runs.push('run')
+        const { signal } = taskContext()
+        started.resolve()
+        await new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))
+      },
+    )
     const call = fn()
     await started.promise
     controller.abort(new Error('SIGTERM'))

@@ -89,9 +89,18 @@ describe('withLock', () => {
 
   it('a dynamic name function gets this as well', async () => {
     const provider = inMemoryLockProvider()
-    const locked = withLock(provider, { name(this: { id: string }) { return `job-${this.id}` }, lockAtMostFor: '1m' }, function (this: { id: string }) {
-      return this.id
-    })
+    const locked = withLock(
+      provider,
+      {
+        name(this: { id: string }) {
+          return `job-${this.id}`
+        },
+        lockAtMostFor: '1m',
+      },
+      function (this: { id: string }) {
+        return this.id
+      },
+    )
     await expect(locked.call({ id: 'x' })).resolves.toBe('x')
     expect(provider.inspect('job-x')).toBeDefined()
   })
@@ -164,7 +173,17 @@ describe('withLock', () => {
 
     it('when it throws, the call rejects with that error', async () => {
       const second = new Error('from onError')
-      const locked = withLock(failingProvider(), { name: 'job', lockAtMostFor: '1m', onError: () => { throw second } }, () => 1)
+      const locked = withLock(
+        failingProvider(),
+        {
+          name: 'job',
+          lockAtMostFor: '1m',
+          onError: () => {
+            throw second
+          },
+        },
+        () => 1,
+      )
       await expect(locked()).rejects.toBe(second)
     })
   })
@@ -178,7 +197,11 @@ describe('withLock', () => {
       ['a blank name', { name: '  ', lockAtMostFor: '1m' }, /^withLock\(\): the lock name "  " is blank/],
       ['a non-string name', { name: 42, lockAtMostFor: '1m' }, /^withLock\(\): the lock name is number 42, not a string/],
       ['a missing lockAtMostFor', { name: 'job' }, /^withLock\(\) of lock "job": lockAtMostFor is required; set it well above/],
-      ['a bad lockAtMostFor', { name: 'job', lockAtMostFor: '10 minutes' }, /^withLock\(\) of lock "job": lockAtMostFor is invalid\. Invalid duration "10 minutes"/],
+      [
+        'a bad lockAtMostFor',
+        { name: 'job', lockAtMostFor: '10 minutes' },
+        /^withLock\(\) of lock "job": lockAtMostFor is invalid\. Invalid duration "10 minutes"/,
+      ],
       ['a negative lockAtLeastFor', { name: 'job', lockAtMostFor: '1m', lockAtLeastFor: -1 }, /^withLock\(\) of lock "job": lockAtLeastFor is invalid\./],
       [
         'lockAtLeastFor above lockAtMostFor',
@@ -198,7 +221,9 @@ describe('withLock', () => {
     })
 
     it('a task that is not a function', () => {
-      expect(() => withLock(provider, { name: 'job', lockAtMostFor: '1m' }, 'run' as never)).toThrow(/^withLock\(\) of lock "job": the task must be a function, got string/)
+      expect(() => withLock(provider, { name: 'job', lockAtMostFor: '1m' }, 'run' as never)).toThrow(
+        /^withLock\(\) of lock "job": the task must be a function, got string/,
+      )
     })
 
     it.each([[null], [{}], [{ lock: 1 }], ['postgres']])('a provider that is neither a provider nor an executor: %j', (bad) => {
@@ -219,7 +244,16 @@ describe('withLock', () => {
     })
 
     it('a name function that throws', async () => {
-      const locked = withLock(inMemoryLockProvider(), { name: () => { throw new Error('no tenant') }, lockAtMostFor: '1m' }, () => 1)
+      const locked = withLock(
+        inMemoryLockProvider(),
+        {
+          name: () => {
+            throw new Error('no tenant')
+          },
+          lockAtMostFor: '1m',
+        },
+        () => 1,
+      )
       await expect(locked()).rejects.toThrow(/^withLock\(\): the name function threw: no tenant/)
     })
 

@@ -9,34 +9,39 @@ import { drizzleLockProvider } from '../../src/orm/drizzle.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
-await ormTests('drizzle', 'postgres', async () => {
-  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 8 })
-  const db = pgDrizzle(pool)
-  const dead_: pg.Pool[] = []
-  return {
-    provider: (tableName) => drizzleLockProvider(db, { tableName }),
-    transaction: (body) =>
-      db.transaction((tx) =>
-        body({
-          handle: tx,
-          read: async (text) => firstValue((await tx.execute(sql.raw(text))).rows),
-          write: async (text) => {
-            await tx.execute(sql.raw(text))
-          },
-        }),
-      ),
-    fromHandle: { escapes: false, provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }) },
-    unreachable: (tableName) => {
-      const dead = new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 })
-      dead_.push(dead)
-      return drizzleLockProvider(pgDrizzle(dead), { tableName })
-    },
-    close: async () => {
-      await Promise.all(dead_.map((dead) => dead.end()))
-      await pool.end()
-    },
-  }
-}, { deadStore: true })
+await ormTests(
+  'drizzle',
+  'postgres',
+  async () => {
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 8 })
+    const db = pgDrizzle(pool)
+    const dead_: pg.Pool[] = []
+    return {
+      provider: (tableName) => drizzleLockProvider(db, { tableName }),
+      transaction: (body) =>
+        db.transaction((tx) =>
+          body({
+            handle: tx,
+            read: async (text) => firstValue((await tx.execute(sql.raw(text))).rows),
+            write: async (text) => {
+              await tx.execute(sql.raw(text))
+            },
+          }),
+        ),
+      fromHandle: { escapes: false, provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }) },
+      unreachable: (tableName) => {
+        const dead = new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 })
+        dead_.push(dead)
+        return drizzleLockProvider(pgDrizzle(dead), { tableName })
+      },
+      close: async () => {
+        await Promise.all(dead_.map((dead) => dead.end()))
+        await pool.end()
+      },
+    }
+  },
+  { deadStore: true },
+)
 
 await ormTests('drizzle', 'mysql', async () => {
   // The callback pool, as drizzle-orm/mysql2's docs make it; the adapter uses its promise().

@@ -7,34 +7,49 @@ import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializ
 const quiet = { warn: () => {}, error: () => {}, debug: () => {}, deprecate: () => {} }
 
 for (const dialect of ['postgres', 'mysql'] as const) {
-  await ormTests('knex', dialect, async () => {
-    const knex = knexFactory(dialect === 'postgres' ? { client: 'pg', connection: POSTGRES_URL, pool: { min: 0, max: 8 } } : { client: 'mysql2', connection: MYSQL_URL, pool: { min: 0, max: 8 } })
-    const dead_: ReturnType<typeof knexFactory>[] = []
-    const rowsOf = (reply: unknown): Record<string, unknown>[] => (dialect === 'postgres' ? (reply as { rows: Record<string, unknown>[] }).rows : (reply as Record<string, unknown>[][])[0]!)
-    return {
-      provider: (tableName) => knexLockProvider(knex, { tableName }),
-      transaction: (body) =>
-        knex.transaction((trx) =>
-          body({
-            handle: trx,
-            read: async (text) => firstValue(rowsOf(await trx.raw(text))),
-            write: async (text) => {
-              await trx.raw(text)
-            },
-          }),
-        ),
-      fromHandle: { escapes: false, provider: (handle, tableName) => knexLockProvider(handle as never, { tableName }) },
-      unreachable: (tableName) => {
-        const dead = knexFactory({ client: dialect === 'postgres' ? 'pg' : 'mysql2', connection: dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, acquireConnectionTimeout: 2_000, log: quiet })
-        dead_.push(dead)
-        return knexLockProvider(dead, { tableName })
-      },
-      close: async () => {
-        await Promise.all(dead_.map((dead) => dead.destroy()))
-        await knex.destroy()
-      },
-    }
-  }, { deadStore: true })
+  await ormTests(
+    'knex',
+    dialect,
+    async () => {
+      const knex = knexFactory(
+        dialect === 'postgres'
+          ? { client: 'pg', connection: POSTGRES_URL, pool: { min: 0, max: 8 } }
+          : { client: 'mysql2', connection: MYSQL_URL, pool: { min: 0, max: 8 } },
+      )
+      const dead_: ReturnType<typeof knexFactory>[] = []
+      const rowsOf = (reply: unknown): Record<string, unknown>[] =>
+        dialect === 'postgres' ? (reply as { rows: Record<string, unknown>[] }).rows : (reply as Record<string, unknown>[][])[0]!
+      return {
+        provider: (tableName) => knexLockProvider(knex, { tableName }),
+        transaction: (body) =>
+          knex.transaction((trx) =>
+            body({
+              handle: trx,
+              read: async (text) => firstValue(rowsOf(await trx.raw(text))),
+              write: async (text) => {
+                await trx.raw(text)
+              },
+            }),
+          ),
+        fromHandle: { escapes: false, provider: (handle, tableName) => knexLockProvider(handle as never, { tableName }) },
+        unreachable: (tableName) => {
+          const dead = knexFactory({
+            client: dialect === 'postgres' ? 'pg' : 'mysql2',
+            connection: dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL,
+            acquireConnectionTimeout: 2_000,
+            log: quiet,
+          })
+          dead_.push(dead)
+          return knexLockProvider(dead, { tableName })
+        },
+        close: async () => {
+          await Promise.all(dead_.map((dead) => dead.destroy()))
+          await knex.destroy()
+        },
+      }
+    },
+    { deadStore: true },
+  )
 }
 
 serializableRace('knex', async () => {

@@ -6,48 +6,55 @@ import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
-  await ormTests('kysely', dialect, async () => {
-    // CamelCasePlugin would rename the columns the provider reads: the adapter runs without plugins.
-    const db = new Kysely<Record<string, never>>({
-      dialect:
-        dialect === 'postgres'
-          ? new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 8 }) })
-          : new MysqlDialect({ pool: mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) }),
-      plugins: [new CamelCasePlugin()],
-    })
-    const dead_: Kysely<Record<string, never>>[] = []
-    return {
-      provider: (tableName) => kyselyLockProvider(db, { tableName }),
-      transaction: (body) =>
-        db.transaction().execute((trx) =>
-          body({
-            handle: trx,
-            read: async (text) => firstValue((await sql.raw(text).execute(trx)).rows as Record<string, unknown>[]),
-            write: async (text) => {
-              await sql.raw(text).execute(trx)
-            },
-          }),
-        ),
-      fromHandle: { escapes: false, provider: (handle, tableName) => kyselyLockProvider(handle as never, { tableName }) },
-      unreachable: (tableName) => {
-        const dead = new Kysely<Record<string, never>>({
-          dialect:
-            dialect === 'postgres'
-              ? new PostgresDialect({ pool: new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
-              : new MysqlDialect({ pool: mysql.createPool({ uri: DEAD_MYSQL, connectTimeout: 2_000 }) }),
-        })
-        dead_.push(dead)
-        return kyselyLockProvider(dead, { tableName })
-      },
-      close: async () => {
-        await Promise.all(dead_.map((dead) => dead.destroy()))
-        await db.destroy()
-      },
-    }
-  }, { deadStore: true })
+  await ormTests(
+    'kysely',
+    dialect,
+    async () => {
+      // CamelCasePlugin would rename the columns the provider reads: the adapter runs without plugins.
+      const db = new Kysely<Record<string, never>>({
+        dialect:
+          dialect === 'postgres'
+            ? new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 8 }) })
+            : new MysqlDialect({ pool: mysql.createPool({ uri: MYSQL_URL, connectionLimit: 8 }) }),
+        plugins: [new CamelCasePlugin()],
+      })
+      const dead_: Kysely<Record<string, never>>[] = []
+      return {
+        provider: (tableName) => kyselyLockProvider(db, { tableName }),
+        transaction: (body) =>
+          db.transaction().execute((trx) =>
+            body({
+              handle: trx,
+              read: async (text) => firstValue((await sql.raw(text).execute(trx)).rows as Record<string, unknown>[]),
+              write: async (text) => {
+                await sql.raw(text).execute(trx)
+              },
+            }),
+          ),
+        fromHandle: { escapes: false, provider: (handle, tableName) => kyselyLockProvider(handle as never, { tableName }) },
+        unreachable: (tableName) => {
+          const dead = new Kysely<Record<string, never>>({
+            dialect:
+              dialect === 'postgres'
+                ? new PostgresDialect({ pool: new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+                : new MysqlDialect({ pool: mysql.createPool({ uri: DEAD_MYSQL, connectTimeout: 2_000 }) }),
+          })
+          dead_.push(dead)
+          return kyselyLockProvider(dead, { tableName })
+        },
+        close: async () => {
+          await Promise.all(dead_.map((dead) => dead.destroy()))
+          await db.destroy()
+        },
+      }
+    },
+    { deadStore: true },
+  )
 }
 
 serializableRace('kysely', async () => {
-  const db = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) }) })
+  const db = new Kysely<Record<string, never>>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) }),
+  })
   return { provider: (tableName) => kyselyLockProvider(db, { tableName }), close: () => db.destroy() }
 })

@@ -6,7 +6,12 @@ import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('mikro_orm', dialect, async () => {
-    const config = { clientUrl: dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, entities: [], discovery: { warnWhenNoEntities: false }, pool: { min: 0, max: 8 } }
+    const config = {
+      clientUrl: dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL,
+      entities: [],
+      discovery: { warnWhenNoEntities: false },
+      pool: { min: 0, max: 8 },
+    }
     const orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
     return {
       provider: (tableName) => mikroOrmLockProvider(orm, { tableName }),
@@ -29,6 +34,12 @@ for (const dialect of ['postgres', 'mysql'] as const) {
 
 // MikroORM wraps driver errors in its DriverException classes.
 serializableRace('mikro_orm', async () => {
-  const orm = await PostgresOrm.init({ clientUrl: POSTGRES_URL, entities: [], discovery: { warnWhenNoEntities: false }, pool: { min: 0, max: 12 }, driverOptions: { connection: { options: SERIALIZABLE } } })
+  const orm = await PostgresOrm.init({
+    clientUrl: POSTGRES_URL,
+    entities: [],
+    discovery: { warnWhenNoEntities: false },
+    pool: { min: 0, max: 12 },
+    driverOptions: { connection: { options: SERIALIZABLE } },
+  })
   return { provider: (tableName) => mikroOrmLockProvider(orm, { tableName }), close: () => orm.close() }
 })

@@ -4,7 +4,9 @@ import * as runtime from '@prisma/client/runtime/client'
 // A Prisma Client class without `prisma generate` (which downloads an engine, offline impossible):
 // the configuration a generated client passes to the runtime, for a schema without models. Raw
 // queries are all the adapter uses.
-export function prismaClientClass(provider: 'postgresql' | 'mysql'): new (options: { adapter: unknown }) => {
+export function prismaClientClass(provider: 'postgresql' | 'mysql'): new (options: {
+  adapter: unknown
+}) => {
   $executeRawUnsafe(query: string, ...values: unknown[]): Promise<number>
   $queryRawUnsafe(query: string, ...values: unknown[]): Promise<unknown>
   $transaction<T>(body: (tx: never) => Promise<T>): Promise<T>

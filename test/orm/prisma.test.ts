@@ -11,68 +11,78 @@ import { DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } f
 
 type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
 
-await ormTests('prisma', 'postgres', async () => {
-  const PrismaClient = prismaClientClass('postgresql')
-  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 8 }) })
-  const dead_: InstanceType<typeof PrismaClient>[] = []
-  return {
-    provider: (tableName) => prismaLockProvider(prisma, { tableName }),
-    transaction: (body) =>
-      prisma.$transaction(
-        (tx: Tx) =>
-          body({
-            handle: tx,
-            read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
-            write: async (sql) => {
-              await tx.$executeRawUnsafe(sql)
-            },
-          }) as never,
-      ),
-    fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
-    unreachable: (tableName) => {
-      const dead = new PrismaClient({ adapter: new PrismaPg({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
-      dead_.push(dead)
-      return prismaLockProvider(dead, { tableName })
-    },
-    close: async () => {
-      await Promise.all(dead_.map((dead) => dead.$disconnect()))
-      await prisma.$disconnect()
-    },
-  }
-}, { deadStore: true })
+await ormTests(
+  'prisma',
+  'postgres',
+  async () => {
+    const PrismaClient = prismaClientClass('postgresql')
+    const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 8 }) })
+    const dead_: InstanceType<typeof PrismaClient>[] = []
+    return {
+      provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+      transaction: (body) =>
+        prisma.$transaction(
+          (tx: Tx) =>
+            body({
+              handle: tx,
+              read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
+              write: async (sql) => {
+                await tx.$executeRawUnsafe(sql)
+              },
+            }) as never,
+        ),
+      fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+      unreachable: (tableName) => {
+        const dead = new PrismaClient({ adapter: new PrismaPg({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+        dead_.push(dead)
+        return prismaLockProvider(dead, { tableName })
+      },
+      close: async () => {
+        await Promise.all(dead_.map((dead) => dead.$disconnect()))
+        await prisma.$disconnect()
+      },
+    }
+  },
+  { deadStore: true },
+)
 
 // The mariadb connector counts found rows (an unchanged row counts 1, like an insert) and Prisma
 // reports no insert id: the provider acquires with count-only statements (MysqlAcquireMode).
 const mariadbUrl = (url: string): string => url.replace(/^mysql:/, 'mariadb:')
-await ormTests('prisma', 'mysql', async () => {
-  const PrismaClient = prismaClientClass('mysql')
-  const prisma = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(MYSQL_URL)}?connectionLimit=8`) })
-  const dead_: InstanceType<typeof PrismaClient>[] = []
-  return {
-    provider: (tableName) => prismaLockProvider(prisma, { tableName }),
-    transaction: (body) =>
-      prisma.$transaction(
-        (tx: Tx) =>
-          body({
-            handle: tx,
-            read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
-            write: async (sql) => {
-              await tx.$executeRawUnsafe(sql)
-            },
-          }) as never,
-      ),
-    fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
-    unreachable: (tableName) => {
-      const dead = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(DEAD_MYSQL)}?connectTimeout=2000&acquireTimeout=3000`) })
-      dead_.push(dead)
-      return prismaLockProvider(dead, { tableName })
-    },
-    close: async () => {
-      await Promise.all(dead_.map((dead) => dead.$disconnect()))
-      await prisma.$disconnect()
-    },
-  }
-}, { deadStore: true })
+await ormTests(
+  'prisma',
+  'mysql',
+  async () => {
+    const PrismaClient = prismaClientClass('mysql')
+    const prisma = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(MYSQL_URL)}?connectionLimit=8`) })
+    const dead_: InstanceType<typeof PrismaClient>[] = []
+    return {
+      provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+      transaction: (body) =>
+        prisma.$transaction(
+          (tx: Tx) =>
+            body({
+              handle: tx,
+              read: async (sql) => Number(Object.values((await tx.$queryRawUnsafe(sql))[0]!)[0]),
+              write: async (sql) => {
+                await tx.$executeRawUnsafe(sql)
+              },
+            }) as never,
+        ),
+      fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+      unreachable: (tableName) => {
+        const dead = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(DEAD_MYSQL)}?connectTimeout=2000&acquireTimeout=3000`) })
+        dead_.push(dead)
+        return prismaLockProvider(dead, { tableName })
+      },
+      close: async () => {
+        await Promise.all(dead_.map((dead) => dead.$disconnect()))
+        await prisma.$disconnect()
+      },
+    }
+  },
+  { deadStore: true },
+)
 
 // The suite above runs on the connector's default found-rows count; with foundRows: false an
 // unchanged row counts 0, which the provider must not read as a lost lock.
@@ -81,7 +91,15 @@ describe.skipIf(!mysqlPool)('prisma on mysql, foundRows: false', () => {
   it('a held lock is refused, and an extension to the same lock_until is reported as extended', async () => {
     const url = new URL(MYSQL_URL)
     const PrismaClient = prismaClientClass('mysql')
-    const config = { host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) || undefined, database: url.pathname.slice(1), foundRows: false, connectionLimit: 4 }
+    const config = {
+      host: url.hostname,
+      port: Number(url.port || 3306),
+      user: decodeURIComponent(url.username),
+      password: decodeURIComponent(url.password) || undefined,
+      database: url.pathname.slice(1),
+      foundRows: false,
+      connectionLimit: 4,
+    }
     const prisma = new PrismaClient({ adapter: new PrismaMariaDb(config) })
     const tableName = uniqueTable('shedlock_orm_prisma_changed')
     try {

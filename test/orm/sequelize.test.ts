@@ -19,35 +19,40 @@ Sequelize.useCLS({
 } as never)
 
 for (const dialect of ['postgres', 'mysql'] as const) {
-  await ormTests('sequelize', dialect, async () => {
-    const sequelize = new Sequelize(dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, { logging: false, pool: { max: 8 } })
-    const dead_: Sequelize[] = []
-    return {
-      provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }),
-      transaction: (body) =>
-        sequelize.transaction((transaction: Transaction) =>
-          body({
-            handle: transaction,
-            // No { transaction }: CLS puts it in.
-            read: async (text) => firstValue(await sequelize.query(text, { type: QueryTypes.SELECT })),
-            write: async (text) => {
-              await sequelize.query(text)
-            },
-          }),
-        ),
-      // The same root instance, called inside the CLS transaction.
-      fromHandle: { escapes: true, provider: (_handle, tableName) => sequelizeLockProvider(sequelize, { tableName }) },
-      unreachable: (tableName) => {
-        const dead = new Sequelize(dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, { logging: false, pool: { acquire: 2_000 } })
-        dead_.push(dead)
-        return sequelizeLockProvider(dead, { tableName })
-      },
-      close: async () => {
-        await Promise.all(dead_.map((dead) => dead.close()))
-        await sequelize.close()
-      },
-    }
-  }, { deadStore: true })
+  await ormTests(
+    'sequelize',
+    dialect,
+    async () => {
+      const sequelize = new Sequelize(dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, { logging: false, pool: { max: 8 } })
+      const dead_: Sequelize[] = []
+      return {
+        provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }),
+        transaction: (body) =>
+          sequelize.transaction((transaction: Transaction) =>
+            body({
+              handle: transaction,
+              // No { transaction }: CLS puts it in.
+              read: async (text) => firstValue(await sequelize.query(text, { type: QueryTypes.SELECT })),
+              write: async (text) => {
+                await sequelize.query(text)
+              },
+            }),
+          ),
+        // The same root instance, called inside the CLS transaction.
+        fromHandle: { escapes: true, provider: (_handle, tableName) => sequelizeLockProvider(sequelize, { tableName }) },
+        unreachable: (tableName) => {
+          const dead = new Sequelize(dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, { logging: false, pool: { acquire: 2_000 } })
+          dead_.push(dead)
+          return sequelizeLockProvider(dead, { tableName })
+        },
+        close: async () => {
+          await Promise.all(dead_.map((dead) => dead.close()))
+          await sequelize.close()
+        },
+      }
+    },
+    { deadStore: true },
+  )
 }
 
 // Sequelize wraps driver errors (the pg error is its parent): the adapter hands the provider the driver's code.

@@ -28,7 +28,10 @@ describe('ORM adapters: shared parts', () => {
   it("Prisma's MySQL error numbers (a string in meta.driverAdapterError.cause.originalCode) mean what they mean to the MySQL provider", async () => {
     // The shape Prisma 7 rejects a raw query with over @prisma/adapter-mariadb.
     const prismaError = (errno: number, kind: string): Error =>
-      Object.assign(new Error('Raw query failed'), { code: 'P2010', meta: { driverAdapterError: { cause: { originalCode: String(errno), originalMessage: 'm', kind } } } })
+      Object.assign(new Error('Raw query failed'), {
+        code: 'P2010',
+        meta: { driverAdapterError: { cause: { originalCode: String(errno), originalMessage: 'm', kind } } },
+      })
     const fails = (update: Error | undefined, insert: Error | undefined) =>
       ormSqlLockProvider(
         'mysql',

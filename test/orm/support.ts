@@ -2,7 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type mysql from 'mysql2/promise'
 import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLockProvider, LockConfigurationError, LockProviderError, type LockProvider, lockConfiguration, type SimpleLock } from '../../src/index.ts'
+import {
+  type ExtensibleLockProvider,
+  LockConfigurationError,
+  LockProviderError,
+  type LockProvider,
+  lockConfiguration,
+  type SimpleLock,
+} from '../../src/index.ts'
 import { mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { postgresSchema } from '../../src/providers/postgres/index.ts'
 import { lockProviderSuite } from '../../src/testing/index.ts'
@@ -38,11 +45,19 @@ export interface OrmHarness {
 }
 
 /** Registers the adapter's tests for `dialect`, `setup` making the ORM instance once the database answers. */
-export async function ormTests(library: string, dialect: Dialect, setup: () => Promise<OrmHarness>, { deadStore = false }: { deadStore?: boolean } = {}): Promise<void> {
+export async function ormTests(
+  library: string,
+  dialect: Dialect,
+  setup: () => Promise<OrmHarness>,
+  { deadStore = false }: { deadStore?: boolean } = {},
+): Promise<void> {
   const pool = dialect === 'postgres' ? await postgresPoolOrSkip(4) : await mysqlPoolOrSkip(4)
   // Concurrent: the cases mostly sleep (expiry, lockAtLeastFor), and use names of their own.
   describe.skipIf(!pool).concurrent(`${library} on ${dialect}`, () => {
-    const q = dialect === 'postgres' ? (sql: string, values: unknown[] = []) => (pool as pg.Pool).query(numbered(sql), values).then((r) => r.rows as Record<string, unknown>[]) : (sql: string, values: unknown[] = []) => (pool as mysql.Pool).query(sql, values).then(([r]) => r as Record<string, unknown>[])
+    const q =
+      dialect === 'postgres'
+        ? (sql: string, values: unknown[] = []) => (pool as pg.Pool).query(numbered(sql), values).then((r) => r.rows as Record<string, unknown>[])
+        : (sql: string, values: unknown[] = []) => (pool as mysql.Pool).query(sql, values).then(([r]) => r as Record<string, unknown>[])
     const now = dialect === 'postgres' ? `timezone('utc', statement_timestamp())` : 'UTC_TIMESTAMP(3)'
     const table = uniqueTable(`shedlock_orm_${library}`)
     const counters = `${table}_n`
@@ -58,7 +73,8 @@ export async function ormTests(library: string, dialect: Dialect, setup: () => P
       await q(`DROP TABLE IF EXISTS ${counters}`)
       await pool!.end()
     })
-    const isLocked = async (name: string): Promise<boolean> => (await q(`SELECT 1 AS x FROM ${table} WHERE name = ? AND lock_until > ${now}`, [name])).length === 1
+    const isLocked = async (name: string): Promise<boolean> =>
+      (await q(`SELECT 1 AS x FROM ${table} WHERE name = ? AND lock_until > ${now}`, [name])).length === 1
 
     registerSuite(
       lockProviderSuite({
@@ -80,7 +96,10 @@ export async function ormTests(library: string, dialect: Dialect, setup: () => P
       const error = await orm
         .provider(missing)
         .lock(lockConfiguration({ name: 'no-table', lockAtMostFor: '1m' }))
-        .then(() => undefined, (e: unknown) => e)
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        )
       expect(error).toBeInstanceOf(LockProviderError)
       expect(String((error as Error).message)).toContain(`CREATE TABLE IF NOT EXISTS ${missing}`)
     })
@@ -117,26 +136,28 @@ export async function ormTests(library: string, dialect: Dialect, setup: () => P
         expect(await isLocked(name)).toBe(false)
       })
 
-        it('the transaction handle is refused with an error naming the fix, or escaped', async () => {
-          const name = `tx-handle-${Math.random()}`
-          await expect(
-            orm.transaction(async (tx) => {
-              const from = orm.fromHandle
-              if (!from.escapes) {
-                expect(() => from.provider(tx.handle, table)).toThrow(LockConfigurationError)
-                expect(() => from.provider(tx.handle, table)).toThrow(/transaction.*Pass /s)
-                throw new Error('roll back')
-              }
-              const lock = await from.provider(tx.handle, table).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
-              expect(lock).toBeDefined()
-              expect(await isLocked(name)).toBe(true)
+      it('the transaction handle is refused with an error naming the fix, or escaped', async () => {
+        const name = `tx-handle-${Math.random()}`
+        await expect(
+          orm.transaction(async (tx) => {
+            const from = orm.fromHandle
+            if (!from.escapes) {
+              expect(() => from.provider(tx.handle, table)).toThrow(LockConfigurationError)
+              expect(() => from.provider(tx.handle, table)).toThrow(/transaction.*Pass /s)
               throw new Error('roll back')
-            }),
-          ).rejects.toThrow('roll back')
-          if (orm.fromHandle.escapes) expect(await isLocked(name)).toBe(true)
-        })
+            }
+            const lock = await from.provider(tx.handle, table).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+            expect(lock).toBeDefined()
+            expect(await isLocked(name)).toBe(true)
+            throw new Error('roll back')
+          }),
+        ).rejects.toThrow('roll back')
+        if (orm.fromHandle.escapes) expect(await isLocked(name)).toBe(true)
+      })
 
-      it('fuzz: 4 workers, each inside its own ORM transaction, read, sleep and write a counter under the lock: no lost update', { timeout: 30_000 }, async () => {
+      it('fuzz: 4 workers, each inside its own ORM transaction, read, sleep and write a counter under the lock: no lost update', {
+        timeout: 30_000,
+      }, async () => {
         const id = Math.floor(Math.random() * 1e9)
         await q(`INSERT INTO ${counters} (id, n) VALUES (${id}, 0)`)
         const workers = 4
@@ -172,7 +193,6 @@ const numbered = (sql: string): string => {
   return sql.replace(/\?/g, () => `$${++n}`)
 }
 
-
 /** The first column of the first row, as a number (counts come back as strings or bigints on some drivers). */
 export function firstValue(rows: Record<string, unknown>[]): number {
   return Number(Object.values(rows[0]!)[0])
@@ -199,7 +219,10 @@ export function serializableRace(library: string, setup: () => Promise<{ provide
       for (let round = 0; round < 10; round++) {
         const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
         const results = await Promise.allSettled(Array.from({ length: 12 }, () => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
-        expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)), `round ${round}`).toEqual([])
+        expect(
+          results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+          `round ${round}`,
+        ).toEqual([])
         const winners = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
         expect(winners.length, `round ${round}`).toBe(1)
         await winners[0]!.unlock()

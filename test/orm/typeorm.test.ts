@@ -5,7 +5,9 @@ import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.
 
 for (const dialect of ['postgres', 'mysql'] as const) {
   await ormTests('typeorm', dialect, async () => {
-    const dataSource = new DataSource(dialect === 'postgres' ? { type: 'postgres', url: POSTGRES_URL, poolSize: 8 } : { type: 'mysql', url: MYSQL_URL, poolSize: 8 })
+    const dataSource = new DataSource(
+      dialect === 'postgres' ? { type: 'postgres', url: POSTGRES_URL, poolSize: 8 } : { type: 'mysql', url: MYSQL_URL, poolSize: 8 },
+    )
     await dataSource.initialize()
     return {
       provider: (tableName) => typeormLockProvider(dataSource, { tableName }),

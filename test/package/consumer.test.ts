@@ -92,7 +92,9 @@ beforeAll(() => {
   mkdirSync(consumer)
   writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'shedlock-consumer', private: true, version: '1.0.0' }))
   // --legacy-peer-deps: npm would fetch the NestJS peers from the registry; they are linked below.
-  expectSuccess(run('npm', ['install', '--offline', '--legacy-peer-deps', '--no-audit', '--no-fund', '--no-package-lock', ...packed.map((p) => p.tarball)], consumer))
+  expectSuccess(
+    run('npm', ['install', '--offline', '--legacy-peer-deps', '--no-audit', '--no-fund', '--no-package-lock', ...packed.map((p) => p.tarball)], consumer),
+  )
   linkRegistryPackages()
   cpSync(fixtures, consumer, { recursive: true })
 }, 120_000)
@@ -105,8 +107,14 @@ describe('the tarballs', { timeout: 120_000 }, () => {
       expect(files, name).toContain('README.md')
       expect(files, name).toContain('dist/index.js')
       expect(files, name).toContain('dist/index.d.ts')
-      expect(files.filter((f) => f.endsWith('.map')), name).toEqual([])
-      expect(files.filter((f) => /^(src|test)\//.test(f)), name).toEqual([])
+      expect(
+        files.filter((f) => f.endsWith('.map')),
+        name,
+      ).toEqual([])
+      expect(
+        files.filter((f) => /^(src|test)\//.test(f)),
+        name,
+      ).toEqual([])
     }
   })
 
@@ -189,10 +197,16 @@ describe('the TypeScript code blocks of the README and docs/', { timeout: 120_00
     const files = writeSnippets(root, join(consumer, folder))
     expect(files.length).toBeGreaterThan(40)
     expect(files.some((f) => f.includes('legacy-decorators'))).toBe(true)
-    const options = { ...(resolution === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: 'nodenext' }), noEmit: true, skipLibCheck: true }
+    const options = {
+      ...(resolution === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: 'nodenext' }),
+      noEmit: true,
+      skipLibCheck: true,
+    }
     const standard = tsc(tsconfig(folder, 'tsconfig.standard.json', options, ['standard/*.ts']))
     expect(standard.status, output(standard)).toBe(0)
-    const legacy = tsc(tsconfig(folder, 'tsconfig.legacy.json', { ...options, experimentalDecorators: true, emitDecoratorMetadata: true }, ['legacy-decorators/*.ts']))
+    const legacy = tsc(
+      tsconfig(folder, 'tsconfig.legacy.json', { ...options, experimentalDecorators: true, emitDecoratorMetadata: true }, ['legacy-decorators/*.ts']),
+    )
     expect(legacy.status, output(legacy)).toBe(0)
   })
 })

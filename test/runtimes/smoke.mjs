@@ -67,7 +67,10 @@ async function lockChecks(store, providers, unreachable) {
       ),
     )
     assert.equal(runs, 1)
-    assert.deepEqual(outcomes.filter((o) => o.executed), [{ executed: true, result: 'done' }])
+    assert.deepEqual(
+      outcomes.filter((o) => o.executed),
+      [{ executed: true, result: 'done' }],
+    )
     assert.deepEqual(new Set(outcomes.filter((o) => !o.executed).map((o) => o.reason)), new Set(['held']))
   })
 

@@ -29,7 +29,8 @@ function valueImports(file: string): string[] {
       if (clause?.isTypeOnly) continue
       const bindings = clause?.namedBindings
       // `import { type A, type B } from` brings no value either (a bare `import 'x'` does).
-      if (clause && !clause.name && bindings && ts.isNamedImports(bindings) && bindings.elements.length > 0 && bindings.elements.every((e) => e.isTypeOnly)) continue
+      if (clause && !clause.name && bindings && ts.isNamedImports(bindings) && bindings.elements.length > 0 && bindings.elements.every((e) => e.isTypeOnly))
+        continue
       specifier = statement.moduleSpecifier
     } else if (ts.isExportDeclaration(statement)) {
       if (statement.isTypeOnly || !statement.moduleSpecifier) continue
@@ -83,7 +84,9 @@ function cycles(): string[][] {
 
 /** Every value import from a file under `from` to a file under one of `to`. */
 function edges(from: string, to: readonly string[]): string[] {
-  return [...graph].flatMap(([file, targets]) => (file.startsWith(from) ? targets.filter((t) => to.some((prefix) => t.startsWith(prefix))).map((t) => `${file} -> ${t}`) : []))
+  return [...graph].flatMap(([file, targets]) =>
+    file.startsWith(from) ? targets.filter((t) => to.some((prefix) => t.startsWith(prefix))).map((t) => `${file} -> ${t}`) : [],
+  )
 }
 
 describe('imports of src/', () => {

@@ -11,7 +11,9 @@ describe('noDoubleRunInAnyAttempt', () => {
 
   it('fails the next attempt of a test whose earlier attempt found a double run, even if the next finds none', () => {
     noDoubleRunInAnyAttempt('ticks that ran twice', 2)
-    expect(() => noDoubleRunInAnyAttempt('ticks that ran twice', 0)).toThrow('an earlier attempt of this test found 2 ticks that ran twice; a retry cannot pass it')
+    expect(() => noDoubleRunInAnyAttempt('ticks that ran twice', 0)).toThrow(
+      'an earlier attempt of this test found 2 ticks that ran twice; a retry cannot pass it',
+    )
   })
 
   it('keeps tests apart: an earlier test that found a double run does not fail this one', () => {

@@ -63,8 +63,7 @@ export class FakeMongoCollection {
     await tick()
     this.#throwIfFailing(filter)
 
-    const wrap = (value: Document | null, lastErrorObject: Document): unknown =>
-      options.includeResultMetadata ? { value, ok: 1, lastErrorObject } : value
+    const wrap = (value: Document | null, lastErrorObject: Document): unknown => (options.includeResultMetadata ? { value, ok: 1, lastErrorObject } : value)
     const after = options.returnDocument === 'after'
 
     const match = [...this.#documents.values()].find((doc) => predicates.every((p) => p(doc)))
@@ -271,7 +270,7 @@ function checkOptions(options: FindOneAndUpdateOptions): void {
 function setOf(update: Document): Document {
   for (const key of Object.keys(update)) if (key !== '$set') throw notSupported(`update operator ${key}`)
   const set = update.$set
-  if (!isPlainObject(set)) throw new MongoServerError("Modifiers operate on fields but we found type string instead", 9, 'FailedToParse')
+  if (!isPlainObject(set)) throw new MongoServerError('Modifiers operate on fields but we found type string instead', 9, 'FailedToParse')
   for (const field of Object.keys(set)) {
     if (field.includes('.') || field.startsWith('$')) throw notSupported(`$set of ${field}`)
   }
@@ -353,10 +352,15 @@ function keyOf(id: unknown): string {
 }
 
 function duplicateKey(collection: string, id: unknown): MongoServerError {
-  return new MongoServerError(`E11000 duplicate key error collection: test.${collection} index: _id_ dup key: { _id: ${JSON.stringify(id)} }`, 11000, 'DuplicateKey', {
-    keyPattern: { _id: 1 },
-    keyValue: { _id: id },
-  })
+  return new MongoServerError(
+    `E11000 duplicate key error collection: test.${collection} index: _id_ dup key: { _id: ${JSON.stringify(id)} }`,
+    11000,
+    'DuplicateKey',
+    {
+      keyPattern: { _id: 1 },
+      keyValue: { _id: id },
+    },
+  )
 }
 
 function immutableId(): MongoServerError {

@@ -37,7 +37,10 @@ export function listingStore(clock: Clock = systemClock, inMemory: (options: { c
     clock: 'this host',
     list: async (selection) => ({
       now: new Date(clock.now()),
-      locks: [...names].filter((n) => n.startsWith(selection?.prefix ?? '')).sort().flatMap((n) => recordOf(n) ?? []),
+      locks: [...names]
+        .filter((n) => n.startsWith(selection?.prefix ?? ''))
+        .sort()
+        .flatMap((n) => recordOf(n) ?? []),
     }),
     get: async (name) => recordOf(name),
     release: async () => false,

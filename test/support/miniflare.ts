@@ -64,7 +64,11 @@ export async function loadMiniflare(): Promise<MiniflareModule> {
     return (await import(/* @vite-ignore */ specifier)) as MiniflareModule
   } catch (error) {
     const dir = process.env.SHEDLOCK_MINIFLARE_DIR
-    if (!dir) throw new Error(`miniflare is not installed (${error instanceof Error ? error.message : String(error)}); npm install it, or set SHEDLOCK_MINIFLARE_DIR to a directory where npm install --prefix DIR miniflare@4.20260426.0 put it`, { cause: error })
+    if (!dir)
+      throw new Error(
+        `miniflare is not installed (${error instanceof Error ? error.message : String(error)}); npm install it, or set SHEDLOCK_MINIFLARE_DIR to a directory where npm install --prefix DIR miniflare@4.20260426.0 put it`,
+        { cause: error },
+      )
     return (await import(/* @vite-ignore */ pathToFileURL(join(dir, 'node_modules', 'miniflare', 'dist', 'src', 'index.js')).href)) as MiniflareModule
   }
 }

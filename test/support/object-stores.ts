@@ -81,5 +81,7 @@ export function azuriteOrSkip(): Promise<BlobServiceClient | undefined> {
 
 /** A BlobServiceClient for azurite (or `endpoint`), with `maxTries` tries per request. */
 export function azuriteService(endpoint: string = AZURITE_URL, maxTries = 2, key?: string): BlobServiceClient {
-  return BlobServiceClient.fromConnectionString(azuriteConnectionString(endpoint, key), { retryOptions: { maxTries, retryDelayInMs: 50, maxRetryDelayInMs: 200, tryTimeoutInMs: 10_000 } })
+  return BlobServiceClient.fromConnectionString(azuriteConnectionString(endpoint, key), {
+    retryOptions: { maxTries, retryDelayInMs: 50, maxRetryDelayInMs: 200, tryTimeoutInMs: 10_000 },
+  })
 }

@@ -34,7 +34,13 @@ describe('timedStoreCall', () => {
     let answer!: (value: string) => void
     const onTimeout = vi.fn()
     const late = vi.fn()
-    const pending = timedStoreCall({ store: 'Test', timeoutMs: 500, describe: describeError, onTimeout }, 'acquire', 'slow', () => new Promise<string>((resolve) => (answer = resolve)), late)
+    const pending = timedStoreCall(
+      { store: 'Test', timeoutMs: 500, describe: describeError, onTimeout },
+      'acquire',
+      'slow',
+      () => new Promise<string>((resolve) => (answer = resolve)),
+      late,
+    )
     const outcome = pending.catch((error: unknown) => error)
     await vi.advanceTimersByTimeAsync(500)
     const error = (await outcome) as LockProviderError

@@ -128,7 +128,8 @@ const SLOT_FAILED = 'slots: a failed slot counts as run: no executor runs it aga
 const SLOT_HELD = "slots: a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards"
 const SLOT_LISTED = "slots: the inspector lists a slot's record under '<name>@', held for the slot retention"
 const SLOT_REMOVE_EXPIRED = "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else"
-const SLOT_CATCH_UP = "slots: catchUp with policy 'all' on two executors at once runs each missed slot once, oldest first; a later catch-up finds nothing missed"
+const SLOT_CATCH_UP =
+  "slots: catchUp with policy 'all' on two executors at once runs each missed slot once, oldest first; a later catch-up finds nothing missed"
 
 /** The slot cases over the in-memory provider (which has an inspector), its inspector changed by `inspector`. */
 function slotSuite(inspector: (real: LockInspector) => LockInspector | undefined = (real) => real, declared = true): LockProviderTestCase[] {
@@ -190,7 +191,10 @@ describe('lockProviderSuite catches broken providers', () => {
   })
 
   it('a machine too slow to extend a lock within its lockAtMostFor fails the case after three tries, and says so', { timeout: 20_000 }, async () => {
-    await mustFail(pick(suiteFor({ slowExtendMs: 250 }), EXTENDS_THRICE), /three times, extending a lock took longer than its lockAtMostFor of 200 ms .*too loaded/)
+    await mustFail(
+      pick(suiteFor({ slowExtendMs: 250 }), EXTENDS_THRICE),
+      /three times, extending a lock took longer than its lockAtMostFor of 200 ms .*too loaded/,
+    )
   })
 
   it('a provider declared extensible whose locks have no extend()', async () => {
@@ -225,15 +229,24 @@ describe('lockProviderSuite catches broken providers', () => {
       )
 
     it('rejecting with a plain Error fails', async () => {
-      await mustFail(deadStore(() => new Error('connect ECONNREFUSED 127.0.0.1:1')), /expected LockProviderError/)
+      await mustFail(
+        deadStore(() => new Error('connect ECONNREFUSED 127.0.0.1:1')),
+        /expected LockProviderError/,
+      )
     })
 
     it('rejecting with a LockProviderError without cause fails', async () => {
-      await mustFail(deadStore((name) => new LockProviderError(`Could not lock "${name}"`)), /no cause/)
+      await mustFail(
+        deadStore((name) => new LockProviderError(`Could not lock "${name}"`)),
+        /no cause/,
+      )
     })
 
     it('rejecting with a LockProviderError that does not name the lock fails', async () => {
-      await mustFail(deadStore(() => new LockProviderError('Could not lock', { cause: new Error('ECONNREFUSED') })), /does not name the lock/)
+      await mustFail(
+        deadStore(() => new LockProviderError('Could not lock', { cause: new Error('ECONNREFUSED') })),
+        /does not name the lock/,
+      )
     })
 
     it('rejecting with a LockProviderError with cause, naming the lock, passes', async () => {
@@ -258,11 +271,17 @@ describe('lockProviderSuite catches broken providers', () => {
     })
 
     it('that rejects with a plain Error fails', async () => {
-      await mustFail(limited(() => new Error('value too long')), /expected LockConfigurationError/)
+      await mustFail(
+        limited(() => new Error('value too long')),
+        /expected LockConfigurationError/,
+      )
     })
 
     it('that lets the store reject the name (LockProviderError) fails', async () => {
-      await mustFail(limited((name) => new LockProviderError(`Lock name "${name}" is too long`, { cause: new Error('value too long') })), /expected LockConfigurationError/)
+      await mustFail(
+        limited((name) => new LockProviderError(`Lock name "${name}" is too long`, { cause: new Error('value too long') })),
+        /expected LockConfigurationError/,
+      )
     })
 
     it('that sends the name and loses the connection for other locks fails', async () => {
@@ -291,11 +310,23 @@ describe('lockProviderSuite catches broken providers', () => {
 
     it('a provider declared with an inspector that has none, and the other way round', async () => {
       await mustFail(pick(suiteFor({}, { slots: { inspector: true } }), SLOT_DECLARED), /declare slots: \{ inspector: false \}/)
-      await mustFail(pick(slotSuite((real) => real, false), SLOT_DECLARED), /declare slots: \{ inspector: true \}/)
+      await mustFail(
+        pick(
+          slotSuite((real) => real, false),
+          SLOT_DECLARED,
+        ),
+        /declare slots: \{ inspector: true \}/,
+      )
     })
 
     it('an inspector whose removeExpired() ignores the prefix, or removes live records', async () => {
-      await mustFail(pick(slotSuite((real) => ({ ...real, removeExpired: () => real.removeExpired() })), SLOT_REMOVE_EXPIRED), /removed 4 records/)
+      await mustFail(
+        pick(
+          slotSuite((real) => ({ ...real, removeExpired: () => real.removeExpired() })),
+          SLOT_REMOVE_EXPIRED,
+        ),
+        /removed 4 records/,
+      )
       const removesLive: (real: LockInspector) => LockInspector = (real) => ({
         ...real,
         removeExpired: async (selection) => {
@@ -333,7 +364,13 @@ describe('lockProviderSuite cases', () => {
   const base: LockProviderSuiteOptions = { provider: () => store.provider, isLocked: store.isLocked, extensible: true }
 
   it('have unique names of the form "<group>: <what>"', () => {
-    const cases = lockProviderSuite({ ...base, deleteRecord: store.deleteRecord, maxNameLength: 64, unreachableProvider: () => store.provider, slots: { inspector: true } })
+    const cases = lockProviderSuite({
+      ...base,
+      deleteRecord: store.deleteRecord,
+      maxNameLength: 64,
+      unreachableProvider: () => store.provider,
+      slots: { inspector: true },
+    })
     const names = cases.map((c) => c.name)
     expect(new Set(names).size).toBe(names.length)
     expect(names.length).toBeGreaterThanOrEqual(20)
@@ -366,14 +403,21 @@ describe('lockProviderSuite cases', () => {
     for (const c of slots) expect(c.skip, c.name).toBe('no slots option given')
   })
 
-  it("skip the slot cases that need an inspector for a provider declared without one, and run the others", () => {
+  it('skip the slot cases that need an inspector for a provider declared without one, and run the others', () => {
     const cases = lockProviderSuite({ ...base, slots: { inspector: false } }).filter((c) => c.group === 'slots')
     expect(cases.filter((c) => c.skip).map((c) => c.name)).toEqual([SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
     for (const c of cases.filter((c) => c.skip)) expect(c.skip).toBe('the provider has no inspector()')
   })
 
   it('skip every extension case of a provider declared not extensible, saying why', () => {
-    const cases = lockProviderSuite({ ...base, extensible: false, deleteRecord: store.deleteRecord, maxNameLength: 64, unreachableProvider: () => store.provider, slots: { inspector: true } })
+    const cases = lockProviderSuite({
+      ...base,
+      extensible: false,
+      deleteRecord: store.deleteRecord,
+      maxNameLength: 64,
+      unreachableProvider: () => store.provider,
+      slots: { inspector: true },
+    })
     const skipped = cases.filter((c) => c.skip)
     expect(skipped.length).toBeGreaterThan(0)
     for (const c of skipped) expect(c.skip).toBe('the provider is declared not extensible')
@@ -383,7 +427,7 @@ describe('lockProviderSuite cases', () => {
     expect(cases.find((c) => c.name === DECLARED)!.skip).toBeUndefined()
   })
 
-  it('report a caller\'s skip reason, and a skipped case does nothing', async () => {
+  it("report a caller's skip reason, and a skipped case does nothing", async () => {
     const broken = flawedProvider({ grantsEverything: true })
     const cases = lockProviderSuite({
       provider: () => broken.provider,

@@ -172,7 +172,9 @@ export class ShedLockModule implements OnApplicationBootstrap, OnModuleDestroy, 
     const catchUps: Promise<void>[] = []
     for (const { instance, key, options, label } of this.#slotMethods()) {
       if (metadataOf(SCHEDULE_CRON_OPTIONS, (instance as Record<string, object>)[key]!) === undefined) {
-        throw new LockConfigurationError(`${label}: slot: true reads the fire time of @Cron of @nestjs/schedule, and the method has none; add @Cron(...), or pass slot: (...args) => Date`)
+        throw new LockConfigurationError(
+          `${label}: slot: true reads the fire time of @Cron of @nestjs/schedule, and the method has none; add @Cron(...), or pass slot: (...args) => Date`,
+        )
       }
       if (options.catchUp === undefined || options.catchUp.policy === 'skip') continue
       catchUps.push(

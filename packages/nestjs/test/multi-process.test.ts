@@ -54,12 +54,24 @@ describe('@nestjs/schedule: three processes over one PostgreSQL database', () =>
     dirs.push(dir)
     const ledger = join(dir, 'ledger.jsonl')
     const prefix = `proof-${randomUUID().slice(0, 8)}`
-    const env = { PROOF_DATABASE_URL: URL_, PROOF_TABLE: table, PROOF_TABLE_B: tableB, PROOF_PREFIX: prefix, PROOF_LEDGER: ledger, PROOF_RUN_MS: String(RUN_MS) }
+    const env = {
+      PROOF_DATABASE_URL: URL_,
+      PROOF_TABLE: table,
+      PROOF_TABLE_B: tableB,
+      PROOF_PREFIX: prefix,
+      PROOF_LEDGER: ledger,
+      PROOF_RUN_MS: String(RUN_MS),
+    }
 
     const runs = await Promise.all(NODES.map((node) => runProofProcess(join(appDir, 'dist/main.js'), node, { ...env, PROOF_NODE: node }, RUN_MS + 20_000)))
     countDoubleRuns(() => {
       const records = readLedger(ledger)
-      return ['below', 'above'].map((job) => analyse(records.filter((r) => r.job === job), runs))
+      return ['below', 'above'].map((job) =>
+        analyse(
+          records.filter((r) => r.job === job),
+          runs,
+        ),
+      )
     })
     for (const run of runs) {
       expect(stderrErrors(run), `stderr of node ${run.node}`).toEqual([])
@@ -85,7 +97,14 @@ describe('@nestjs/schedule: three processes over one PostgreSQL database', () =>
     const local = records.filter((r) => r.job === 'local')
     const report = analyse(local, runs)
     console.log(summary('@nestjs/schedule, job "local" (in-memory, the control)', report))
-    for (const tick of report.window) expect(local.filter((r) => r.tick === tick).map((r) => r.node).sort(), `local, tick ${tick}`).toEqual(NODES)
+    for (const tick of report.window)
+      expect(
+        local
+          .filter((r) => r.tick === tick)
+          .map((r) => r.node)
+          .sort(),
+        `local, tick ${tick}`,
+      ).toEqual(NODES)
 
     // Each job's lock lives in the table of the provider it chose.
     const names = async (t: string) => (await pool!.query<{ name: string }>(`SELECT name FROM ${t} ORDER BY name`)).rows.map((r) => r.name)

@@ -24,6 +24,13 @@ describe('@shedlock/nestjs package.json', () => {
 
   it('exports the module, the decorator, the service and the tokens', () => {
     expect(pkg.exports['.']).toEqual({ types: './dist/index.d.ts', default: './dist/index.js' })
-    expect(Object.keys(nestjs).sort()).toEqual(['SCHEDULER_LOCK_OPTIONS', 'SHEDLOCK_EXECUTOR', 'SHEDLOCK_MODULE_OPTIONS', 'SchedulerLock', 'ShedLockModule', 'ShedLockService'])
+    expect(Object.keys(nestjs).sort()).toEqual([
+      'SCHEDULER_LOCK_OPTIONS',
+      'SHEDLOCK_EXECUTOR',
+      'SHEDLOCK_MODULE_OPTIONS',
+      'SchedulerLock',
+      'ShedLockModule',
+      'ShedLockService',
+    ])
   })
 })

@@ -121,7 +121,9 @@ describe('ShedLockModule.forRoot', () => {
     expect(a.inspect('on-b')).toBeUndefined()
     await expect(jobs.direct('x')).resolves.toBe('direct x')
     expect(a.inspect('direct')).toBeDefined()
-    await expect(jobs.onMissing()).rejects.toThrow('@SchedulerLock on Jobs.onMissing() (lock "on-missing"): no lock provider named "missing" is configured (configured: "a", "b")')
+    await expect(jobs.onMissing()).rejects.toThrow(
+      '@SchedulerLock on Jobs.onMissing() (lock "on-missing"): no lock provider named "missing" is configured (configured: "a", "b")',
+    )
   })
 })
 

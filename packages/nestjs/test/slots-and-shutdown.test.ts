@@ -82,7 +82,7 @@ async function start(options: ShedLockModuleOptions, providers: unknown[] = [Rep
 const at = (value: string) => vi.setSystemTime(new Date(value))
 
 describe('on bootstrap: the catch-up of every @Cron method with @SchedulerLock({ slot: true, catchUp })', () => {
-  it("runs the fire times of its @Cron every node missed, by its policy; a node starting later finds nothing missed", async () => {
+  it('runs the fire times of its @Cron every node missed, by its policy; a node starting later finds nothing missed', async () => {
     vi.useFakeTimers({ toFake: ['Date'] })
     const { provider } = listingStore(undefined, inMemoryLockProvider)
     at('2026-11-24T02:00:01.000Z')
@@ -159,7 +159,9 @@ describe('on shutdown: the executors are closed', () => {
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal })),
+    )
     for (let i = 0; i < 200 && !stdout.includes('running'); i++) await sleep(50)
     expect(stdout, stderr).toContain('running')
     child.kill('SIGTERM')
@@ -176,7 +178,10 @@ describe('ShedLockService and SHEDLOCK_EXECUTOR', () => {
     const log: string[] = []
     const a = inMemoryLockProvider()
     const b = inMemoryLockProvider()
-    const app = await start({ provider: a, providers: { b }, defaultLockAtMostFor: '1m', listener: { onLockAcquired: (c) => void log.push(`acquired ${c.name}`) } }, [Outside])
+    const app = await start(
+      { provider: a, providers: { b }, defaultLockAtMostFor: '1m', listener: { onLockAcquired: (c) => void log.push(`acquired ${c.name}`) } },
+      [Outside],
+    )
     const { shedlock, executor } = app.get(Outside)
     expect(executor).toBe(shedlock)
     await expect(shedlock.executeWithLock(() => 'done', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({ executed: true, result: 'done' })
@@ -206,7 +211,11 @@ describe('ShedLockService and SHEDLOCK_EXECUTOR', () => {
       for (let t = Math.ceil(from.getTime() / 60_000) * 60_000; t <= to.getTime(); t += 60_000) out.push(new Date(t))
       return out
     }
-    const result = await shedlock.catchUp(({ slot }) => void ran.push(slot!.toISOString()), request, { policy: 'all', within: '1h', fireTimes: fireTimesOf(everyMinute) })
+    const result = await shedlock.catchUp(({ slot }) => void ran.push(slot!.toISOString()), request, {
+      policy: 'all',
+      within: '1h',
+      fireTimes: fireTimesOf(everyMinute),
+    })
     expect(result.outcome).toBe('ran')
     expect(ran).toEqual(['10:01', '10:02', '10:03'].map((t) => `2026-11-24T${t}:00.000Z`))
   })

@@ -26,7 +26,10 @@ export interface AzureBlockBlobClient {
 export interface AzureContainerClient {
   readonly containerName: string
   getBlockBlobClient(blobName: string): AzureBlockBlobClient
-  listBlobsFlat(options: { prefix: string; includeMetadata: true }): AsyncIterable<{ name: string; metadata?: Record<string, string>; properties: { etag?: string } }>
+  listBlobsFlat(options: {
+    prefix: string
+    includeMetadata: true
+  }): AsyncIterable<{ name: string; metadata?: Record<string, string>; properties: { etag?: string } }>
 }
 
 /** @throws LockConfigurationError unless `client` looks like a ContainerClient. */

@@ -78,7 +78,14 @@ export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
  */
 export function checkName(prefix: string, name: string): void {
   if (prefix.length + name.length > MAX_NAME_CHARS) {
-    throw nameTooLong(PROVIDER, name, name.length, MAX_NAME_CHARS - prefix.length, 'characters', `the name (after the ${prefix.length}-character prefix, in a blob name of at most ${MAX_NAME_CHARS})`)
+    throw nameTooLong(
+      PROVIDER,
+      name,
+      name.length,
+      MAX_NAME_CHARS - prefix.length,
+      'characters',
+      `the name (after the ${prefix.length}-character prefix, in a blob name of at most ${MAX_NAME_CHARS})`,
+    )
   }
 }
 
@@ -98,7 +105,9 @@ export function isConditionFailure(error: unknown): boolean {
   const code = codeOf(error)
   if (code === 'ContainerNotFound') return false
   const status = statusOf(error)
-  return status === 412 || code === 'BlobAlreadyExists' || code === 'ConditionNotMet' || code === 'BlobNotFound' || (status === 409 && code !== 'LeaseIdMissing')
+  return (
+    status === 412 || code === 'BlobAlreadyExists' || code === 'ConditionNotMet' || code === 'BlobNotFound' || (status === 409 && code !== 'LeaseIdMissing')
+  )
 }
 
 /** The blob is missing (HEAD has no body: a missing container reads the same; the write that follows says which). */
@@ -106,8 +115,25 @@ export function isNotFound(error: unknown): boolean {
   return statusOf(error) === 404 && codeOf(error) !== 'ContainerNotFound'
 }
 
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EPROTO', 'REQUEST_SEND_ERROR'])
-const DENIED = new Set(['AuthenticationFailed', 'AuthorizationFailure', 'AuthorizationPermissionMismatch', 'InsufficientAccountPermissions', 'InvalidAuthenticationInfo'])
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'EPROTO',
+  'REQUEST_SEND_ERROR',
+])
+const DENIED = new Set([
+  'AuthenticationFailed',
+  'AuthorizationFailure',
+  'AuthorizationPermissionMismatch',
+  'InsufficientAccountPermissions',
+  'InvalidAuthenticationInfo',
+])
 
 /**
  * Turns an SDK error into a `LockProviderError` that says what failed (`what`, e.g. `acquire lock

@@ -37,8 +37,22 @@ export function d1LockInspector(options: D1LockInspectorOptions): LockInspector 
     provider: PROVIDER,
     clock: "the D1 database's clock (SQLite's 'now' on its primary)",
     table,
-    query: async (sql, params) => (await database.prepare(sql).bind(...(params as string[])).all()).results as Record<string, unknown>[],
-    execute: async (sql, params) => Number((await database.prepare(sql).bind(...(params as string[])).run()).meta.changes),
+    query: async (sql, params) =>
+      (
+        await database
+          .prepare(sql)
+          .bind(...(params as string[]))
+          .all()
+      ).results as Record<string, unknown>[],
+    execute: async (sql, params) =>
+      Number(
+        (
+          await database
+            .prepare(sql)
+            .bind(...(params as string[]))
+            .run()
+        ).meta.changes,
+      ),
     dbNow: () => DB_NOW,
     nowMs: () => DB_NOW_MS,
     epochMs,

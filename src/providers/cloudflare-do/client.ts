@@ -47,16 +47,24 @@ export type SendLockRequest = (request: LockRequest) => Promise<Record<string, u
 export function lockObject(options: DurableObjectLockOptions): SendLockRequest {
   const { namespace, objectName = 'shedlock' } = options ?? {}
   if (!namespace || typeof namespace.idFromName !== 'function' || typeof namespace.get !== 'function') {
-    throw new LockConfigurationError('cloudflare-do: pass the binding of ShedLockDurableObject as { namespace }, e.g. env.LOCKS (an object with idFromName and get)')
+    throw new LockConfigurationError(
+      'cloudflare-do: pass the binding of ShedLockDurableObject as { namespace }, e.g. env.LOCKS (an object with idFromName and get)',
+    )
   }
-  if (typeof objectName !== 'string' || objectName === '') throw new LockConfigurationError(`cloudflare-do: objectName must be a non-empty string, got ${JSON.stringify(objectName)}`)
+  if (typeof objectName !== 'string' || objectName === '')
+    throw new LockConfigurationError(`cloudflare-do: objectName must be a non-empty string, got ${JSON.stringify(objectName)}`)
   // A stub is cheap and may break with the object's connection: a new one per request.
   return async (request) => {
     const stub = namespace.get(namespace.idFromName(objectName) as never)
-    const response = await stub.fetch('https://shedlock.invalid/', { method: 'POST', body: JSON.stringify(request), headers: { 'content-type': 'application/json' } })
+    const response = await stub.fetch('https://shedlock.invalid/', {
+      method: 'POST',
+      body: JSON.stringify(request),
+      headers: { 'content-type': 'application/json' },
+    })
     if (!response.ok) throw new Error(`the object answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`)
     const reply = (await response.json()) as Record<string, unknown>
-    if (typeof reply.error === 'string') throw new Error(`the object refused the operation: ${reply.error}; deploy the ShedLockDurableObject of this shedlock version`)
+    if (typeof reply.error === 'string')
+      throw new Error(`the object refused the operation: ${reply.error}; deploy the ShedLockDurableObject of this shedlock version`)
     return reply
   }
 }

@@ -53,9 +53,11 @@ export const NOT_A_KV = 'deno-kv: pass your Deno.Kv as { kv }, e.g. await Deno.o
 /** Checks `kv` and `prefix`; the prefix to use. */
 export function checkOptions(kv: unknown, prefix: unknown): string {
   const database = kv as Partial<DenoKvLockDatabase> | null | undefined
-  if (!database || typeof database.get !== 'function' || typeof database.atomic !== 'function' || typeof database.list !== 'function') throw new LockConfigurationError(NOT_A_KV)
+  if (!database || typeof database.get !== 'function' || typeof database.atomic !== 'function' || typeof database.list !== 'function')
+    throw new LockConfigurationError(NOT_A_KV)
   if (prefix === undefined) return DEFAULT_PREFIX
-  if (typeof prefix !== 'string' || prefix === '') throw new LockConfigurationError(`deno-kv: keyPrefix must be a non-empty string (the first part of every lock key), got ${JSON.stringify(prefix)}`)
+  if (typeof prefix !== 'string' || prefix === '')
+    throw new LockConfigurationError(`deno-kv: keyPrefix must be a non-empty string (the first part of every lock key), got ${JSON.stringify(prefix)}`)
   return prefix
 }
 
@@ -92,7 +94,9 @@ export function lockValue(value: unknown): DenoKvLockValue | undefined {
 export const describeDenoKvError: DescribeStoreError = (error, action, lockName) => {
   const detail = messageOf(error)
   const closed = (error as { name?: unknown } | null)?.name === 'BadResource'
-  const advice = closed ? `the Deno.Kv is closed (${detail}); ${outcomeOf(action)}. Keep it open while the provider is in use` : `${detail}; ${outcomeOf(action)}`
+  const advice = closed
+    ? `the Deno.Kv is closed (${detail}); ${outcomeOf(action)}. Keep it open while the provider is in use`
+    : `${detail}; ${outcomeOf(action)}`
   return storeError(PROVIDER, action, lockName, advice, error)
 }
 

@@ -4,7 +4,17 @@ import type { LockInspector, LockList, LockRecord, LockSelection } from '../../c
 import { byName, releaseAsRead } from '../../support/inspection.ts'
 import { RELEASED_BY } from '../../support/sql/sql-inspector.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkOptions, type DenoKvLockDatabase, type DenoKvLockEntry, type DenoKvLockKey, describeDenoKvError, lockKey, lockValue, PROVIDER, retryBusy } from './format.ts'
+import {
+  checkOptions,
+  type DenoKvLockDatabase,
+  type DenoKvLockEntry,
+  type DenoKvLockKey,
+  describeDenoKvError,
+  lockKey,
+  lockValue,
+  PROVIDER,
+  retryBusy,
+} from './format.ts'
 
 /** Options of {@link denoKvLockInspector}: the provider's `Deno.Kv`, key prefix and clock. */
 export interface DenoKvLockInspectorOptions {

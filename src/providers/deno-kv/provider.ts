@@ -7,7 +7,18 @@ import { defineLock } from '../../core/define-lock.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkOptions, type DenoKvLockDatabase, type DenoKvLockEntry, type DenoKvLockKey, type DenoKvLockValue, describeDenoKvError, lockKey, lockValue, PROVIDER, retryBusy } from './format.ts'
+import {
+  checkOptions,
+  type DenoKvLockDatabase,
+  type DenoKvLockEntry,
+  type DenoKvLockKey,
+  type DenoKvLockValue,
+  describeDenoKvError,
+  lockKey,
+  lockValue,
+  PROVIDER,
+  retryBusy,
+} from './format.ts'
 import { denoKvLockInspector } from './inspector.ts'
 
 /** Options of {@link denoKvLockProvider}. */

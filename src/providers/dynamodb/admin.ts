@@ -11,10 +11,20 @@ type CommandClass = new (input: object) => object
 interface Client {
   send(command: object): Promise<unknown>
   destroy(): void
-  middlewareStack: { add(middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>, options: { step: 'deserialize'; name: string }): void }
+  middlewareStack: {
+    add(
+      middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>,
+      options: { step: 'deserialize'; name: string },
+    ): void
+  }
 }
 interface SdkModule extends DynamoDBLib, DynamoDBInspectorLib {
-  DynamoDBClient: new (config: { region?: string; endpoint?: string; maxAttempts: number; requestHandler: { connectionTimeout: number; requestTimeout: number } }) => Client
+  DynamoDBClient: new (config: {
+    region?: string
+    endpoint?: string
+    maxAttempts: number
+    requestHandler: { connectionTimeout: number; requestTimeout: number }
+  }) => Client
   DeleteItemCommand: CommandClass
 }
 
@@ -80,8 +90,11 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     await describe()
   } catch (error) {
     client.destroy()
-    const credentials = nameOf(error) === 'CredentialsProviderError' ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values do for a local endpoint)' : ''
-    throw new CliError(`cannot reach DynamoDB at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the region and the credentials`, { cause: error })
+    const credentials =
+      nameOf(error) === 'CredentialsProviderError' ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values do for a local endpoint)' : ''
+    throw new CliError(`cannot reach DynamoDB at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the region and the credentials`, {
+      cause: error,
+    })
   }
   const missing = `table ${tableName} does not exist; create it with: shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${tableName}`}`
 
@@ -106,7 +119,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       if (!table) return [{ status: 'fail', label, detail: missing.replace(`${label} `, '') }]
       const problem = keySchemaProblem(table, KEY)
       if (problem) return [{ status: 'fail', label, detail: `${problem.replace(/^the table exists with/, 'has')}; use another table` }]
-      if (table.TableStatus !== 'ACTIVE') return [{ status: 'fail', label, detail: `is ${table.TableStatus ?? 'in an unknown state'}, not ACTIVE; wait and run doctor again` }]
+      if (table.TableStatus !== 'ACTIVE')
+        return [{ status: 'fail', label, detail: `is ${table.TableStatus ?? 'in an unknown state'}, not ACTIVE; wait and run doctor again` }]
       return [{ status: 'ok', label, detail: `ACTIVE, partition key ${KEY} (S)` }]
     },
     async remove(name) {

@@ -33,7 +33,10 @@ export interface Statement {
 // Java ShedLock compares them.
 
 /** Insert, or take over an expired lock (Java ShedLock's condition, in another order). */
-export const ACQUIRE: Statement = { update: 'SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner', condition: 'attribute_not_exists(lockUntil) OR lockUntil <= :now' }
+export const ACQUIRE: Statement = {
+  update: 'SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner',
+  condition: 'attribute_not_exists(lockUntil) OR lockUntil <= :now',
+}
 /**
  * Only the acquisition that holds the lock may move it; on a missing item the condition fails, so
  * an unlock never recreates a deleted item.
@@ -92,7 +95,9 @@ export function checkPartitionKey(partitionKey: unknown = DEFAULT_PARTITION_KEY)
     throw new LockConfigurationError(`dynamodb: partitionKey must be an attribute name of 1 to 255 bytes, got ${JSON.stringify(partitionKey)}`)
   }
   if (LOCK_ATTRIBUTES.includes(partitionKey)) {
-    throw new LockConfigurationError(`dynamodb: partitionKey cannot be "${partitionKey}": the lock item uses that attribute; keep the default "_id" or pick another name`)
+    throw new LockConfigurationError(
+      `dynamodb: partitionKey cannot be "${partitionKey}": the lock item uses that attribute; keep the default "_id" or pick another name`,
+    )
   }
   return partitionKey
 }
@@ -163,13 +168,23 @@ const DENIED = new Set([
  * Turns an SDK error into a `LockProviderError` that says what failed (`what`, e.g. `acquire lock
  * "x"`), what that means (`outcome`), names the lock when there is one, and says what to do.
  */
-export function dynamoDBError(error: unknown, what: string, outcome: string, lockName: string | undefined, tableName: string, partitionKey: string): LockProviderError {
+export function dynamoDBError(
+  error: unknown,
+  what: string,
+  outcome: string,
+  lockName: string | undefined,
+  tableName: string,
+  partitionKey: string,
+): LockProviderError {
   if (error instanceof LockProviderError) return error
   const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown }
   const detail = `${typeof name === 'string' && name !== 'Error' ? `${name}: ` : ''}${messageOf(error)}`
   let advice: string
   if (error instanceof SdkLoadError) {
-    return new LockProviderError(`dynamodb: could not ${what}: ${error.message}`, lockName === undefined ? { cause: error.cause, provider: PROVIDER } : { cause: error.cause, provider: PROVIDER, lockName })
+    return new LockProviderError(
+      `dynamodb: could not ${what}: ${error.message}`,
+      lockName === undefined ? { cause: error.cause, provider: PROVIDER } : { cause: error.cause, provider: PROVIDER, lockName },
+    )
   } else if (name === 'ResourceNotFoundException') {
     advice = `table "${tableName}" does not exist in the client's account and region, or is not ACTIVE yet (${detail}); create it with createDynamoDBLockTable(client, ${JSON.stringify(tableName)}), which waits until it is ACTIVE`
   } else if (name === 'ValidationException' && /key element does not match the schema|missing the key/i.test(messageOf(error))) {
@@ -185,7 +200,10 @@ export function dynamoDBError(error: unknown, what: string, outcome: string, loc
   } else {
     advice = detail
   }
-  return new LockProviderError(`dynamodb: could not ${what}: ${advice}`, lockName === undefined ? { cause: error, provider: PROVIDER } : { cause: error, provider: PROVIDER, lockName })
+  return new LockProviderError(
+    `dynamodb: could not ${what}: ${advice}`,
+    lockName === undefined ? { cause: error, provider: PROVIDER } : { cause: error, provider: PROVIDER, lockName },
+  )
 }
 
 /** {@link dynamoDBError} for a provider's or inspector's action on a lock, or the listing. */

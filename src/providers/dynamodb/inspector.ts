@@ -4,7 +4,15 @@ import type { LockInspector, LockList, LockRecord, LockSelection } from '../../c
 import { RELEASED_BY } from '../../support/sql/sql-inspector.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { checkName, checkPartitionKey, checkTableName, describeDynamoDBError, EXPIRED, iso, PROVIDER, READ_STATE, RELEASE } from './format.ts'
-import { checkClient, commandLoader, type DynamoDBInspectorLib, type DynamoDBScanInput, type DynamoDBSendClient, type DynamoDBStringValue, errorName } from './sdk.ts'
+import {
+  checkClient,
+  commandLoader,
+  type DynamoDBInspectorLib,
+  type DynamoDBScanInput,
+  type DynamoDBSendClient,
+  type DynamoDBStringValue,
+  errorName,
+} from './sdk.ts'
 import { byName } from '../../support/inspection.ts'
 
 /** Options of {@link dynamoDBLockInspector}: the provider's client, table and clock. */
@@ -97,12 +105,19 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
       held: until === undefined ? false : lockUntil === undefined ? true : lockUntil > iso(now),
       remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
     })
-    readAs.set(record, { lockUntil, lockedBy, foreign: (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined) })
+    readAs.set(record, {
+      lockUntil,
+      lockedBy,
+      foreign: (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined),
+    })
     return record
   }
   const key = (name: string): Record<string, DynamoDBStringValue> => ({ [partitionKey]: { S: name } })
   /** Every item of the selection (and of `filter`, an expression over `values`), page by page. */
-  const scan = async (selection: LockSelection | undefined, filter?: { expression: string; values: Record<string, DynamoDBStringValue>; projection?: string }): Promise<Item[]> => {
+  const scan = async (
+    selection: LockSelection | undefined,
+    filter?: { expression: string; values: Record<string, DynamoDBStringValue>; projection?: string },
+  ): Promise<Item[]> => {
     const { ScanCommand } = await commands()
     const prefix = selection?.prefix ?? ''
     const expressions = [...(prefix === '' ? [] : ['begins_with(#pk, :prefix)']), ...(filter ? [filter.expression] : [])]
@@ -190,7 +205,13 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
         }
         try {
           await client.send(
-            new UpdateItemCommand({ TableName: tableName, Key: key(name), UpdateExpression: RELEASE.update, ConditionExpression: condition, ExpressionAttributeValues: values }),
+            new UpdateItemCommand({
+              TableName: tableName,
+              Key: key(name),
+              UpdateExpression: RELEASE.update,
+              ConditionExpression: condition,
+              ExpressionAttributeValues: values,
+            }),
           )
           return true
         } catch (error) {

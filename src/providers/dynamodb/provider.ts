@@ -140,7 +140,8 @@ export function dynamoDBLockProvider(options: DynamoDBLockProviderOptions): Exte
   return {
     name: PROVIDER,
     // A `lib` given is the SDK module, which has the inspector's commands too.
-    inspector: () => dynamoDBLockInspector({ client, tableName, partitionKey, clock, ...(options.lib ? { lib: options.lib as DynamoDBLib & DynamoDBInspectorLib } : {}) }),
+    inspector: () =>
+      dynamoDBLockInspector({ client, tableName, partitionKey, clock, ...(options.lib ? { lib: options.lib as DynamoDBLib & DynamoDBInspectorLib } : {}) }),
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(configuration.name)
@@ -158,7 +159,9 @@ export function dynamoDBLockProvider(options: DynamoDBLockProviderOptions): Exte
           await guard('release', current.name, () => update(current.name, UNLOCK, { ':lockUntil': lockUntil, ':owner': owner }))
         },
         extend: (next) =>
-          guard('extend', next.name, () => update(next.name, EXTEND, { ':lockUntil': iso(next.lockAtMostUntil.getTime()), ':now': iso(clock.now()), ':owner': owner })),
+          guard('extend', next.name, () =>
+            update(next.name, EXTEND, { ':lockUntil': iso(next.lockAtMostUntil.getTime()), ':now': iso(clock.now()), ':owner': owner }),
+          ),
       })
     },
   }
@@ -217,7 +220,9 @@ export async function createDynamoDBLockTable(client: DynamoDBSendClient, tableN
       if (table.TableStatus === 'ACTIVE') return
     }
     if (Date.now() + pause > deadline) {
-      throw fail(`the table is not ACTIVE after ${TABLE_WAIT_MS / 60_000} minutes (status ${table?.TableStatus ?? 'missing'}); check it in the AWS console and call createDynamoDBLockTable again`)
+      throw fail(
+        `the table is not ACTIVE after ${TABLE_WAIT_MS / 60_000} minutes (status ${table?.TableStatus ?? 'missing'}); check it in the AWS console and call createDynamoDBLockTable again`,
+      )
     }
     await sleep(pause)
     pause = Math.min(2_000, pause * 2)

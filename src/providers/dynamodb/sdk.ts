@@ -123,7 +123,9 @@ export function commandLoader<L extends object>(lib: L | undefined, needed: read
 export class SdkLoadError extends Error {
   override name = 'SdkLoadError'
   constructor(cause: unknown) {
-    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, { cause })
+    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, {
+      cause,
+    })
   }
 }
 

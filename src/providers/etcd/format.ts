@@ -58,7 +58,13 @@ const UNREACHABLE = new Set([
   'OperationTimeoutError',
   'TaskCancelledError',
 ])
-const DENIED = new Set(['EtcdPermissionDeniedError', 'EtcdAuthenticationFailedError', 'EtcdInvalidAuthTokenError', 'GRPCUnauthenticatedError', 'GRPCPermissionDeniedError'])
+const DENIED = new Set([
+  'EtcdPermissionDeniedError',
+  'EtcdAuthenticationFailedError',
+  'EtcdInvalidAuthTokenError',
+  'GRPCUnauthenticatedError',
+  'GRPCPermissionDeniedError',
+])
 
 /**
  * What an etcd error means for the lock and what to do about it. `timeout` is the caller's

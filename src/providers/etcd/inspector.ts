@@ -86,7 +86,14 @@ export interface EtcdLockInspectorOptions {
 export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspector {
   if (options === null || typeof options !== 'object') throw new LockConfigurationError('etcd: pass options { client, environment? } to etcdLockInspector')
   const { client } = options
-  if (!client || typeof client.get !== 'function' || typeof client.getAll !== 'function' || typeof client.if !== 'function' || typeof client.delete !== 'function' || typeof client.leaseClient?.leaseTimeToLive !== 'function') {
+  if (
+    !client ||
+    typeof client.get !== 'function' ||
+    typeof client.getAll !== 'function' ||
+    typeof client.if !== 'function' ||
+    typeof client.delete !== 'function' ||
+    typeof client.leaseClient?.leaseTimeToLive !== 'function'
+  ) {
     throw new LockConfigurationError('etcd: pass your Etcd3 client (etcd3 1.x) as { client }')
   }
   const space = etcdKeySpace(options.environment ?? DEFAULT_ENVIRONMENT)
@@ -149,7 +156,12 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
       guard('list', '', async () => {
         const now = Date.now()
         // Names are raw in keys, so a name prefix is a key prefix.
-        const { kvs } = await bounded(client.getAll().prefix(`${space.prefix}${selection?.prefix ?? ''}`).exec())
+        const { kvs } = await bounded(
+          client
+            .getAll()
+            .prefix(`${space.prefix}${selection?.prefix ?? ''}`)
+            .exec(),
+        )
         const named = kvs.flatMap((kv) => {
           const name = etcdLockName(space, Buffer.from(kv.key).toString('utf8'))
           return name === undefined ? [] : [{ kv, name }]
@@ -167,7 +179,12 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
       const key = keyOf(name)
       return guard('release', name, async () => {
         // Given a record read here, only the value it was read with; given a name, the value it holds now.
-        return releaseAsRead(lock, readAs, () => read(name, key), async (value) => (await bounded(client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit())).succeeded)
+        return releaseAsRead(
+          lock,
+          readAs,
+          () => read(name, key),
+          async (value) => (await bounded(client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit())).succeeded,
+        )
       })
     },
     // etcd deletes a lock's key with its lease: there is never an expired record.

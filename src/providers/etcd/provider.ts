@@ -79,7 +79,6 @@ const NO_KEEP_ALIVE = Object.freeze({ autoKeepAlive: false })
 // etcd's lease.MaxLeaseTTL: a longer lease is refused ("etcdserver: too large lease TTL").
 const MAX_LEASE_TTL_S = 9_000_000_000
 
-
 /**
  * Locks in etcd keys in Java ShedLock's format (its `EtcdLockProvider`), so Java and Node nodes
  * can share locks: the key is `shedlock:<environment>:<name>`, the value
@@ -137,19 +136,28 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
     throw new LockConfigurationError('etcd: pass options { client, environment?, lockedBy? }')
   }
   const { client } = options
-  if (!client || typeof client.lease !== 'function' || typeof client.if !== 'function' || typeof client.put !== 'function' || typeof client.delete !== 'function') {
+  if (
+    !client ||
+    typeof client.lease !== 'function' ||
+    typeof client.if !== 'function' ||
+    typeof client.put !== 'function' ||
+    typeof client.delete !== 'function'
+  ) {
     throw new LockConfigurationError('etcd: pass your Etcd3 client (etcd3 1.x) as { client }')
   }
   const space = etcdKeySpace(options.environment ?? DEFAULT_ENVIRONMENT)
   if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`etcd: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`)
+    throw new LockConfigurationError(
+      `etcd: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`,
+    )
   }
   const timeout = parseDuration(options.timeout ?? '5s')
   if (timeout <= 0) throw new LockConfigurationError('etcd: timeout must be longer than 0ms')
   const clock = options.clock ?? systemClock
 
   const storeCall = storeGuard((error, action, name) => describeEtcdError(error, action, name, timeout))
-  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> => storeCall(action, name, () => withTimeout(run(), timeout, { store: 'etcd' }))
+  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> =>
+    storeCall(action, name, () => withTimeout(run(), timeout, { store: 'etcd' }))
 
   // Builders are thenables that execute themselves when awaited: build them inline, never return
   // one from an async function.

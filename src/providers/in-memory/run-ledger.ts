@@ -27,7 +27,19 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
     name: 'in-memory',
     async start(run) {
       const id = randomUUID()
-      add(Object.freeze({ id, name: run.name, slot: run.slot, node: run.node, startedAt: run.startedAt, finishedAt: undefined, outcome: 'running', durationMs: undefined, error: undefined }))
+      add(
+        Object.freeze({
+          id,
+          name: run.name,
+          slot: run.slot,
+          node: run.node,
+          startedAt: run.startedAt,
+          finishedAt: undefined,
+          outcome: 'running',
+          durationMs: undefined,
+          error: undefined,
+        }),
+      )
       return id
     },
     async finish(id, end) {
@@ -39,7 +51,19 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
       }
     },
     async record(run) {
-      add(Object.freeze({ id: randomUUID(), name: run.name, slot: run.slot, node: run.node, startedAt: run.startedAt, finishedAt: run.finishedAt, outcome: run.outcome, durationMs: run.durationMs, error: run.error }))
+      add(
+        Object.freeze({
+          id: randomUUID(),
+          name: run.name,
+          slot: run.slot,
+          node: run.node,
+          startedAt: run.startedAt,
+          finishedAt: run.finishedAt,
+          outcome: run.outcome,
+          durationMs: run.durationMs,
+          error: run.error,
+        }),
+      )
     },
     async history(name, historyOptions = {}) {
       return (runs.get(name) ?? []).slice(0, Math.max(0, historyOptions.limit ?? 50))

@@ -28,4 +28,3 @@ export function registerStore(provider: InMemoryLockProvider, store: InMemorySto
 export function inMemoryStoreOf(provider: InMemoryLockProvider): InMemoryStore | undefined {
   return stores.get(provider)
 }
-

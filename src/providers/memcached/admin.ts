@@ -38,10 +38,16 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
   const memjs = await importDriver<MemjsModule>('memjs', 'memjs', 'memcached://')
   const credentials = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}@`
   // memjs logs every failed request to the console; failures are reported here, once.
-  const client = memjs.default.Client.create(`${credentials}${parsed.hostname}:${parsed.port || '11211'}`, { timeout: TIMEOUT_MS / 1000, retries: 1, logger: { log() {} } })
+  const client = memjs.default.Client.create(`${credentials}${parsed.hostname}:${parsed.port || '11211'}`, {
+    timeout: TIMEOUT_MS / 1000,
+    retries: 1,
+    logger: { log() {} },
+  })
   const stats = (): Promise<Record<string, string>> =>
     withTimeout(
-      new Promise((resolve, reject) => client.stats((error, _server, values) => (error ? reject(error) : values ? resolve(values) : reject(new Error('memcached sent no stats'))))),
+      new Promise((resolve, reject) =>
+        client.stats((error, _server, values) => (error ? reject(error) : values ? resolve(values) : reject(new Error('memcached sent no stats')))),
+      ),
       TIMEOUT_MS,
       { store: 'memcached' },
     )

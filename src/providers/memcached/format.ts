@@ -45,15 +45,21 @@ export function memcachedLockKey(name: string, environment: string = DEFAULT_ENV
  */
 export function memcachedKeyPrefix(environment: unknown): string {
   if (typeof environment !== 'string' || environment === '') {
-    throw new LockConfigurationError(`memcached: environment must be a non-empty string (keys are shedlock:<environment>:<name>), got ${JSON.stringify(environment) ?? String(environment)}`)
+    throw new LockConfigurationError(
+      `memcached: environment must be a non-empty string (keys are shedlock:<environment>:<name>), got ${JSON.stringify(environment) ?? String(environment)}`,
+    )
   }
   // ':' separates the key's parts: environment "a:b" with lock "c" would be environment "a" with lock "b:c".
   if (UNSAFE.test(environment) || environment.includes(':') || LONE_SURROGATE.test(environment)) {
-    throw new LockConfigurationError(`memcached: environment ${JSON.stringify(environment)} must not contain spaces, control characters or ':' (keys are shedlock:<environment>:<name>)`)
+    throw new LockConfigurationError(
+      `memcached: environment ${JSON.stringify(environment)} must not contain spaces, control characters or ':' (keys are shedlock:<environment>:<name>)`,
+    )
   }
   const prefix = `shedlock:${environment}:`
   if (Buffer.byteLength(prefix) >= MAX_KEY_BYTES) {
-    throw new LockConfigurationError(`memcached: environment ${JSON.stringify(environment)} is too long: keys are shedlock:<environment>:<name>, at most ${MAX_KEY_BYTES} bytes`)
+    throw new LockConfigurationError(
+      `memcached: environment ${JSON.stringify(environment)} is too long: keys are shedlock:<environment>:<name>, at most ${MAX_KEY_BYTES} bytes`,
+    )
   }
   return prefix
 }
@@ -61,7 +67,8 @@ export function memcachedKeyPrefix(environment: unknown): string {
 /** The key of `name` under `prefix`, or the LockConfigurationError that says why it has none. */
 export function encodeKey(prefix: string, name: string): string | LockConfigurationError {
   // UTF-8 cannot represent a lone surrogate: it would be sent as U+FFFD and make distinct names collide.
-  if (LONE_SURROGATE.test(name)) return new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); memcached keys cannot hold it`)
+  if (LONE_SURROGATE.test(name))
+    return new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); memcached keys cannot hold it`)
   let key: string
   if (!UNSAFE.test(name)) {
     // Raw names map to themselves, so the encoded form of a name memcached cannot hold must

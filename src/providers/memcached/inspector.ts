@@ -89,7 +89,13 @@ export function memcachedLockInspector(options: MemcachedLockInspectorOptions): 
     name: PROVIDER,
     clock: "this host's clock (memcached does not reveal expiries)",
     list: async (): Promise<LockList> => {
-      throw storeError(PROVIDER, 'list', '', `memcached cannot enumerate its keys (${prefix}*), so its locks cannot be listed; read one lock with get(name)`, undefined)
+      throw storeError(
+        PROVIDER,
+        'list',
+        '',
+        `memcached cannot enumerate its keys (${prefix}*), so its locks cannot be listed; read one lock with get(name)`,
+        undefined,
+      )
     },
     get: async (name) => {
       // Thrown as it is: a name without a key is the caller's to fix, and no lock has it.

@@ -122,7 +122,8 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   // `call` rejects like a failed call.
   const timed = <T>(call: () => Promise<T>, action?: StoreAction, name?: string): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      const fail = (error: unknown): void => reject(action === undefined || error instanceof LockProviderError ? error : describeMemcachedError(error, action, name!))
+      const fail = (error: unknown): void =>
+        reject(action === undefined || error instanceof LockProviderError ? error : describeMemcachedError(error, action, name!))
       const timer = setTimeout(() => fail(Object.assign(new Error(`memcached did not answer within ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs)
       let pending: Promise<T>
       try {

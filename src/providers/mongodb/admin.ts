@@ -46,7 +46,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const collectionName = options.table ?? DEFAULT_COLLECTION
   // Majority writes, as the provider's documentation asks for on a replica set.
   const collection = db.collection(collectionName, { writeConcern: { w: 'majority' } })
-  const serverNow = async (): Promise<number> => (db.command({ hello: 1 }).then((reply) => (reply.localTime as Date).getTime()))
+  const serverNow = async (): Promise<number> => db.command({ hello: 1 }).then((reply) => (reply.localTime as Date).getTime())
   const exists = async (): Promise<boolean> => (await db.listCollections({ name: collectionName }, { nameOnly: true }).toArray()).length > 0
 
   return {
@@ -63,7 +63,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     ping: async () => `MongoDB ${String((await db.command({ buildInfo: 1 })).version ?? '?')}`,
     async structure(): Promise<Check[]> {
       const label = `collection ${collectionName}`
-      return [{ status: 'ok', label, detail: (await exists()) ? 'exists' : 'does not exist yet; MongoDB creates it with the first lock (or run shedlock init)' }]
+      return [
+        { status: 'ok', label, detail: (await exists()) ? 'exists' : 'does not exist yet; MongoDB creates it with the first lock (or run shedlock init)' },
+      ]
     },
     async remove(name) {
       await collection.deleteOne({ _id: name })

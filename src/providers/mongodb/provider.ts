@@ -138,7 +138,6 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
   }
 }
 
-
 /** Did `findOneAndUpdate` (without upsert) match a document? */
 function matched(result: unknown): boolean {
   if (result === null || result === undefined) return false

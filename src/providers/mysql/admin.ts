@@ -38,7 +38,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     version = String((await rows('SELECT VERSION() AS version', []))[0]?.version ?? '?')
   } catch (error) {
     await pool.end().catch(() => {})
-    throw new CliError(`cannot reach MySQL at ${url.redacted}: ${firstLine(error)}; check the URL, the user's password and that the server runs`, { cause: error })
+    throw new CliError(`cannot reach MySQL at ${url.redacted}: ${firstLine(error)}; check the URL, the user's password and that the server runs`, {
+      cause: error,
+    })
   }
   const schemaOf = table.schema === undefined ? 'DATABASE()' : '?'
   const schemaParams = table.schema === undefined ? [] : [table.schema]
@@ -55,7 +57,12 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     runLedger: mysqlRunLedger({ client: pool, tableName: runsTable }),
     runsTable,
     runsTableExists: async () =>
-      (await rows(`SELECT 1 AS present FROM information_schema.tables WHERE table_schema = ${runsSchema === undefined ? 'DATABASE()' : '?'} AND table_name = ?`, [...(runsSchema === undefined ? [] : [runsSchema]), runsBare])).length > 0,
+      (
+        await rows(
+          `SELECT 1 AS present FROM information_schema.tables WHERE table_schema = ${runsSchema === undefined ? 'DATABASE()' : '?'} AND table_name = ?`,
+          [...(runsSchema === undefined ? [] : [runsSchema]), runsBare],
+        )
+      ).length > 0,
     runsSchema: () => mysqlRunsSchema({ tableName: runsTable }),
     // The server is known here: list's header names it.
     inspector: { ...inspector, clock: `the ${kind} server's clock` },
@@ -66,7 +73,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       return Number((result as { affectedRows?: unknown }).affectedRows ?? 0)
     },
     tableExists: async () =>
-      (await rows(`SELECT 1 AS present FROM information_schema.tables WHERE table_schema = ${schemaOf} AND table_name = ?`, [...schemaParams, table.bareTable])).length > 0,
+      (await rows(`SELECT 1 AS present FROM information_schema.tables WHERE table_schema = ${schemaOf} AND table_name = ?`, [...schemaParams, table.bareTable]))
+        .length > 0,
     columns: async () =>
       (
         await rows(

@@ -2,7 +2,19 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector } from '../../core/lock-inspector.ts'
 import { sqlLockInspector } from '../../support/sql/sql-inspector.ts'
 import { type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
-import { checkPromiseClient, dbNow, describeMysqlError, epochMs, exactText, type MysqlColumnType, type MysqlLockColumns, type MysqlQueryable, nowEpochMs, PROVIDER, readLockColumns } from './table.ts'
+import {
+  checkPromiseClient,
+  dbNow,
+  describeMysqlError,
+  epochMs,
+  exactText,
+  type MysqlColumnType,
+  type MysqlLockColumns,
+  type MysqlQueryable,
+  nowEpochMs,
+  PROVIDER,
+  readLockColumns,
+} from './table.ts'
 
 /** Options of {@link mysqlLockInspector}: the provider's client and table options. */
 export interface MysqlLockInspectorOptions extends SqlTableOptions {
@@ -52,7 +64,9 @@ export function mysqlLockInspector(options: MysqlLockInspectorOptions): LockInsp
   checkPromiseClient(client)
   const table = sqlTable(PROVIDER, options)
   if (givenType !== undefined && givenType !== 'datetime' && givenType !== 'timestamp') {
-    throw new LockConfigurationError(`mysql: columnType must be 'datetime' or 'timestamp' (the type of the ${table.columns.lockUntil} column), got ${JSON.stringify(givenType)}`)
+    throw new LockConfigurationError(
+      `mysql: columnType must be 'datetime' or 'timestamp' (the type of the ${table.columns.lockUntil} column), got ${JSON.stringify(givenType)}`,
+    )
   }
 
   // The type of lock_until, read once; concurrent first calls share one reading. Until it is
@@ -76,7 +90,8 @@ export function mysqlLockInspector(options: MysqlLockInspectorOptions): LockInsp
     query: async (sql, params) => {
       const reply: unknown = await client.query(sql, [...params])
       const [rows, fields] = Array.isArray(reply) ? (reply as unknown[]) : []
-      if (!Array.isArray(rows)) throw new TypeError('client.query(sql, values) did not resolve to [rows, fields]; pass a Pool from mysql2/promise (or pool.promise())')
+      if (!Array.isArray(rows))
+        throw new TypeError('client.query(sql, values) did not resolve to [rows, fields]; pass a Pool from mysql2/promise (or pool.promise())')
       // A pool with rowsAsArray answers arrays, in the order of the fields.
       const names = Array.isArray(fields) ? fields.map((field) => String((field as { name?: unknown }).name)) : []
       return rows.map((row: unknown) => (Array.isArray(row) ? Object.fromEntries(names.map((name, i) => [name, row[i]])) : (row as Record<string, unknown>)))
@@ -87,7 +102,9 @@ export function mysqlLockInspector(options: MysqlLockInspectorOptions): LockInsp
       // changes the row it matches (locked_by becomes "released"), so either count is right.
       const affectedRows = Array.isArray(reply) ? (reply[0] as { affectedRows?: unknown } | null | undefined)?.affectedRows : undefined
       if (typeof affectedRows !== 'number') {
-        throw new TypeError('client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())')
+        throw new TypeError(
+          'client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())',
+        )
       }
       return affectedRows
     },

@@ -6,10 +6,20 @@ import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts
 import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { mysqlLockInspector } from './inspector.ts'
-import { checkPromiseClient, dbNow as dbNowOf, describeMysqlError, isConcurrencyFailure, isDuplicateKey, type MysqlColumnType, type MysqlQueryable, PROVIDER, readLockColumns, TIMESTAMP_END } from './table.ts'
+import {
+  checkPromiseClient,
+  dbNow as dbNowOf,
+  describeMysqlError,
+  isConcurrencyFailure,
+  isDuplicateKey,
+  type MysqlColumnType,
+  type MysqlQueryable,
+  PROVIDER,
+  readLockColumns,
+  TIMESTAMP_END,
+} from './table.ts'
 
 export type { MysqlQueryable } from './table.ts'
-
 
 /** Options of {@link mysqlLockProvider}. */
 export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
@@ -109,7 +119,9 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   const useDbTime = options.useDbTime ?? true
   const { columnType: givenType, maxNameLength } = options
   if (givenType !== undefined && givenType !== 'datetime' && givenType !== 'timestamp') {
-    throw new LockConfigurationError(`mysql: columnType must be 'datetime' or 'timestamp' (the type of the ${lockUntil} column), got ${JSON.stringify(givenType)}`)
+    throw new LockConfigurationError(
+      `mysql: columnType must be 'datetime' or 'timestamp' (the type of the ${lockUntil} column), got ${JSON.stringify(givenType)}`,
+    )
   }
   if (maxNameLength !== undefined && (givenType === undefined || !Number.isSafeInteger(maxNameLength) || maxNameLength < 1)) {
     throw new LockConfigurationError(
@@ -124,7 +136,9 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     const result: unknown = Array.isArray(reply) ? reply[0] : undefined
     const affectedRows = (result as { affectedRows?: unknown } | null | undefined)?.affectedRows
     if (typeof affectedRows !== 'number') {
-      throw new TypeError('client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())')
+      throw new TypeError(
+        'client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())',
+      )
     }
     // insertId may be a number, a bigint or a string (supportBigNumbers); MARK fits all three.
     return { affectedRows, marked: Number((result as { insertId?: unknown }).insertId) === MARK }
@@ -138,10 +152,15 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   // The type of lock_until decides how times are written; until it is known (a missing table:
   // the statement reports it), DATETIME's UTC.
   let columnType: MysqlColumnType | undefined = givenType
-  const limitsOf = (type: MysqlColumnType, limits: SqlTableLimits): SqlTableLimits => (type === 'timestamp' ? { ...limits, latestDeadline: TIMESTAMP_END } : limits)
+  const limitsOf = (type: MysqlColumnType, limits: SqlTableLimits): SqlTableLimits =>
+    type === 'timestamp' ? { ...limits, latestDeadline: TIMESTAMP_END } : limits
   const readLimits = async (): Promise<SqlTableLimits | undefined> => {
     // Given columnType: nothing to read.
-    if (givenType) return limitsOf(givenType, { maxNameLength: maxNameLength ?? 64, nameColumn: maxNameLength === undefined ? 'maxNameLength, 64 by default with columnType' : 'the maxNameLength option' })
+    if (givenType)
+      return limitsOf(givenType, {
+        maxNameLength: maxNameLength ?? 64,
+        nameColumn: maxNameLength === undefined ? 'maxNameLength, 64 by default with columnType' : 'the maxNameLength option',
+      })
     const found = await readLockColumns((sql, values) => client.query(sql, values), t)
     // No such table or columns: nothing is kept, and the acquire statement reports what is wrong.
     if (!found) return undefined
@@ -219,7 +238,9 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     // A client without the marker that counts changed rows: 0 is either a lost lock or an
     // unchanged row. Only this acquisition writes its owner, and it never moves lock_until back,
     // so a row still ours and unexpired now was so at the UPDATE, which then matched it.
-    const [rows] = await retrying(() => client.query(`SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`, [lockName, owner, ...now.values]))
+    const [rows] = await retrying(() =>
+      client.query(`SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`, [lockName, owner, ...now.values]),
+    )
     return Array.isArray(rows) && rows.length > 0
   }
 

@@ -33,7 +33,7 @@ export function mysqlRunLedger(options: MysqlRunLedgerOptions): RunLedger {
     {
       provider: PROVIDER,
       query: async (sql, params) => (await result(sql, params)) as Record<string, unknown>[],
-      execute: async (sql, params) => Number((await result(sql, params) as { affectedRows?: unknown } | undefined)?.affectedRows ?? 0),
+      execute: async (sql, params) => Number(((await result(sql, params)) as { affectedRows?: unknown } | undefined)?.affectedRows ?? 0),
       timestamp: 'CAST(? AS DATETIME(3))',
       // The stored UTC wall-clock value, without the session's time zone.
       epochMs: (column) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ${column}) / 1000)`,

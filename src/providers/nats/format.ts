@@ -71,7 +71,9 @@ export function bucketNameOf(kv: object): string | undefined {
 export function checkBucketName(kv: object): string | undefined {
   const bucket = bucketNameOf(kv)
   if (maxKeyLength(bucket) < 1) {
-    throw new LockConfigurationError(`nats: bucket name ${JSON.stringify(bucket)} is too long: its subjects leave no room for a key within the server's 4 KB control line; use a shorter bucket name`)
+    throw new LockConfigurationError(
+      `nats: bucket name ${JSON.stringify(bucket)} is too long: its subjects leave no room for a key within the server's 4 KB control line; use a shorter bucket name`,
+    )
   }
   return bucket
 }
@@ -108,7 +110,8 @@ export function natsLockKey(name: string): string {
   }
   // UTF-8 cannot represent a lone surrogate: TextEncoder would turn every one into U+FFFD and
   // make distinct names collide.
-  if (LONE_SURROGATE.test(name)) throw new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); NATS keys cannot hold it`)
+  if (LONE_SURROGATE.test(name))
+    throw new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); NATS keys cannot hold it`)
   return escapeKey(name)
 }
 
@@ -179,7 +182,8 @@ function escapeKey(name: string): string {
 export function checkedKey(name: string, bucket: string | undefined): string {
   const key = natsLockKey(name)
   const max = maxKeyLength(bucket)
-  if (key.length > max) throw nameTooLong(PROVIDER, name, key.length, max, 'characters', `its key in ${bucket === undefined ? 'a bucket of unknown name' : `bucket "${bucket}"`}`)
+  if (key.length > max)
+    throw nameTooLong(PROVIDER, name, key.length, max, 'characters', `its key in ${bucket === undefined ? 'a bucket of unknown name' : `bucket "${bucket}"`}`)
   return key
 }
 

@@ -168,7 +168,9 @@ export function natsLockInspector(options: NatsLockInspectorOptions): LockInspec
       entries.stop?.()
     }
     const before = clock.now() - MARKER_AGE_MS
-    const old = [...last.values()].filter((entry) => entry.operation !== 'PUT' && entry.created.getTime() <= before && natsLockName(entry.key).startsWith(prefix))
+    const old = [...last.values()].filter(
+      (entry) => entry.operation !== 'PUT' && entry.created.getTime() <= before && natsLockName(entry.key).startsWith(prefix),
+    )
     // `seq` purges the subject's messages below it: the marker and older, never a later write.
     await inBatches(old, (marker) => kv.purgeBucket!({ filter: kv.subjectForKey!(marker.key), seq: marker.revision + 1 }))
   }

@@ -5,7 +5,17 @@ import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core
 import { defineLock } from '../../core/define-lock.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkBucketName, checkedKey, decodeLockUntil, describeNatsError, encodeLockUntil, isWrongLastSequence, type NatsKvEntry, notALockRecord, PROVIDER } from './format.ts'
+import {
+  checkBucketName,
+  checkedKey,
+  decodeLockUntil,
+  describeNatsError,
+  encodeLockUntil,
+  isWrongLastSequence,
+  type NatsKvEntry,
+  notALockRecord,
+  PROVIDER,
+} from './format.ts'
 import { type NatsInspectableKv, natsLockInspector } from './inspector.ts'
 
 /**
@@ -156,4 +166,3 @@ export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLo
     },
   }
 }
-

@@ -23,7 +23,6 @@ export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
   client: PostgresQueryable
 }
 
-
 /**
  * Locks in a PostgreSQL table in Java ShedLock's format (create it with {@link postgresSchema}).
  *
@@ -107,16 +106,16 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
         unlock: async (current, owner, acquired) => {
           const anchor = lockAtLeastAnchor(current, acquired, clock)
           const from = anchor.from === 'lockedAt' ? lockedAt : DB_NOW
-          await retrying(`UPDATE ${t.table} SET ${lockUntil} = GREATEST(${from} + make_interval(secs => $3), ${DB_NOW}) WHERE ${name} = $1 AND ${lockedBy} = $2`, [
-            current.name,
-            owner,
-            anchor.seconds,
-          ])
+          await retrying(
+            `UPDATE ${t.table} SET ${lockUntil} = GREATEST(${from} + make_interval(secs => $3), ${DB_NOW}) WHERE ${name} = $1 AND ${lockedBy} = $2`,
+            [current.name, owner, anchor.seconds],
+          )
         },
       }
     : {
         readLimits,
-        acquire: (c, owner) => acquiring(upsert('$3::timestamp', '$4::timestamp'), [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
+        acquire: (c, owner) =>
+          acquiring(upsert('$3::timestamp', '$4::timestamp'), [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
         extend: async (next, owner) =>
           (await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > $4::timestamp`, [
             next.name,
@@ -126,7 +125,11 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
           ])) > 0,
         unlock: async (current, owner) => {
           const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
-          await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2`, [current.name, owner, utcTimestamp(until)])
+          await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2`, [
+            current.name,
+            owner,
+            utcTimestamp(until),
+          ])
         },
       }
   const inspect = { client: client as PostgresRowsQueryable, tableName: t.table, columnNames: t.columns }

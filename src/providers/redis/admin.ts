@@ -86,7 +86,10 @@ async function connect(driverUrl: string, url: StoreUrl): Promise<ConnectedRedis
       nodeRedis = await importDriver('redis', 'redis', 'redis://')
     } catch (error) {
       if (!isNotFound(error instanceof Error ? error.cause : undefined, 'redis')) throw error
-      throw new CliError(`redis:// URLs need the ioredis or the redis package, and neither is installed: ${lookedFrom()}; run npm install ioredis in your project`, { cause: error })
+      throw new CliError(
+        `redis:// URLs need the ioredis or the redis package, and neither is installed: ${lookedFrom()}; run npm install ioredis in your project`,
+        { cause: error },
+      )
     }
   }
   try {

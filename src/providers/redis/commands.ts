@@ -108,7 +108,12 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
     ...(typeof call === 'function' && { command: ([name, ...args]) => call.call(client, name!, ...args) }),
     ...(c.isCluster === true &&
       typeof c.nodes === 'function' && {
-        masters: async () => c.nodes!('master').map((node): RedisCommand => ([name, ...args]) => node.call(name!, ...args)),
+        masters: async () =>
+          c.nodes!('master').map(
+            (node): RedisCommand =>
+              ([name, ...args]) =>
+                node.call(name!, ...args),
+          ),
       }),
     ...(keyPrefix !== undefined && { keyPrefix }),
   }
@@ -142,8 +147,14 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
   const keyPrefix = prefixText((c.options ?? c._options)?.keyPrefix)
   const masters = async (): Promise<RedisCommand[]> => {
     const nodes = Array.isArray(c.masters) ? c.masters : typeof c.getMasters === 'function' ? c.getMasters() : []
-    const clients = await Promise.all((nodes as unknown[]).map(async (node) => (await c.nodeClient!(node)) as { sendCommand(args: string[]): Promise<unknown> }))
-    return clients.map((node): RedisCommand => (args) => node.sendCommand([...args]))
+    const clients = await Promise.all(
+      (nodes as unknown[]).map(async (node) => (await c.nodeClient!(node)) as { sendCommand(args: string[]): Promise<unknown> }),
+    )
+    return clients.map(
+      (node): RedisCommand =>
+        (args) =>
+          node.sendCommand([...args]),
+    )
   }
   return {
     client: 'node-redis',
@@ -168,7 +179,9 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
 export function toRedisCommands(client: RedisClientLike): RedisCommands {
   const c = client as unknown as Record<string, unknown> | null | undefined
   if (c === null || typeof c !== 'object') {
-    throw new LockConfigurationError(`redis: pass your Redis client as { client }: an ioredis Redis or Cluster, a node-redis createClient() or createCluster(), or a RedisCommands port; got ${c === null ? 'null' : typeof c}`)
+    throw new LockConfigurationError(
+      `redis: pass your Redis client as { client }: an ioredis Redis or Cluster, a node-redis createClient() or createCluster(), or a RedisCommands port; got ${c === null ? 'null' : typeof c}`,
+    )
   }
   if (typeof c.setIfAbsent === 'function') {
     requireMethods(c, 'RedisCommands', ['setIfAbsent', 'evalSha', 'eval'])

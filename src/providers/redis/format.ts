@@ -161,14 +161,27 @@ const UNREACHABLE_NAMES = new Set([
   'RootNodesUnavailableError',
   'ReconnectStrategyError',
 ])
-const UNREACHABLE_MESSAGES = [/^Connection is closed/, /enableOfflineQueue options is false/, /^The client is offline/, /^Socket closed unexpectedly/, /^None of startup nodes is available/]
+const UNREACHABLE_MESSAGES = [
+  /^Connection is closed/,
+  /enableOfflineQueue options is false/,
+  /^The client is offline/,
+  /^Socket closed unexpectedly/,
+  /^None of startup nodes is available/,
+]
 
 /**
  * What a Redis error means for the lock and what to do about it. `client` names the client
  * library (`ioredis`, `node-redis`), `timeout` is the caller's timeout in milliseconds, `role`
  * who calls (`provider` or `inspector`).
  */
-export function describeRedisError(error: unknown, action: StoreAction, lockName: string, client: string, timeout: number, role: string = 'provider'): LockProviderError {
+export function describeRedisError(
+  error: unknown,
+  action: StoreAction,
+  lockName: string,
+  client: string,
+  timeout: number,
+  role: string = 'provider',
+): LockProviderError {
   const { code, name } = (error ?? {}) as { code?: unknown; name?: unknown }
   const detail = redactUrlPasswords(messageOf(error))
   const reply = /^([A-Z]+)\b/.exec(detail)?.[1]
@@ -179,7 +192,11 @@ export function describeRedisError(error: unknown, action: StoreAction, lockName
     advice = `Redis did not answer within ${timeout}ms (the ${role}'s timeout); ${outcome}. Check the server and the client's connection; raise timeout if Redis is just slow`
   } else if (name === 'ClientClosedError' || detail === 'The client is closed') {
     advice = `the ${client} client is closed (${detail}); ${outcome}. Call await client.connect() before taking locks, and do not close the client while locks are used`
-  } else if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || (typeof name === 'string' && UNREACHABLE_NAMES.has(name)) || UNREACHABLE_MESSAGES.some((m) => m.test(detail))) {
+  } else if (
+    (typeof code === 'string' && UNREACHABLE_CODES.has(code)) ||
+    (typeof name === 'string' && UNREACHABLE_NAMES.has(name)) ||
+    UNREACHABLE_MESSAGES.some((m) => m.test(detail))
+  ) {
     advice = unreachable
   } else if (reply === 'MOVED' || reply === 'ASK' || reply === 'CROSSSLOT') {
     advice = `the key lives on another Redis Cluster node (${detail}); pass a Cluster client (ioredis new Cluster(...) or node-redis createCluster(...))`

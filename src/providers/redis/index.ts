@@ -1,5 +1,15 @@
 // shedlock/redis: the provider, the RedisCommands port with its adapters, the inspector and the run ledger.
-export { fromIoredis, fromNodeRedis, type IoredisClient, type NodeRedisClient, type NodeRedisEvalOptions, type RedisClientLike, type RedisCommand, type RedisCommands, toRedisCommands } from './commands.ts'
+export {
+  fromIoredis,
+  fromNodeRedis,
+  type IoredisClient,
+  type NodeRedisClient,
+  type NodeRedisEvalOptions,
+  type RedisClientLike,
+  type RedisCommand,
+  type RedisCommands,
+  toRedisCommands,
+} from './commands.ts'
 export { type RedisLockInspectorOptions, redisLockInspector } from './inspector.ts'
 export { type RedisLockProviderOptions, redisLockProvider } from './provider.ts'
 export { type RedisRunLedgerOptions, redisRunLedger } from './run-ledger.ts'

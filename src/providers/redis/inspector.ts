@@ -6,7 +6,18 @@ import { nameTooLong } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { type RedisClientLike, toRedisCommands } from './commands.ts'
-import { DELETE_IF_OWNED, describeRedisError, MAX_KEY_BYTES, PROVIDER, READ_LOCK, redisKeySpace, redisLockKey, redisLockName, redisScanPattern, runScript } from './format.ts'
+import {
+  DELETE_IF_OWNED,
+  describeRedisError,
+  MAX_KEY_BYTES,
+  PROVIDER,
+  READ_LOCK,
+  redisKeySpace,
+  redisLockKey,
+  redisLockName,
+  redisScanPattern,
+  runScript,
+} from './format.ts'
 import { scanKeys, scanNodes, textOf } from './scan.ts'
 import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
 
@@ -131,7 +142,9 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
         }
         const selected = names.filter((name) => name.startsWith(prefix))
         // A key may expire or be released between SCAN and its read: it is no lock any more.
-        const records = (await inBatches(selected, (name) => read(name, redisLockKey(space, name)))).filter((record): record is LockRecord => record !== undefined)
+        const records = (await inBatches(selected, (name) => read(name, redisLockKey(space, name)))).filter(
+          (record): record is LockRecord => record !== undefined,
+        )
         return { now: new Date(now), locks: records.sort(byName) }
       }),
     // keyOf() throws outside the guard: a name no key can hold is the caller's to fix.
@@ -144,7 +157,12 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
       const key = keyOf(name)
       return guard('release', name, async () => {
         // Given a record read here, only the value it was read with; given a name, the value it holds now.
-        return releaseAsRead(lock, readAs, () => read(name, key), (value) => bounded(runScript(commands, DELETE_IF_OWNED, key, [value])).then((reply) => Number(reply) === 1))
+        return releaseAsRead(
+          lock,
+          readAs,
+          () => read(name, key),
+          (value) => bounded(runScript(commands, DELETE_IF_OWNED, key, [value])).then((reply) => Number(reply) === 1),
+        )
       })
     },
     // Redis deletes every lock key when its expiry passes: there is never an expired record.

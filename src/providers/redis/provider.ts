@@ -98,14 +98,21 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   const commands = toRedisCommands(options.client)
   const space = redisKeySpace(options)
   if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`redis: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`)
+    throw new LockConfigurationError(
+      `redis: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`,
+    )
   }
   const timeout = parseDuration(options.timeout ?? '5s')
   if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
   const clock = options.clock ?? systemClock
 
-  const call: TimedStoreCall<unknown> = { store: 'Redis', timeoutMs: timeout, describe: (error, action, name) => describeRedisError(error, action, name, commands.client, timeout) }
-  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>, late?: (value: T) => void): Promise<T> => timedStoreCall(call, action, name, run, late)
+  const call: TimedStoreCall<unknown> = {
+    store: 'Redis',
+    timeoutMs: timeout,
+    describe: (error, action, name) => describeRedisError(error, action, name, commands.client, timeout),
+  }
+  const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>, late?: (value: T) => void): Promise<T> =>
+    timedStoreCall(call, action, name, run, late)
 
   const release = (key: string, value: string, keepFor: number): Promise<unknown> =>
     keepFor <= 0 ? runScript(commands, DELETE_IF_OWNED, key, [value]) : runScript(commands, EXPIRE_IF_OWNED, key, [value, String(keepFor)])
@@ -126,12 +133,17 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       const value = addedValue(now, owner)
       // PX must be at least 1; checkLockRequest() refused a configuration that has expired.
       const ttl = Math.max(1, configuration.lockAtMostUntil.getTime() - now)
-      const acquired = await guard('acquire', name, () => commands.setIfAbsent(key, value, ttl), (late) => {
-        // The SET timed out here but reached Redis later (a client queues commands while it
-        // reconnects): nobody uses that acquisition, so free it rather than block the name
-        // until lockAtMostFor. The delete is owner-checked, so it touches nothing else.
-        if (late) runScript(commands, DELETE_IF_OWNED, key, [value]).catch(() => {})
-      })
+      const acquired = await guard(
+        'acquire',
+        name,
+        () => commands.setIfAbsent(key, value, ttl),
+        (late) => {
+          // The SET timed out here but reached Redis later (a client queues commands while it
+          // reconnects): nobody uses that acquisition, so free it rather than block the name
+          // until lockAtMostFor. The delete is owner-checked, so it touches nothing else.
+          if (late) runScript(commands, DELETE_IF_OWNED, key, [value]).catch(() => {})
+        },
+      )
       if (!acquired) return undefined
       return defineLock(configuration, {
         clock,
@@ -139,7 +151,12 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
         // The script's reply is not used: defineLock() only awaits the release.
         unlock: (current) => guard('release', current.name, () => release(key, value, current.lockAtLeastUntil.getTime() - clock.now()) as Promise<void>),
         extend: (next) =>
-          guard('extend', next.name, async () => Number(await runScript(commands, EXPIRE_IF_OWNED, key, [value, String(Math.max(1, next.lockAtMostUntil.getTime() - clock.now()))])) === 1),
+          guard(
+            'extend',
+            next.name,
+            async () =>
+              Number(await runScript(commands, EXPIRE_IF_OWNED, key, [value, String(Math.max(1, next.lockAtMostUntil.getTime() - clock.now()))])) === 1,
+          ),
       })
     },
   }

@@ -46,11 +46,13 @@ const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'fai
  * @throws LockConfigurationError for a missing client, a bad key part, `keep`, `maxAge` or `timeout`.
  */
 export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
-  if (options === null || typeof options !== 'object') throw new LockConfigurationError('redis: pass options { client, environment?, keep?, maxAge? } to redisRunLedger')
+  if (options === null || typeof options !== 'object')
+    throw new LockConfigurationError('redis: pass options { client, environment?, keep?, maxAge? } to redisRunLedger')
   const commands = toRedisCommands(options.client)
   const space = redisRunsKeySpace({ keyPrefix: options.keyPrefix, environment: options.environment ?? DEFAULT_ENVIRONMENT })
   const keep = options.keep ?? 100
-  if (!Number.isSafeInteger(keep) || keep < 1) throw new LockConfigurationError(`redis: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
+  if (!Number.isSafeInteger(keep) || keep < 1)
+    throw new LockConfigurationError(`redis: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
   const maxAge = parseDuration(options.maxAge ?? '30d')
   const timeout = parseDuration(options.timeout ?? '5s')
   if (maxAge <= 0 || timeout <= 0) throw new LockConfigurationError('redis: maxAge and timeout must be longer than 0ms')
@@ -89,7 +91,10 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
       }),
     finish: async (id, end) => {
       const run = open.get(id)
-      if (!run) throw new LockConfigurationError(`redis: run ${JSON.stringify(id)} was not started by this run ledger (or has already finished); finish() takes an id that start() of the same ledger returned`)
+      if (!run)
+        throw new LockConfigurationError(
+          `redis: run ${JSON.stringify(id)} was not started by this run ledger (or has already finished); finish() takes an id that start() of the same ledger returned`,
+        )
       open.delete(id)
       await guard('record', run.name, async () => void (await append(run, id, end)))
     },
@@ -99,12 +104,16 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
     tasks: async () => {
       const command = commands.command?.bind(commands)
       if (typeof command !== 'function') {
-        throw new LockConfigurationError(`redis: tasks() SCANs for the run histories, which the ${commands.client} port passed as client cannot: give it a command(args) method, or pass an ioredis or node-redis client`)
+        throw new LockConfigurationError(
+          `redis: tasks() SCANs for the run histories, which the ${commands.client} port passed as client cannot: give it a command(args) method, or pass an ioredis or node-redis client`,
+        )
       }
       return guard('list', '', async () => {
         const clientPrefix = commands.keyPrefix ?? ''
         const nodes = await scanNodes(commands, command, bounded)
-        const names = [...(await scanKeys(nodes, redisScanPattern(space, clientPrefix), clientPrefix, bounded))].map((key) => key.slice(space.prefix.length)).sort()
+        const names = [...(await scanKeys(nodes, redisScanPattern(space, clientPrefix), clientPrefix, bounded))]
+          .map((key) => key.slice(space.prefix.length))
+          .sort()
         const health: TaskHealth[] = []
         for (const name of names) {
           const runs = await read(name, keep)

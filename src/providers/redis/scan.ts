@@ -23,7 +23,12 @@ export async function scanNodes(commands: RedisCommands, command: RedisCommand, 
  * on the `nodes`, with the client's `keyPrefix` stripped: clients add it to the keys they send,
  * not to those SCAN returns. Each SCAN page (1000 keys) is bounded by `bounded`.
  */
-export async function scanKeys(nodes: readonly RedisCommand[], pattern: string, clientPrefix: string, bounded: <T>(promise: Promise<T>) => Promise<T>): Promise<Set<string>> {
+export async function scanKeys(
+  nodes: readonly RedisCommand[],
+  pattern: string,
+  clientPrefix: string,
+  bounded: <T>(promise: Promise<T>) => Promise<T>,
+): Promise<Set<string>> {
   const keys = new Set<string>()
   for (const node of nodes) {
     let cursor = '0'

@@ -11,10 +11,21 @@ type CommandClass = new (input: object) => object
 interface Client {
   send(command: object): Promise<unknown>
   destroy(): void
-  middlewareStack: { add(middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>, options: { step: 'deserialize'; name: string }): void }
+  middlewareStack: {
+    add(
+      middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>,
+      options: { step: 'deserialize'; name: string },
+    ): void
+  }
 }
 interface SdkModule extends S3Lib {
-  S3Client: new (config: { region?: string; endpoint?: string; forcePathStyle?: boolean; maxAttempts: number; requestHandler: { connectionTimeout: number; requestTimeout: number } }) => Client
+  S3Client: new (config: {
+    region?: string
+    endpoint?: string
+    forcePathStyle?: boolean
+    maxAttempts: number
+    requestHandler: { connectionTimeout: number; requestTimeout: number }
+  }) => Client
   HeadBucketCommand: CommandClass
   CreateBucketCommand: CommandClass
 }
@@ -49,7 +60,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const prefix = parsed.pathname === '' ? DEFAULT_PREFIX : decodeURIComponent(parsed.pathname.slice(1))
   const parameters = ownParameters(url, ['endpoint', 'region'])
   const endpoint = parameters.get('endpoint')
-  if (endpoint !== undefined && !/^https?:\/\/[^/]+\/?$/.test(endpoint)) throw new UsageError(`?endpoint= must be http(s)://HOST[:PORT], got ${JSON.stringify(endpoint)}`)
+  if (endpoint !== undefined && !/^https?:\/\/[^/]+\/?$/.test(endpoint))
+    throw new UsageError(`?endpoint= must be http(s)://HOST[:PORT], got ${JSON.stringify(endpoint)}`)
   // A local endpoint ignores the region, but the SDK refuses to start without one.
   const region = parameters.get('region') ?? (endpoint && !process.env.AWS_REGION && !process.env.AWS_DEFAULT_REGION ? 'us-east-1' : undefined)
   const sdk = await importDriver<SdkModule>(SDK, SDK, 's3://')
@@ -83,7 +95,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   } catch (error) {
     client.destroy()
     const credentials = (error as { name?: unknown }).name === 'CredentialsProviderError' ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)' : ''
-    throw new CliError(`cannot reach S3 at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the endpoint, the region and the credentials`, { cause: error })
+    throw new CliError(`cannot reach S3 at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the endpoint, the region and the credentials`, {
+      cause: error,
+    })
   }
   const where = `s3://${bucket}/${prefix}${endpoint ? ` at ${endpoint}` : ''}`
   const provider = () => s3LockProvider({ client, bucket, prefix, lib: sdk })

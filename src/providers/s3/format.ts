@@ -74,7 +74,9 @@ export function writeMetadata(lockUntil: number, lockedAt: number | string, lock
 /** @throws LockConfigurationError for a bucket name no S3 server accepts. */
 export function checkBucket(bucket: unknown): asserts bucket is string {
   if (typeof bucket !== 'string' || !BUCKET.test(bucket)) {
-    throw new LockConfigurationError(`s3: bucket ${JSON.stringify(bucket)} is not a bucket name; use 3 to 63 lower-case letters, digits, '.' or '-' (e.g. "my-app-locks")`)
+    throw new LockConfigurationError(
+      `s3: bucket ${JSON.stringify(bucket)} is not a bucket name; use 3 to 63 lower-case letters, digits, '.' or '-' (e.g. "my-app-locks")`,
+    )
   }
 }
 
@@ -101,7 +103,14 @@ export function checkName(prefix: string, name: string): void {
   const bytes = Buffer.byteLength(prefix) + Buffer.byteLength(name)
   if (bytes > MAX_KEY_BYTES) {
     const room = MAX_KEY_BYTES - Buffer.byteLength(prefix)
-    throw nameTooLong(PROVIDER, name, Buffer.byteLength(name), room, 'bytes', `the name (after the ${Buffer.byteLength(prefix)}-byte prefix, in an object key of at most ${MAX_KEY_BYTES} bytes)`)
+    throw nameTooLong(
+      PROVIDER,
+      name,
+      Buffer.byteLength(name),
+      room,
+      'bytes',
+      `the name (after the ${Buffer.byteLength(prefix)}-byte prefix, in an object key of at most ${MAX_KEY_BYTES} bytes)`,
+    )
   }
 }
 
@@ -120,7 +129,15 @@ export function isNotFound(error: unknown): boolean {
 
 // Socket-level failures the SDK passes on after its retries.
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EPROTO'])
-const UNREACHABLE_NAMES = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'NetworkingError', 'ServiceUnavailable', 'InternalError', 'SlowDown'])
+const UNREACHABLE_NAMES = new Set([
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'NetworkingError',
+  'ServiceUnavailable',
+  'InternalError',
+  'SlowDown',
+])
 const DENIED = new Set(['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'CredentialsProviderError', 'InvalidToken'])
 
 /**
@@ -149,5 +166,7 @@ export function s3Error(error: unknown, what: string, outcome: string, lockName:
 /** {@link s3Error} for a provider's or inspector's action on a lock, or the listing. */
 export function describeS3Error(bucket: string): DescribeStoreError {
   return (error, action, lockName) =>
-    action === 'list' ? s3Error(error, 'list the locks', outcomeOf(action), undefined, bucket) : s3Error(error, `${action} lock "${lockName}"`, outcomeOf(action), lockName, bucket)
+    action === 'list'
+      ? s3Error(error, 'list the locks', outcomeOf(action), undefined, bucket)
+      : s3Error(error, `${action} lock "${lockName}"`, outcomeOf(action), lockName, bucket)
 }

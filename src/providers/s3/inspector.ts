@@ -106,7 +106,9 @@ export function s3LockInspector(options: S3LockInspectorOptions): LockInspector 
     const found: string[] = []
     let token: string | undefined
     do {
-      const page = (await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix + selectionPrefix, ...(token ? { ContinuationToken: token } : {}) }))) as {
+      const page = (await client.send(
+        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix + selectionPrefix, ...(token ? { ContinuationToken: token } : {}) }),
+      )) as {
         Contents?: { Key?: string }[]
         NextContinuationToken?: string
         IsTruncated?: boolean

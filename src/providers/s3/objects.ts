@@ -67,7 +67,9 @@ export function lockObjects(client: S3SendClient, bucket: string, prefix: string
   const put = async (name: string, metadata: Record<string, string>, condition: { IfMatch: string } | { IfNoneMatch: '*' }): Promise<string | undefined> => {
     const { PutObjectCommand } = await commands()
     try {
-      const reply = (await client.send(new PutObjectCommand({ Bucket: bucket, Key: key(name), Body: lockBody(), Metadata: metadata, ...condition }))) as { ETag?: string }
+      const reply = (await client.send(new PutObjectCommand({ Bucket: bucket, Key: key(name), Body: lockBody(), Metadata: metadata, ...condition }))) as {
+        ETag?: string
+      }
       return reply.ETag ?? ''
     } catch (error) {
       if (isConditionFailure(error)) return undefined

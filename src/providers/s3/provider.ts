@@ -140,7 +140,9 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
         extend: async (next, current) => {
           // Expired: another node may have taken it over already, or may at any moment.
           if (clock.now() >= current.lockAtMostUntil.getTime()) return false
-          const written = await guard('extend', next.name, () => objects.replace(next.name, etag, writeMetadata(next.lockAtMostUntil.getTime(), result.lockedAt, owner)))
+          const written = await guard('extend', next.name, () =>
+            objects.replace(next.name, etag, writeMetadata(next.lockAtMostUntil.getTime(), result.lockedAt, owner)),
+          )
           if (written === undefined) return false
           etag = written
           return true

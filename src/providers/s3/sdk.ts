@@ -66,7 +66,8 @@ const COMMANDS = ['PutObjectCommand', 'HeadObjectCommand', 'ListObjectsV2Command
 export function commandLoader(lib: S3Lib | undefined): () => Promise<S3Lib> {
   if (lib !== undefined) {
     const missing = COMMANDS.filter((key) => typeof (lib as Partial<S3Lib> | null)?.[key] !== 'function')
-    if (missing.length > 0) throw new LockConfigurationError(`s3: lib must be the ${SDK} module (import * as lib from '${SDK}'); it has no ${missing.join(', ')}`)
+    if (missing.length > 0)
+      throw new LockConfigurationError(`s3: lib must be the ${SDK} module (import * as lib from '${SDK}'); it has no ${missing.join(', ')}`)
     return async () => lib
   }
   let loaded: Promise<S3Lib> | undefined
@@ -89,7 +90,9 @@ export function commandLoader(lib: S3Lib | undefined): () => Promise<S3Lib> {
 export class SdkLoadError extends Error {
   override name = 'SdkLoadError'
   constructor(cause: unknown) {
-    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, { cause })
+    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, {
+      cause,
+    })
   }
 }
 

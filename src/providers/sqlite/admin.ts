@@ -48,7 +48,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   } catch (error) {
     throw new CliError(`cannot open the SQLite database ${resolve(path)}: ${firstLine(error)}`, { cause: error })
   }
-  const rows = async (sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]> => database.prepare(sql).all(...params) as Record<string, unknown>[]
+  const rows = async (sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]> =>
+    database.prepare(sql).all(...params) as Record<string, unknown>[]
   const schemaPrefix = table.schema === undefined ? '' : `${table.schema}.`
   const where = `${url.redacted}${options.table === undefined ? '' : ` (table ${table.table})`}`
 
@@ -61,7 +62,11 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     runLedger: sqliteRunLedger({ database, tableName: runsTable }),
     runsTable,
     runsTableExists: async () =>
-      (await rows(`SELECT 1 AS present FROM ${runsSchemaName === undefined ? '' : `${runsSchemaName}.`}sqlite_master WHERE type = 'table' AND name = ?`, [runsBare])).length > 0,
+      (
+        await rows(`SELECT 1 AS present FROM ${runsSchemaName === undefined ? '' : `${runsSchemaName}.`}sqlite_master WHERE type = 'table' AND name = ?`, [
+          runsBare,
+        ])
+      ).length > 0,
     runsSchema: () => sqliteRunsSchema({ tableName: runsTable }),
     inspector: sqliteLockInspector({ database, tableName: table.table }),
     query: rows,
@@ -72,7 +77,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       }
       return Number(database.prepare(sql).run(...params).changes)
     },
-    tableExists: async () => (await rows(`SELECT 1 AS present FROM ${schemaPrefix}sqlite_master WHERE type = 'table' AND name = ?`, [table.bareTable])).length > 0,
+    tableExists: async () =>
+      (await rows(`SELECT 1 AS present FROM ${schemaPrefix}sqlite_master WHERE type = 'table' AND name = ?`, [table.bareTable])).length > 0,
     columns: async () =>
       (await rows(`PRAGMA ${schemaPrefix}table_info(${table.bareTable})`, [])).map((row) => ({ name: String(row.name), type: String(row.type).toLowerCase() })),
     primaryKey: async () =>
@@ -100,7 +106,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       const before = String((await rows('PRAGMA journal_mode', []))[0]?.journal_mode ?? '')
       if (before.toLowerCase() === 'wal') return [...done, 'journal_mode is already WAL']
       const after = String((await rows('PRAGMA journal_mode = WAL', []))[0]?.journal_mode ?? '')
-      return [...done, after.toLowerCase() === 'wal' ? `set journal_mode to WAL (was ${before})` : `could not set journal_mode to WAL (it is ${after}); set it yourself`]
+      return [
+        ...done,
+        after.toLowerCase() === 'wal' ? `set journal_mode to WAL (was ${before})` : `could not set journal_mode to WAL (it is ${after}); set it yourself`,
+      ]
     },
   }
 }

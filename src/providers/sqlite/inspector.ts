@@ -47,7 +47,9 @@ export interface SqliteLockInspectorOptions extends SqlTableOptions {
 export function sqliteLockInspector(options: SqliteLockInspectorOptions): LockInspector {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError(
+      'sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))',
+    )
   }
   const table = sqlTable(PROVIDER, options)
   return sqlLockInspector({

@@ -68,7 +68,9 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
 export function sqliteLockProvider(options: SqliteLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError(
+      'sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))',
+    )
   }
   const t = sqlTable(PROVIDER, options)
   const clock = options.clock ?? systemClock
@@ -91,4 +93,3 @@ export function sqliteLockProvider(options: SqliteLockProviderOptions): Extensib
   const inspect = { database: database as SqliteRowsDatabase, tableName: t.table, columnNames: t.columns }
   return { ...sqlLockProvider(PROVIDER, accessor, options, describeSqliteError(t)), inspector: () => sqliteLockInspector(inspect) }
 }
-

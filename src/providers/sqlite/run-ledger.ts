@@ -23,7 +23,9 @@ export interface SqliteRunLedgerOptions extends SqlRunLedgerOptions {
 export function sqliteRunLedger(options: SqliteRunLedgerOptions): RunLedger {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
-    throw new LockConfigurationError('sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))')
+    throw new LockConfigurationError(
+      'sqlite: pass your open better-sqlite3 Database, libsql Database or node:sqlite DatabaseSync as { database } (an object with prepare(sql))',
+    )
   }
   const table = runsTableName(PROVIDER, options.tableName)
   const lockTableErrors = describeSqliteError(sqlTable(PROVIDER, { tableName: table }))

@@ -55,7 +55,9 @@ export function clientSource(client: unknown, methods: readonly (keyof CallbackC
     }
   }
   if (!hasMethods(client, methods)) {
-    throw new LockConfigurationError(`zookeeper: pass your connected node-zookeeper-client Client as { client }, or a function that returns it (an object with ${methods.join(', ')})`)
+    throw new LockConfigurationError(
+      `zookeeper: pass your connected node-zookeeper-client Client as { client }, or a function that returns it (an object with ${methods.join(', ')})`,
+    )
   }
   return () => client
 }
@@ -115,7 +117,10 @@ export interface Attempt {
  * `timeout` ms (node-zookeeper-client queues requests while disconnected, without a limit of its
  * own), and tells the operation, so that it sends no write after that.
  */
-export function timedGuard(describe: DescribeStoreError, timeout: number): <T>(action: StoreAction, name: string, run: (attempt: Attempt) => Promise<T>) => Promise<T> {
+export function timedGuard(
+  describe: DescribeStoreError,
+  timeout: number,
+): <T>(action: StoreAction, name: string, run: (attempt: Attempt) => Promise<T>) => Promise<T> {
   return (action, name, run) => {
     const attempt: Attempt = { timedOut: false }
     const onTimeout = (): void => {

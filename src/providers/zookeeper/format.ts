@@ -165,7 +165,8 @@ export function validRoot(path: unknown): string {
   if (segments.some((s) => s === '')) return fail('has an empty segment ("//")')
   if (segments.some((s) => s === '.' || s === '..')) return fail('has a relative segment ("." or "..")')
   if (segments[0] === 'zookeeper') return fail('is inside "/zookeeper", which ZooKeeper reserves')
-  if (INVALID_IN_PATH.test(path)) return fail('contains characters ZooKeeper refuses in paths (control characters, U+E000–U+F8FF, U+FFF0–U+FFFF or characters beyond U+FFFF)')
+  if (INVALID_IN_PATH.test(path))
+    return fail('contains characters ZooKeeper refuses in paths (control characters, U+E000–U+F8FF, U+FFF0–U+FFFF or characters beyond U+FFFF)')
   return path
 }
 

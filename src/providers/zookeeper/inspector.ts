@@ -4,7 +4,18 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord, LockSelection } from '../../core/lock-inspector.ts'
 import { parseSlotRecordName } from '../../core/slots.ts'
 import { type Attempt, checkTimeout, clientSource, timedGuard, type ZooKeeperCalls, type ZooKeeperStat, zookeeperCalls } from './client.ts'
-import { CODE, DEFAULT_ROOT, decodeLockUntil, describeZooKeeperError, encodeLockUntil, hasCode, lockNodePath, PROVIDER, validRoot, zookeeperLockName } from './format.ts'
+import {
+  CODE,
+  DEFAULT_ROOT,
+  decodeLockUntil,
+  describeZooKeeperError,
+  encodeLockUntil,
+  hasCode,
+  lockNodePath,
+  PROVIDER,
+  validRoot,
+  zookeeperLockName,
+} from './format.ts'
 import { byName, inBatches } from '../../support/inspection.ts'
 
 /**

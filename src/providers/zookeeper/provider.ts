@@ -46,8 +46,6 @@ export interface ZooKeeperLockProviderOptions {
   clock?: Clock
 }
 
-
-
 /**
  * Locks in ZooKeeper nodes in Java ShedLock's format (its `ZookeeperCuratorLockProvider`), so
  * Java and Node nodes can share locks: one PERSISTENT node `<path>/<name>` per lock, whose data is

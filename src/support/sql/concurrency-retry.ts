@@ -24,7 +24,11 @@ export function concurrencyBackoffMs(retry: number): number {
  * concurrency failure is not retried: another contender is writing the row, so it did not get the
  * lock, which is an answer, not an error.
  */
-export async function retryConcurrencyFailures<T>(attempt: () => Promise<T>, isConcurrencyFailure: (error: unknown) => boolean, retries: number = CONCURRENCY_RETRIES): Promise<T> {
+export async function retryConcurrencyFailures<T>(
+  attempt: () => Promise<T>,
+  isConcurrencyFailure: (error: unknown) => boolean,
+  retries: number = CONCURRENCY_RETRIES,
+): Promise<T> {
   for (let retry = 0; ; retry++) {
     try {
       return await attempt()

@@ -73,7 +73,11 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
       if (await dialect.runsTableExists()) lines.push(`table ${dialect.runsTable} (run history) already exists: nothing to do`)
       else {
         // One statement at a time: not every driver takes several in one call.
-        for (const statement of dialect.runsSchema().split(/;\n?/).filter((s) => s.trim() !== '')) await dialect.execute(statement, [])
+        for (const statement of dialect
+          .runsSchema()
+          .split(/;\n?/)
+          .filter((s) => s.trim() !== ''))
+          await dialect.execute(statement, [])
         lines.push(`created table ${dialect.runsTable} (run history)`)
       }
       return lines

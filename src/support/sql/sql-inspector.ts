@@ -112,7 +112,6 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
   }
 }
 
-
 /** A number (or numeric string) of milliseconds, rounded; `undefined` for SQL NULL. */
 function millis(value: unknown): number | undefined {
   if (value === null || value === undefined) return undefined

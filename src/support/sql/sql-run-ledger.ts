@@ -37,7 +37,9 @@ const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'fai
  */
 export function runsTableName(provider: string, tableName: unknown = 'shedlock_runs'): string {
   if (typeof tableName !== 'string' || !IDENTIFIER.test(tableName)) {
-    throw new LockConfigurationError(`${provider}: the runs tableName ${JSON.stringify(tableName)} is not a plain SQL identifier; use letters, digits and underscores, optionally prefixed by a schema, e.g. "shedlock_runs"`)
+    throw new LockConfigurationError(
+      `${provider}: the runs tableName ${JSON.stringify(tableName)} is not a plain SQL identifier; use letters, digits and underscores, optionally prefixed by a schema, e.g. "shedlock_runs"`,
+    )
   }
   return tableName
 }
@@ -56,7 +58,8 @@ export const RUN_COLUMNS = ['id', 'name', 'slot', 'node', 'started_at', 'finishe
  */
 export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: SqlRunLedgerOptions): RunLedger {
   const keep = options.keep ?? 100
-  if (!Number.isSafeInteger(keep) || keep < 1) throw new LockConfigurationError(`${dialect.provider}: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
+  if (!Number.isSafeInteger(keep) || keep < 1)
+    throw new LockConfigurationError(`${dialect.provider}: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
   const maxAge = parseDuration(options.maxAge ?? '30d')
   const guard = storeGuard(dialect.describe)
   const ts = dialect.timestamp
@@ -73,22 +76,23 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
       [name, name, keep - 1],
     )
   }
-  const insert = (id: string, run: { name: string; slot: Date | undefined; node: string; startedAt: Date }, end?: { finishedAt: Date; outcome: string; durationMs: number; error?: { type: string; message: string } | undefined }) =>
-    dialect.execute(
-      `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?)`,
-      [
-        id,
-        run.name,
-        run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
-        run.node.slice(0, 255),
-        utcTimestamp(run.startedAt.getTime()),
-        end ? utcTimestamp(end.finishedAt.getTime()) : null,
-        end?.outcome ?? 'running',
-        end ? Math.round(end.durationMs) : null,
-        end?.error?.type ?? null,
-        end?.error?.message ?? null,
-      ],
-    )
+  const insert = (
+    id: string,
+    run: { name: string; slot: Date | undefined; node: string; startedAt: Date },
+    end?: { finishedAt: Date; outcome: string; durationMs: number; error?: { type: string; message: string } | undefined },
+  ) =>
+    dialect.execute(`INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?)`, [
+      id,
+      run.name,
+      run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
+      run.node.slice(0, 255),
+      utcTimestamp(run.startedAt.getTime()),
+      end ? utcTimestamp(end.finishedAt.getTime()) : null,
+      end?.outcome ?? 'running',
+      end ? Math.round(end.durationMs) : null,
+      end?.error?.type ?? null,
+      end?.error?.message ?? null,
+    ])
   const read = async (where: string, params: unknown[], limit: number): Promise<RunRecord[]> =>
     (await dialect.query(`SELECT ${columns} FROM ${table}${where} ORDER BY name, started_at DESC, id LIMIT ?`, [...params, limit])).map(recordOf)
 

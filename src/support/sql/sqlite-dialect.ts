@@ -97,7 +97,8 @@ export function sqliteAccessor(t: SqlTable, useDbTime: boolean, run: RunSqliteSt
   }
   return {
     acquire: async (c, owner) => (await run('acquire', sql.acquire, [c.name, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now()), owner])) > 0,
-    extend: async (next, owner) => (await run('extend', sql.extend, [utcTimestamp(next.lockAtMostUntil.getTime()), next.name, owner, utcTimestamp(clock.now())])) > 0,
+    extend: async (next, owner) =>
+      (await run('extend', sql.extend, [utcTimestamp(next.lockAtMostUntil.getTime()), next.name, owner, utcTimestamp(clock.now())])) > 0,
     unlock: async (current, owner) => {
       const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
       await run('unlock', sql.unlock, [utcTimestamp(until), current.name, owner])

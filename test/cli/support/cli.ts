@@ -48,7 +48,11 @@ export function startCli(args: readonly string[], options: CliOptions = {}): Sta
   for (const [key, value] of Object.entries(env)) if (value === undefined) delete env[key]
   // The SDK's notice about Node 20 would be a second line on stderr of every DynamoDB command.
   env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
-  const child = spawn(process.execPath, [main, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: env as NodeJS.ProcessEnv, ...(options.cwd ? { cwd: options.cwd } : {}) })
+  const child = spawn(process.execPath, [main, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: env as NodeJS.ProcessEnv,
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+  })
   started.push(child)
   let stdout = ''
   let stderr = ''

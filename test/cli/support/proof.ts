@@ -201,34 +201,40 @@ export function cliBasics(store: ProofStore, options: { run?: boolean } = {}): v
     })
 
     // Stores without a table (Redis, etcd, ZooKeeper, memcached) have no such case.
-    if (store.missingLayout) it('fails with exit 1 when the table is missing, naming the fix', async () => {
-      const run = await cli(['doctor', ...store.missingLayout!.args])
-      expect(run.code, run.stdout).toBe(1)
-      expect(run.stdout).toMatch(/^ {2}FAIL {2}table .*: does not exist; create it with: shedlock init /m)
-      expect(run.stdout).toMatch(store.missingLayout!.advice)
-      expect(run.stdout).toMatch(/^ {2}-- {4}write: not tried/m)
-      expect(run.stdout).toMatch(/^unhealthy: /m)
-    })
+    if (store.missingLayout)
+      it('fails with exit 1 when the table is missing, naming the fix', async () => {
+        const run = await cli(['doctor', ...store.missingLayout!.args])
+        expect(run.code, run.stdout).toBe(1)
+        expect(run.stdout).toMatch(/^ {2}FAIL {2}table .*: does not exist; create it with: shedlock init /m)
+        expect(run.stdout).toMatch(store.missingLayout!.advice)
+        expect(run.stdout).toMatch(/^ {2}-- {4}write: not tried/m)
+        expect(run.stdout).toMatch(/^unhealthy: /m)
+      })
   })
 
   if (options.run) runCases(store, { lockName, dir, hold, list })
 
   // Only stores whose test server checks credentials can get a wrong password.
-  if (store.wrongPassword) describe('secrets', () => {
-    it('a wrong password is never printed, in errors or anywhere else', async () => {
-      const { url, password, message } = store.wrongPassword!
-      for (const args of [['list', '--url', url], ['doctor', '--url', url], ['unlock', '--url', url, '--name', 'x', '--yes']]) {
-        const run = await cli(args)
-        expect(run.code, run.stdout + run.stderr).toBe(1)
-        expect(run.stdout + run.stderr).not.toContain(password)
-        expect(run.stdout + run.stderr).toContain(':***@')
-        expect(run.stdout + run.stderr).toMatch(message)
-      }
-      const viaEnv = await cli(['list'], { env: { SHEDLOCK_URL: url } })
-      expect(viaEnv.code).toBe(1)
-      expect(viaEnv.stderr).not.toContain(password)
+  if (store.wrongPassword)
+    describe('secrets', () => {
+      it('a wrong password is never printed, in errors or anywhere else', async () => {
+        const { url, password, message } = store.wrongPassword!
+        for (const args of [
+          ['list', '--url', url],
+          ['doctor', '--url', url],
+          ['unlock', '--url', url, '--name', 'x', '--yes'],
+        ]) {
+          const run = await cli(args)
+          expect(run.code, run.stdout + run.stderr).toBe(1)
+          expect(run.stdout + run.stderr).not.toContain(password)
+          expect(run.stdout + run.stderr).toContain(':***@')
+          expect(run.stdout + run.stderr).toMatch(message)
+        }
+        const viaEnv = await cli(['list'], { env: { SHEDLOCK_URL: url } })
+        expect(viaEnv.code).toBe(1)
+        expect(viaEnv.stderr).not.toContain(password)
+      })
     })
-  })
 }
 
 /** The `shedlock run` cases. */
@@ -240,7 +246,9 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
       // Each run appends a line and stays a while, so the three attempts overlap.
       const script = `require('node:fs').appendFileSync(${JSON.stringify(marker)}, process.pid + '\\n'); setTimeout(() => {}, 2000)`
       const runs = await Promise.all(
-        [1, 2, 3].map(() => cli(['run', ...store.args, '--name', name, '--lock-at-most-for', '1m', '--lock-at-least-for', '5s', '--', process.execPath, '-e', script])),
+        [1, 2, 3].map(() =>
+          cli(['run', ...store.args, '--name', name, '--lock-at-most-for', '1m', '--lock-at-least-for', '5s', '--', process.execPath, '-e', script]),
+        ),
       )
       const ran = existsSync(marker) ? lines(readFileSync(marker, 'utf8')) : []
       noDoubleRunInAnyAttempt('extra runs of the command', ran.length - 1)
@@ -250,20 +258,26 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
       expect(skipped).toHaveLength(2)
       for (const run of skipped) {
         expect(lines(run.stdout)).toHaveLength(1)
-        expect(run.stdout).toMatch(new RegExp(`^skipped: lock "${name}" is held by .* until (\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z \\(\\d+s left\\)|an expiry the store does not reveal)$`, 'm'))
+        expect(run.stdout).toMatch(
+          new RegExp(
+            `^skipped: lock "${name}" is held by .* until (\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z \\(\\d+s left\\)|an expiry the store does not reveal)$`,
+            'm',
+          ),
+        )
       }
       // lockAtLeastFor: released when the command ended, yet held 5 s from the start.
       expect(await store.isHeld(name)).toBe(true)
     })
 
-    if (store.missingLayout) it('does not run the command when the table is missing: exit 1, naming shedlock init', async () => {
-      const marker = join(dir, 'must-not-exist')
-      const run = await cli(['run', ...store.missingLayout!.args, '--name', lockName('no-table'), '--lock-at-most-for', '1m', '--', 'touch', marker])
-      expect(run.code).toBe(1)
-      expect(lines(run.stderr)).toHaveLength(1)
-      expect(run.stderr).toMatch(/does not exist; create it with: shedlock init .*; the command was not run$/m)
-      expect(existsSync(marker)).toBe(false)
-    })
+    if (store.missingLayout)
+      it('does not run the command when the table is missing: exit 1, naming shedlock init', async () => {
+        const marker = join(dir, 'must-not-exist')
+        const run = await cli(['run', ...store.missingLayout!.args, '--name', lockName('no-table'), '--lock-at-most-for', '1m', '--', 'touch', marker])
+        expect(run.code).toBe(1)
+        expect(lines(run.stderr)).toHaveLength(1)
+        expect(run.stderr).toMatch(/does not exist; create it with: shedlock init .*; the command was not run$/m)
+        expect(existsSync(marker)).toBe(false)
+      })
 
     it('passes the exit code through', async () => {
       const run = await cli(['run', ...store.args, '--name', lockName('exit'), '--lock-at-most-for', '1m', '--', 'sh', '-c', 'echo out; echo err >&2; exit 7'])
@@ -296,7 +310,18 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
       const pidFile = join(dir, `${name}.pid`)
       const lockAtMostFor = store.killLockAtMostForMs ?? 3_000
       const startedAt = Date.now()
-      const runner = startCli(['run', ...store.args, '--name', name, '--lock-at-most-for', `${lockAtMostFor}ms`, '--', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`])
+      const runner = startCli([
+        'run',
+        ...store.args,
+        '--name',
+        name,
+        '--lock-at-most-for',
+        `${lockAtMostFor}ms`,
+        '--',
+        'sh',
+        '-c',
+        `echo $$ > ${pidFile}; exec sleep 30`,
+      ])
       try {
         expect(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n'), 15_000), runner.stderr()).toBe(true)
         runner.child.kill('SIGKILL')

@@ -69,7 +69,10 @@ export function killProofProcesses(): void {
 export function runProofProcess(script: string, node: string, env: Record<string, string>, timeoutMs: number): Promise<ProofRun> {
   if (!existsSync(script)) throw new Error(`${script} is missing`)
   // Node 22 warns on stderr that node:sqlite is experimental (24 and 26 do not): not an error of the app.
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   children.add(child)
   let stdout = ''
   let stderr = ''

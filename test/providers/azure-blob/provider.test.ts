@@ -49,7 +49,8 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
           await container.getBlockBlobClient(PREFIX + name).delete()
         },
         // Port 1 on loopback: nothing listens there, so connections are refused at once.
-        unreachableProvider: () => azureBlobLockProvider({ containerClient: azuriteService('http://127.0.0.1:1/devstoreaccount1', 1).getContainerClient(container.containerName) }),
+        unreachableProvider: () =>
+          azureBlobLockProvider({ containerClient: azuriteService('http://127.0.0.1:1/devstoreaccount1', 1).getContainerClient(container.containerName) }),
         extensible: true,
         slots: { inspector: true },
         maxNameLength: 1024 - PREFIX.length,
@@ -64,7 +65,11 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
       const lock = await provider().lock(configuration)
       assert.ok(lock)
       const properties = await container.getBlockBlobClient(`${PREFIX}format`).getProperties()
-      expect(Object.keys(properties.metadata ?? {}).map((k) => k.toLowerCase()).sort()).toEqual(['lockedat', 'lockedby', 'lockuntil'])
+      expect(
+        Object.keys(properties.metadata ?? {})
+          .map((k) => k.toLowerCase())
+          .sort(),
+      ).toEqual(['lockedat', 'lockedby', 'lockuntil'])
       expect(get(properties.metadata, 'lockUntil')).toBe(configuration.lockAtMostUntil.toISOString())
       expect(get(properties.metadata, 'lockedAt')).toMatch(ISO)
       expect(Date.parse(get(properties.metadata, 'lockedAt')!)).toBeGreaterThanOrEqual(before)
@@ -76,7 +81,9 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
 
     it('honours a blob written by hand that is held, and takes over one that expired', async () => {
       const until = new Date(Date.now() + HOUR).toISOString().replace(/\.\d{3}Z$/, 'Z')
-      await container.getBlockBlobClient(`${PREFIX}hand-held`).upload('', 0, { metadata: { lockUntil: until, lockedAt: '2026-01-01T00:00:00Z', lockedBy: 'other' } })
+      await container
+        .getBlockBlobClient(`${PREFIX}hand-held`)
+        .upload('', 0, { metadata: { lockUntil: until, lockedAt: '2026-01-01T00:00:00Z', lockedBy: 'other' } })
       await container
         .getBlockBlobClient(`${PREFIX}hand-expired`)
         .upload('', 0, { metadata: { lockUntil: '2020-01-01T00:00:00.123456789Z', lockedAt: '2020-01-01T00:00:00Z', lockedBy: 'other' } })
@@ -139,11 +146,18 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
         return [...sent]
       }
       let lock: ExtensibleLock | undefined
-      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual(['getProperties', 'upload'])
+      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual([
+        'getProperties',
+        'upload',
+      ])
       expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual(['getProperties'])
       expect(await take(async () => (lock = (await lock!.extend('2m', '0s')) as ExtensibleLock))).toEqual(['upload'])
       expect(await take(() => lock!.unlock())).toEqual(['upload'])
-      expect(await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock())).toEqual(['getProperties', 'upload', 'upload'])
+      expect(await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock())).toEqual([
+        'getProperties',
+        'upload',
+        'upload',
+      ])
     })
   })
 

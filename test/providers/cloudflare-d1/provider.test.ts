@@ -27,7 +27,13 @@ const started = await connectOrSkip('miniflare', 'the miniflare package', async 
   const { Miniflare } = await loadMiniflare()
   /** A workerd process; `persist`: on the database file the others share, else in memory. */
   const start = async (persist = true): Promise<MiniflareInstance> => {
-    const mf = new Miniflare({ modules: true, script: SCRIPT, compatibilityDate: '2026-04-01', d1Databases: ['DB'], d1Persist: persist ? join(workDir, 'd1') : false })
+    const mf = new Miniflare({
+      modules: true,
+      script: SCRIPT,
+      compatibilityDate: '2026-04-01',
+      d1Databases: ['DB'],
+      d1Persist: persist ? join(workDir, 'd1') : false,
+    })
     instances.push(mf)
     await mf.ready
     return mf
@@ -40,7 +46,9 @@ type Db = Awaited<ReturnType<MiniflareInstance['getD1Database']>>
 const db = started?.db as Db
 
 const row = async (name: string, table = 'shedlock'): Promise<Record<string, unknown> | undefined> =>
-  (await db.prepare(`SELECT lock_until, locked_at, locked_by, lock_until > ${NOW} AS held FROM ${table} WHERE name = ?`).bind(name).all()).results[0] as Record<string, unknown> | undefined
+  (await db.prepare(`SELECT lock_until, locked_at, locked_by, lock_until > ${NOW} AS held FROM ${table} WHERE name = ?`).bind(name).all()).results[0] as
+    | Record<string, unknown>
+    | undefined
 
 describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
   beforeAll(async () => {
@@ -92,7 +100,10 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
 
   it('honours a row written by hand in the layout Java ShedLock writes (a held one is not taken, an expired one is)', async () => {
     const name = `d1-java-${Date.now()}`
-    await db.prepare(`INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES (?, strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), ${NOW}, 'java-host')`).bind(name).run()
+    await db
+      .prepare(`INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES (?, strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), ${NOW}, 'java-host')`)
+      .bind(name)
+      .run()
     expect(await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
     await db.prepare(`UPDATE shedlock SET lock_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second') WHERE name = ?`).bind(name).run()
     const lock = await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))

@@ -22,7 +22,9 @@ const SLOTTED = ['s1', 's2', 's3', 's4']
 /** The Worker and every module of dist/ but the CLI's, as Miniflare takes them. */
 function workerModules(): { type: 'ESModule'; path: string; contents: string }[] {
   const walk = (dir: string): string[] =>
-    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? (e.name === 'cli' ? [] : walk(join(dir, e.name))) : e.name.endsWith('.js') ? [join(dir, e.name)] : []))
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? (e.name === 'cli' ? [] : walk(join(dir, e.name))) : e.name.endsWith('.js') ? [join(dir, e.name)] : [],
+    )
   return [entry, ...walk(join(root, 'dist'))].map((path) => ({ type: 'ESModule', path, contents: readFileSync(path, 'utf8') }))
 }
 
@@ -57,7 +59,12 @@ const ready = await connectOrSkip('miniflare', 'the miniflare package', async ()
 })
 
 const rows = async (sql: string, ...params: string[]): Promise<Record<string, unknown>[]> =>
-  (await ready!.db.prepare(sql).bind(...params).all()).results as Record<string, unknown>[]
+  (
+    await ready!.db
+      .prepare(sql)
+      .bind(...params)
+      .all()
+  ).results as Record<string, unknown>[]
 
 describe.skipIf(!ready)('the core and the D1 provider in workerd: a scheduled() Worker on 8 isolates, one D1 database', () => {
   it('each tick fired on 4 isolates at once runs the task on exactly one; the others skip it as held', async () => {
@@ -69,7 +76,12 @@ describe.skipIf(!ready)('the core and the D1 provider in workerd: a scheduled() 
       expect(outcomes.map((o) => o.outcome)).toEqual(['ok', 'ok', 'ok', 'ok'])
       expect(await rows('SELECT node FROM runs WHERE tick = ?', tick.toISOString())).toHaveLength(1)
       const done = await rows('SELECT node, executed, reason FROM outcomes WHERE tick = ? ORDER BY executed DESC', tick.toISOString())
-      expect(done.map((o) => [o.executed, o.reason])).toEqual([[1, ''], [0, 'held'], [0, 'held'], [0, 'held']])
+      expect(done.map((o) => [o.executed, o.reason])).toEqual([
+        [1, ''],
+        [0, 'held'],
+        [0, 'held'],
+        [0, 'held'],
+      ])
     }
     // The holder is the isolate that ran, under its own lockedBy.
     const [lock] = await rows(`SELECT locked_by FROM shedlock WHERE name = 'plain-cron'`)
@@ -82,6 +94,11 @@ describe.skipIf(!ready)('the core and the D1 provider in workerd: a scheduled() 
     for (const w of workers) expect((await w.scheduled({ scheduledTime: tick, cron: '* * * * *' })).outcome).toBe('ok')
     expect(await rows('SELECT node FROM runs WHERE tick = ?', tick.toISOString())).toEqual([{ node: 's1' }])
     const done = await rows('SELECT node, executed, reason FROM outcomes WHERE tick = ? ORDER BY node', tick.toISOString())
-    expect(done.map((o) => [o.node, o.executed, o.reason])).toEqual([['s1', 1, ''], ['s2', 0, 'slot-done'], ['s3', 0, 'slot-done'], ['s4', 0, 'slot-done']])
+    expect(done.map((o) => [o.node, o.executed, o.reason])).toEqual([
+      ['s1', 1, ''],
+      ['s2', 0, 'slot-done'],
+      ['s3', 0, 'slot-done'],
+      ['s4', 0, 'slot-done'],
+    ])
   }, 30_000)
 })

@@ -17,8 +17,13 @@ const ENTRY = `export { ShedLockDurableObject } from './dist/providers/cloudflar
 
 function modules(): { type: 'ESModule'; path: string; contents: string }[] {
   const walk = (dir: string): string[] =>
-    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? (e.name === 'cli' ? [] : walk(join(dir, e.name))) : e.name.endsWith('.js') ? [join(dir, e.name)] : []))
-  return [{ type: 'ESModule', path: join(root, 'entry.mjs'), contents: ENTRY }, ...walk(join(root, 'dist')).map((path) => ({ type: 'ESModule' as const, path, contents: readFileSync(path, 'utf8') }))]
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? (e.name === 'cli' ? [] : walk(join(dir, e.name))) : e.name.endsWith('.js') ? [join(dir, e.name)] : [],
+    )
+  return [
+    { type: 'ESModule', path: join(root, 'entry.mjs'), contents: ENTRY },
+    ...walk(join(root, 'dist')).map((path) => ({ type: 'ESModule' as const, path, contents: readFileSync(path, 'utf8') })),
+  ]
 }
 
 const instances: MiniflareInstance[] = []
@@ -66,12 +71,19 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
   )
 
   describe('inspector', () => {
-    registerInspectorSuite(lockInspectorSuite({ provider: () => durableObjectLockProvider({ namespace, objectName: 'inspected' }), inspector: durableObjectLockInspector({ namespace, objectName: 'inspected' }) }))
+    registerInspectorSuite(
+      lockInspectorSuite({
+        provider: () => durableObjectLockProvider({ namespace, objectName: 'inspected' }),
+        inspector: durableObjectLockInspector({ namespace, objectName: 'inspected' }),
+      }),
+    )
   })
 
   it('one winner among 8 providers racing for a free lock', async () => {
     const name = `do-race-${Date.now()}`
-    const locks = await Promise.all(Array.from({ length: 8 }, () => durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      Array.from({ length: 8 }, () => durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+    )
     expect(locks.filter(Boolean)).toHaveLength(1)
     await locks.find(Boolean)!.unlock()
   })
@@ -105,6 +117,8 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
     await expect(durableObjectLockProvider({ namespace: wrong }).lock(lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }))).rejects.toThrow(
       /cloudflare-do: could not acquire lock "do-wrong": the object answered HTTP 404/,
     )
-    await expect(durableObjectLockProvider({ namespace: wrong }).lock(lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(LockProviderError)
+    await expect(durableObjectLockProvider({ namespace: wrong }).lock(lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(
+      LockProviderError,
+    )
   })
 })

@@ -44,7 +44,11 @@ const cases: { name: string; skip?: string | undefined; timeoutMs: number; run()
     slots: { inspector: true },
     fuzzIterations: 10,
   }),
-  ...lockInspectorSuite({ provider: () => denoKvLockProvider({ kv }), inspector: denoKvLockInspector({ kv }) }).map((c) => ({ ...c, name: `inspector ${c.name}`, skip: undefined })),
+  ...lockInspectorSuite({ provider: () => denoKvLockProvider({ kv }), inspector: denoKvLockInspector({ kv }) }).map((c) => ({
+    ...c,
+    name: `inspector ${c.name}`,
+    skip: undefined,
+  })),
 ]
 
 // A process that closes its KV (it stops, or restarts) leaves its lock held in the file: a new
@@ -63,7 +67,10 @@ if (path !== ':memory:') {
       const fresh = await Deno.openKv(path)
       try {
         if (await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))) throw new Error('a new handle took a held lock')
-        const failed = await lock.unlock().then(() => undefined, (error: unknown) => error)
+        const failed = await lock.unlock().then(
+          () => undefined,
+          (error: unknown) => error,
+        )
         if (!(failed instanceof LockProviderError)) throw new Error(`the closed handle's unlock should reject with LockProviderError, got ${String(failed)}`)
         await new Promise((resolve) => setTimeout(resolve, 1_100))
         const next = await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))

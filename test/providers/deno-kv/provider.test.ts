@@ -91,7 +91,9 @@ describe('denoKvLockProvider options', () => {
 
   it('a name whose key is over 2048 bytes rejects before anything is sent, counting UTF-8 bytes', async () => {
     const provider = denoKvLockProvider({ kv })
-    await expect(provider.lock(lockConfiguration({ name: 'é'.repeat(1019), lockAtMostFor: '1m' }))).rejects.toThrow(/is 2050 bytes, and deno-kv holds at most 2048/)
+    await expect(provider.lock(lockConfiguration({ name: 'é'.repeat(1019), lockAtMostFor: '1m' }))).rejects.toThrow(
+      /is 2050 bytes, and deno-kv holds at most 2048/,
+    )
     await expect(provider.lock(lockConfiguration({ name: 'é'.repeat(1018), lockAtMostFor: '1m' }))).resolves.toBeUndefined()
   })
 })

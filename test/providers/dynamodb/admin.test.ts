@@ -24,7 +24,11 @@ const started = await connectOrSkip('dynamodb', 'an in-process dynalite on a fre
 
 describe.skipIf(!started)('shedlock CLI on DynamoDB (dynalite; the built bin)', () => {
   const { server, port } = started!
-  const client = new DynamoDBClient({ region: 'us-east-1', credentials: { accessKeyId: 'dummy', secretAccessKey: 'dummy' }, endpoint: `http://127.0.0.1:${port}` })
+  const client = new DynamoDBClient({
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'dummy', secretAccessKey: 'dummy' },
+    endpoint: `http://127.0.0.1:${port}`,
+  })
   const table = uniqueTable('shedlock')
   const url = `dynamodb://127.0.0.1:${port}?table=${table}`
   for (const key of Object.keys(credentials)) process.env[key] ??= credentials[key as keyof typeof credentials]
@@ -42,8 +46,15 @@ describe.skipIf(!started)('shedlock CLI on DynamoDB (dynalite; the built bin)', 
       const { Item } = await client.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }))
       return (Item?.lockUntil?.S ?? '') > new Date().toISOString()
     },
-    init: { args: ['--url', `dynamodb://127.0.0.1:${port}`, '--table', `${table}_init`], first: /created table .*_init .* ACTIVE/, again: /table .*_init already exists/ },
-    missingLayout: { args: ['--url', `dynamodb://127.0.0.1:${port}`, '--table', `${table}_missing`], advice: /create it with: shedlock init --url dynamodb:\S+ --table \S+_missing/ },
+    init: {
+      args: ['--url', `dynamodb://127.0.0.1:${port}`, '--table', `${table}_init`],
+      first: /created table .*_init .* ACTIVE/,
+      again: /table .*_init already exists/,
+    },
+    missingLayout: {
+      args: ['--url', `dynamodb://127.0.0.1:${port}`, '--table', `${table}_missing`],
+      advice: /create it with: shedlock init --url dynamodb:\S+ --table \S+_missing/,
+    },
   })
 
   it('list and unlock on a missing table say, in one line, to run shedlock init', async () => {
@@ -56,7 +67,9 @@ describe.skipIf(!started)('shedlock CLI on DynamoDB (dynalite; the built bin)', 
   })
 
   it('without credentials says where the SDK looks for them', async () => {
-    const run = await cli(['list', '--url', url], { env: { AWS_ACCESS_KEY_ID: undefined, AWS_SECRET_ACCESS_KEY: undefined, AWS_PROFILE: 'shedlock-no-such-profile' } })
+    const run = await cli(['list', '--url', url], {
+      env: { AWS_ACCESS_KEY_ID: undefined, AWS_SECRET_ACCESS_KEY: undefined, AWS_PROFILE: 'shedlock-no-such-profile' },
+    })
     expect(run.code).toBe(1)
     expect(run.stderr).toMatch(/set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/)
   })

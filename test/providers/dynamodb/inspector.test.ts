@@ -61,7 +61,12 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     const releasedAt = Date.now()
     expect(await inspector().release(name)).toBe(true)
     const after = await getItem(name)
-    expect(after).toEqual({ _id: { S: name }, lockUntil: { S: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) }, lockedAt: before!.lockedAt, lockedBy: { S: 'released' } })
+    expect(after).toEqual({
+      _id: { S: name },
+      lockUntil: { S: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) },
+      lockedAt: before!.lockedAt,
+      lockedBy: { S: 'released' },
+    })
     expect(Date.parse(after!.lockUntil!.S!)).toBeGreaterThanOrEqual(releasedAt)
     expect(Date.parse(after!.lockUntil!.S!)).toBeLessThanOrEqual(Date.now())
     await holder!.unlock()
@@ -217,7 +222,9 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     expect(() => dynamoDBLockInspector({ tableName: table } as never)).toThrow(LockConfigurationError)
     expect(() => dynamoDBLockInspector({ client, tableName: 'x' })).toThrow(/is not a DynamoDB table name/)
     expect(() => dynamoDBLockInspector({ client, tableName: table, partitionKey: 'lockUntil' })).toThrow(LockConfigurationError)
-    expect(() => dynamoDBLockInspector({ client, tableName: table, lib: { ScanCommand: sdk.ScanCommand } as never })).toThrow(/has no GetItemCommand, UpdateItemCommand/)
+    expect(() => dynamoDBLockInspector({ client, tableName: table, lib: { ScanCommand: sdk.ScanCommand } as never })).toThrow(
+      /has no GetItemCommand, UpdateItemCommand/,
+    )
     await expect(inspector().get('x'.repeat(2049))).rejects.toThrow(LockConfigurationError)
     // The SDK module is a lib as it is (a compile-time check too).
     const lib: DynamoDBInspectorLib = sdk

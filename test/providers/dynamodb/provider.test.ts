@@ -227,7 +227,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
     it("a handle whose lock a Java node took over neither extends nor releases the Java node's lock", async () => {
       for (const action of ['extend', 'unlock'] as const) {
         const name = `taken-over-${action}`
-        const lock = (await dynamoDBLockProvider({ client, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))) as ExtensibleLock | undefined
+        const lock = (await dynamoDBLockProvider({ client, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))) as
+          | ExtensibleLock
+          | undefined
         assert.ok(lock)
         const java = javaItem(name, Date.now() + HOUR)
         await putItem(table, java)
@@ -268,10 +270,16 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
 
     it('works with a custom partition key, for the table and the provider', async () => {
       const custom = await newTable('lockName')
-      const lock = await dynamoDBLockProvider({ client, tableName: custom, partitionKey: 'lockName' }).lock(lockConfiguration({ name: 'custom-key', lockAtMostFor: '1m' }))
+      const lock = await dynamoDBLockProvider({ client, tableName: custom, partitionKey: 'lockName' }).lock(
+        lockConfiguration({ name: 'custom-key', lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       expect((await getItem(custom, 'custom-key', 'lockName'))?.lockedBy?.S).toBeDefined()
-      expect(await dynamoDBLockProvider({ client, tableName: custom, partitionKey: 'lockName' }).lock(lockConfiguration({ name: 'custom-key', lockAtMostFor: '1m' }))).toBeUndefined()
+      expect(
+        await dynamoDBLockProvider({ client, tableName: custom, partitionKey: 'lockName' }).lock(
+          lockConfiguration({ name: 'custom-key', lockAtMostFor: '1m' }),
+        ),
+      ).toBeUndefined()
       await lock.unlock()
     })
 
@@ -305,9 +313,12 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       expect((error.cause as { code?: string }).code).toBe('ECONNREFUSED')
       let ran = false
       await expect(
-        createLockingTaskExecutor(provider).executeWithLock(() => {
-          ran = true
-        }, { name: 'dead', lockAtMostFor: '1m' }),
+        createLockingTaskExecutor(provider).executeWithLock(
+          () => {
+            ran = true
+          },
+          { name: 'dead', lockAtMostFor: '1m' },
+        ),
       ).rejects.toBeInstanceOf(LockProviderError)
       expect(ran).toBe(false)
     })
@@ -325,7 +336,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       const flaky: DynamoDBSendClient = {
         send: (command) => (down ? deadClient().send(command as never) : client.send(command as never)),
       }
-      const lock = (await dynamoDBLockProvider({ client: flaky, tableName: table }).lock(lockConfiguration({ name: 'flaky', lockAtMostFor: '1m' }))) as ExtensibleLock
+      const lock = (await dynamoDBLockProvider({ client: flaky, tableName: table }).lock(
+        lockConfiguration({ name: 'flaky', lockAtMostFor: '1m' }),
+      )) as ExtensibleLock
       down = true
       await expect(lock.extend('5m', 0)).rejects.toThrow(/^dynamodb: could not extend lock "flaky": DynamoDB is unreachable/)
       down = false
@@ -357,7 +370,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         expect(error.message).toContain('install the package (npm install @aws-sdk/client-dynamodb) or pass its exports as { lib }')
         expect(error.lockName).toBe('no-sdk')
         expect(error.cause).toBeInstanceOf(Error)
-        await expect(createDynamoDBLockTable(client, 'any_table')).rejects.toThrow(/^dynamodb: could not create lock table "any_table": cannot load .* install the package/)
+        await expect(createDynamoDBLockTable(client, 'any_table')).rejects.toThrow(
+          /^dynamodb: could not create lock table "any_table": cannot load .* install the package/,
+        )
       } finally {
         vi.doUnmock('@aws-sdk/client-dynamodb')
       }

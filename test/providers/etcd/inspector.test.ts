@@ -94,7 +94,13 @@ describe.skipIf(!etcd)('etcdLockInspector', () => {
 
     // Neither shedlock nor Java writes a key without a lease: it is held until deleted, expiry unknown.
     await client.put(keyOf(`${name}-bare`)).value('locked')
-    expect(await inspector.get(`${name}-bare`)).toMatchObject({ lockUntil: undefined, lockedAt: undefined, lockedBy: undefined, held: true, remainingMs: undefined })
+    expect(await inspector.get(`${name}-bare`)).toMatchObject({
+      lockUntil: undefined,
+      lockedAt: undefined,
+      lockedBy: undefined,
+      held: true,
+      remainingMs: undefined,
+    })
     expect(await inspector.release(`${name}-bare`)).toBe(true)
   })
 

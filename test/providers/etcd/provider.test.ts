@@ -295,7 +295,9 @@ describe.skipIf(!etcd)('etcd', () => {
       const closed = new Etcd3({ hosts: url })
       closed.close()
       const name = `closed-${randomUUID()}`
-      const error = await etcdLockProvider({ client: closed, environment }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await etcdLockProvider({ client: closed, environment })
+        .lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as LockProviderError).message).toContain(`etcd: could not acquire lock "${name}"`)
       expect((error as LockProviderError).cause).toBeDefined()
@@ -311,7 +313,9 @@ describe.skipIf(!etcd)('etcd', () => {
       try {
         const name = `hung-${randomUUID()}`
         const started = Date.now()
-        const error = await etcdLockProvider({ client: hung, environment, timeout: '1s' }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+        const error = await etcdLockProvider({ client: hung, environment, timeout: '1s' })
+          .lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+          .catch((e: unknown) => e)
         expect(error).toBeInstanceOf(LockProviderError)
         expect((error as Error).message).toMatch(/did not answer within 1000ms/)
         expect(Date.now() - started).toBeLessThan(10_000)
@@ -322,37 +326,41 @@ describe.skipIf(!etcd)('etcd', () => {
       }
     })
 
-    it.skipIf(!hasEtcdBinary)(`rejects while its server is down and works again once it is back, with the same client${hasEtcdBinary ? '' : ` (no ${etcdBinary} binary)`}`, async () => {
-      const server = await EtcdServer.start()
-      const own = new Etcd3({ hosts: server.url })
-      try {
-        const locks = etcdLockProvider({ client: own, timeout: '3s' })
-        const before = await locks.lock(lockConfiguration({ name: 'before-outage', lockAtMostFor: '1m' }))
-        assert.ok(before)
-        await server.stop()
-        const name = 'during-outage'
-        const error = await locks.lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
-        expect(error).toBeInstanceOf(LockProviderError)
-        expect((error as Error).message).toContain(`"${name}"`)
-        const unlockError = await before.unlock().catch((e: unknown) => e)
-        expect(unlockError).toBeInstanceOf(LockProviderError)
-        await server.restart()
-        // etcd3 opens its circuit breaker for 5 s after failures: poll until it lets calls through.
-        let after
-        for (const deadline = Date.now() + 40_000; !after && Date.now() < deadline; ) {
-          after = await locks.lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' })).catch(() => undefined)
-          if (!after) await sleep(500)
+    it.skipIf(!hasEtcdBinary)(
+      `rejects while its server is down and works again once it is back, with the same client${hasEtcdBinary ? '' : ` (no ${etcdBinary} binary)`}`,
+      async () => {
+        const server = await EtcdServer.start()
+        const own = new Etcd3({ hosts: server.url })
+        try {
+          const locks = etcdLockProvider({ client: own, timeout: '3s' })
+          const before = await locks.lock(lockConfiguration({ name: 'before-outage', lockAtMostFor: '1m' }))
+          assert.ok(before)
+          await server.stop()
+          const name = 'during-outage'
+          const error = await locks.lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+          expect(error).toBeInstanceOf(LockProviderError)
+          expect((error as Error).message).toContain(`"${name}"`)
+          const unlockError = await before.unlock().catch((e: unknown) => e)
+          expect(unlockError).toBeInstanceOf(LockProviderError)
+          await server.restart()
+          // etcd3 opens its circuit breaker for 5 s after failures: poll until it lets calls through.
+          let after
+          for (const deadline = Date.now() + 40_000; !after && Date.now() < deadline; ) {
+            after = await locks.lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' })).catch(() => undefined)
+            if (!after) await sleep(500)
+          }
+          assert.ok(after, 'the provider did not recover after the server came back')
+          await after.unlock()
+          // The failed unlock left its handle usable: retried, it releases the lock.
+          await before.unlock()
+          expect(await own.get('shedlock:default:before-outage').string()).toBeNull()
+        } finally {
+          own.close()
+          await server.destroy()
         }
-        assert.ok(after, 'the provider did not recover after the server came back')
-        await after.unlock()
-        // The failed unlock left its handle usable: retried, it releases the lock.
-        await before.unlock()
-        expect(await own.get('shedlock:default:before-outage').string()).toBeNull()
-      } finally {
-        own.close()
-        await server.destroy()
-      }
-    }, 90_000)
+      },
+      90_000,
+    )
   })
 
   describe('bad options', () => {
@@ -447,4 +455,3 @@ class EtcdServer {
     rmSync(this.#dir, { recursive: true, force: true })
   }
 }
-

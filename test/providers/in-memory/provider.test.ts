@@ -72,7 +72,7 @@ describe('inMemoryLockProvider', () => {
     expect(await provider.lock(at(clock, 'job', '1m'))).toBeDefined()
   })
 
-  it('a stale holder cannot unlock the new holder\'s lock', async () => {
+  it("a stale holder cannot unlock the new holder's lock", async () => {
     const clock = manualClock(0)
     const provider = inMemoryLockProvider({ clock })
     const stale = await provider.lock(at(clock, 'job', 1_000))
@@ -86,7 +86,7 @@ describe('inMemoryLockProvider', () => {
     expect(await provider.lock(at(clock, 'job', '1m'))).toBeDefined()
   })
 
-  it('a stale holder cannot extend the new holder\'s lock', async () => {
+  it("a stale holder cannot extend the new holder's lock", async () => {
     const clock = manualClock(0)
     const provider = inMemoryLockProvider({ clock })
     const stale = await provider.lock(at(clock, 'job', 1_000))

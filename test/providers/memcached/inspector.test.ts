@@ -97,7 +97,14 @@ describe.skipIf(!clients)('memcachedLockInspector', () => {
     const name = `java-${randomUUID()}`
     expect(await reader.add(keyOf(name), 'ADDED:2024-05-01T10:00:00.000Z@java-host', { expires: 60 })).toBe(true)
     const record = await inspector.get(name)
-    expect(record).toEqual({ name, lockUntil: undefined, lockedAt: new Date('2024-05-01T10:00:00.000Z'), lockedBy: 'java-host', held: true, remainingMs: undefined })
+    expect(record).toEqual({
+      name,
+      lockUntil: undefined,
+      lockedAt: new Date('2024-05-01T10:00:00.000Z'),
+      lockedBy: 'java-host',
+      held: true,
+      remainingMs: undefined,
+    })
     expect(await reader.replace(keyOf(name), 'ADDED:2024-05-01T10:00:01.000Z@other-java-host', { expires: 60 })).toBe(true)
     expect(await inspector.release(record!)).toBe(false)
     expect(String((await reader.get(keyOf(name))).value)).toBe('ADDED:2024-05-01T10:00:01.000Z@other-java-host')
@@ -125,7 +132,9 @@ describe.skipIf(!clients)('memcachedLockInspector', () => {
     expect(() => memcachedLockInspector({ client: {} } as never)).toThrow(/pass your memjs client/)
     const dead = memjs.Client.create('127.0.0.1:1', { ...quiet, retries: 0, timeout: 0.5 })
     try {
-      await expect(memcachedLockInspector({ client: dead, environment }).get('x')).rejects.toThrow(/^memcached: could not inspect lock "x": memcached is unreachable/)
+      await expect(memcachedLockInspector({ client: dead, environment }).get('x')).rejects.toThrow(
+        /^memcached: could not inspect lock "x": memcached is unreachable/,
+      )
     } finally {
       dead.close()
     }

@@ -295,10 +295,13 @@ describe.skipIf(!clients)('memcached', () => {
       )
       // And every key memcached holds is the key of exactly one name, or of none.
       fc.assert(
-        fc.property(tricky.filter((key) => !/[\s]/.test(key)), (raw) => {
-          const key = keyOf(raw)
-          if (key !== undefined) expect(key).toBe(`shedlock:default:${raw}`)
-        }),
+        fc.property(
+          tricky.filter((key) => !/[\s]/.test(key)),
+          (raw) => {
+            const key = keyOf(raw)
+            if (key !== undefined) expect(key).toBe(`shedlock:default:${raw}`)
+          },
+        ),
       )
     })
 

@@ -146,7 +146,12 @@ function inspectorTests(backend: () => Backend): void {
     await b.insert({ _id: `${base}-anything`, lockUntil: new Date(now - 1_000), lockedBy: 'a' })
     await b.insert({ _id: `x${prefix}expired`, lockUntil: new Date(now - 1_000), lockedBy: 'a' })
     const inspector = mongoLockInspector({ collection: b.collection })
-    expect((await inspector.list({ prefix })).locks.map((record) => record.name)).toEqual([`${prefix}expired`, `${prefix}held`, `${prefix}none`, `${prefix}text`])
+    expect((await inspector.list({ prefix })).locks.map((record) => record.name)).toEqual([
+      `${prefix}expired`,
+      `${prefix}held`,
+      `${prefix}none`,
+      `${prefix}text`,
+    ])
     expect(await inspector.removeExpired({ prefix })).toBe(1)
     expect(await b.read(`${prefix}expired`)).toBeUndefined()
     for (const kept of [`${prefix}held`, `${prefix}text`, `${prefix}none`, `${base}-anything`, `x${prefix}expired`]) expect(await b.read(kept)).toBeDefined()
@@ -219,12 +224,13 @@ function lazyInspector(collection: () => MongoInspectorCollection): ReturnType<t
 // ---- the driver calls the inspector makes, checked on the fake and on a real server ----
 
 function semanticsTests(backend: () => Backend): void {
-  const raw = () => backend().collection as unknown as {
-    find(filter: Document): { toArray(): Promise<Document[]> }
-    findOne(filter: Document): Promise<Document | null>
-    updateOne(filter: Document, update: Document): Promise<{ matchedCount: number; modifiedCount: number }>
-    deleteMany(filter: Document): Promise<{ deletedCount: number }>
-  }
+  const raw = () =>
+    backend().collection as unknown as {
+      find(filter: Document): { toArray(): Promise<Document[]> }
+      findOne(filter: Document): Promise<Document | null>
+      updateOne(filter: Document, update: Document): Promise<{ matchedCount: number; modifiedCount: number }>
+      deleteMany(filter: Document): Promise<{ deletedCount: number }>
+    }
 
   it('find({}).toArray() returns every document; findOne returns the match or null', async () => {
     const b = backend()
@@ -241,9 +247,17 @@ function semanticsTests(backend: () => Backend): void {
     await b.insert({ _id: dated, lockUntil: new Date(5000), lockedBy: 'a' })
     await b.insert({ _id: missing, lockedBy: 'a' })
     const set = { $set: { lockedBy: 'released' } }
-    expect(await raw().updateOne({ _id: dated, lockUntil: { $gt: new Date(5000), $eq: new Date(5000) } }, set)).toMatchObject({ matchedCount: 0, modifiedCount: 0 })
-    expect(await raw().updateOne({ _id: dated, lockedBy: 'b', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } }, set)).toMatchObject({ matchedCount: 0 })
-    expect(await raw().updateOne({ _id: dated, lockedBy: 'a', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } }, set)).toMatchObject({ matchedCount: 1, modifiedCount: 1 })
+    expect(await raw().updateOne({ _id: dated, lockUntil: { $gt: new Date(5000), $eq: new Date(5000) } }, set)).toMatchObject({
+      matchedCount: 0,
+      modifiedCount: 0,
+    })
+    expect(await raw().updateOne({ _id: dated, lockedBy: 'b', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } }, set)).toMatchObject({
+      matchedCount: 0,
+    })
+    expect(await raw().updateOne({ _id: dated, lockedBy: 'a', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } }, set)).toMatchObject({
+      matchedCount: 1,
+      modifiedCount: 1,
+    })
     expect(await b.read(dated)).toEqual({ _id: dated, lockUntil: new Date(5000), lockedBy: 'released' })
     expect(await raw().updateOne({ _id: missing, lockUntil: null }, set)).toMatchObject({ matchedCount: 1, modifiedCount: 1 })
     // The same values again: matched, not modified.
@@ -261,11 +275,41 @@ function semanticsTests(backend: () => Backend): void {
     await b.insert({ _id: `${base}.c`, lockUntil: '1970-01-01T00:00:01Z' })
     await b.insert({ _id: `${base}.😀`, lockUntil: new Date(4000) })
     const escaped = `^${base}\\.`
-    expect((await raw().find({ _id: { $regex: escaped } }).toArray()).map((doc) => doc._id).sort()).toEqual([`${base}.a`, `${base}.b`, `${base}.c`, `${base}.😀`])
-    expect((await raw().find({ _id: { $regex: `^${base}.` } }).toArray()).length).toBe(5)
-    expect((await raw().find({ _id: { $regex: `^x${base}` } }).toArray()).length).toBe(0)
-    expect((await raw().find({ _id: { $regex: `^${base}\\x00` } }).toArray()).length).toBe(0)
-    await expect(raw().find({ _id: { $regex: `^${base}\0` } }).toArray()).rejects.toMatchObject({ code: 2 })
+    expect(
+      (
+        await raw()
+          .find({ _id: { $regex: escaped } })
+          .toArray()
+      )
+        .map((doc) => doc._id)
+        .sort(),
+    ).toEqual([`${base}.a`, `${base}.b`, `${base}.c`, `${base}.😀`])
+    expect(
+      (
+        await raw()
+          .find({ _id: { $regex: `^${base}.` } })
+          .toArray()
+      ).length,
+    ).toBe(5)
+    expect(
+      (
+        await raw()
+          .find({ _id: { $regex: `^x${base}` } })
+          .toArray()
+      ).length,
+    ).toBe(0)
+    expect(
+      (
+        await raw()
+          .find({ _id: { $regex: `^${base}\\x00` } })
+          .toArray()
+      ).length,
+    ).toBe(0)
+    await expect(
+      raw()
+        .find({ _id: { $regex: `^${base}\0` } })
+        .toArray(),
+    ).rejects.toMatchObject({ code: 2 })
     expect(await raw().deleteMany({ _id: { $regex: escaped }, lockUntil: { $lte: new Date(5000) } })).toMatchObject({ deletedCount: 2 })
     expect(await b.read(`${base}.a`)).toBeUndefined()
     expect(await b.read(`${base}.😀`)).toBeUndefined()

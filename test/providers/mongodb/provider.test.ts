@@ -62,7 +62,9 @@ const real = url
     })
   : undefined
 if (!url) {
-  console.warn('SKIPPED mongodb real-server tests: SHEDLOCK_MONGODB_URL is not set (no MongoDB server can run on this machine); the provider runs the whole suite against test/support/fake-mongo-collection.ts instead.')
+  console.warn(
+    'SKIPPED mongodb real-server tests: SHEDLOCK_MONGODB_URL is not set (no MongoDB server can run on this machine); the provider runs the whole suite against test/support/fake-mongo-collection.ts instead.',
+  )
 }
 
 const deadClients: MongoClient[] = []
@@ -175,7 +177,9 @@ function providerTests(backend: () => Backend): void {
       const honest = await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
       assert.ok(honest)
       const ahead = { now: () => Date.now() + HOUR }
-      const skewed = await mongoLockProvider({ collection: b.collection, clock: ahead }).lock(lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }))
+      const skewed = await mongoLockProvider({ collection: b.collection, clock: ahead }).lock(
+        lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }),
+      )
       expect(skewed).toBeDefined()
     })
   })
@@ -185,7 +189,9 @@ function providerTests(backend: () => Backend): void {
       const b = backend()
       for (const action of ['extend', 'unlock'] as const) {
         const name = `taken-over-${action}-${Math.random()}`
-        const lock = (await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))) as ExtensibleLock | undefined
+        const lock = (await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))) as
+          | ExtensibleLock
+          | undefined
         assert.ok(lock)
         // A Java node found the lock expired (its clock is ahead, say) and took it over.
         const javaDoc: Document = { _id: name, lockUntil: new Date(Date.now() + HOUR), lockedAt: new Date(), lockedBy: 'java-host' }
@@ -248,9 +254,12 @@ describe('mongodb provider on the in-memory fake collection', () => {
       expect(error.lockName).toBe('dropped')
       let ran = false
       await expect(
-        createLockingTaskExecutor(provider).executeWithLock(() => {
-          ran = true
-        }, { name: 'dropped', lockAtMostFor: '1m' }),
+        createLockingTaskExecutor(provider).executeWithLock(
+          () => {
+            ran = true
+          },
+          { name: 'dropped', lockAtMostFor: '1m' },
+        ),
       ).rejects.toBeInstanceOf(LockProviderError)
       expect(ran).toBe(false)
 
@@ -283,9 +292,13 @@ describe('mongodb provider on the in-memory fake collection', () => {
 
     it('never puts a password from a connection string into its message', async () => {
       const collection = new FakeMongoCollection()
-      const selection = Object.assign(new Error('Server selection timed out after 1000 ms for mongodb://admin:s3cret@db.example:27017/app'), { name: 'MongoServerSelectionError' })
+      const selection = Object.assign(new Error('Server selection timed out after 1000 ms for mongodb://admin:s3cret@db.example:27017/app'), {
+        name: 'MongoServerSelectionError',
+      })
       collection.failNext(selection)
-      const error = await mongoLockProvider({ collection }).lock(lockConfiguration({ name: 'secret', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await mongoLockProvider({ collection })
+        .lock(lockConfiguration({ name: 'secret', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
       expect(error.message).not.toContain('s3cret')
       expect(error.message).toContain('mongodb://admin:***@db.example')
@@ -372,7 +385,9 @@ function semanticsTests(backend: () => Backend): void {
     const b = backend()
     const key = id()
     await b.insert({ _id: key, lockUntil: at(9000), lockedBy: 'holder' })
-    const error = await b.raw.findOneAndUpdate({ _id: key, lockUntil: { $lte: at(1000) } }, { $set: { lockUntil: at(5000), lockedBy: 'b' } }, { upsert: true }).catch((e: unknown) => e)
+    const error = await b.raw
+      .findOneAndUpdate({ _id: key, lockUntil: { $lte: at(1000) } }, { $set: { lockUntil: at(5000), lockedBy: 'b' } }, { upsert: true })
+      .catch((e: unknown) => e)
     expect(error).toMatchObject({ name: 'MongoServerError', code: 11000 })
     expect((error as Error).message).toMatch(/^E11000 duplicate key error/)
     expect(await b.read(key)).toEqual({ _id: key, lockUntil: at(9000), lockedBy: 'holder' })
@@ -381,7 +396,8 @@ function semanticsTests(backend: () => Backend): void {
   it('of two concurrent upserts of a new _id, one inserts and the other fails with 11000', async () => {
     const b = backend()
     const key = id()
-    const upsert = (who: string) => b.raw.findOneAndUpdate({ _id: key, lockUntil: { $lte: at(1000) } }, { $set: { lockUntil: at(5000), lockedBy: who } }, { upsert: true })
+    const upsert = (who: string) =>
+      b.raw.findOneAndUpdate({ _id: key, lockUntil: { $lte: at(1000) } }, { $set: { lockUntil: at(5000), lockedBy: who } }, { upsert: true })
     const results = await Promise.allSettled([upsert('a'), upsert('b')])
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1)
     const rejected = results.filter((r) => r.status === 'rejected')
@@ -397,7 +413,8 @@ function semanticsTests(backend: () => Backend): void {
     await b.insert({ _id: dated, lockUntil: at(2000) })
     await b.insert({ _id: missing })
     await b.insert({ _id: text, lockUntil: '1970-01-01T00:00:00.000Z' })
-    const hit = async (key: string, condition: Document) => (await b.raw.findOneAndUpdate({ _id: key, lockUntil: condition }, { $set: { seen: true } }, {})) !== null
+    const hit = async (key: string, condition: Document) =>
+      (await b.raw.findOneAndUpdate({ _id: key, lockUntil: condition }, { $set: { seen: true } }, {})) !== null
     expect(await hit(dated, { $lte: at(2000) })).toBe(true)
     expect(await hit(dated, { $lte: at(1999) })).toBe(false)
     expect(await hit(dated, { $gt: at(1999) })).toBe(true)
@@ -430,7 +447,11 @@ describe('fake MongoDB collection semantics', () => {
 
   it('returns copies: changing a returned document changes nothing stored', async () => {
     const collection = new FakeMongoCollection()
-    const doc = (await collection.findOneAndUpdate({ _id: 'copy' }, { $set: { lockUntil: new Date(1) } }, { upsert: true, returnDocument: 'after' })) as Document
+    const doc = (await collection.findOneAndUpdate(
+      { _id: 'copy' },
+      { $set: { lockUntil: new Date(1) } },
+      { upsert: true, returnDocument: 'after' },
+    )) as Document
     ;(doc.lockUntil as Date).setTime(99)
     expect(collection.document('copy')?.lockUntil).toEqual(new Date(1))
   })

@@ -35,7 +35,10 @@ describe.skipIf(!pool)('shedlock CLI on MariaDB/MySQL (the built bin)', () => {
       first: new RegExp(`: created table ${fresh}\\n.*: created table ${fresh}_runs \\(run history\\)\\n$`),
       again: new RegExp(`: table ${fresh} already exists: nothing to do.*\\n.*: table ${fresh}_runs \\(run history\\) already exists: nothing to do\\n$`),
     },
-    missingLayout: { args: ['--url', cliUrl, '--table', `${table}_missing`], advice: new RegExp(`create it with: shedlock init --url \\S+ --table ${table}_missing`) },
+    missingLayout: {
+      args: ['--url', cliUrl, '--table', `${table}_missing`],
+      advice: new RegExp(`create it with: shedlock init --url \\S+ --table ${table}_missing`),
+    },
     wrongPassword: { url: wrong.toString(), password: wrong.password, message: /Access denied for user/ },
   })
 })

@@ -81,7 +81,9 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
     it(`${type}: a force-release keeps the row, with lock_until now and locked_by "released"`, async () => {
       const table = await newTable(type)
       const inspector = mysqlLockInspector({ client: plus5, tableName: table })
-      const lock = await mysqlLockProvider({ client: plus5, tableName: table }).lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m', lockAtLeastFor: '30s' }))
+      const lock = await mysqlLockProvider({ client: plus5, tableName: table }).lock(
+        lockConfiguration({ name: 'job', lockAtMostFor: '1m', lockAtLeastFor: '30s' }),
+      )
       expect(lock).toBeDefined()
       const before = Date.now()
       expect(await inspector.release('job')).toBe(true)
@@ -131,9 +133,15 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
 
   it('DATETIME(3): UTC wall-clock values read as UTC from a +05:00 session', async () => {
     const table = await newTable('datetime')
-    await utc.query(`INSERT INTO ${table} (name, lock_until, locked_at, locked_by) VALUES ('by-hand', '2999-01-02 03:04:05.678', '2999-01-02 02:04:05.678', 'other-host')`)
+    await utc.query(
+      `INSERT INTO ${table} (name, lock_until, locked_at, locked_by) VALUES ('by-hand', '2999-01-02 03:04:05.678', '2999-01-02 02:04:05.678', 'other-host')`,
+    )
     const inspector = mysqlLockInspector({ client: plus5, tableName: table })
-    expect(await inspector.get('by-hand')).toMatchObject({ lockUntil: new Date('2999-01-02T03:04:05.678Z'), lockedAt: new Date('2999-01-02T02:04:05.678Z'), held: true })
+    expect(await inspector.get('by-hand')).toMatchObject({
+      lockUntil: new Date('2999-01-02T03:04:05.678Z'),
+      lockedAt: new Date('2999-01-02T02:04:05.678Z'),
+      held: true,
+    })
     expect(await inspector.release((await inspector.get('by-hand'))!)).toBe(true)
   })
 
@@ -151,7 +159,9 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
   it('reads the column type once, and not at all when columnType is given; a pool with rowsAsArray works', async () => {
     const table = await newTable('timestamp')
     const sent: string[] = []
-    const counting = (client: mysql.Pool): MysqlQueryable => ({ query: (sql: string, values: unknown[]) => (sent.push(sql), client.query(sql, values)) as Promise<[unknown, unknown]> })
+    const counting = (client: mysql.Pool): MysqlQueryable => ({
+      query: (sql: string, values: unknown[]) => (sent.push(sql), client.query(sql, values)) as Promise<[unknown, unknown]>,
+    })
     const arrays = zonedPool('+05:00', { rowsAsArray: true })
     await mysqlLockProvider({ client: arrays, tableName: table }).lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))
     const detecting = mysqlLockInspector({ client: counting(arrays), tableName: table })
@@ -173,7 +183,9 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
     await expect(inspector.get('x')).rejects.toThrow(/does not exist\. Create it with:\nCREATE TABLE IF NOT EXISTS/)
     // Created afterwards, with Java's TIMESTAMP columns: the type is read then, not guessed before.
     await db.query(javaSchema(table))
-    await utc.query(`INSERT INTO ${table} (name, lock_until, locked_at, locked_by) VALUES ('late', '2037-01-02 03:04:05.678', '2037-01-02 02:04:05.678', 'java-host')`)
+    await utc.query(
+      `INSERT INTO ${table} (name, lock_until, locked_at, locked_by) VALUES ('late', '2037-01-02 03:04:05.678', '2037-01-02 02:04:05.678', 'java-host')`,
+    )
     expect((await inspector.get('late'))?.lockUntil).toEqual(new Date('2037-01-02T03:04:05.678Z'))
   })
 

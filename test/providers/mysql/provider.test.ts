@@ -183,10 +183,16 @@ describe.skipIf(!pool)('mysql', () => {
       const honest = await mysqlLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
       assert.ok(honest)
       const ahead = { now: () => Date.now() + 3_600_000 }
-      expect(await mysqlLockProvider({ client: db, tableName: table, clock: ahead }).lock(lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }))).toBeUndefined()
+      expect(
+        await mysqlLockProvider({ client: db, tableName: table, clock: ahead }).lock(
+          lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }),
+        ),
+      ).toBeUndefined()
       // With app time the skewed node believes the lock expired: the risk the README states.
       expect(
-        await mysqlLockProvider({ client: db, tableName: table, clock: ahead, useDbTime: false }).lock(lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) })),
+        await mysqlLockProvider({ client: db, tableName: table, clock: ahead, useDbTime: false }).lock(
+          lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }),
+        ),
       ).toBeDefined()
     })
 
@@ -443,7 +449,8 @@ describe.skipIf(!pool)('mysql', () => {
   })
 
   describe('concurrency failures', () => {
-    const deadlock = (): Error => Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 })
+    const deadlock = (): Error =>
+      Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 })
     const ok = (affectedRows: number, insertId = 0): [unknown, unknown] => [{ affectedRows, insertId }, undefined]
     // A client that fails the first `failures` statements matching `pattern`, then answers `reply`.
     const flaky = (pattern: RegExp, failures: number, error: () => Error): MysqlQueryable & { calls: string[] } => {
@@ -481,7 +488,9 @@ describe.skipIf(!pool)('mysql', () => {
       assert.ok(held)
       const error = await held.unlock().catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
-      expect((error as Error).message).toMatch(/^mysql: could not release lock "stubborn": a deadlock or lock wait timeout .* persisted through 6 attempts .*the lock stays held until it expires/)
+      expect((error as Error).message).toMatch(
+        /^mysql: could not release lock "stubborn": a deadlock or lock wait timeout .* persisted through 6 attempts .*the lock stays held until it expires/,
+      )
       expect(stubborn.calls.filter((sql) => sql.startsWith('UPDATE'))).toHaveLength(6)
       // The failed unlock leaves the handle usable: the seventh statement succeeds.
       await held.unlock()
@@ -501,14 +510,19 @@ describe.skipIf(!pool)('mysql', () => {
           for (let round = 0; round < 25; round++) {
             const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
             const results = await Promise.allSettled(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
-            expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)), `round ${round}`).toEqual([])
+            expect(
+              results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+              `round ${round}`,
+            ).toEqual([])
             const winners = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
             expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
             await winners[0]!.unlock()
           }
         })
 
-        it(`${level}, ${ddl}: holders extend and release while 15 contenders keep racing for their lock: no rejection, never two holders`, { timeout: 60_000 }, async () => {
+        it(`${level}, ${ddl}: holders extend and release while 15 contenders keep racing for their lock: no rejection, never two holders`, {
+          timeout: 60_000,
+        }, async () => {
           const table = java ? await newJavaTable() : await newTable()
           const client = await connectWith(`SET SESSION TRANSACTION ISOLATION LEVEL ${level}`)
           onTestFinished(() => dispose(client))
@@ -572,7 +586,10 @@ describe.skipIf(!pool)('mysql', () => {
             expect(await at(other).lock(lockConfiguration({ name, lockAtMostFor: '10m' })), `${label}: the other zone took a held lock`).toBeUndefined()
             expect(await javaSeesHeld(table, name), `${label}: Java's check reads the held lock as free`).toBe(true)
             // Within lockAtMostFor: lock_until is about 10 minutes ahead, on the true clock.
-            const [rows] = await utc.query<mysql.RowDataPacket[]>(`SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(3), lock_until) AS left_s FROM ${table} WHERE name = ?`, [name])
+            const [rows] = await utc.query<mysql.RowDataPacket[]>(
+              `SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(3), lock_until) AS left_s FROM ${table} WHERE name = ?`,
+              [name],
+            )
             expect(Number(rows[0]?.left_s), `${label}: lock_until is off by the zone offset`).toBeGreaterThan(590)
             expect(Number(rows[0]?.left_s)).toBeLessThanOrEqual(600)
             const extended = await (lock as ExtensibleLock).extend('20m', 0)
@@ -589,7 +606,9 @@ describe.skipIf(!pool)('mysql', () => {
         it(`${ddl}, ${time}: lockAtLeastFor set from one zone holds the lock for the other`, async () => {
           const table = java ? await newJavaTable() : await newTable()
           const name = 'zones-at-least'
-          const lock = await mysqlLockProvider({ client: shifted, tableName: table, useDbTime }).lock(lockConfiguration({ name, lockAtMostFor: '10m', lockAtLeastFor: '5m' }))
+          const lock = await mysqlLockProvider({ client: shifted, tableName: table, useDbTime }).lock(
+            lockConfiguration({ name, lockAtMostFor: '10m', lockAtLeastFor: '5m' }),
+          )
           assert.ok(lock)
           await lock.unlock()
           expect(await mysqlLockProvider({ client: utc, tableName: table, useDbTime }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))).toBeUndefined()
@@ -623,7 +642,9 @@ describe.skipIf(!pool)('mysql', () => {
           return shifted.query(sql, values) as unknown as ReturnType<MysqlQueryable['query']>
         },
       }
-      const lock = await mysqlLockProvider({ client: counting, tableName: table, columnType: 'timestamp' }).lock(lockConfiguration({ name: 'given', lockAtMostFor: '10m' }))
+      const lock = await mysqlLockProvider({ client: counting, tableName: table, columnType: 'timestamp' }).lock(
+        lockConfiguration({ name: 'given', lockAtMostFor: '10m' }),
+      )
       assert.ok(lock)
       expect(queries).toBe(1)
       expect(await mysqlLockProvider({ client: utc, tableName: table }).lock(lockConfiguration({ name: 'given', lockAtMostFor: '10m' }))).toBeUndefined()
@@ -649,7 +670,9 @@ describe.skipIf(!pool)('mysql', () => {
         statements.length = 0
         const error = await provider.lock(lockConfiguration({ name: `far-${useDbTime}`, lockAtMostFor: tooFar })).catch((e: unknown) => e)
         expect(error).toBeInstanceOf(LockConfigurationError)
-        expect((error as Error).message).toMatch(/^Lock "far-(true|false)": lockAtMostUntil 2038-01-19T03:14:08\.\d{3}Z is later than mysql can hold \(a TIMESTAMP column ends at 2038-01-19T03:14:07\.999Z/)
+        expect((error as Error).message).toMatch(
+          /^Lock "far-(true|false)": lockAtMostUntil 2038-01-19T03:14:08\.\d{3}Z is later than mysql can hold \(a TIMESTAMP column ends at 2038-01-19T03:14:07\.999Z/,
+        )
         // Only the read of the column types went out.
         expect(statements).toEqual([expect.stringMatching(/information_schema/)])
         const lock = await provider.lock(lockConfiguration({ name: `far-${useDbTime}`, lockAtMostFor: '1m' }))
@@ -716,7 +739,9 @@ describe.skipIf(!pool)('mysql', () => {
       const provider = mysqlLockProvider({ client: db, tableName: table, columnNames: { name: 'lock_name' } })
       const fits = [...'é日😀'.repeat(7)].slice(0, 20).join('')
       await (await provider.lock(lockConfiguration({ name: fits, lockAtMostFor: '1m' })))!.unlock()
-      await expect(provider.lock(lockConfiguration({ name: `${fits}x`, lockAtMostFor: '1m' }))).rejects.toThrow(/is 21 characters, and mysql \(column lock_name of \S+, varchar\(20\)\) holds at most 20/)
+      await expect(provider.lock(lockConfiguration({ name: `${fits}x`, lockAtMostFor: '1m' }))).rejects.toThrow(
+        /is 21 characters, and mysql \(column lock_name of \S+, varchar\(20\)\) holds at most 20/,
+      )
     })
 
     it('a missing table is not remembered: once it is created, the next acquire reads its types', async () => {
@@ -741,7 +766,9 @@ describe.skipIf(!pool)('mysql', () => {
       try {
         for (const client of [callbackPool, callbackConnection]) {
           expect(() => mysqlLockProvider({ client: client as never, tableName: table })).toThrow(LockConfigurationError)
-          expect(() => mysqlLockProvider({ client: client as never, tableName: table })).toThrow(/callback-API pool or connection .*pass client\.promise\(\), or a pool from "mysql2\/promise"/)
+          expect(() => mysqlLockProvider({ client: client as never, tableName: table })).toThrow(
+            /callback-API pool or connection .*pass client\.promise\(\), or a pool from "mysql2\/promise"/,
+          )
         }
         // A callback PoolCluster namespace has no promise(), but its query takes a callback.
         const cluster = mysqlCallback.createPoolCluster()

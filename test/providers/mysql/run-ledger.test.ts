@@ -27,12 +27,26 @@ describe.skipIf(!pool)('mysqlRunLedger', () => {
     await zoned.end()
   })
 
-  registerRunLedgerSuite(runLedgerSuite({ ledger: mysqlRunLedger({ client: db, tableName: runs, keep: 5 }), keep: 5, provider: () => mysqlLockProvider({ client: db, tableName: locks }) }))
+  registerRunLedgerSuite(
+    runLedgerSuite({
+      ledger: mysqlRunLedger({ client: db, tableName: runs, keep: 5 }),
+      keep: 5,
+      provider: () => mysqlLockProvider({ client: db, tableName: locks }),
+    }),
+  )
 
   it('reads the same instants from a session in another time zone', async () => {
     const name = `zoned-${Math.random().toString(36).slice(2)}`
     const startedAt = new Date('2026-11-24T02:00:00.123Z')
-    await mysqlRunLedger({ client: db, tableName: runs }).record({ name, slot: startedAt, node: 'n', startedAt, finishedAt: startedAt, outcome: 'ok', durationMs: 1 })
+    await mysqlRunLedger({ client: db, tableName: runs }).record({
+      name,
+      slot: startedAt,
+      node: 'n',
+      startedAt,
+      finishedAt: startedAt,
+      outcome: 'ok',
+      durationMs: 1,
+    })
     const [run] = await mysqlRunLedger({ client: zoned, tableName: runs }).history(name)
     expect(run?.startedAt).toEqual(startedAt)
     expect(run?.slot).toEqual(startedAt)

@@ -43,7 +43,11 @@ describe.skipIf(!nats)('shedlock CLI on NATS JetStream KV (the built bin)', () =
       const entry = await kv.get(natsLockKey(name))
       return entry?.operation === 'PUT' && Number(Buffer.from(entry.value).readBigInt64BE(0)) > Date.now()
     },
-    init: { args: ['--url', `${url}?bucket=${bucket}-init`], first: new RegExp(`created bucket ${bucket}-init`), again: new RegExp(`bucket ${bucket}-init already exists`) },
+    init: {
+      args: ['--url', `${url}?bucket=${bucket}-init`],
+      first: new RegExp(`created bucket ${bucket}-init`),
+      again: new RegExp(`bucket ${bucket}-init already exists`),
+    },
   })
 
   it('list and unlock on a missing bucket say, in one line, to run shedlock init', async () => {

@@ -287,7 +287,13 @@ describe.skipIf(!nats)('nats', () => {
       expect(() => natsLockProvider({ kv: { get: async () => null } } as never)).toThrow(LockConfigurationError)
       expect(() => natsLockProvider({ kv, clock: {} as never })).toThrow(LockConfigurationError)
       // A bucket name so long that its subjects leave no room for a key.
-      const named = (bucketName: string) => ({ get: kv.get.bind(kv), create: kv.create.bind(kv), update: kv.update.bind(kv), delete: kv.delete.bind(kv), bucket: bucketName })
+      const named = (bucketName: string) => ({
+        get: kv.get.bind(kv),
+        create: kv.create.bind(kv),
+        update: kv.update.bind(kv),
+        delete: kv.delete.bind(kv),
+        bucket: bucketName,
+      })
       expect(() => natsLockProvider({ kv: named('b'.repeat(1_906)) })).toThrow(/bucket name .* is too long/)
       expect(() => natsLockProvider({ kv: named('b'.repeat(1_905)) })).not.toThrow()
     })

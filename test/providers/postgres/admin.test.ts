@@ -27,13 +27,17 @@ describe.skipIf(!pool)('shedlock CLI on PostgreSQL (the built bin)', () => {
     kind: /^PostgreSQL /,
     args: ['--url', url, '--table', table],
     provider: () => postgresLockProvider({ client: db, tableName: table }),
-    isHeld: async (name) => (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).rowCount === 1,
+    isHeld: async (name) =>
+      (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).rowCount === 1,
     init: {
       args: ['--url', url, '--table', fresh, '--runs-table', `${fresh}_runs`],
       first: new RegExp(`: created table ${fresh}\\n.*: created table ${fresh}_runs \\(run history\\)\\n$`),
       again: new RegExp(`: table ${fresh} already exists: nothing to do.*\\n.*: table ${fresh}_runs \\(run history\\) already exists: nothing to do\\n$`),
     },
-    missingLayout: { args: ['--url', url, '--table', `${table}_missing`], advice: new RegExp(`create it with: shedlock init --url \\S+ --table ${table}_missing`) },
+    missingLayout: {
+      args: ['--url', url, '--table', `${table}_missing`],
+      advice: new RegExp(`create it with: shedlock init --url \\S+ --table ${table}_missing`),
+    },
     wrongPassword: { url: wrong.toString(), password: wrong.password, message: /shedlock_no_such_role/ },
   })
 
@@ -41,9 +45,12 @@ describe.skipIf(!pool)('shedlock CLI on PostgreSQL (the built bin)', () => {
   it('run --keep-alive extends the lock while the command runs, and releases it at the end', async () => {
     const name = `cli-keep-alive-${process.pid}`
     const lockUntil = async (): Promise<number | undefined> => {
-      const row = (await db.query(`SELECT (extract(epoch FROM lock_until) * 1000)::float8 AS ms, lock_until > timezone('utc', statement_timestamp()) AS held FROM ${table} WHERE name = $1`, [name])).rows[0] as
-        | { ms: number; held: boolean }
-        | undefined
+      const row = (
+        await db.query(
+          `SELECT (extract(epoch FROM lock_until) * 1000)::float8 AS ms, lock_until > timezone('utc', statement_timestamp()) AS held FROM ${table} WHERE name = $1`,
+          [name],
+        )
+      ).rows[0] as { ms: number; held: boolean } | undefined
       return row?.held ? row.ms : undefined
     }
     const runner = startCli(['run', '--url', url, '--table', table, '--name', name, '--lock-at-most-for', '30s', '--keep-alive', '--', 'sleep', '18'])

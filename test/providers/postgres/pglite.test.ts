@@ -54,7 +54,8 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
           deleteRecord: async (name) => {
             await pool.query('DELETE FROM shedlock WHERE name = $1', [name])
           },
-          unreachableProvider: () => postgresLockProvider({ client: new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 }) }),
+          unreachableProvider: () =>
+            postgresLockProvider({ client: new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 }) }),
           extensible: true,
           slots: { inspector: true },
           maxNameLength: 64,
@@ -73,7 +74,13 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
   })
 
   describe('run ledger', () => {
-    registerRunLedgerSuite(runLedgerSuite({ ledger: postgresRunLedger({ client: pool, keep: 5 }), keep: 5, provider: () => postgresLockProvider({ client: pool, tableName: 'shedlock_ledger' }) }))
+    registerRunLedgerSuite(
+      runLedgerSuite({
+        ledger: postgresRunLedger({ client: pool, keep: 5 }),
+        keep: 5,
+        provider: () => postgresLockProvider({ client: pool, tableName: 'shedlock_ledger' }),
+      }),
+    )
   })
 
   it(`${CONNECTIONS} contenders on ${CONNECTIONS} connections, 20 rounds: exactly one wins each round`, async () => {
@@ -87,7 +94,7 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
     }
   })
 
-  it('a lock taken inside another connection\'s open transaction is still decided on committed rows', async () => {
+  it("a lock taken inside another connection's open transaction is still decided on committed rows", async () => {
     // One client holds a transaction open; the socket server keeps its statements together, and the
     // provider's statements on the other connections wait for it instead of joining it.
     const provider = postgresLockProvider({ client: pool })

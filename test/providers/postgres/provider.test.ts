@@ -60,7 +60,10 @@ describe.skipIf(!pool)('postgres', () => {
             await db.query(`DELETE FROM ${table} WHERE name = $1`, [name])
           },
           unreachableProvider: () =>
-            postgresLockProvider({ client: new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 }), tableName: table }),
+            postgresLockProvider({
+              client: new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 }),
+              tableName: table,
+            }),
           extensible: true,
           slots: { inspector: true },
           maxNameLength: 64,
@@ -80,14 +83,19 @@ describe.skipIf(!pool)('postgres', () => {
           const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
           const results = await Promise.allSettled(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
           const rejected = results.filter((r) => r.status === 'rejected')
-          expect(rejected.map((r) => String((r as PromiseRejectedResult).reason)), `round ${round}`).toEqual([])
+          expect(
+            rejected.map((r) => String((r as PromiseRejectedResult).reason)),
+            `round ${round}`,
+          ).toEqual([])
           const winners = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
           expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
           await winners[0]!.unlock()
         }
       })
 
-      it(`${level}: holders extend and release while 15 contenders keep racing for their lock: no rejection, never two holders`, { timeout: 60_000 }, async () => {
+      it(`${level}: holders extend and release while 15 contenders keep racing for their lock: no rejection, never two holders`, {
+        timeout: 60_000,
+      }, async () => {
         const table = await newTable()
         const client = await isolatedPool(level)
         const provider = postgresLockProvider({ client, tableName: table })
@@ -160,7 +168,9 @@ describe.skipIf(!pool)('postgres', () => {
         assert.ok(held)
         const failure = await held.unlock().catch((e: unknown) => e)
         expect(failure).toBeInstanceOf(LockProviderError)
-        expect((failure as Error).message).toMatch(/^postgres: could not release lock "stubborn": a (serialization failure|deadlock) .* persisted through 6 attempts .*the lock stays held until it expires/)
+        expect((failure as Error).message).toMatch(
+          /^postgres: could not release lock "stubborn": a (serialization failure|deadlock) .* persisted through 6 attempts .*the lock stays held until it expires/,
+        )
         expect(stubborn.calls.filter((text) => text.startsWith('UPDATE'))).toHaveLength(6)
         // The failed unlock leaves the handle usable: the seventh statement succeeds.
         await held.unlock()
@@ -215,14 +225,20 @@ describe.skipIf(!pool)('postgres', () => {
       await db.query('CREATE SCHEMA IF NOT EXISTS shedlock_ops')
       const table = `shedlock_ops.${uniqueTable('narrow')}`
       tables.push(table)
-      await db.query(`CREATE TABLE ${table} (lock_name VARCHAR(20) PRIMARY KEY, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)`)
+      await db.query(
+        `CREATE TABLE ${table} (lock_name VARCHAR(20) PRIMARY KEY, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)`,
+      )
       // A table of the same bare name in the default schema, with another width: the schema decides.
       const decoy = table.slice('shedlock_ops.'.length)
       tables.push(decoy)
-      await db.query(`CREATE TABLE ${decoy} (lock_name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)`)
+      await db.query(
+        `CREATE TABLE ${decoy} (lock_name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)`,
+      )
       const provider = postgresLockProvider({ client: db, tableName: table, columnNames: { name: 'lock_name' } })
       await (await provider.lock(lockConfiguration({ name: 'n'.repeat(20), lockAtMostFor: '1m' })))!.unlock()
-      await expect(provider.lock(lockConfiguration({ name: 'n'.repeat(21), lockAtMostFor: '1m' }))).rejects.toThrow(/is 21 characters, and postgres \(column lock_name of shedlock_ops\.\S+, character varying\(20\)\) holds at most 20/)
+      await expect(provider.lock(lockConfiguration({ name: 'n'.repeat(21), lockAtMostFor: '1m' }))).rejects.toThrow(
+        /is 21 characters, and postgres \(column lock_name of shedlock_ops\.\S+, character varying\(20\)\) holds at most 20/,
+      )
 
       const wide = uniqueTable('shedlock_pg_text')
       tables.push(wide)
@@ -273,7 +289,9 @@ describe.skipIf(!pool)('postgres', () => {
 
     it('respects a lock written by Java ShedLock and takes over an expired one', async () => {
       const table = await newTable()
-      await db.query(`INSERT INTO ${table} VALUES ('java-held', ${NOW} + interval '1 hour', ${NOW}, 'java-host'), ('java-expired', ${NOW} - interval '1 day', ${NOW} - interval '1 day', 'java-host')`)
+      await db.query(
+        `INSERT INTO ${table} VALUES ('java-held', ${NOW} + interval '1 hour', ${NOW}, 'java-host'), ('java-expired', ${NOW} - interval '1 day', ${NOW} - interval '1 day', 'java-host')`,
+      )
       const provider = postgresLockProvider({ client: db, tableName: table })
       expect(await provider.lock(lockConfiguration({ name: 'java-held', lockAtMostFor: '1m' }))).toBeUndefined()
       const lock = await provider.lock(lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m' }))
@@ -289,10 +307,16 @@ describe.skipIf(!pool)('postgres', () => {
       const honest = await postgresLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
       assert.ok(honest)
       const ahead = { now: () => Date.now() + 3_600_000 }
-      expect(await postgresLockProvider({ client: db, tableName: table, clock: ahead }).lock(lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }))).toBeUndefined()
+      expect(
+        await postgresLockProvider({ client: db, tableName: table, clock: ahead }).lock(
+          lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }),
+        ),
+      ).toBeUndefined()
       // With app time the skewed node believes the lock expired: the risk the README states.
       expect(
-        await postgresLockProvider({ client: db, tableName: table, clock: ahead, useDbTime: false }).lock(lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) })),
+        await postgresLockProvider({ client: db, tableName: table, clock: ahead, useDbTime: false }).lock(
+          lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }),
+        ),
       ).toBeDefined()
     })
 

@@ -23,7 +23,11 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
   })
 
   registerRunLedgerSuite(
-    runLedgerSuite({ ledger: postgresRunLedger({ client: db, tableName: runs, keep: 5 }), keep: 5, provider: () => postgresLockProvider({ client: db, tableName: locks }) }),
+    runLedgerSuite({
+      ledger: postgresRunLedger({ client: db, tableName: runs, keep: 5 }),
+      keep: 5,
+      provider: () => postgresLockProvider({ client: db, tableName: locks }),
+    }),
   )
 
   it('postgresRunsSchema() is idempotent and creates the (name, started_at) index', async () => {

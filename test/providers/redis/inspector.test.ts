@@ -28,7 +28,8 @@ describe.skipIf(!raw)('redisLockInspector', () => {
     await nodeRedis.connect()
   })
   afterAll(async () => {
-    for await (const keys of redis.scanStream({ match: `*${environment}*`, count: 500 })) if ((keys as string[]).length > 0) await redis.del(...(keys as string[]))
+    for await (const keys of redis.scanStream({ match: `*${environment}*`, count: 500 }))
+      if ((keys as string[]).length > 0) await redis.del(...(keys as string[]))
     io.disconnect()
     nodeRedis.destroy()
     redis.disconnect()
@@ -166,7 +167,9 @@ describe.skipIf(!raw)('redisLockInspector', () => {
     const { command: _command, ...withoutCommand } = fromIoredis(io)
     const port: RedisCommands = withoutCommand
     expect(() => redisLockInspector({ client: port })).toThrow(LockConfigurationError)
-    expect(() => redisLockInspector({ client: port })).toThrow(/the inspector sends TIME and SCAN, which the ioredis port passed as client cannot: give it a command\(args\) method/)
+    expect(() => redisLockInspector({ client: port })).toThrow(
+      /the inspector sends TIME and SCAN, which the ioredis port passed as client cannot: give it a command\(args\) method/,
+    )
     expect(redisLockInspector({ client: fromIoredis(io) }).name).toBe('redis')
     for (const options of [{ environment: 'a:b' }, { keyPrefix: '' }, { timeout: 0 }]) {
       expect(() => redisLockInspector({ client: io, ...options } as never), JSON.stringify(options)).toThrow(LockConfigurationError)

@@ -77,7 +77,11 @@ class OwnRedis {
     this.extra = extra
   }
   async start(): Promise<void> {
-    const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(this.port), '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.extra], { stdio: 'ignore' })
+    const child = spawn(
+      'redis-server',
+      ['--bind', '127.0.0.1', '--port', String(this.port), '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.extra],
+      { stdio: 'ignore' },
+    )
     this.child = child
     await eventually(async () => child.exitCode === null && (await answersPing(this.port)), 15_000, `redis-server on port ${this.port}`)
   }
@@ -110,7 +114,8 @@ describe.skipIf(!raw)('redis', () => {
   })
   afterAll(async () => {
     for (const close of closeLater) await close()
-    for await (const keys of inspector.scanStream({ match: `*:${environment}*:*`, count: 500 })) if ((keys as string[]).length > 0) await inspector.del(...(keys as string[]))
+    for await (const keys of inspector.scanStream({ match: `*:${environment}*:*`, count: 500 }))
+      if ((keys as string[]).length > 0) await inspector.del(...(keys as string[]))
     if (javaKeys.length > 0) await inspector.del(...javaKeys)
     io.disconnect()
     nodeRedis.destroy()
@@ -559,7 +564,11 @@ describe.skipIf(!raw)('redis', () => {
       }
       await run('redis-cli', ['--cluster', 'create', ...servers.map((s) => `127.0.0.1:${s.port}`), '--cluster-replicas', '0', '--cluster-yes'])
       for (const s of servers) {
-        await eventually(async () => (await run('redis-cli', ['-p', String(s.port), 'cluster', 'info'])).stdout.includes('cluster_state:ok'), 30_000, `cluster state ok on ${s.port}`)
+        await eventually(
+          async () => (await run('redis-cli', ['-p', String(s.port), 'cluster', 'info'])).stdout.includes('cluster_state:ok'),
+          30_000,
+          `cluster state ok on ${s.port}`,
+        )
       }
       const rootNodes = servers.map((s) => ({ host: '127.0.0.1', port: s.port }))
       cluster = new Cluster(rootNodes)
@@ -611,7 +620,12 @@ describe.skipIf(!raw)('redis', () => {
 
     describe('node-redis createCluster', () => {
       // Never connected, like the standalone case.
-      registerSuite(clusterSuite(() => nodeCluster!, () => createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })))
+      registerSuite(
+        clusterSuite(
+          () => nodeCluster!,
+          () => createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] }),
+        ),
+      )
     })
 
     // The inspector on the Cluster: records are read on the node that holds each key, and list()
@@ -633,10 +647,20 @@ describe.skipIf(!raw)('redis', () => {
       }
     }
     describe('inspector on an ioredis Cluster', () => {
-      registerInspectorSuite(lockInspectorSuite({ provider: () => redisLockProvider({ client: ioCluster! }), inspector: lazyInspector(() => redisLockInspector({ client: ioCluster! })) }))
+      registerInspectorSuite(
+        lockInspectorSuite({
+          provider: () => redisLockProvider({ client: ioCluster! }),
+          inspector: lazyInspector(() => redisLockInspector({ client: ioCluster! })),
+        }),
+      )
     })
     describe('inspector on a node-redis createCluster', () => {
-      registerInspectorSuite(lockInspectorSuite({ provider: () => redisLockProvider({ client: nodeCluster! }), inspector: lazyInspector(() => redisLockInspector({ client: nodeCluster! })) }))
+      registerInspectorSuite(
+        lockInspectorSuite({
+          provider: () => redisLockProvider({ client: nodeCluster! }),
+          inspector: lazyInspector(() => redisLockInspector({ client: nodeCluster! })),
+        }),
+      )
     })
 
     it('the inspector lists the keys of all three masters, with ioredis and node-redis clusters', async () => {

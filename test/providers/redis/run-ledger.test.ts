@@ -22,24 +22,34 @@ describe.skipIf(!raw)('redisRunLedger', () => {
     await nodeRedis.connect()
   })
   afterAll(async () => {
-    for await (const keys of redis.scanStream({ match: `*${environment}*`, count: 500 })) if ((keys as string[]).length > 0) await redis.del(...(keys as string[]))
+    for await (const keys of redis.scanStream({ match: `*${environment}*`, count: 500 }))
+      if ((keys as string[]).length > 0) await redis.del(...(keys as string[]))
     io.disconnect()
     nodeRedis.destroy()
     redis.disconnect()
   })
 
   describe('ioredis', () => {
-    registerRunLedgerSuite(runLedgerSuite({ ledger: redisRunLedger({ client: io, environment, keep: 5 }), keep: 5, provider: () => redisLockProvider({ client: io, environment }) }))
+    registerRunLedgerSuite(
+      runLedgerSuite({ ledger: redisRunLedger({ client: io, environment, keep: 5 }), keep: 5, provider: () => redisLockProvider({ client: io, environment }) }),
+    )
   })
 
   describe('node-redis', () => {
-    registerRunLedgerSuite(runLedgerSuite({ ledger: redisRunLedger({ client: nodeRedis, environment, keep: 5 }), keep: 5, provider: () => redisLockProvider({ client: nodeRedis, environment }) }))
+    registerRunLedgerSuite(
+      runLedgerSuite({
+        ledger: redisRunLedger({ client: nodeRedis, environment, keep: 5 }),
+        keep: 5,
+        provider: () => redisLockProvider({ client: nodeRedis, environment }),
+      }),
+    )
   })
 
   it('one capped stream per task under shedlock-runs:<environment>:, with an expiry, never seen as a lock', async () => {
     const name = `stream-${randomUUID()}`
     const ledger = redisRunLedger({ client: io, environment, keep: 3, maxAge: '1h' })
-    for (let i = 0; i < 10; i++) await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+    for (let i = 0; i < 10; i++)
+      await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
     const key = `shedlock-runs:${environment}:${name}`
     expect(await redis.type(key)).toBe('stream')
     expect(await redis.xlen(key)).toBe(6)
@@ -53,7 +63,15 @@ describe.skipIf(!raw)('redisRunLedger', () => {
   it('runs older than maxAge are not read back', async () => {
     const name = `aged-${randomUUID()}`
     const ledger = redisRunLedger({ client: io, environment, maxAge: '1h' })
-    await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(Date.now() - 2 * 3_600_000), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+    await ledger.record({
+      name,
+      slot: undefined,
+      node: 'n',
+      startedAt: new Date(Date.now() - 2 * 3_600_000),
+      finishedAt: new Date(),
+      outcome: 'ok',
+      durationMs: 1,
+    })
     await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'failed', durationMs: 1 })
     expect((await ledger.history(name)).map((r) => r.outcome)).toEqual(['failed'])
   })

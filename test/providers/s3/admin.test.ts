@@ -7,7 +7,10 @@ import { createBucket, dropBucket, S3_URL, s3OrSkip, uniqueBucket } from '../../
 
 const client = await s3OrSkip()
 // The throwaway test user of scripts/ceph-rgw.sh; the CLI reads credentials from the environment, as the SDK does.
-const credentials = { AWS_ACCESS_KEY_ID: process.env.SHEDLOCK_S3_ACCESS_KEY ?? 'shedlocktest', AWS_SECRET_ACCESS_KEY: process.env.SHEDLOCK_S3_SECRET_KEY ?? 'shedlocktestsecret' }
+const credentials = {
+  AWS_ACCESS_KEY_ID: process.env.SHEDLOCK_S3_ACCESS_KEY ?? 'shedlocktest',
+  AWS_SECRET_ACCESS_KEY: process.env.SHEDLOCK_S3_SECRET_KEY ?? 'shedlocktestsecret',
+}
 
 describe.skipIf(!client)('shedlock CLI on S3 (Ceph RGW; the built bin)', () => {
   const s3 = client as S3Client

@@ -70,7 +70,9 @@ describe.skipIf(!client)('s3LockInspector (Ceph RGW)', () => {
     await expect(inspector.get('x'.repeat(1100))).rejects.toThrow(LockConfigurationError)
     const dead = s3Client('http://127.0.0.1:1', 1)
     try {
-      const error = await s3LockInspector({ client: dead, bucket }).list().catch((e: unknown) => e)
+      const error = await s3LockInspector({ client: dead, bucket })
+        .list()
+        .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
       expect(error.message).toMatch(/^s3: could not list the locks: S3 is unreachable/)
     } finally {

@@ -32,7 +32,12 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
   // What Java ShedLock's S3StorageAccessor writes: its metadata, an Instant.toString() time, a 16-byte body.
   const putJava = async (name: string, lockUntil: string, lockedAt: string, lockedBy = 'java-host'): Promise<void> => {
     await s3.send(
-      new PutObjectCommand({ Bucket: bucket, Key: PREFIX + name, Body: Buffer.alloc(16, 7), Metadata: { 'lock-until': lockUntil, 'locked-at': lockedAt, 'locked-by': lockedBy } }),
+      new PutObjectCommand({
+        Bucket: bucket,
+        Key: PREFIX + name,
+        Body: Buffer.alloc(16, 7),
+        Metadata: { 'lock-until': lockUntil, 'locked-at': lockedAt, 'locked-by': lockedBy },
+      }),
     )
   }
   const provider = (options: Partial<Parameters<typeof s3LockProvider>[0]> = {}) => s3LockProvider({ client: s3, bucket, ...options })
@@ -152,7 +157,10 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
         return [...sent]
       }
       let lock: ExtensibleLock | undefined
-      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual(['Head', 'Put'])
+      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual([
+        'Head',
+        'Put',
+      ])
       expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual(['Head'])
       expect(await take(async () => (lock = (await lock!.extend('2m', '0s')) as ExtensibleLock))).toEqual(['Put'])
       expect(await take(() => lock!.unlock())).toEqual(['Put'])
@@ -227,7 +235,9 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
         credentials: { accessKeyId: 'nobody', secretAccessKey: 'not-the-secret' },
       })
       try {
-        const error = await s3LockProvider({ client: wrong, bucket }).lock(lockConfiguration({ name: 'denied', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+        const error = await s3LockProvider({ client: wrong, bucket })
+          .lock(lockConfiguration({ name: 'denied', lockAtMostFor: '1m' }))
+          .catch((e: unknown) => e)
         assert.ok(error instanceof LockProviderError)
         expect(error.message).toMatch(/refused the client's credentials/)
         expect(error.message).not.toContain('not-the-secret')

@@ -31,10 +31,17 @@ describe(`shedlock CLI on SQLite (the built bin; this process: ${driver.name})`,
     args: ['--url', url],
     provider: () => sqliteLockProvider({ database: db() }),
     isHeld: async (name) => {
-      const statement = db().prepare(`SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`) as unknown as { all(...params: string[]): unknown[] }
+      const statement = db().prepare(`SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`) as unknown as {
+        all(...params: string[]): unknown[]
+      }
       return statement.all(name).length === 1
     },
-    init: { args: ['--url', `sqlite:///${join(dir, 'fresh.db').slice(1)}`], first: /: created table shedlock\n.*: created table shedlock_runs \(run history\)\n.*: set journal_mode to WAL \(was delete\)\n$/, again: /: table shedlock already exists: nothing to do.*\n.*: table shedlock_runs \(run history\) already exists: nothing to do\n.*: journal_mode is already WAL\n$/ },
+    init: {
+      args: ['--url', `sqlite:///${join(dir, 'fresh.db').slice(1)}`],
+      first: /: created table shedlock\n.*: created table shedlock_runs \(run history\)\n.*: set journal_mode to WAL \(was delete\)\n$/,
+      again:
+        /: table shedlock already exists: nothing to do.*\n.*: table shedlock_runs \(run history\) already exists: nothing to do\n.*: journal_mode is already WAL\n$/,
+    },
     missingLayout: { args: ['--url', url, '--table', 'shedlock_missing'], advice: /create it with: shedlock init --url sqlite:\S+ --table shedlock_missing/ },
   })
 

@@ -44,7 +44,9 @@ for (const { name: driverName, driver, why } of drivers) {
       return database
     }
     const row = (database: SqliteConnection, lockName: string): Record<string, unknown> | undefined =>
-      database.prepare(`SELECT locked_by, lock_until, lock_until <= ${NOW} AS free FROM shedlock WHERE name = ?`).all(lockName)[0] as Record<string, unknown> | undefined
+      database.prepare(`SELECT locked_by, lock_until, lock_until <= ${NOW} AS free FROM shedlock WHERE name = ?`).all(lockName)[0] as
+        | Record<string, unknown>
+        | undefined
 
     for (const useDbTime of [true, false]) {
       describe(useDbTime ? 'locks taken with database time' : 'locks taken with app time', () => {
@@ -72,7 +74,9 @@ for (const { name: driverName, driver, why } of drivers) {
     it('reads a row written by hand in the table’s format: UTC text, with or without milliseconds', async () => {
       const database = openWithTable()
       database
-        .prepare(`INSERT INTO shedlock VALUES ('by-hand', '2999-01-02 03:04:05.678', '2999-01-02 02:04:05.678', 'other-host'), ('old', '2020-01-01 00:00:00', '2019-12-31 23:00:00', 'other-host')`)
+        .prepare(
+          `INSERT INTO shedlock VALUES ('by-hand', '2999-01-02 03:04:05.678', '2999-01-02 02:04:05.678', 'other-host'), ('old', '2020-01-01 00:00:00', '2019-12-31 23:00:00', 'other-host')`,
+        )
         .run()
       const inspector = sqliteLockInspector({ database })
       expect(await inspector.get('by-hand')).toMatchObject({
@@ -134,6 +138,8 @@ for (const { name: driverName, driver, why } of drivers) {
 describe('sqliteLockInspector options', () => {
   it('refuses a missing database and names that are not identifiers', () => {
     expect(() => sqliteLockInspector({} as never)).toThrow(LockConfigurationError)
-    expect(() => sqliteLockInspector({ database: { prepare: () => ({ all: () => [], run: () => ({ changes: 0 }) }) }, tableName: 'x; DROP' })).toThrow(/not a plain SQL identifier/)
+    expect(() => sqliteLockInspector({ database: { prepare: () => ({ all: () => [], run: () => ({ changes: 0 }) }) }, tableName: 'x; DROP' })).toThrow(
+      /not a plain SQL identifier/,
+    )
   })
 })

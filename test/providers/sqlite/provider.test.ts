@@ -262,14 +262,16 @@ for (const driver of drivers) {
         expect(db.get(`SELECT locked_by FROM shedlock WHERE name = 'java-expired'`)?.locked_by).not.toBe('java-host')
       })
 
-      it('decides expiry on SQLite\'s clock (this host\'s): an app clock an hour ahead cannot take a held lock', async () => {
+      it("decides expiry on SQLite's clock (this host's): an app clock an hour ahead cannot take a held lock", async () => {
         const db = openWithTable(driver)
         const name = 'skewed'
         const honest = await sqliteLockProvider({ database: db.database }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
         assert.ok(honest)
         const ahead = { now: () => Date.now() + 3_600_000 }
         const skewed = (useDbTime: boolean) =>
-          sqliteLockProvider({ database: db.database, clock: ahead, useDbTime }).lock(lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }))
+          sqliteLockProvider({ database: db.database, clock: ahead, useDbTime }).lock(
+            lockConfiguration({ name, lockAtMostFor: '10m', createdAt: new Date(ahead.now()) }),
+          )
         expect(await skewed(true)).toBeUndefined()
         // With app time the skewed node believes the lock expired: the risk the README states.
         expect(await skewed(false)).toBeDefined()
@@ -340,7 +342,9 @@ for (const driver of drivers) {
           .lock(lockConfiguration({ name: 'columns', lockAtMostFor: '1m' }))
           .catch((e: unknown) => e)
         assert.ok(error instanceof LockProviderError)
-        expect(error.message).toMatch(/^sqlite: could not acquire lock "columns": table shedlock does not have the expected columns \(name, lock_until, locked_at, locked_by\)/)
+        expect(error.message).toMatch(
+          /^sqlite: could not acquire lock "columns": table shedlock does not have the expected columns \(name, lock_until, locked_at, locked_by\)/,
+        )
       })
 
       it('a table whose name column is not unique rejects with LockProviderError about the primary key', async () => {
@@ -368,10 +372,16 @@ for (const driver of drivers) {
           expect(late).toBeDefined()
           expect(await provider.lock(lockConfiguration({ name: 'closing-2', lockAtMostFor: '1m' }))).toBeUndefined()
         } else {
-          await assert.rejects(provider.lock(lockConfiguration({ name: 'closing-2', lockAtMostFor: '1m' })), /^LockProviderError: sqlite: could not acquire lock "closing-2": the database is closed/)
+          await assert.rejects(
+            provider.lock(lockConfiguration({ name: 'closing-2', lockAtMostFor: '1m' })),
+            /^LockProviderError: sqlite: could not acquire lock "closing-2": the database is closed/,
+          )
         }
         await assert.rejects(lock.unlock(), /^LockProviderError: sqlite: could not release lock "closing": the database is closed/)
-        await assert.rejects(sqliteLockProvider({ database: db.database }).lock(lockConfiguration({ name: 'closing-3', lockAtMostFor: '1m' })), /the database is closed/)
+        await assert.rejects(
+          sqliteLockProvider({ database: db.database }).lock(lockConfiguration({ name: 'closing-3', lockAtMostFor: '1m' })),
+          /the database is closed/,
+        )
       })
 
       it('another writer holding the database, with no busy timeout, rejects with LockProviderError about SQLITE_BUSY', async () => {
@@ -419,7 +429,10 @@ for (const driver of drivers) {
             expect(winners, `round ${round}: ${winners} processes got the lock`).toBe(1)
           }
           for (let round = 0; round < rounds; round++) {
-            expect(db.get(`SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > ${NOW}`, `${prefix}-${round}`), `round ${round}: no row`).toBeDefined()
+            expect(
+              db.get(`SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > ${NOW}`, `${prefix}-${round}`),
+              `round ${round}: no row`,
+            ).toBeDefined()
           }
         } finally {
           for (const child of children) if (child.exitCode === null) child.kill()

@@ -45,6 +45,10 @@ describe.skipIf(!client)('shedlock CLI on ZooKeeper (the built bin)', () => {
           else resolve(Date.parse(data.toString('utf8')) > Date.now())
         }),
       ),
-    init: { args: ['--url', `zookeeper://${where}?path=${root}-init`], first: new RegExp(`created node ${root}-init`), again: new RegExp(`node ${root}-init already exists`) },
+    init: {
+      args: ['--url', `zookeeper://${where}?path=${root}-init`],
+      first: new RegExp(`created node ${root}-init`),
+      again: new RegExp(`node ${root}-init already exists`),
+    },
   })
 })

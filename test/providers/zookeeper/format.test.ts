@@ -37,9 +37,12 @@ describe('zookeeperLockName', () => {
 
   it('every node ZooKeeper holds is the node of the name it decodes to: Java nodes read back as themselves', () => {
     fc.assert(
-      fc.property(serverNode.filter((node) => node !== '.' && node !== '..'), (node) => {
-        expect(zookeeperNodeName(zookeeperLockName(node))).toBe(node)
-      }),
+      fc.property(
+        serverNode.filter((node) => node !== '.' && node !== '..'),
+        (node) => {
+          expect(zookeeperNodeName(zookeeperLockName(node))).toBe(node)
+        },
+      ),
       { numRuns: 2_000 },
     )
   })

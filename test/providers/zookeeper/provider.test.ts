@@ -300,7 +300,7 @@ describe.skipIf(!store)('zookeeper', () => {
       for (const lock of locks) await lock.unlock()
     })
 
-    it('uses Java\'s node for a name with \'%\': a Java lock on "100%" is honoured, and ours is written there', async () => {
+    it("uses Java's node for a name with '%': a Java lock on \"100%\" is honoured, and ours is written there", async () => {
       await zk.mkdirp(root)
       const javaUntil = new Date(Date.now() + 3_600_000).toISOString()
       await zk.create(`${root}/100%`, javaUntil)
@@ -397,7 +397,9 @@ describe.skipIf(!store)('zookeeper', () => {
       closed.close()
       const name = `closed-${randomUUID()}`
       const started = Date.now()
-      const error = await zookeeperLockProvider({ client: closed, path: root }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await zookeeperLockProvider({ client: closed, path: root })
+        .lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as Error).message).toContain(`zookeeper: could not acquire lock "${name}"`)
       expect((error as LockProviderError).cause).toBeDefined()
@@ -411,7 +413,9 @@ describe.skipIf(!store)('zookeeper', () => {
       dead.connect()
       const started = Date.now()
       // The default timeout, 5 s, bounds the wait.
-      const error = await zookeeperLockProvider({ client: dead }).lock(lockConfiguration({ name: 'dead', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await zookeeperLockProvider({ client: dead })
+        .lock(lockConfiguration({ name: 'dead', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as Error).message).toMatch(/no reply from ZooKeeper within 5000ms/)
       expect((error as LockProviderError).cause).toBeInstanceOf(Error)
