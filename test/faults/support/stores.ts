@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
+import { CreateBucketCommand, DeleteObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
 import { DeleteTableCommand, DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb'
 import { jetstream } from '@nats-io/jetstream'
 import { type KV, Kvm } from '@nats-io/kv'
@@ -23,7 +23,7 @@ import { memcachedLockKey } from 'shedlock/memcached'
 import { sqliteSchema } from 'shedlock/sqlite'
 import { zookeeperNodeName } from 'shedlock/zookeeper'
 import { FakeMongoCollection } from '../../support/fake-mongo-collection.ts'
-import { azuriteService, createBucket, dropBucket, s3Client } from '../../support/object-stores.ts'
+import { azuriteService, s3Client } from '../../support/object-stores.ts'
 import * as servers from './servers.ts'
 import type { OwnServer } from './servers.ts'
 import { type NodeOptions, openNode, openSqlite, type SqliteConnection, type StoreName, type StoreSpec } from './store-clients.mjs'
@@ -428,15 +428,28 @@ export async function dynamodbUnderTest(): Promise<StoreUnderTest> {
 const OBJECT_FACTS: StoreFacts = { extensible: true, expiry: 'app', earlyMs: 0, lateMs: 0, minLockMs: 0, keepsLocksAcrossRestart: true }
 const OBJECT_PREFIX = 'faults/'
 
-/** S3: a RADOS Gateway of our own in front of the shared Ceph cluster, a bucket of our own. */
+/**
+ * S3: a RADOS Gateway of our own in front of the shared Ceph cluster, in one bucket kept across
+ * runs, under a prefix of our own: creating and deleting buckets on the shared Ceph took up to
+ * 26 s each while other tests did the same (objects take milliseconds).
+ */
 export async function s3UnderTest(): Promise<StoreUnderTest> {
   const server = await servers.startRadosgw()
   const raw = s3Client(`http://127.0.0.1:${server.port}`)
-  const bucket = `faults-${suffix()}`
-  await createBucket(raw, bucket)
+  const bucket = 'shedlock-faults'
+  const prefix = `faults-${suffix()}/`
+  try {
+    await raw.send(new HeadBucketCommand({ Bucket: bucket }))
+  } catch {
+    await raw.send(new CreateBucketCommand({ Bucket: bucket })).catch((error: unknown) => {
+      // Another run created it meanwhile.
+      if ((error as { name?: string }).name !== 'BucketAlreadyOwnedByYou') throw error
+    })
+  }
+  const keys = async () => ((await raw.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }))).Contents ?? []).map((o) => o.Key ?? '')
   const head = async (name: string) => {
     try {
-      return await raw.send(new HeadObjectCommand({ Bucket: bucket, Key: OBJECT_PREFIX + name }))
+      return await raw.send(new HeadObjectCommand({ Bucket: bucket, Key: prefix + name }))
     } catch (error) {
       if ((error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return undefined
       throw error
@@ -447,7 +460,7 @@ export async function s3UnderTest(): Promise<StoreUnderTest> {
     store: 's3',
     facts: OBJECT_FACTS,
     server,
-    spec: { store: 's3', port: server.port, bucket, prefix: OBJECT_PREFIX },
+    spec: { store: 's3', port: server.port, bucket, prefix },
     isHeld: async (name) => Date.parse((await until(name)) ?? '') > Date.now(),
     record: async (name) => {
       const found = await head(name)
@@ -457,10 +470,10 @@ export async function s3UnderTest(): Promise<StoreUnderTest> {
       const found = await until(name)
       return found ? Date.parse(found) - Date.now() : undefined
     },
-    keys: async () => ((await raw.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: OBJECT_PREFIX }))).Contents ?? []).map((o) => o.Key ?? ''),
-    keyOf: (name) => OBJECT_PREFIX + name,
+    keys,
+    keyOf: (name) => prefix + name,
     dispose: async () => {
-      await dropBucket(raw, bucket)
+      await Promise.all((await keys()).map((Key) => raw.send(new DeleteObjectCommand({ Bucket: bucket, Key })))).catch(() => {})
       raw.destroy()
     },
   })
