@@ -9,10 +9,14 @@ import { startOrSkip } from '../support/start.ts'
 import { azureBlobUnderTest } from '../support/stores.ts'
 
 // azurite of the suite's own. It may forget the container in a crash (it saves its metadata
-// every few seconds), which Azure would not: the restart recreates the container, as the
-// operator of a fresh emulator would, and the group records whether the held lock survived. Not here, for the CI budget: the network cuts,
-// clock skew, a task outliving its lock and the soak. Nor the hostile lock names: azurite answers
-// 500 to a listing after some of them (the group lists the container to find stray blobs).
+// every few seconds), which Azure would not: the restart recreates the container, as the operator
+// of a fresh emulator would, and the group records whether the held lock survived. Not here, for
+// the CI budget: the network cuts, clock skew, a task outliving its lock and the soak. Nor, yet,
+// the hostile lock names: they found that a blob named with a character XML cannot carry breaks
+// every listing of its container, and that the SDK resolves "x/../y" to the blob "y" (the
+// provider refuses both now), but azurite still lists a few Unicode names in another form than
+// sent (an "İ" as "I" and a combining dot), which the group's check for stray records cannot
+// tell from a name that reached the wrong blob. To be looked into.
 const azure = await startOrSkip('azure-blob', () => azureBlobUnderTest())
 
 describe.skipIf(!azure)('azure-blob (azurite)', () => {
