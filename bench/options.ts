@@ -5,7 +5,7 @@ export const MEASUREMENTS = ['overhead', 'round-trips', 'herd', 'scale', 'peers'
 export type Measurement = (typeof MEASUREMENTS)[number]
 
 /** Every store the suite knows; the default run takes each whose server answers. */
-export const STORES = ['postgres', 'mysql', 'sqlite', 'redis', 'nats', 'etcd', 'zookeeper', 'memcached', 'dynamodb', 'mongodb'] as const
+export const STORES = ['postgres', 'mysql', 'sqlite', 'redis', 'nats', 'etcd', 'zookeeper', 'memcached', 'dynamodb', 'mongodb', 's3', 'azure-blob'] as const
 export type Store = (typeof STORES)[number]
 
 /** The suite's settings, from the command line. */

@@ -16,4 +16,6 @@ export const SETUPS: Readonly<Record<Store, (context: SetupContext) => Promise<S
   memcached: async (c) => (await import('./memcached.ts')).memcachedSetup(c),
   dynamodb: async (c) => (await import('./dynamodb.ts')).dynamodbSetup(c),
   mongodb: async (c) => (await import('./mongodb.ts')).mongodbSetup(c),
+  s3: async (c) => (await import('./s3.ts')).s3Setup(c),
+  'azure-blob': async (c) => (await import('./azure-blob.ts')).azureBlobSetup(c),
 }

@@ -72,11 +72,29 @@ export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
   return prefix
 }
 
+// Characters the container's listing cannot give back as sent: those XML cannot carry make it
+// fail (azurite answers 500), a carriage return comes back as "&#xD;". Either way the inspector
+// and `shedlock list` could no longer read the locks.
+const UNLISTABLE = /[\u0000-\u001f\u007f\ufffe\uffff]/
+// The SDK resolves "." and ".." segments of a blob's URL: "x/../y" would be the blob "y", one lock for two names.
+const DOT_SEGMENT = /(^|[/\\])\.\.?($|[/\\])/
+
 /**
  * Checks `name` before anything is sent.
- * @throws LockConfigurationError when prefix + name is over 1024 characters, the longest blob name.
+ * @throws LockConfigurationError when prefix + name is over 1024 characters, the longest blob
+ *   name; when the name holds a control character, U+FFFE or U+FFFF; or when prefix + name has a
+ *   "." or ".." path segment.
  */
 export function checkName(prefix: string, name: string): void {
+  const shown = (): string => (name.length > 80 ? `${JSON.stringify(name.slice(0, 80))}…` : JSON.stringify(name))
+  const bad = UNLISTABLE.exec(name)
+  if (bad) {
+    const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`
+    throw new LockConfigurationError(`Lock ${shown()}: azure-blob cannot hold a name with the character ${code} (the container's listing cannot give it back); use a name without control characters`)
+  }
+  if (DOT_SEGMENT.test(prefix + name)) {
+    throw new LockConfigurationError(`Lock ${shown()}: azure-blob cannot hold a name with a "." or ".." path segment (the blob's URL resolves it, so two names would share one blob); use a name without one`)
+  }
   if (prefix.length + name.length > MAX_NAME_CHARS) {
     throw nameTooLong(
       PROVIDER,

@@ -97,9 +97,16 @@ export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
 
 /**
  * Checks `name` before anything is sent.
- * @throws LockConfigurationError when prefix + name is over 1024 bytes of UTF-8, the longest S3 key.
+ * @throws LockConfigurationError when prefix + name is over 1024 bytes of UTF-8, the longest S3
+ *   key, or when the name holds U+0000.
  */
 export function checkName(prefix: string, name: string): void {
+  // XML (every S3 error and listing) cannot carry NUL, and Ceph RGW 16.2 answers a HEAD of such a
+  // key with a body that corrupts the connection: the next request on it fails, whatever its lock.
+  if (name.includes('\u0000')) {
+    const shown = name.length > 80 ? `${JSON.stringify(name.slice(0, 80))}…` : JSON.stringify(name)
+    throw new LockConfigurationError(`Lock ${shown}: s3 cannot hold a name with the character U+0000 (NUL) in an object key; use a name without it`)
+  }
   const bytes = Buffer.byteLength(prefix) + Buffer.byteLength(name)
   if (bytes > MAX_KEY_BYTES) {
     const room = MAX_KEY_BYTES - Buffer.byteLength(prefix)

@@ -400,3 +400,41 @@ export async function startDynalite(): Promise<OwnServer> {
   await server.start()
   return server
 }
+
+/** The shared Ceph cluster of scripts/ceph-rgw.sh (monitor and memstore OSD): its config file. */
+const CEPH_CONF = join(process.env.SHEDLOCK_CEPH_DIR ?? '/tmp/shedlock-ceph', 'ceph.conf')
+
+/**
+ * A RADOS Gateway of our own (S3 on a free port) in front of the shared Ceph cluster that
+ * scripts/ceph-rgw.sh starts: Ceph is too heavy to start per test file (about 15 s), but a
+ * second gateway starts in under a second, and killing it stands for an outage of the S3
+ * endpoint while the objects live on in RADOS. The shared gateway on 7480 is never touched.
+ */
+export async function startRadosgw(): Promise<OwnServer> {
+  if (!existsSync(CEPH_CONF)) throw new Error(`no Ceph cluster at ${CEPH_CONF}: start it with scripts/ceph-rgw.sh`)
+  const dir = tempDir('s3')
+  const port = await freePort()
+  const args = ['-f', '-c', CEPH_CONF, '-n', `client.rgw.faults${port}`, '--rgw-frontends', `beast endpoint=127.0.0.1:${port}`]
+  args.push('--rgw-data', join(dir, 'data'), '--pid-file', join(dir, 'rgw.pid'), '--admin-socket', join(dir, 'rgw.asok'), '--log-file', join(dir, 'rgw.log'), '--debug-rgw', '0/0')
+  mkdirSync(join(dir, 'data'))
+  const server = new ProcessServer({ store: 's3', port, dir, command: 'radosgw', args, ready: async () => (await ask(port, 'GET / HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1') })
+  await server.start()
+  return server
+}
+
+/** azurite's Blob service: `AZURITE_BLOB`, else the devDependency's binary. */
+const AZURITE_BLOB = process.env.AZURITE_BLOB ?? fileURLToPath(new URL('../../../node_modules/.bin/azurite-blob', import.meta.url))
+
+/**
+ * azurite's Blob service of our own, its blobs in a folder (not in memory), so that what it
+ * wrote before a crash is there after the restart, as Azure keeps its blobs through an outage.
+ */
+export async function startAzurite(): Promise<OwnServer> {
+  if (!existsSync(AZURITE_BLOB)) throw new Error(`no azurite-blob at ${AZURITE_BLOB} (a devDependency; or set AZURITE_BLOB)`)
+  const dir = tempDir('azure-blob')
+  const port = await freePort()
+  const args = ['--blobHost', '127.0.0.1', '--blobPort', String(port), '--location', join(dir, 'data'), '--loose', '--skipApiVersionCheck', '--disableTelemetry', '--silent']
+  const server = new ProcessServer({ store: 'azure-blob', port, dir, command: AZURITE_BLOB, args, ready: async () => (await ask(port, 'GET /devstoreaccount1?comp=list HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1') })
+  await server.start()
+  return server
+}

@@ -2,7 +2,7 @@ import type { Clock, LockProvider, RunLedger } from 'shedlock'
 import type { SqliteDatabase } from 'shedlock/sqlite'
 
 /** The stores the fault suite runs against processes and servers of its own. */
-export type StoreName = 'postgres' | 'mysql' | 'sqlite' | 'redis' | 'etcd' | 'nats' | 'memcached' | 'zookeeper' | 'dynamodb'
+export type StoreName = 'postgres' | 'mysql' | 'sqlite' | 'redis' | 'etcd' | 'nats' | 'memcached' | 'zookeeper' | 'dynamodb' | 's3' | 'azure-blob'
 
 /** How to reach one store: plain data, so that it travels to worker processes as JSON. */
 export interface StoreSpec {
@@ -19,11 +19,13 @@ export interface StoreSpec {
   busyTimeoutMs?: number
   /** Redis, etcd, memcached environment (key part). */
   environment?: string
-  /** NATS bucket. */
+  /** NATS bucket, S3 bucket, Azure Blob container. */
   bucket?: string
+  /** S3 and Azure Blob key prefix. @default "shedlock/" */
+  prefix?: string
   /** ZooKeeper root path. */
   path?: string
-  /** Connection user and password (secrets tests); the DynamoDB secret access key. */
+  /** Connection user and password (secrets tests); the DynamoDB and S3 secret access key, the Azure account key. */
   user?: string
   password?: string
   /** SQL pool size. @default 10 */

@@ -153,6 +153,39 @@ export async function openNode(spec, options = {}) {
         close: async () => client.destroy(),
       }
     }
+    case 's3': {
+      const { S3Client } = await import('@aws-sdk/client-s3')
+      const { s3LockProvider } = await import('shedlock/s3')
+      // Ceph RGW's throwaway test user (scripts/ceph-rgw.sh); the secret is the password of the
+      // secrets tests.
+      const client = new S3Client({
+        endpoint: `http://${HOST}:${spec.port}`,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        credentials: { accessKeyId: spec.user ?? 'shedlocktest', secretAccessKey: spec.password ?? 'shedlocktestsecret' },
+        maxAttempts: 1,
+        requestHandler: { connectionTimeout: timeout, requestTimeout: timeout },
+      })
+      return {
+        provider: s3LockProvider(withNode({ client, bucket: spec.bucket, prefix: spec.prefix })),
+        close: async () => client.destroy(),
+      }
+    }
+    case 'azure-blob': {
+      const { BlobServiceClient } = await import('@azure/storage-blob')
+      const { azureBlobLockProvider } = await import('shedlock/azure-blob')
+      // azurite's well-known development account (its README); the key is the password of the
+      // secrets tests.
+      const key = spec.password ?? 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+      const service = BlobServiceClient.fromConnectionString(
+        `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${key};BlobEndpoint=http://${HOST}:${spec.port}/devstoreaccount1;`,
+        { retryOptions: { maxTries: 1, tryTimeoutInMs: timeout } },
+      )
+      return {
+        provider: azureBlobLockProvider(withNode({ containerClient: service.getContainerClient(spec.bucket), prefix: spec.prefix })),
+        close: async () => {},
+      }
+    }
     default:
       throw new Error(`unknown store ${spec.store}`)
   }
