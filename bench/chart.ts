@@ -31,7 +31,9 @@ export function p50Chart(rows: readonly OverheadRow[], title: string): string | 
   const height = top + drawable.length * groupHeight + 30
   const width = LABEL_WIDTH + BAR_WIDTH + VALUE_WIDTH + 20
   const out: string[] = []
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`)
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+  )
   out.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`)
   out.push(`<text x="10" y="18" font-size="13" font-weight="bold">${escapeXml(title)}</text>`)
   out.push(`<rect x="10" y="28" width="10" height="10" fill="${COLORS.ours}"/><text x="24" y="37">shedlock</text>`)

@@ -48,7 +48,11 @@ export function callCounter(): CallCounter & { add(method: string): void } {
  * Counting costs one closure call per method access, so round trips are counted in their own
  * runs, never in timed ones.
  */
-export function countingProxy<T extends object>(target: T, spec: CountSpec, counter: CallCounter & { add(method: string): void } = callCounter()): { client: T; counter: CallCounter } {
+export function countingProxy<T extends object>(
+  target: T,
+  spec: CountSpec,
+  counter: CallCounter & { add(method: string): void } = callCounter(),
+): { client: T; counter: CallCounter } {
   const counted = new Set(spec.count)
   const followed = new Set(spec.follow ?? [])
   const wrap = <O extends object>(object: O): O => {

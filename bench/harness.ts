@@ -52,7 +52,13 @@ export type NanoClock = () => bigint
  * runs exactly `ops` operations whatever the concurrency. With `latencies`, each operation's own
  * duration (ns) is appended.
  */
-export async function runBlock(operation: Operation, ops: number, concurrency: number, latencies?: number[], clock: NanoClock = process.hrtime.bigint): Promise<bigint> {
+export async function runBlock(
+  operation: Operation,
+  ops: number,
+  concurrency: number,
+  latencies?: number[],
+  clock: NanoClock = process.hrtime.bigint,
+): Promise<bigint> {
   let started = 0
   const caller = async (worker: number): Promise<void> => {
     while (started < ops) {
@@ -95,7 +101,14 @@ const processCpu: CpuClock = () => {
  * time over a block is that contender's (and the client driver's, and whatever else this
  * process does meanwhile: nothing, in the suite).
  */
-export async function runTallied(contender: Contender, tally: Tally, ops: number, concurrency: number, clock: NanoClock = process.hrtime.bigint, cpu: CpuClock = processCpu): Promise<void> {
+export async function runTallied(
+  contender: Contender,
+  tally: Tally,
+  ops: number,
+  concurrency: number,
+  clock: NanoClock = process.hrtime.bigint,
+  cpu: CpuClock = processCpu,
+): Promise<void> {
   const cpuBefore = cpu()
   tally.elapsed += await runBlock(contender.operation, ops, concurrency, tally.latencies, clock)
   tally.cpuUs += cpu() - cpuBefore
@@ -129,7 +142,12 @@ export function blockOrder<T>(items: readonly T[], block: number): T[] {
  * Latencies are of single operations; ops/s is over the summed wall time of each contender's
  * blocks.
  */
-export async function interleave(contenders: readonly Contender[], options: InterleaveOptions, clock: NanoClock = process.hrtime.bigint, cpu: CpuClock = processCpu): Promise<ContenderResult[]> {
+export async function interleave(
+  contenders: readonly Contender[],
+  options: InterleaveOptions,
+  clock: NanoClock = process.hrtime.bigint,
+  cpu: CpuClock = processCpu,
+): Promise<ContenderResult[]> {
   if (contenders.length === 0) return []
   const { blocks, opsPerBlock, concurrency, warmupOps } = options
   for (const c of contenders) if (warmupOps > 0) await runBlock(c.operation, warmupOps, concurrency, undefined, clock)
@@ -190,11 +208,19 @@ export interface CompareOptions {
  * slowest takes about `blockMs`, then run `blocks` interleaved blocks of that size for each.
  * Returns the results and the block size used.
  */
-export async function compare(contenders: readonly Contender[], options: CompareOptions, clock: NanoClock = process.hrtime.bigint): Promise<{ results: ContenderResult[]; opsPerBlock: number }> {
+export async function compare(
+  contenders: readonly Contender[],
+  options: CompareOptions,
+  clock: NanoClock = process.hrtime.bigint,
+): Promise<{ results: ContenderResult[]; opsPerBlock: number }> {
   const { concurrency } = options
   for (const c of contenders) if (options.warmupOps > 0) await runBlock(c.operation, options.warmupOps, concurrency, undefined, clock)
   const probeOps = Math.max(concurrency * 4, Math.ceil(options.warmupOps / 2), 8)
-  const opsPerBlock = await calibrate(contenders, { blockMs: options.blockMs, concurrency, probeOps, minOps: Math.max(16, concurrency * 4), maxOps: options.maxOps ?? 20_000 }, clock)
+  const opsPerBlock = await calibrate(
+    contenders,
+    { blockMs: options.blockMs, concurrency, probeOps, minOps: Math.max(16, concurrency * 4), maxOps: options.maxOps ?? 20_000 },
+    clock,
+  )
   const results = await interleave(contenders, { blocks: options.blocks, opsPerBlock, concurrency, warmupOps: 0 }, clock)
   return { results, opsPerBlock }
 }

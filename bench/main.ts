@@ -136,7 +136,7 @@ async function main(args: string[]): Promise<number> {
   }
 
   if (wants('cpu')) {
-    progress('cpu: the library\'s own CPU per operation, without I/O')
+    progress("cpu: the library's own CPU per operation, without I/O")
     try {
       result.libraryCpu = await measureLibraryCpu(Math.max(1000, Math.round(options.cycles / 2)), 6)
     } catch (error) {
@@ -153,7 +153,9 @@ async function main(args: string[]): Promise<number> {
   const chart = p50Chart(result.overhead, `shedlock vs baseline, p50 (Node ${process.versions.node}, ${result.startedAt.slice(0, 10)})`)
   const chartFile = file.replace(/\.json$/, '.p50.svg')
   if (chart) writeFileSync(chartFile, chart)
-  process.stdout.write(`${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n${chart ? `Chart: ${chartFile}\n` : ''}`)
+  process.stdout.write(
+    `${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n${chart ? `Chart: ${chartFile}\n` : ''}`,
+  )
   return result.errors.length > 0 ? 1 : 0
 }
 

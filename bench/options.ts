@@ -124,7 +124,9 @@ function integer(values: Record<string, unknown>, name: string, fallback: number
 function integerList(values: Record<string, unknown>, name: string, fallback: number[], min: number, max: number): number[] {
   const raw = values[name]
   if (raw === undefined) return fallback
-  const parts = String(raw).split(',').map((p) => p.trim())
+  const parts = String(raw)
+    .split(',')
+    .map((p) => p.trim())
   return [...new Set(parts.map((part) => integer({ [name]: part }, name, 0, min, max)))]
 }
 

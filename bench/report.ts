@@ -71,7 +71,21 @@ function calls(count: CallCount): string {
 
 function overheadTable(rows: readonly OverheadRow[]): string {
   return markdownTable(
-    ['store', 'callers', 'ops/block', 'p50 ours', 'p50 baseline', 'p50 ratio', 'p99 ours', 'p99 baseline', 'p99 ratio', 'ops/s ours', 'ops/s baseline', 'ops/s ratio', `p50 ≤ ${OVERHEAD_GOAL}`],
+    [
+      'store',
+      'callers',
+      'ops/block',
+      'p50 ours',
+      'p50 baseline',
+      'p50 ratio',
+      'p99 ours',
+      'p99 baseline',
+      'p99 ratio',
+      'ops/s ours',
+      'ops/s baseline',
+      'ops/s ratio',
+      `p50 ≤ ${OVERHEAD_GOAL}`,
+    ],
     rows.map((r) => [
       r.store,
       String(r.concurrency),
@@ -124,7 +138,19 @@ function roundTripTable(rows: readonly RoundTripRow[]): string {
 
 function herdTable(rows: readonly HerdRow[]): string {
   return markdownTable(
-    ['store', 'contenders', 'rounds', 'one winner', 'no winner', 'several', 'failed calls', 'all losers know p50', 'p99', 'winner knows p50', 'calls per loser (max)'],
+    [
+      'store',
+      'contenders',
+      'rounds',
+      'one winner',
+      'no winner',
+      'several',
+      'failed calls',
+      'all losers know p50',
+      'p99',
+      'winner knows p50',
+      'calls per loser (max)',
+    ],
     rows.map((r) => [
       r.store,
       String(r.contenders),
@@ -154,9 +180,15 @@ export function formatReport(result: BenchResult): string {
 
   if (result.overhead.length > 0) {
     out.push('### 1. Overhead against the limit', '')
-    out.push('Acquire + release, each caller on its own name. Baseline: the same statements or commands sent straight through the same client. Ratios are ours / baseline.', '')
+    out.push(
+      'Acquire + release, each caller on its own name. Baseline: the same statements or commands sent straight through the same client. Ratios are ours / baseline.',
+      '',
+    )
     out.push(overheadTable(result.overhead), '')
-    out.push('Client CPU time (user + system, from process.cpuUsage() around each measured block) per acquire + release: the figure to drive down, since it does not scatter with the load of the machine the way latency does. It includes the driver\'s work, the same on both sides.', '')
+    out.push(
+      "Client CPU time (user + system, from process.cpuUsage() around each measured block) per acquire + release: the figure to drive down, since it does not scatter with the load of the machine the way latency does. It includes the driver's work, the same on both sides.",
+      '',
+    )
     out.push(cpuTable(result.overhead), '')
   }
   if (result.roundTrips.length > 0) {
@@ -193,7 +225,10 @@ export function formatReport(result: BenchResult): string {
   }
   if (result.peers.length > 0) {
     out.push('### 5. Peers', '')
-    out.push('Uncontended acquire + release on the same server (and client, where the library takes one). Ratios are ours / peer: below 1 is faster for latency, above 1 for ops/s.', '')
+    out.push(
+      'Uncontended acquire + release on the same server (and client, where the library takes one). Ratios are ours / peer: below 1 is faster for latency, above 1 for ops/s.',
+      '',
+    )
     const rows: string[][] = []
     for (const r of result.peers) {
       rows.push([r.store, String(r.concurrency), 'shedlock', ...contenderCells(r.ours), '', '', '', ''])
@@ -211,7 +246,11 @@ export function formatReport(result: BenchResult): string {
       }
     }
     out.push(
-      markdownTable(['store', 'callers', 'library', 'p50', 'p99', 'ops/s', 'p50 ours/peer', 'p99 ours/peer', 'ops/s ours/peer', 'as fast'], rows, [1, 3, 4, 5, 6, 7, 8]),
+      markdownTable(
+        ['store', 'callers', 'library', 'p50', 'p99', 'ops/s', 'p50 ours/peer', 'p99 ours/peer', 'ops/s ours/peer', 'as fast'],
+        rows,
+        [1, 3, 4, 5, 6, 7, 8],
+      ),
       '',
     )
   }
@@ -220,7 +259,18 @@ export function formatReport(result: BenchResult): string {
     out.push('executeWithLock cycles on the in-memory provider (100 names in turn, every listener hook set), in a child process; heap after forced GC.', '')
     out.push(
       markdownTable(
-        ['variant', 'cycles', 'seconds', 'heap before', 'growth, first half', 'growth, second half', 'growth, total', 'per cycle', 'timers left', 'process listeners left'],
+        [
+          'variant',
+          'cycles',
+          'seconds',
+          'heap before',
+          'growth, first half',
+          'growth, second half',
+          'growth, total',
+          'per cycle',
+          'timers left',
+          'process listeners left',
+        ],
         result.memory.map((m) => [
           m.variant,
           String(m.cycles),
@@ -236,21 +286,30 @@ export function formatReport(result: BenchResult): string {
         [1, 2, 3, 4, 5, 6, 7, 8, 9],
       ),
       '',
-      'A leak grows the heap in both halves alike; one-time allocations (code caches, the provider\'s map of 100 names) show in the first half only.',
+      "A leak grows the heap in both halves alike; one-time allocations (code caches, the provider's map of 100 names) show in the first half only.",
       '',
     )
   }
   if (result.executor) {
     const e = result.executor
     out.push('### 7. Executor overhead', '')
-    out.push('In-memory provider, one caller. The bare side builds the configuration, locks, runs the task and unlocks; executeWithLock adds the async context, the abort signal and its timer, and listener dispatch.', '')
+    out.push(
+      'In-memory provider, one caller. The bare side builds the configuration, locks, runs the task and unlocks; executeWithLock adds the async context, the abort signal and its timer, and listener dispatch.',
+      '',
+    )
     out.push(
       markdownTable(
         ['', 'p50', 'p99', 'ops/s', 'CPU/op'],
         [
           [e.bare.label, ...contenderCells(e.bare), formatLatency(e.bare.cpuPerOpUs)],
           [e.executor.label, ...contenderCells(e.executor), formatLatency(e.executor.cpuPerOpUs)],
-          ['ratio', formatRatio(e.p50Ratio), formatRatio(e.p99Ratio), formatRatio(e.executor.opsPerSecond / e.bare.opsPerSecond), formatRatio(e.executor.cpuPerOpUs / e.bare.cpuPerOpUs)],
+          [
+            'ratio',
+            formatRatio(e.p50Ratio),
+            formatRatio(e.p99Ratio),
+            formatRatio(e.executor.opsPerSecond / e.bare.opsPerSecond),
+            formatRatio(e.executor.cpuPerOpUs / e.bare.cpuPerOpUs),
+          ],
         ],
         [1, 2, 3, 4],
       ),
@@ -260,8 +319,11 @@ export function formatReport(result: BenchResult): string {
     )
   }
   if (result.libraryCpu && result.libraryCpu.length > 0) {
-    out.push('### 8. The library\'s own CPU', '')
-    out.push('CPU per operation (process.cpuUsage()) with no I/O: the in-memory provider, and the Redis provider on a port that answers at once from a Map. One caller; median of the rounds, sides alternating.', '')
+    out.push("### 8. The library's own CPU", '')
+    out.push(
+      'CPU per operation (process.cpuUsage()) with no I/O: the in-memory provider, and the Redis provider on a port that answers at once from a Map. One caller; median of the rounds, sides alternating.',
+      '',
+    )
     out.push(
       markdownTable(
         ['ours', 'CPU/op', 'against', 'CPU/op', 'added'],
@@ -291,7 +353,8 @@ function methodLines(result: BenchResult): string[] {
   ]
   for (const [store, info] of Object.entries(result.stores)) {
     if (info.skipped) lines.push(`- ${store}: skipped (${info.skipped})`)
-    else lines.push(`- ${store}: ${Object.values(info.versions ?? {}).join('; ')}${info.notes && info.notes.length > 0 ? `. Note: ${info.notes.join('; ')}` : ''}`)
+    else
+      lines.push(`- ${store}: ${Object.values(info.versions ?? {}).join('; ')}${info.notes && info.notes.length > 0 ? `. Note: ${info.notes.join('; ')}` : ''}`)
   }
   return lines
 }
@@ -304,7 +367,13 @@ function methodLines(result: BenchResult): string[] {
 export function formatSummary(result: BenchResult): string {
   const stores = [...new Set([...result.overhead, ...result.roundTrips, ...result.herd, ...result.scale].map((r) => r.store))]
   const concurrencies = [...new Set(result.overhead.map((r) => r.concurrency))].sort((a, b) => a - b)
-  const headers = ['store', ...concurrencies.flatMap((c) => [`p50 ratio, ${c} caller${c === 1 ? '' : 's'}`, `p99 ratio, ${c}`]), 'calls per acquire / release', 'herd: one winner', 'scale p50 ratio']
+  const headers = [
+    'store',
+    ...concurrencies.flatMap((c) => [`p50 ratio, ${c} caller${c === 1 ? '' : 's'}`, `p99 ratio, ${c}`]),
+    'calls per acquire / release',
+    'herd: one winner',
+    'scale p50 ratio',
+  ]
   const rows = stores.map((store) => {
     const overhead = concurrencies.flatMap((c) => {
       const r = result.overhead.find((o) => o.store === store && o.concurrency === c)
@@ -343,11 +412,15 @@ export function formatSummary(result: BenchResult): string {
     )
   }
   if (result.executor) {
-    out.push(`- executeWithLock / bare lock+unlock (in memory): p50 ratio ${formatRatio(result.executor.p50Ratio)}, ${formatLatency(result.executor.addedMeanUs)} added per execution, ${formatLatency(result.executor.addedCpuUs)} of CPU.`)
+    out.push(
+      `- executeWithLock / bare lock+unlock (in memory): p50 ratio ${formatRatio(result.executor.p50Ratio)}, ${formatLatency(result.executor.addedMeanUs)} added per execution, ${formatLatency(result.executor.addedCpuUs)} of CPU.`,
+    )
   }
   for (const r of result.libraryCpu ?? []) out.push(`- ${r.what}, without I/O: ${formatLatency(r.addedCpuUs)} of CPU per operation over ${r.baseline}.`)
   for (const m of result.memory) {
-    out.push(`- Memory, ${m.variant}: ${m.cycles} cycles, heap ${formatBytes(m.growthBytes)} after GC (${m.growthPerCycle.toFixed(2)} B per cycle), ${m.timersLeft} timers and ${m.processListenersLeft} process listeners left.`)
+    out.push(
+      `- Memory, ${m.variant}: ${m.cycles} cycles, heap ${formatBytes(m.growthBytes)} after GC (${m.growthPerCycle.toFixed(2)} B per cycle), ${m.timersLeft} timers and ${m.processListenersLeft} process listeners left.`,
+    )
   }
   return out.join('\n')
 }

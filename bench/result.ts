@@ -71,7 +71,13 @@ export interface PeerRow {
   readonly concurrency: number
   readonly opsPerBlock: number
   readonly ours: ContenderResult
-  readonly peers: readonly { readonly result: ContenderResult; readonly description: string; readonly p50Ratio: number; readonly p99Ratio: number; readonly opsRatio: number }[]
+  readonly peers: readonly {
+    readonly result: ContenderResult
+    readonly description: string
+    readonly p50Ratio: number
+    readonly p99Ratio: number
+    readonly opsRatio: number
+  }[]
 }
 
 /** Memory: executor cycles in a child process with `--expose-gc`. */

@@ -9,7 +9,12 @@ import { ratio } from '../stats.ts'
  * included, as the executor builds one per run) against the same statements sent straight
  * through the same client, each caller on a name of its own, in interleaved blocks.
  */
-export async function measureOverhead(setup: StoreSetup, runId: string, options: Omit<CompareOptions, 'concurrency'>, concurrencies: readonly number[]): Promise<OverheadRow[]> {
+export async function measureOverhead(
+  setup: StoreSetup,
+  runId: string,
+  options: Omit<CompareOptions, 'concurrency'>,
+  concurrencies: readonly number[],
+): Promise<OverheadRow[]> {
   const rows: OverheadRow[] = []
   for (const concurrency of concurrencies) {
     const ourNames = Array.from({ length: concurrency }, (_, w) => `${runId}-ov${concurrency}-o${w}`)

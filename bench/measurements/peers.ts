@@ -10,7 +10,12 @@ import { ratio } from '../stats.ts'
  * each caller on its own name; a library that cannot run `concurrency` callers (advisory-lock
  * opens a connection per lock) is left out of that row.
  */
-export async function measurePeers(setup: StoreSetup, runId: string, options: Omit<CompareOptions, 'concurrency'>, concurrencies: readonly number[]): Promise<PeerRow[]> {
+export async function measurePeers(
+  setup: StoreSetup,
+  runId: string,
+  options: Omit<CompareOptions, 'concurrency'>,
+  concurrencies: readonly number[],
+): Promise<PeerRow[]> {
   if (!setup.peers) return []
   const peers = await setup.peers()
   const rows: PeerRow[] = []

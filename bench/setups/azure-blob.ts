@@ -57,7 +57,9 @@ function rawAzure(container: AzureContainerClient): RawOperations {
 /** Azure Blob on azurite (scripts/azurite.sh, or `SHEDLOCK_AZURITE_URL`), a container per run, through one ContainerClient. */
 export async function azureBlobSetup(context: SetupContext): Promise<StoreSetup> {
   const service = (): BlobServiceClient =>
-    BlobServiceClient.fromConnectionString(`DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};BlobEndpoint=${ENDPOINT};`, { retryOptions: { maxTries: 1 } })
+    BlobServiceClient.fromConnectionString(`DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};BlobEndpoint=${ENDPOINT};`, {
+      retryOptions: { maxTries: 1 },
+    })
   const main = service()
   const containers: ContainerClient[] = []
   const newContainer = async (suffix: string, from: BlobServiceClient = main): Promise<ContainerClient> => {
@@ -74,8 +76,13 @@ export async function azureBlobSetup(context: SetupContext): Promise<StoreSetup>
 
   return {
     name: 'azure-blob',
-    versions: { server: `${server} at ${ENDPOINT} (in memory)`, client: `@azure/storage-blob ${packageVersion('@azure/storage-blob')}, one ContainerClient, maxTries 1` },
-    notes: ['azurite is an emulator written in JavaScript, in memory: its figures say nothing about Azure itself (tens of ms per request), only about the client-side cost'],
+    versions: {
+      server: `${server} at ${ENDPOINT} (in memory)`,
+      client: `@azure/storage-blob ${packageVersion('@azure/storage-blob')}, one ContainerClient, maxTries 1`,
+    },
+    notes: [
+      'azurite is an emulator written in JavaScript, in memory: its figures say nothing about Azure itself (tens of ms per request), only about the client-side cost',
+    ],
     provider: provider(container),
     raw: rawAzure(container),
     counted() {

@@ -55,7 +55,9 @@ function rawDynamo(client: DynamoDBSendClient, tableName: string): RawOperations
 /** Starts dynalite (in memory) in a child process of its own, so that it does not share the benchmark's event loop. */
 async function startDynalite(): Promise<{ child: ChildProcess; port: number }> {
   const cli = createRequire(import.meta.url).resolve('dynalite/cli.js')
-  const child = spawn(process.execPath, [cli, '--port', '0', '--host', '127.0.0.1', '--createTableMs', '0', '--deleteTableMs', '0'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [cli, '--port', '0', '--host', '127.0.0.1', '--createTableMs', '0', '--deleteTableMs', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const port = await new Promise<number>((resolve, reject) => {
     let output = ''
     const timer = setTimeout(() => reject(new Error(`dynalite did not start within 10 s: ${output}`)), 10_000)
@@ -106,7 +108,10 @@ export async function dynamodbSetup(context: SetupContext): Promise<StoreSetup> 
 
   return {
     name: 'dynamodb',
-    versions: { server: `dynalite ${packageVersion('dynalite')} (in memory, its own process)`, client: `@aws-sdk/client-dynamodb ${packageVersion('@aws-sdk/client-dynamodb')}, one client` },
+    versions: {
+      server: `dynalite ${packageVersion('dynalite')} (in memory, its own process)`,
+      client: `@aws-sdk/client-dynamodb ${packageVersion('@aws-sdk/client-dynamodb')}, one client`,
+    },
     notes: ['an emulator written in JavaScript: its figures say nothing about DynamoDB itself, only about the client-side cost'],
     provider: dynamoDBLockProvider({ client, tableName: table }),
     raw: rawDynamo(client, table),
@@ -118,7 +123,9 @@ export async function dynamodbSetup(context: SetupContext): Promise<StoreSetup> 
       const own = open()
       const { client: counted, counter } = countingProxy(own as DynamoDBSendClient, COUNT)
       // The SDK's first call loads its command module and opens the socket: not part of the race.
-      const warm = await dynamoDBLockProvider({ client: own, tableName: table }).lock(lockConfiguration({ name: `${context.runId}-warm-${clients.length}`, lockAtMostFor: 60_000 }))
+      const warm = await dynamoDBLockProvider({ client: own, tableName: table }).lock(
+        lockConfiguration({ name: `${context.runId}-warm-${clients.length}`, lockAtMostFor: 60_000 }),
+      )
       await warm?.unlock()
       return { provider: dynamoDBLockProvider({ client: counted, tableName: table }), counter, close: async () => own.destroy() }
     },
@@ -134,7 +141,9 @@ export async function dynamodbSetup(context: SetupContext): Promise<StoreSetup> 
             client.send(
               new BatchWriteItemCommand({
                 RequestItems: {
-                  [spaceTable]: slice.map((name) => ({ PutRequest: { Item: { _id: { S: name }, lockUntil: { S: until }, lockedAt: { S: now }, lockedBy: { S: 'another-node' } } } })),
+                  [spaceTable]: slice.map((name) => ({
+                    PutRequest: { Item: { _id: { S: name }, lockUntil: { S: until }, lockedAt: { S: now }, lockedBy: { S: 'another-node' } } },
+                  })),
                 },
               }),
             ),

@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto'
-import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { type S3SendClient, s3LockProvider } from '../../src/providers/s3/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
@@ -9,7 +17,10 @@ const COUNT: CountSpec = { count: ['send'] }
 /** `SHEDLOCK_S3_URL`, by default the Ceph RGW that scripts/ceph-rgw.sh starts. */
 const ENDPOINT = process.env.SHEDLOCK_S3_URL ?? 'http://127.0.0.1:7480'
 // The throwaway test user of scripts/ceph-rgw.sh; never real credentials.
-const CREDENTIALS = { accessKeyId: process.env.SHEDLOCK_S3_ACCESS_KEY ?? 'shedlocktest', secretAccessKey: process.env.SHEDLOCK_S3_SECRET_KEY ?? 'shedlocktestsecret' }
+const CREDENTIALS = {
+  accessKeyId: process.env.SHEDLOCK_S3_ACCESS_KEY ?? 'shedlocktest',
+  secretAccessKey: process.env.SHEDLOCK_S3_SECRET_KEY ?? 'shedlocktestsecret',
+}
 const PREFIX = 'shedlock/'
 
 const statusOf = (error: unknown): number | undefined => (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
@@ -26,7 +37,13 @@ function rawS3(client: S3SendClient, bucket: string): RawOperations {
     const now = new Date().toISOString()
     try {
       const reply = (await client.send(
-        new PutObjectCommand({ Bucket: bucket, Key: key, Body: randomBytes(16), Metadata: { 'lock-until': new Date(until).toISOString(), 'locked-at': now, 'locked-by': owner }, ...condition }),
+        new PutObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          Body: randomBytes(16),
+          Metadata: { 'lock-until': new Date(until).toISOString(), 'locked-at': now, 'locked-by': owner },
+          ...condition,
+        }),
       )) as { ETag?: string }
       return (reply.ETag ?? '').replaceAll('"', '')
     } catch (error) {
@@ -93,7 +110,9 @@ export async function s3Setup(context: SetupContext): Promise<StoreSetup> {
   return {
     name: 's3',
     versions: { server: `Ceph RGW at ${ENDPOINT}`, client: `@aws-sdk/client-s3 ${packageVersion('@aws-sdk/client-s3')}, one client, maxAttempts 1` },
-    notes: ['Ceph RGW on a memstore OSD on this machine: a loopback HTTP server with no disk, so the figures are the client-side cost plus a fast local server, not S3\'s own latency (tens of ms per request)'],
+    notes: [
+      "Ceph RGW on a memstore OSD on this machine: a loopback HTTP server with no disk, so the figures are the client-side cost plus a fast local server, not S3's own latency (tens of ms per request)",
+    ],
     provider: provider(client),
     raw: rawS3(client, bucket),
     counted() {
@@ -117,7 +136,14 @@ export async function s3Setup(context: SetupContext): Promise<StoreSetup> {
           const until = new Date(Date.now() + 3_600_000).toISOString()
           const now = new Date().toISOString()
           await inParallel(names, 8, (name) =>
-            client.send(new PutObjectCommand({ Bucket: spaceBucket, Key: PREFIX + name, Body: randomBytes(16), Metadata: { 'lock-until': until, 'locked-at': now, 'locked-by': 'another-node' } })),
+            client.send(
+              new PutObjectCommand({
+                Bucket: spaceBucket,
+                Key: PREFIX + name,
+                Body: randomBytes(16),
+                Metadata: { 'lock-until': until, 'locked-at': now, 'locked-by': 'another-node' },
+              }),
+            ),
           )
         },
         drain: () => emptyBucket(spaceBucket),

@@ -77,7 +77,9 @@ export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
       return {
         provider: sqliteLockProvider({ database, tableName: spaceTable }),
         async fill(names) {
-          const insert = database.prepare(`INSERT INTO ${spaceTable} (name, lock_until, locked_at, locked_by) VALUES (?, strftime(${FORMAT}, 'now', '+3600 seconds'), ${NOW}, 'another-node')`)
+          const insert = database.prepare(
+            `INSERT INTO ${spaceTable} (name, lock_until, locked_at, locked_by) VALUES (?, strftime(${FORMAT}, 'now', '+3600 seconds'), ${NOW}, 'another-node')`,
+          )
           database.exec('BEGIN')
           for (const name of names) insert.run(name)
           database.exec('COMMIT')

@@ -106,7 +106,11 @@ export async function zookeeperSetup(context: SetupContext): Promise<StoreSetup>
 
   return {
     name: 'zookeeper',
-    versions: { server: 'ZooKeeper (version not queried: the four-letter words are off by default)', client: `node-zookeeper-client ${packageVersion('node-zookeeper-client')}, one session`, url },
+    versions: {
+      server: 'ZooKeeper (version not queried: the four-letter words are off by default)',
+      client: `node-zookeeper-client ${packageVersion('node-zookeeper-client')}, one session`,
+      url,
+    },
     notes: [],
     provider: zookeeperLockProvider({ client: zk, path: root }),
     raw: rawZooKeeper(zk, root),

@@ -90,10 +90,14 @@ export function checkName(prefix: string, name: string): void {
   const bad = UNLISTABLE.exec(name)
   if (bad) {
     const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`
-    throw new LockConfigurationError(`Lock ${shown()}: azure-blob cannot hold a name with the character ${code} (the container's listing cannot give it back); use a name without control characters`)
+    throw new LockConfigurationError(
+      `Lock ${shown()}: azure-blob cannot hold a name with the character ${code} (the container's listing cannot give it back); use a name without control characters`,
+    )
   }
   if (DOT_SEGMENT.test(prefix + name)) {
-    throw new LockConfigurationError(`Lock ${shown()}: azure-blob cannot hold a name with a "." or ".." path segment (the blob's URL resolves it, so two names would share one blob); use a name without one`)
+    throw new LockConfigurationError(
+      `Lock ${shown()}: azure-blob cannot hold a name with a "." or ".." path segment (the blob's URL resolves it, so two names would share one blob); use a name without one`,
+    )
   }
   if (prefix.length + name.length > MAX_NAME_CHARS) {
     throw nameTooLong(

@@ -14,7 +14,10 @@ const ODD_PASSWORD = 'S3cr:t p@ss/w%rd'
 const encoded = encodeURIComponent(ODD_PASSWORD)
 
 // Our own PostgreSQL (SCRAM for the secret user) and a Redis with requirepass: the URLs that work.
-const servers = await connectOrSkip('postgres', "servers of the fault suite's own", async () => ({ postgres: await startPostgres(), redis: await startRedis({ password: SECRET_PASSWORD }) }))
+const servers = await connectOrSkip('postgres', "servers of the fault suite's own", async () => ({
+  postgres: await startPostgres(),
+  redis: await startRedis({ password: SECRET_PASSWORD }),
+}))
 afterAll(async () => {
   await servers?.postgres.destroy()
   await servers?.redis.destroy()
@@ -54,7 +57,10 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     expect(existsSync(CLI), `${CLI} is missing: run "npm run build" first`).toBe(true)
     const s = servers!
     const commands = await urlCommands()
-    expect(commands.map((c) => c.command), 'commands that take --url').toContain('run')
+    expect(
+      commands.map((c) => c.command),
+      'commands that take --url',
+    ).toContain('run')
     const closed = await freePort()
     const urls = [
       { what: 'postgres, right password', url: `postgres://${SECRET_USER}:${SECRET_PASSWORD}@127.0.0.1:${s.postgres.port}/postgres`, secret: SECRET_PASSWORD },
@@ -71,7 +77,12 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     const runs: { label: string; args: string[]; env?: NodeJS.ProcessEnv; secret: string }[] = []
     for (const u of urls) {
       for (const c of commands) runs.push({ label: `${c.command} (${u.what})`, args: [c.command, '--url', u.url, ...c.args], secret: u.secret })
-      runs.push({ label: `run with SHEDLOCK_URL (${u.what})`, args: ['run', '--name', 'faults-secrets', '--lock-at-most-for', '10s', '--', process.execPath, '-e', '0'], env: { SHEDLOCK_URL: u.url }, secret: u.secret })
+      runs.push({
+        label: `run with SHEDLOCK_URL (${u.what})`,
+        args: ['run', '--name', 'faults-secrets', '--lock-at-most-for', '10s', '--', process.execPath, '-e', '0'],
+        env: { SHEDLOCK_URL: u.url },
+        secret: u.secret,
+      })
     }
     // Four at a time: each run is a Node process that loads a driver.
     const results: { label: string; code: number; output: string; secret: string }[] = []
@@ -87,6 +98,12 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     expect(results.filter((r) => r.output.trim() !== '').length, 'runs with output').toBeGreaterThan(results.length / 2)
     const locked = results.find((r) => r.label === 'run (postgres, right password)')
     expect(locked?.code, `run with the right postgres password:\n${locked?.output}`).toBe(0)
-    recordFigure({ store: 'cli', group: 'secrets', faults: 0, inputs: results.length + 1, note: `${results.length + 1} runs (init, then ${commands.map((c) => c.command).join(', ')}) with password URLs and SHEDLOCK_URL, NODE_DEBUG=shedlock: no password in the output` })
+    recordFigure({
+      store: 'cli',
+      group: 'secrets',
+      faults: 0,
+      inputs: results.length + 1,
+      note: `${results.length + 1} runs (init, then ${commands.map((c) => c.command).join(', ')}) with password URLs and SHEDLOCK_URL, NODE_DEBUG=shedlock: no password in the output`,
+    })
   }, 300_000)
 })

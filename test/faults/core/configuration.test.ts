@@ -9,10 +9,52 @@ const RUNS = 2_000
 const durationLike = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 20 }),
   fc
-    .array(fc.constantFrom('0', '1', '9', '15', '999999999999999999999', '.', ',', '-', '+', ' ', 'ms', 's', 'm', 'h', 'd', 'us', 'µs', 'ns', 'P', 'T', 'H', 'M', 'S', 'D', 'W', 'Y', 'e', 'E', 'Infinity', 'NaN', '0x', '_', '\0'), { maxLength: 8 })
+    .array(
+      fc.constantFrom(
+        '0',
+        '1',
+        '9',
+        '15',
+        '999999999999999999999',
+        '.',
+        ',',
+        '-',
+        '+',
+        ' ',
+        'ms',
+        's',
+        'm',
+        'h',
+        'd',
+        'us',
+        'µs',
+        'ns',
+        'P',
+        'T',
+        'H',
+        'M',
+        'S',
+        'D',
+        'W',
+        'Y',
+        'e',
+        'E',
+        'Infinity',
+        'NaN',
+        '0x',
+        '_',
+        '\0',
+      ),
+      { maxLength: 8 },
+    )
     .map((parts) => parts.join('')),
 )
-const anyDuration = fc.oneof(durationLike, fc.double(), fc.integer(), fc.constantFrom(Number.MAX_SAFE_INTEGER + 2, Number.MAX_SAFE_INTEGER - 1, '100000000d', -0, Number.EPSILON))
+const anyDuration = fc.oneof(
+  durationLike,
+  fc.double(),
+  fc.integer(),
+  fc.constantFrom(Number.MAX_SAFE_INTEGER + 2, Number.MAX_SAFE_INTEGER - 1, '100000000d', -0, Number.EPSILON),
+)
 
 describe('bad input: durations and lock configurations, property-based', () => {
   it(`parseDuration: ${RUNS} hostile inputs each give whole, safe, non-negative milliseconds or a LockConfigurationError quoting the input`, () => {
@@ -34,7 +76,13 @@ describe('bad input: durations and lock configurations, property-based', () => {
       }),
       { numRuns: RUNS },
     )
-    recordFigure({ store: 'core', group: 'bad-input', faults: 0, inputs: RUNS, note: `parseDuration: ${parsed} parsed, ${rejected} rejected (LockConfigurationError), nothing else` })
+    recordFigure({
+      store: 'core',
+      group: 'bad-input',
+      faults: 0,
+      inputs: RUNS,
+      note: `parseDuration: ${parsed} parsed, ${rejected} rejected (LockConfigurationError), nothing else`,
+    })
   })
 
   it('parseDuration: every documented form parses to what it says', () => {
@@ -80,6 +128,12 @@ describe('bad input: durations and lock configurations, property-based', () => {
       { numRuns: RUNS },
     )
     expect(valid, 'some random configurations must be valid, or the property proves nothing').toBeGreaterThan(0)
-    recordFigure({ store: 'core', group: 'bad-input', faults: 0, inputs: RUNS, note: `lockConfiguration: ${valid} valid, ${rejected} rejected (LockConfigurationError naming the lock)` })
+    recordFigure({
+      store: 'core',
+      group: 'bad-input',
+      faults: 0,
+      inputs: RUNS,
+      note: `lockConfiguration: ${valid} valid, ${rejected} rejected (LockConfigurationError naming the lock)`,
+    })
   })
 })

@@ -288,7 +288,10 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
             expect(counted.duplicates, 'slot mode: runs of a slot beyond its first').toBe(0)
             expect(counted.missing, 'slot mode: slots that never ran').toBe(0)
             // Of each slot's three attempts, one claimed it (and ran it, or found the lock held); two found it done.
-            expect(tallies.reduce((sum, t) => sum + t.slotDone, 0), 'slot mode: attempts that found their slot done').toBe(2 * SKEW_SLOTS)
+            expect(
+              tallies.reduce((sum, t) => sum + t.slotDone, 0),
+              'slot mode: attempts that found their slot done',
+            ).toBe(2 * SKEW_SLOTS)
           }
           const figures: SlotFigures = { mode, slots: SKEW_SLOTS, runsPerNode: counted.runsPerNode, duplicates: counted.duplicates, missing: counted.missing }
           recordFigure({
@@ -311,7 +314,10 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
           const index = missed!.configurations.findIndex((c) => c.store === store && c.policy === policy)
           return { policy, index, counted: countRuns(missed!.executions, missed!.configurations[index]!.name, missed!.slots, nodes) }
         })
-        noDoubleRunInAnyAttempt('runs of a slot beyond its first', counts.reduce((sum, c) => sum + c.counted.duplicates, 0))
+        noDoubleRunInAnyAttempt(
+          'runs of a slot beyond its first',
+          counts.reduce((sum, c) => sum + c.counted.duplicates, 0),
+        )
         for (const { policy, index, counted } of counts) {
           for (const node of FIRST) expect(missed.tallies[node]![index]!.errors, `${policy}: store errors on ${node}`).toEqual([])
           const catchUps = RESTARTING.map((node) => missed!.catchUps[node]![index]!)
@@ -344,7 +350,13 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
             store: store.label,
             group: 'slot-missed',
             faults: 1,
-            slots: { mode: policy, slots: down.length, runsPerNode: counted.runsPerNode, duplicates: counted.duplicates, missing: expected.filter((slot) => counted.perSlot.get(slot) === 0).length },
+            slots: {
+              mode: policy,
+              slots: down.length,
+              runsPerNode: counted.runsPerNode,
+              duplicates: counted.duplicates,
+              missing: expected.filter((slot) => counted.perSlot.get(slot) === 0).length,
+            },
             note: `${policy}: ${down.length} slots missed, ${ranDown.length} caught up; runs per node ${JSON.stringify(counted.runsPerNode)}; outcomes ${catchUps.map((c) => c.outcome).join(' and ')}`,
           })
         }
@@ -367,7 +379,9 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
           if (c.store !== store) continue
           const folded = Object.entries(missed.catchUps).flatMap(([node, reports]) => {
             const r = reports[index]!
-            return c.policy === 'once' && r.outcome === 'ran' ? r.missed!.filter((slot) => !r.ran!.includes(slot)).map((slot) => line(slot, node, 'skipped')) : []
+            return c.policy === 'once' && r.outcome === 'ran'
+              ? r.missed!.filter((slot) => !r.ran!.includes(slot)).map((slot) => line(slot, node, 'skipped'))
+              : []
           })
           if (c.policy === 'once') expect(folded, 'the once catch-up folds four missed slots').toHaveLength(4)
           tasks.push({
@@ -395,7 +409,12 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
           expect(got, `the run ledger of ${task.name} against the proof's ledger`).toEqual([...task.expected].sort())
           read += got.length
         }
-        recordFigure({ store: store.label, group: 'slot-history', faults: 0, note: `shedlock history --json: ${read} runs of ${tasks.length} tasks, each equal to the proof's ledger per node and per slot` })
+        recordFigure({
+          store: store.label,
+          group: 'slot-history',
+          faults: 0,
+          note: `shedlock history --json: ${read} runs of ${tasks.length} tasks, each equal to the proof's ledger per node and per slot`,
+        })
       })
 
       it('health: shedlock status --stale NAME=AGE --json exits 1 for a task with only failures, 0 for one that just succeeded', async () => {
@@ -407,9 +426,12 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
           const succeeding = `health-ok-${store.sut.store}-${id}`
           for (let i = 0; i < 2; i++) {
             await expect(
-              executor.executeWithLock(() => {
-                throw new TypeError(`report ${i} failed`)
-              }, { name: failing, lockAtMostFor: '10s' }),
+              executor.executeWithLock(
+                () => {
+                  throw new TypeError(`report ${i} failed`)
+                },
+                { name: failing, lockAtMostFor: '10s' },
+              ),
             ).rejects.toThrow(TypeError)
           }
           await executor.executeWithLock(() => {}, { name: succeeding, lockAtMostFor: '10s' })
@@ -417,10 +439,23 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
             cli(['status', ...store.cli, '--stale', `${failing}=1h`, '--json']),
             cli(['status', ...store.cli, '--stale', `${succeeding}=1h`, '--json']),
           ])
-          type Status = { tasks: { name: string; state: string; consecutiveFailures: number; lastSuccess: unknown; lastFailure: { error: { type: string; message: string } } | null }[] }
+          type Status = {
+            tasks: {
+              name: string
+              state: string
+              consecutiveFailures: number
+              lastSuccess: unknown
+              lastFailure: { error: { type: string; message: string } } | null
+            }[]
+          }
           expect(stale.code, `status --stale ${failing}=1h: ${stale.stderr}`).toBe(1)
           const failingTask = (JSON.parse(stale.stdout) as Status).tasks.find((t) => t.name === failing)
-          expect(failingTask).toMatchObject({ state: 'stale', consecutiveFailures: 2, lastSuccess: null, lastFailure: { error: { type: 'TypeError', message: 'report 1 failed' } } })
+          expect(failingTask).toMatchObject({
+            state: 'stale',
+            consecutiveFailures: 2,
+            lastSuccess: null,
+            lastFailure: { error: { type: 'TypeError', message: 'report 1 failed' } },
+          })
           expect(fresh.code, `status --stale ${succeeding}=1h: ${fresh.stderr}`).toBe(0)
           expect((JSON.parse(fresh.stdout) as Status).tasks.find((t) => t.name === succeeding)).toMatchObject({ state: 'ok', consecutiveFailures: 0 })
         } finally {

@@ -47,7 +47,8 @@ describe('azure-blob options', () => {
     {
       option: 'prefix',
       // The tripwire client stands for the ContainerClient; only its container name is a value.
-      build: (prefix, client) => azureBlobLockProvider({ containerClient: Object.assign(Object.create(client as object) as object, { containerName: 'locks' }) as never, prefix }),
+      build: (prefix, client) =>
+        azureBlobLockProvider({ containerClient: Object.assign(Object.create(client as object) as object, { containerName: 'locks' }) as never, prefix }),
       safe: (v) => !UNSAFE_PREFIX.test(v) && v.length < 1023,
     },
   ])

@@ -29,6 +29,10 @@ describe('dynamodb options', () => {
   hostileOptions('dynamodb', [
     { option: 'tableName', build: (tableName, client) => dynamoDBLockProvider({ client, tableName }), safe: (v) => TABLE.test(v) },
     // Used only as a key of the Key map, never inside an expression: any 1-255 byte name is safe.
-    { option: 'partitionKey', build: (partitionKey, client) => dynamoDBLockProvider({ client, tableName: 'Shedlock', partitionKey }), safe: (v) => v !== '' && Buffer.byteLength(v) <= 255 },
+    {
+      option: 'partitionKey',
+      build: (partitionKey, client) => dynamoDBLockProvider({ client, tableName: 'Shedlock', partitionKey }),
+      safe: (v) => v !== '' && Buffer.byteLength(v) <= 255,
+    },
   ])
 })

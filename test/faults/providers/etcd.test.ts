@@ -22,5 +22,7 @@ describe.skipIf(!etcd)('etcd', () => {
 })
 
 describe('etcd options', () => {
-  hostileOptions('etcd', [{ option: 'environment', build: (environment, client) => etcdLockProvider({ client, environment }), safe: (v) => v !== '' && !v.includes(':') }])
+  hostileOptions('etcd', [
+    { option: 'environment', build: (environment, client) => etcdLockProvider({ client, environment }), safe: (v) => v !== '' && !v.includes(':') },
+  ])
 })

@@ -24,6 +24,10 @@ describe.skipIf(!memcached)('memcached (not extensible: no keep-alive)', () => {
 
 describe('memcached options', () => {
   hostileOptions('memcached', [
-    { option: 'environment', build: (environment, client) => memcachedLockProvider({ client, environment }), safe: (v) => v !== '' && !/[\x00-\x20\x7f:]/.test(v) },
+    {
+      option: 'environment',
+      build: (environment, client) => memcachedLockProvider({ client, environment }),
+      safe: (v) => v !== '' && !/[\x00-\x20\x7f:]/.test(v),
+    },
   ])
 })

@@ -32,5 +32,8 @@ describe.skipIf(!mysql)('mysql/mariadb (app time)', () => {
 })
 
 describe('mysql options', () => {
-  hostileOptions('mysql', sqlHostileOptions((options, client) => mysqlLockProvider({ client, ...options })))
+  hostileOptions(
+    'mysql',
+    sqlHostileOptions((options, client) => mysqlLockProvider({ client, ...options })),
+  )
 })

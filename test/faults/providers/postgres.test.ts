@@ -32,5 +32,8 @@ describe.skipIf(!postgres)('postgres (app time)', () => {
 })
 
 describe('postgres options', () => {
-  hostileOptions('postgres', sqlHostileOptions((options, client) => postgresLockProvider({ client, ...options })))
+  hostileOptions(
+    'postgres',
+    sqlHostileOptions((options, client) => postgresLockProvider({ client, ...options })),
+  )
 })

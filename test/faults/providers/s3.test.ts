@@ -38,6 +38,10 @@ describe('s3 options', () => {
   hostileOptions('s3', [
     { option: 'bucket', build: (bucket, client) => s3LockProvider({ client, bucket }), safe: (v) => BUCKET.test(v) },
     // A key prefix is a plain string in a key, never a path: any well-formed one is safe.
-    { option: 'prefix', build: (prefix, client) => s3LockProvider({ client, bucket: 'locks', prefix }), safe: (v) => !UNSAFE_PREFIX.test(v) && Buffer.byteLength(v) < 1023 },
+    {
+      option: 'prefix',
+      build: (prefix, client) => s3LockProvider({ client, bucket: 'locks', prefix }),
+      safe: (v) => !UNSAFE_PREFIX.test(v) && Buffer.byteLength(v) < 1023,
+    },
   ])
 })

@@ -43,5 +43,8 @@ describe.skipIf(!sqlite)('sqlite (app time)', () => {
 })
 
 describe('sqlite options', () => {
-  hostileOptions('sqlite', sqlHostileOptions((options, database) => sqliteLockProvider({ database, ...options })))
+  hostileOptions(
+    'sqlite',
+    sqlHostileOptions((options, database) => sqliteLockProvider({ database, ...options })),
+  )
 })

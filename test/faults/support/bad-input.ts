@@ -142,7 +142,10 @@ export function badLockNames(sut: Sut, runs = 60): void {
             outcomes[expectTyped(first.error, a)]++
             return
           }
-          assert.ok(first.lock, `lock(${JSON.stringify(a)}) answered "held" though no node holds that name: it shares a record with another name (${SENTINEL}?)`)
+          assert.ok(
+            first.lock,
+            `lock(${JSON.stringify(a)}) answered "held" though no node holds that name: it shares a record with another name (${SENTINEL}?)`,
+          )
           held.push(first.lock)
           outcomes.locked++
           expect(await s.isHeld(a), `the store shows no lock for ${JSON.stringify(a)} after lock() succeeded`).toBe(true)
@@ -221,7 +224,21 @@ const hostileOptionValue = fc.oneof(
   metaString,
   fc.string({ unit: 'binary', maxLength: 30 }),
   fc.tuple(fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,10}$/), metaString).map(([plain, meta]) => plain + meta),
-  fc.constantFrom('shedlock; DROP TABLE users', 'a.b.c', '"quoted"', '', 'x'.repeat(64), 'ops.shedlock', 'a:b', '/zookeeper/x', '/a/../b', '/a//b', '/a/', 'job-lock', 'arn:aws:dynamodb:us-east-1:1:table/x'),
+  fc.constantFrom(
+    'shedlock; DROP TABLE users',
+    'a.b.c',
+    '"quoted"',
+    '',
+    'x'.repeat(64),
+    'ops.shedlock',
+    'a:b',
+    '/zookeeper/x',
+    '/a/../b',
+    '/a//b',
+    '/a/',
+    'job-lock',
+    'arn:aws:dynamodb:us-east-1:1:table/x',
+  ),
 )
 
 /**
@@ -256,6 +273,12 @@ export function hostileOptions(store: string, options: HostileOption[], runs = 3
         { numRuns: runs },
       )
     }
-    recordFigure({ store, group: 'bad-input', faults: 0, inputs: rejected + accepted, note: `${rejected + accepted} hostile option values: ${rejected} rejected before any call, ${accepted} accepted (all safe)` })
+    recordFigure({
+      store,
+      group: 'bad-input',
+      faults: 0,
+      inputs: rejected + accepted,
+      note: `${rejected + accepted} hostile option values: ${rejected} rejected before any call, ${accepted} accepted (all safe)`,
+    })
   })
 }

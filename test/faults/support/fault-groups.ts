@@ -89,7 +89,7 @@ export function holderKilled(sut: Sut): void {
     }
     const acquired = attempts.find((a) => a.acquired)
     const refusedWhileHeld = attempts.filter((a) => !a.acquired && a.answeredAt < until - s.facts.earlyMs).length
-    expect(refusedWhileHeld, 'attempts refused while the dead holder\'s lock lasted').toBeGreaterThanOrEqual(5)
+    expect(refusedWhileHeld, "attempts refused while the dead holder's lock lasted").toBeGreaterThanOrEqual(5)
     assert.ok(acquired, `no node got the lock within ${deadline - until} ms after lockAtMostUntil`)
     expect(acquired.answeredAt, 'acquired before lockAtMostUntil (ms before it)').toBeGreaterThanOrEqual(until - s.facts.earlyMs)
     const firstDue = attempts.find((a) => a.sentAt >= latestDeadline + s.facts.lateMs)
@@ -249,7 +249,9 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
         `${o.what}: ${failures.length} attempts while down rejected (LockProviderError), 0 tasks ran; ` +
         `same executor locked again ${recoveredAt - upAt} ms after the store was back (attempt ${attempts}); ` +
         `lock held through the outage: ${kept ? 'kept' : 'forgotten'}` +
-        (remaining === undefined ? '' : `, ${Math.round(remaining / 1000)} s left vs ${Math.round(expectedRemaining / 1000)} s expected${extended ? ' (the store restarted its TTL)' : ''}`),
+        (remaining === undefined
+          ? ''
+          : `, ${Math.round(remaining / 1000)} s left vs ${Math.round(expectedRemaining / 1000)} s expected${extended ? ' (the store restarted its TTL)' : ''}`),
     })
   }, 120_000)
 }
@@ -269,7 +271,10 @@ const RELEASE_GRACE_MS = 5_000
  *   and its release fails or gets no answer.
  */
 export function networkCut(sut: Sut, mode: CutMode, options: { keepAlive?: boolean } = {}): void {
-  const what = options.keepAlive === false ? `network cut (${mode}) as a plain lock's task ends: the release failure is reported, executeWithLock settles, nothing unhandled` : `network cut (${mode}) mid-task: keep-alive fails, the signal fires in time, the unlock failure is reported, nothing unhandled`
+  const what =
+    options.keepAlive === false
+      ? `network cut (${mode}) as a plain lock's task ends: the release failure is reported, executeWithLock settles, nothing unhandled`
+      : `network cut (${mode}) mid-task: keep-alive fails, the signal fires in time, the unlock failure is reported, nothing unhandled`
   it(what, async () => {
     const s = sut()
     const proxy = await TcpProxy.start(s.server!.port)
@@ -357,7 +362,16 @@ export function clockSkew(sut: Sut): void {
         },
         { name, lockAtMostFor, lockAtLeastFor },
       )
-      return { done, running: Promise.race([running, done.then(() => undefined, () => undefined)]) }
+      return {
+        done,
+        running: Promise.race([
+          running,
+          done.then(
+            () => undefined,
+            () => undefined,
+          ),
+        ]),
+      }
     }
 
     // (a) S fires while H's task runs, H's lock having 10 s left: less than the skew.
@@ -409,7 +423,9 @@ export function clockSkew(sut: Sut): void {
 
     // Unmitigated app time shows the stated risk on purpose; anything else is a double run.
     const doubleRuns =
-      (appTime ? 0 : Number(concurrent) + Math.max(0, ...shortAtLeast.map((n) => n - 1))) + Number(concurrentMitigated) + Math.max(0, ...longAtLeast.map((n) => n - 1))
+      (appTime ? 0 : Number(concurrent) + Math.max(0, ...shortAtLeast.map((n) => n - 1))) +
+      Number(concurrentMitigated) +
+      Math.max(0, ...longAtLeast.map((n) => n - 1))
     noDoubleRunInAnyAttempt('double runs under a skewed clock', doubleRuns)
     if (appTime) {
       expect(concurrent, 'app time: the node 30 s ahead ran the task while its holder still ran (the stated risk)').toBe(true)
@@ -437,7 +453,7 @@ export function clockSkew(sut: Sut): void {
  * another node takes the lock; the first task's late release leaves the new holder's lock as it is.
  */
 export function taskOutlivesLock(sut: Sut): void {
-  it('task outlives lockAtMostFor: the signal fires at lockAtMostUntil, and the late unlock leaves the next holder\'s lock alone', async () => {
+  it("task outlives lockAtMostFor: the signal fires at lockAtMostUntil, and the late unlock leaves the next holder's lock alone", async () => {
     const s = sut()
     const lockAtMostFor = Math.max(2_000, s.facts.minLockMs)
     const name = `outlives-${suffix()}`
@@ -484,7 +500,7 @@ export function taskOutlivesLock(sut: Sut): void {
     noDoubleRunInAnyAttempt('locks taken while another node held one', third === undefined ? 0 : 1)
     expect(aOutcome.executed).toBe(true)
     assert.ok(bLock, 'no other node got the lock after lockAtMostFor')
-    assert.ok(abortedAt !== undefined, 'the task\'s signal never fired')
+    assert.ok(abortedAt !== undefined, "the task's signal never fired")
     expect(abortReason).toBeInstanceOf(LockLostError)
     expect(abortedAt, 'signal fired before lockAtMostUntil').toBeGreaterThanOrEqual(until)
     expect(abortedAt - until, 'signal fired late (ms)').toBeLessThanOrEqual(TIMER_SLACK_MS)
@@ -492,11 +508,16 @@ export function taskOutlivesLock(sut: Sut): void {
     expect(bAcquiredAt, 'the next node got the lock before lockAtMostUntil').toBeGreaterThanOrEqual(until - s.facts.earlyMs)
 
     // B's record must be exactly as B wrote it.
-    expect(recordAfterLateUnlock, 'the late unlock changed the next holder\'s record').toBe(bRecord)
+    expect(recordAfterLateUnlock, "the late unlock changed the next holder's record").toBe(bRecord)
     expect(await s.isHeld(name)).toBe(true)
     expect(third, 'a third node got the lock the late unlock should have left alone').toBeUndefined()
     await bLock.unlock()
-    recordFigure({ store: s.label, group: 'outlives', faults: 1, note: `signal ${abortedAt - until} ms after lockAtMostUntil; next holder in ${bAcquiredAt - until} ms; its lock survived the late unlock` })
+    recordFigure({
+      store: s.label,
+      group: 'outlives',
+      faults: 1,
+      note: `signal ${abortedAt - until} ms after lockAtMostUntil; next holder in ${bAcquiredAt - until} ms; its lock survived the late unlock`,
+    })
   }, 60_000)
 }
 
@@ -530,58 +551,72 @@ const HEAP_SLOPE_LIMIT = 64 * 1024
  * as an unhandled rejection, and that no process's heap kept growing.
  */
 export function soak(sut: Sut): void {
-  it(`soak: ${SOAK_PROCESSES} processes x ${SOAK_NAMES} names x ${1000 / SOAK_PERIOD_MS}/s for ${SOAK_SECONDS} s after a ${SOAK_WARMUP_SECONDS} s warm-up: no overlap, spread over nodes, flat heaps`, async () => {
-    const s = sut()
-    const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-soak-'))
-    const workers: WorkerProcess[] = []
-    try {
-      const names = Array.from({ length: SOAK_NAMES }, (_, i) => `soak-${suffix()}-${i}`)
-      const ledgers: Record<string, string> = {}
-      for (let i = 0; i < SOAK_PROCESSES; i++) {
-        const node = `n${i}`
-        ledgers[node] = join(dir, `${node}.ledger`)
-        workers.push(WorkerProcess.start({ mode: 'soak', node, spec: s.spec({ poolSize: 5 }), names, seconds: SOAK_TOTAL_SECONDS, periodMs: SOAK_PERIOD_MS, ledger: ledgers[node] }))
+  it(
+    `soak: ${SOAK_PROCESSES} processes x ${SOAK_NAMES} names x ${1000 / SOAK_PERIOD_MS}/s for ${SOAK_SECONDS} s after a ${SOAK_WARMUP_SECONDS} s warm-up: no overlap, spread over nodes, flat heaps`,
+    async () => {
+      const s = sut()
+      const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-soak-'))
+      const workers: WorkerProcess[] = []
+      try {
+        const names = Array.from({ length: SOAK_NAMES }, (_, i) => `soak-${suffix()}-${i}`)
+        const ledgers: Record<string, string> = {}
+        for (let i = 0; i < SOAK_PROCESSES; i++) {
+          const node = `n${i}`
+          ledgers[node] = join(dir, `${node}.ledger`)
+          workers.push(
+            WorkerProcess.start({
+              mode: 'soak',
+              node,
+              spec: s.spec({ poolSize: 5 }),
+              names,
+              seconds: SOAK_TOTAL_SECONDS,
+              periodMs: SOAK_PERIOD_MS,
+              ledger: ledgers[node],
+            }),
+          )
+        }
+        await Promise.all(workers.map((w) => w.next('ready', 60_000)))
+        const startAt = Date.now() + 1_000
+        for (const w of workers) w.send({ startAt })
+        const reports = await Promise.all(workers.map((w) => w.next('report', SOAK_TOTAL_SECONDS * 1000 + 90_000)))
+        await Promise.all(workers.map((w) => w.exited))
+
+        const { executions, malformed } = readLedgers(ledgers)
+        const check = checkLedger(executions, malformed)
+        // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
+        noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
+        const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
+        const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)
+        const steadyFrom = startAt + Math.max(SOAK_WARMUP_SECONDS, SOAK_TOTAL_SECONDS / 2) * 1000
+        const slopes = reports.map((r) => heapSlope(r.heap as { at: number; heapUsed: number }[], steadyFrom))
+        const errors = reports.flatMap((r) => Object.entries(r.errors as Record<string, number>))
+        for (const [i, r] of reports.entries()) expectNoEscapes(r.problems as WorkerProblems, `soak worker n${i}`)
+
+        const perNode = Object.values(check.perNode)
+        const planned = SOAK_PROCESSES * SOAK_NAMES * SOAK_TOTAL_SECONDS * (1000 / SOAK_PERIOD_MS)
+        const summary =
+          `${check.executions} executions checked, ${check.overlaps.length} overlaps; fires ${total('fires')}/${planned} planned ` +
+          `(${total('busy')} skipped while the node's previous attempt was pending), ${total('notAcquired')} not acquired, ${total('errors')} errors; ` +
+          `executions per node ${Math.min(...perNode)}-${Math.max(...perNode)}; heap growth per process ${Math.round(Math.max(...slopes) / 1024)} KB/s at most`
+        recordFigure({ store: s.label, group: 'soak', faults: 0, executions: check.executions, overlaps: check.overlaps.length, note: summary })
+
+        expect(check.overlaps.slice(0, 5), `overlapping executions (${summary})`).toEqual([])
+        expect(check.unfinished, 'executions without an end').toBe(0)
+        expect(check.malformed, 'malformed ledger lines').toBe(0)
+        expect(check.executions, 'executions recorded vs executions the workers counted').toBe(total('executed'))
+        expect(check.executions).toBeGreaterThan(SOAK_NAMES * SOAK_TOTAL_SECONDS)
+        expect(Object.keys(check.perNode).sort(), 'nodes that ran tasks').toEqual(Object.keys(ledgers).sort())
+        expect(Math.min(...perNode), 'executions of the least used node').toBeGreaterThanOrEqual(check.executions / SOAK_PROCESSES / 10)
+        expect(Object.keys(check.perName)).toHaveLength(SOAK_NAMES)
+        expect(total('errors') / total('fires'), `share of failed attempts (${errors.map(([m, n]) => `${n}x ${m}`).join('; ')})`).toBeLessThan(0.005)
+        for (const [i, slope] of slopes.entries()) expect(slope, `heap growth of n${i} in bytes/s`).toBeLessThan(HEAP_SLOPE_LIMIT)
+      } finally {
+        await Promise.all(workers.map((w) => w.kill()))
+        rmSync(dir, { recursive: true, force: true })
       }
-      await Promise.all(workers.map((w) => w.next('ready', 60_000)))
-      const startAt = Date.now() + 1_000
-      for (const w of workers) w.send({ startAt })
-      const reports = await Promise.all(workers.map((w) => w.next('report', SOAK_TOTAL_SECONDS * 1000 + 90_000)))
-      await Promise.all(workers.map((w) => w.exited))
-
-      const { executions, malformed } = readLedgers(ledgers)
-      const check = checkLedger(executions, malformed)
-      // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
-      noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
-      const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
-      const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)
-      const steadyFrom = startAt + Math.max(SOAK_WARMUP_SECONDS, SOAK_TOTAL_SECONDS / 2) * 1000
-      const slopes = reports.map((r) => heapSlope(r.heap as { at: number; heapUsed: number }[], steadyFrom))
-      const errors = reports.flatMap((r) => Object.entries(r.errors as Record<string, number>))
-      for (const [i, r] of reports.entries()) expectNoEscapes(r.problems as WorkerProblems, `soak worker n${i}`)
-
-      const perNode = Object.values(check.perNode)
-      const planned = SOAK_PROCESSES * SOAK_NAMES * SOAK_TOTAL_SECONDS * (1000 / SOAK_PERIOD_MS)
-      const summary =
-        `${check.executions} executions checked, ${check.overlaps.length} overlaps; fires ${total('fires')}/${planned} planned ` +
-        `(${total('busy')} skipped while the node's previous attempt was pending), ${total('notAcquired')} not acquired, ${total('errors')} errors; ` +
-        `executions per node ${Math.min(...perNode)}-${Math.max(...perNode)}; heap growth per process ${Math.round(Math.max(...slopes) / 1024)} KB/s at most`
-      recordFigure({ store: s.label, group: 'soak', faults: 0, executions: check.executions, overlaps: check.overlaps.length, note: summary })
-
-      expect(check.overlaps.slice(0, 5), `overlapping executions (${summary})`).toEqual([])
-      expect(check.unfinished, 'executions without an end').toBe(0)
-      expect(check.malformed, 'malformed ledger lines').toBe(0)
-      expect(check.executions, 'executions recorded vs executions the workers counted').toBe(total('executed'))
-      expect(check.executions).toBeGreaterThan(SOAK_NAMES * SOAK_TOTAL_SECONDS)
-      expect(Object.keys(check.perNode).sort(), 'nodes that ran tasks').toEqual(Object.keys(ledgers).sort())
-      expect(Math.min(...perNode), 'executions of the least used node').toBeGreaterThanOrEqual(check.executions / SOAK_PROCESSES / 10)
-      expect(Object.keys(check.perName)).toHaveLength(SOAK_NAMES)
-      expect(total('errors') / total('fires'), `share of failed attempts (${errors.map(([m, n]) => `${n}x ${m}`).join('; ')})`).toBeLessThan(0.005)
-      for (const [i, slope] of slopes.entries()) expect(slope, `heap growth of n${i} in bytes/s`).toBeLessThan(HEAP_SLOPE_LIMIT)
-    } finally {
-      await Promise.all(workers.map((w) => w.kill()))
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }, SOAK_TOTAL_SECONDS * 1000 + 180_000)
+    },
+    SOAK_TOTAL_SECONDS * 1000 + 180_000,
+  )
 }
 
 /** Calls `read` until it resolves, every 250 ms for up to 20 s. */

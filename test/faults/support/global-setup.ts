@@ -38,13 +38,17 @@ export default function setup(project: TestProject): () => void {
       overlaps += f.overlaps ?? 0
     }
     const perStore = [...faults].map(([store, n]) => `${store} ${n}`).join(', ') || 'none'
-    console.log(`\nshedlock fault suite: faults injected per store: ${perStore}; hostile inputs tried: ${inputs}; soak executions checked: ${executions}; overlaps found: ${overlaps}\n`)
+    console.log(
+      `\nshedlock fault suite: faults injected per store: ${perStore}; hostile inputs tried: ${inputs}; soak executions checked: ${executions}; overlaps found: ${overlaps}\n`,
+    )
     const slots = figures.filter((f) => f.slots)
     if (slots.length > 0) {
       console.log('slot proofs (docs/slots.md): store, proof, mode: slots, runs per node, duplicates, missing')
       for (const f of slots) {
         const s = f.slots!
-        const perNode = Object.entries(s.runsPerNode).map(([node, runs]) => `${node} ${runs}`).join(', ')
+        const perNode = Object.entries(s.runsPerNode)
+          .map(([node, runs]) => `${node} ${runs}`)
+          .join(', ')
         console.log(`  ${f.store}, ${f.group}, ${s.mode}: ${s.slots} slots, runs per node ${perNode}; ${s.duplicates} duplicates, ${s.missing} missing`)
       }
       console.log('')

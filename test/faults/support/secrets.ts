@@ -74,5 +74,10 @@ async function checkSecrets(store: string, password: string, list: SecretCase[])
   ] as const) {
     expect(text.includes(password), `the password appears in the worker's ${what}:\n${text}`).toBe(false)
   }
-  recordFigure({ store, group: 'secrets', faults: list.length * 2, note: `${list.length} failing password-bearing connections (${list.map((c) => c.what).join('; ')}): ${checked} error texts and ${worker.stderr.split('\n').length} debug log lines, no password` })
+  recordFigure({
+    store,
+    group: 'secrets',
+    faults: list.length * 2,
+    note: `${list.length} failing password-bearing connections (${list.map((c) => c.what).join('; ')}): ${checked} error texts and ${worker.stderr.split('\n').length} debug log lines, no password`,
+  })
 }

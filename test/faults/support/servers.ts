@@ -208,7 +208,11 @@ export async function startPostgres(): Promise<OwnServer> {
   if (uid !== undefined) chownSync(dir, uid, gid!)
   const data = join(dir, 'data')
   const asUser = uid === undefined ? {} : { uid, gid }
-  execFileSync(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'], { ...asUser, stdio: 'ignore', cwd: dir })
+  execFileSync(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'], {
+    ...asUser,
+    stdio: 'ignore',
+    cwd: dir,
+  })
   writeFileSync(
     join(data, 'pg_hba.conf'),
     ['local all all trust', `host all ${SECRET_USER} 127.0.0.1/32 scram-sha-256`, 'host all all 127.0.0.1/32 trust', ''].join('\n'),
@@ -220,14 +224,35 @@ export async function startPostgres(): Promise<OwnServer> {
     port,
     dir,
     command: join(bin, 'postgres'),
-    args: ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300', '-c', 'shared_buffers=32MB'],
+    args: [
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-k',
+      dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'fsync=off',
+      '-c',
+      'full_page_writes=off',
+      '-c',
+      'max_connections=300',
+      '-c',
+      'shared_buffers=32MB',
+    ],
     ready: async () => spawnSync(join(bin, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port), '-U', 'postgres']).status === 0,
     softSignal: 'SIGINT',
     hardSignal: 'SIGQUIT',
     ...asUser,
   })
   await server.start()
-  execFileSync(join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-qc', `CREATE USER ${SECRET_USER} PASSWORD '${SECRET_PASSWORD}' SUPERUSER`], { stdio: 'ignore' })
+  execFileSync(
+    join(bin, 'psql'),
+    ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-qc', `CREATE USER ${SECRET_USER} PASSWORD '${SECRET_PASSWORD}' SUPERUSER`],
+    { stdio: 'ignore' },
+  )
   return server
 }
 
@@ -241,7 +266,11 @@ export async function startMariaDb(): Promise<OwnServer> {
   const data = join(dir, 'data')
   mkdirSync(data)
   const asRoot = process.getuid?.() === 0 ? ['--user=root'] : []
-  execFileSync('mariadb-install-db', ['--no-defaults', `--datadir=${data}`, ...asRoot, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve'], { stdio: 'ignore', cwd: dir })
+  execFileSync(
+    'mariadb-install-db',
+    ['--no-defaults', `--datadir=${data}`, ...asRoot, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve'],
+    { stdio: 'ignore', cwd: dir },
+  )
   const port = await freePort()
   const server = new ProcessServer({
     store: 'mysql',
@@ -294,7 +323,14 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<OwnS
   const args = ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--save', '', '--maxmemory-policy', 'noeviction']
   args.push(...(options.persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']))
   if (options.password) args.push('--requirepass', options.password)
-  const server = new ProcessServer({ store: 'redis', port, dir, command: 'redis-server', args, ready: async () => /^[+-](PONG|NOAUTH)/.test(await ask(port, 'PING\r\n')) })
+  const server = new ProcessServer({
+    store: 'redis',
+    port,
+    dir,
+    command: 'redis-server',
+    args,
+    ready: async () => /^[+-](PONG|NOAUTH)/.test(await ask(port, 'PING\r\n')),
+  })
   await server.start()
   return server
 }
@@ -369,14 +405,32 @@ export async function startZooKeeper(): Promise<OwnServer> {
   const port = await freePort()
   writeFileSync(
     join(dir, 'zoo.cfg'),
-    [`tickTime=2000`, `dataDir=${join(dir, 'data')}`, `clientPort=${port}`, 'clientPortAddress=127.0.0.1', 'admin.enableServer=false', '4lw.commands.whitelist=ruok', 'maxClientCnxns=0', ''].join('\n'),
+    [
+      `tickTime=2000`,
+      `dataDir=${join(dir, 'data')}`,
+      `clientPort=${port}`,
+      'clientPortAddress=127.0.0.1',
+      'admin.enableServer=false',
+      '4lw.commands.whitelist=ruok',
+      'maxClientCnxns=0',
+      '',
+    ].join('\n'),
   )
   const server = new ProcessServer({
     store: 'zookeeper',
     port,
     dir,
     command: 'java',
-    args: ['-Xmx192m', '-XX:+UseSerialGC', '-XX:-UsePerfData', '-Dzookeeper.root.logger=INFO,CONSOLE', '-cp', '/etc/zookeeper/conf:/usr/share/java/zookeeper.jar', 'org.apache.zookeeper.server.ZooKeeperServerMain', join(dir, 'zoo.cfg')],
+    args: [
+      '-Xmx192m',
+      '-XX:+UseSerialGC',
+      '-XX:-UsePerfData',
+      '-Dzookeeper.root.logger=INFO,CONSOLE',
+      '-cp',
+      '/etc/zookeeper/conf:/usr/share/java/zookeeper.jar',
+      'org.apache.zookeeper.server.ZooKeeperServerMain',
+      join(dir, 'zoo.cfg'),
+    ],
     ready: async () => (await ask(port, 'ruok', 1000)) === 'imok',
     readyTimeoutMs: 90_000,
   })
@@ -415,9 +469,27 @@ export async function startRadosgw(): Promise<OwnServer> {
   const dir = tempDir('s3')
   const port = await freePort()
   const args = ['-f', '-c', CEPH_CONF, '-n', `client.rgw.faults${port}`, '--rgw-frontends', `beast endpoint=127.0.0.1:${port}`]
-  args.push('--rgw-data', join(dir, 'data'), '--pid-file', join(dir, 'rgw.pid'), '--admin-socket', join(dir, 'rgw.asok'), '--log-file', join(dir, 'rgw.log'), '--debug-rgw', '0/0')
+  args.push(
+    '--rgw-data',
+    join(dir, 'data'),
+    '--pid-file',
+    join(dir, 'rgw.pid'),
+    '--admin-socket',
+    join(dir, 'rgw.asok'),
+    '--log-file',
+    join(dir, 'rgw.log'),
+    '--debug-rgw',
+    '0/0',
+  )
   mkdirSync(join(dir, 'data'))
-  const server = new ProcessServer({ store: 's3', port, dir, command: 'radosgw', args, ready: async () => (await ask(port, 'GET / HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1') })
+  const server = new ProcessServer({
+    store: 's3',
+    port,
+    dir,
+    command: 'radosgw',
+    args,
+    ready: async () => (await ask(port, 'GET / HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1'),
+  })
   await server.start()
   return server
 }
@@ -433,8 +505,26 @@ export async function startAzurite(): Promise<OwnServer> {
   if (!existsSync(AZURITE_BLOB)) throw new Error(`no azurite-blob at ${AZURITE_BLOB} (a devDependency; or set AZURITE_BLOB)`)
   const dir = tempDir('azure-blob')
   const port = await freePort()
-  const args = ['--blobHost', '127.0.0.1', '--blobPort', String(port), '--location', join(dir, 'data'), '--loose', '--skipApiVersionCheck', '--disableTelemetry', '--silent']
-  const server = new ProcessServer({ store: 'azure-blob', port, dir, command: AZURITE_BLOB, args, ready: async () => (await ask(port, 'GET /devstoreaccount1?comp=list HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1') })
+  const args = [
+    '--blobHost',
+    '127.0.0.1',
+    '--blobPort',
+    String(port),
+    '--location',
+    join(dir, 'data'),
+    '--loose',
+    '--skipApiVersionCheck',
+    '--disableTelemetry',
+    '--silent',
+  ]
+  const server = new ProcessServer({
+    store: 'azure-blob',
+    port,
+    dir,
+    command: AZURITE_BLOB,
+    args,
+    ready: async () => (await ask(port, 'GET /devstoreaccount1?comp=list HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1'),
+  })
   await server.start()
   return server
 }

@@ -10,7 +10,7 @@ import { WorkerProcess } from './workers.ts'
  * closed after the file.
  */
 export async function startOrSkip<T extends StoreUnderTest>(store: string, start: () => Promise<T>): Promise<T | undefined> {
-  const sut = await connectOrSkip(store, 'a server of the fault suite\'s own (see test/faults/support/servers.ts)', start)
+  const sut = await connectOrSkip(store, "a server of the fault suite's own (see test/faults/support/servers.ts)", start)
   afterEach(() => WorkerProcess.killAll())
   afterAll(async () => {
     await WorkerProcess.killAll()

@@ -102,7 +102,14 @@ export async function openNode(spec, options = {}) {
       const { Kvm } = await import('@nats-io/kv')
       const { natsLockProvider } = await import('shedlock/nats')
       // The README's advice: never stop reconnecting.
-      const nc = await connect({ servers: `${HOST}:${spec.port}`, user: spec.user, pass: spec.password, maxReconnectAttempts: -1, reconnectTimeWait: 200, timeout })
+      const nc = await connect({
+        servers: `${HOST}:${spec.port}`,
+        user: spec.user,
+        pass: spec.password,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 200,
+        timeout,
+      })
       const kv = await new Kvm(jetstream(nc, { timeout })).create(spec.bucket)
       return {
         provider: natsLockProvider(withNode({ kv })),
@@ -114,7 +121,12 @@ export async function openNode(spec, options = {}) {
       const { memcachedLockProvider } = await import('shedlock/memcached')
       const auth = spec.password ? `${spec.user}:${spec.password}@` : ''
       // memjs logs every failed request to the console; failures here are on purpose.
-      const client = memjs.Client.create(`${auth}${HOST}:${spec.port}`, { logger: { log: () => {} }, timeout: timeout / 1000, conntimeout: timeout / 1000, retries: 1 })
+      const client = memjs.Client.create(`${auth}${HOST}:${spec.port}`, {
+        logger: { log: () => {} },
+        timeout: timeout / 1000,
+        conntimeout: timeout / 1000,
+        retries: 1,
+      })
       return {
         provider: memcachedLockProvider(withNode({ client, environment: spec.environment, timeout })),
         close: async () => client.close(),

@@ -146,13 +146,16 @@ export async function postgresUnderTest(options: { useDbTime?: boolean; server?:
     server: options.server ? undefined : server,
     spec: { store: 'postgres', port: server.port, table, useDbTime },
     cliArgs: ['--url', `postgres://postgres@127.0.0.1:${server.port}/postgres`, '--table', table],
-    isHeld: async (name) => (await query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).length === 1,
+    isHeld: async (name) =>
+      (await query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).length === 1,
     record: async (name) => {
       const rows = await query(`SELECT name, lock_until::text AS u, locked_at::text AS a, locked_by AS b FROM ${table} WHERE name = $1`, [name])
       return rows[0] ? JSON.stringify(rows[0]) : undefined
     },
     remainingMs: async (name) => {
-      const rows = await query(`SELECT extract(epoch FROM lock_until - timezone('utc', statement_timestamp())) * 1000 AS ms FROM ${table} WHERE name = $1`, [name])
+      const rows = await query(`SELECT extract(epoch FROM lock_until - timezone('utc', statement_timestamp())) * 1000 AS ms FROM ${table} WHERE name = $1`, [
+        name,
+      ])
       return rows[0] ? Number(rows[0].ms) : undefined
     },
     keys: async () => (await query(`SELECT name FROM ${table}`)).map((r) => String(r.name)),
@@ -196,13 +199,16 @@ export async function mysqlUnderTest(options: { useDbTime?: boolean; server?: Ow
 }
 
 /** SQLite in a file of a temporary folder: no server; several processes share the file. */
-export async function sqliteUnderTest(options: { useDbTime?: boolean } = {}): Promise<StoreUnderTest & { readonly file: string; readonly driver: string; readonly database: SqliteConnection }> {
+export async function sqliteUnderTest(
+  options: { useDbTime?: boolean } = {},
+): Promise<StoreUnderTest & { readonly file: string; readonly driver: string; readonly database: SqliteConnection }> {
   const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-sqlite-'))
   const file = join(dir, 'locks.sqlite')
   const { database, driver } = await openSqlite(file, 5000)
   const table = 'shedlock'
   database.exec(sqliteSchema({ tableName: table }))
-  const all = (sql: string, ...params: string[]) => (database as unknown as { prepare(sql: string): { all(...p: string[]): Record<string, unknown>[] } }).prepare(sql).all(...params)
+  const all = (sql: string, ...params: string[]) =>
+    (database as unknown as { prepare(sql: string): { all(...p: string[]): Record<string, unknown>[] } }).prepare(sql).all(...params)
   const useDbTime = options.useDbTime ?? true
   const sut = assemble({
     label: useDbTime ? 'sqlite' : 'sqlite (app time)',
@@ -399,7 +405,11 @@ export async function zookeeperUnderTest(): Promise<StoreUnderTest> {
 /** DynamoDB: dynalite in a process of our own, with its tables on disk. */
 export async function dynamodbUnderTest(): Promise<StoreUnderTest> {
   const server = await servers.startDynalite()
-  const raw = new DynamoDBClient({ endpoint: `http://127.0.0.1:${server.port}`, region: 'us-east-1', credentials: { accessKeyId: 'faults', secretAccessKey: 'dummy' } })
+  const raw = new DynamoDBClient({
+    endpoint: `http://127.0.0.1:${server.port}`,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'faults', secretAccessKey: 'dummy' },
+  })
   const table = `faults_${suffix()}`
   await createDynamoDBLockTable(raw, table)
   const item = async (name: string) => (await raw.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }))).Item

@@ -117,7 +117,12 @@ const modes = {
       async ({ configuration }) => {
         // startedAt: the store granted the lock before this instant, so it counted lockAtMostFor
         // from no later than it.
-        await send({ type: 'locked', createdAt: configuration.createdAt.getTime(), lockAtMostUntil: configuration.lockAtMostUntil.getTime(), startedAt: Date.now() })
+        await send({
+          type: 'locked',
+          createdAt: configuration.createdAt.getTime(),
+          lockAtMostUntil: configuration.lockAtMostUntil.getTime(),
+          startedAt: Date.now(),
+        })
         await new Promise(() => {})
       },
       { name: job.name, lockAtMostFor: job.lockAtMostFor },
@@ -297,16 +302,21 @@ const modes = {
       // Runs the schedule's first fires as slot runs, then stops: the outage begins.
       const tallies = job.configurations.map(() => newTally())
       const attempts = []
-      await schedule.run(Date.now, 0, (slot) => {
-        job.configurations.forEach((c, i) => {
-          attempts.push(
-            executors[i].executeWithLock(proofTask(c.name, slot), { name: c.name, lockAtMostFor: '10s', slot: new Date(slot) }).then(
-              (outcome) => count(tallies[i], slot, outcome),
-              (error) => tallies[i].errors.push({ slot, error: describe(error) }),
-            ),
-          )
-        })
-      }, go.fires)
+      await schedule.run(
+        Date.now,
+        0,
+        (slot) => {
+          job.configurations.forEach((c, i) => {
+            attempts.push(
+              executors[i].executeWithLock(proofTask(c.name, slot), { name: c.name, lockAtMostFor: '10s', slot: new Date(slot) }).then(
+                (outcome) => count(tallies[i], slot, outcome),
+                (error) => tallies[i].errors.push({ slot, error: describe(error) }),
+              ),
+            )
+          })
+        },
+        go.fires,
+      )
       await Promise.all(attempts)
       await send({ type: 'report', tallies, problems })
     } else {
@@ -315,15 +325,17 @@ const modes = {
       const startedAt = Date.now()
       const results = await Promise.all(
         job.configurations.map((c, i) =>
-          executors[i].catchUp(proofTask(c.name, undefined), { name: c.name, lockAtMostFor: '10s' }, { policy: c.policy, within: '1m', fireTimes: schedule.fireTimes }).then(
-            (result) => ({
-              outcome: result.outcome,
-              missed: result.missed.map((d) => d.getTime()),
-              ran: result.ran.map((d) => d.getTime()),
-              failed: result.failed.map((f) => ({ slot: f.slot.getTime(), error: describe(f.error) })),
-            }),
-            (error) => ({ error: describe(error) }),
-          ),
+          executors[i]
+            .catchUp(proofTask(c.name, undefined), { name: c.name, lockAtMostFor: '10s' }, { policy: c.policy, within: '1m', fireTimes: schedule.fireTimes })
+            .then(
+              (result) => ({
+                outcome: result.outcome,
+                missed: result.missed.map((d) => d.getTime()),
+                ran: result.ran.map((d) => d.getTime()),
+                failed: result.failed.map((f) => ({ slot: f.slot.getTime(), error: describe(f.error) })),
+              }),
+              (error) => ({ error: describe(error) }),
+            ),
         ),
       )
       await send({ type: 'report', startedAt, results, problems })

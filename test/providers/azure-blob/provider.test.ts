@@ -175,7 +175,9 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
         ['./z', 'path segment'],
         ['w\\..', 'path segment'],
       ] as const) {
-        const error = await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+        const error = await provider()
+          .lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+          .catch((e: unknown) => e)
         assert.ok(error instanceof LockConfigurationError, JSON.stringify(name))
         expect(error.message).toContain(why)
         expect(error.message).toContain(JSON.stringify(name))

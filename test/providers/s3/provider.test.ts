@@ -215,7 +215,9 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
     it('refuses a name with U+0000 before any request, and the connection keeps serving other locks', async () => {
       // On Ceph RGW a HEAD of such a key corrupted the connection for the next request (found by the fault suite).
       for (const name of ['a\u0000', '\u0000', 'a\u0000b']) {
-        const error = await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+        const error = await provider()
+          .lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+          .catch((e: unknown) => e)
         assert.ok(error instanceof LockConfigurationError)
         expect(error.message).toMatch(/U\+0000/)
         expect(error.message).toContain(JSON.stringify(name))
