@@ -191,6 +191,29 @@ describe('a CommonJS consumer', { timeout: 120_000 }, () => {
   })
 })
 
+// docs/typescript.md's matrix beyond this repository's TypeScript 6: 5.8, the first that allows
+// require() of an ES module under nodenext, and 7, the native compiler (devDependencies
+// typescript-5.8 and typescript-7, aliases of the typescript package).
+describe('other TypeScript versions', { timeout: 120_000 }, () => {
+  it.each([
+    ['5.8', 'typescript-5.8'],
+    ['7.0', 'typescript-7'],
+  ])('TypeScript %s type-checks the ES module consumer (nodenext, bundler) and the CommonJS one (nodenext)', (version, pkg) => {
+    const tscOf = (project: string) => run(process.execPath, [join(root, 'node_modules', pkg, 'bin', 'tsc'), '-p', project], consumer)
+    expect(expectSuccess(run(process.execPath, [join(root, 'node_modules', pkg, 'bin', 'tsc'), '--version'], consumer))).toContain(`Version ${version}`)
+    const label = pkg.replace(/\W/g, '')
+    const projects = [
+      tsconfig('esm', `tsconfig.${label}-nodenext.json`, { module: 'nodenext', noEmit: true }, ['readme-example.ts']),
+      tsconfig('esm', `tsconfig.${label}-bundler.json`, { module: 'esnext', moduleResolution: 'bundler', noEmit: true }, ['readme-example.ts']),
+      tsconfig('cjs', `tsconfig.${label}-nodenext.json`, { module: 'nodenext', noEmit: true }, ['consumer.ts']),
+    ]
+    for (const project of projects) {
+      const result = tscOf(project)
+      expect(result.status, `${project}: ${output(result)}`).toBe(0)
+    }
+  })
+})
+
 describe('the TypeScript code blocks of the README and docs/', { timeout: 120_000 }, () => {
   it.each(['nodenext', 'bundler'])('type-check against the installed packages with moduleResolution %s', (resolution) => {
     const folder = `snippets-${resolution}`
