@@ -1,10 +1,11 @@
 import { createInterface } from 'node:readline/promises'
 import { CliError, type Command, EXIT_FAILURE, EXIT_OK, parseOptions, UsageError } from './command.ts'
-import { describeHolder, isoUtc } from './lock-table.ts'
+import { describeHolder, isoUtc, lockJson } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock unlock [--url URL] [--table NAME] --name NAME [--yes]
+                      [--json]
 
 Force-releases one lock, for a holder that died or hangs. Shows who holds it,
 then asks for confirmation (unless --yes). Only the lock as shown is released:
@@ -21,6 +22,10 @@ Options:
 ${URL_HELP}
   --name NAME    the lock to release
   --yes          release without asking (needed when stdin is not a terminal)
+  --json         print one JSON document instead: { name, result, lock },
+                 result being released or not-held, lock the record as list
+                 --json prints it (before the release); failures stay on
+                 stderr with exit code 1
   -h, --help     show this help
 
 Exit codes: 0 released, or not held; 1 no such lock, not confirmed, changed
@@ -34,11 +39,18 @@ export const unlockCommand: Command = {
   summary: 'force-release one lock, after showing its holder and asking',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, name: { type: 'string' }, yes: { type: 'boolean' } })
+    const values = parseOptions(args, {
+      url: { type: 'string' },
+      table: { type: 'string' },
+      name: { type: 'string' },
+      yes: { type: 'boolean' },
+      json: { type: 'boolean' },
+    })
     const name = values.name
     if (typeof name !== 'string' || name === '') throw new UsageError('--name NAME is required: the lock to release')
     const url = storeUrlOption(values)
     const confirmed = values.yes === true
+    const json = values.json === true
     // Decided before connecting: a script that forgot --yes should learn it without touching the store.
     if (!confirmed && !process.stdin.isTTY) {
       throw new UsageError(`refusing to release lock ${JSON.stringify(name)} without confirmation: stdin is not a terminal; pass --yes`)
@@ -48,17 +60,25 @@ export const unlockCommand: Command = {
       const { inspector } = store
       const record = await inspector.get(name)
       if (!record) throw new CliError(`no lock named ${JSON.stringify(name)} in ${store.where}; "shedlock list" shows the names`)
+      const report = (result: 'released' | 'not-held'): void => {
+        process.stdout.write(`${JSON.stringify({ name, result, lock: lockJson(record) }, null, 2)}\n`)
+      }
       if (!record.held) {
-        process.stdout.write(`lock ${JSON.stringify(name)} is not held (free since ${isoUtc(record.lockUntil!)}); nothing to release\n`)
+        if (json) report('not-held')
+        else process.stdout.write(`lock ${JSON.stringify(name)} is not held (free since ${isoUtc(record.lockUntil!)}); nothing to release\n`)
         return EXIT_OK
       }
-      process.stdout.write(`lock ${JSON.stringify(name)} is ${describeHolder(record)}\n`)
-      if (!confirmed && !(await ask(`Release it? A node may then start the task at once. [y/N] `))) {
+      // With --json the holder is in the document; the question, if any, goes to stderr.
+      if (!json) process.stdout.write(`lock ${JSON.stringify(name)} is ${describeHolder(record)}\n`)
+      const question = `${json ? `Lock ${JSON.stringify(name)} is ${describeHolder(record)}. ` : ''}Release it? A node may then start the task at once. [y/N] `
+      if (!confirmed && !(await ask(question))) {
+        if (json) throw new CliError(`lock ${JSON.stringify(name)} was not released: not confirmed`)
         process.stdout.write('not released\n')
         return EXIT_FAILURE
       }
       if (await inspector.release(record)) {
-        process.stdout.write(`released lock ${JSON.stringify(name)}\n`)
+        if (json) report('released')
+        else process.stdout.write(`released lock ${JSON.stringify(name)}\n`)
         return EXIT_OK
       }
       const current = await inspector.get(name)

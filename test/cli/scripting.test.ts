@@ -163,6 +163,34 @@ describe('shedlock init --json', () => {
   })
 })
 
+describe('shedlock unlock --json', () => {
+  it('one document with the result and the record as it was; then not-held', async () => {
+    const url = await sqliteStore('unlock-json')
+    // Held for an hour after a run that ends at once (lockAtLeastFor).
+    const hold = await cli(['run', '--url', url, '--name', 'nightly', '--lock-at-most-for', '2h', '--lock-at-least-for', '1h', '--', 'true'])
+    expect(hold.code, hold.stderr).toBe(0)
+    const run = await cli(['unlock', '--url', url, '--name', 'nightly', '--yes', '--json'])
+    expect(run.code, run.stderr).toBe(0)
+    const released = JSON.parse(run.stdout) as { name: string; result: string; lock: { state: string; lockedBy: string | null; remainingMs: number | null } }
+    expect(released.name).toBe('nightly')
+    expect(released.result).toBe('released')
+    expect(released.lock.state).toBe('held')
+    expect(released.lock.lockedBy).toMatch(/\S/)
+    expect(released.lock.remainingMs).toBeGreaterThan(50 * 60_000)
+    const again = await cli(['unlock', '--url', url, '--name', 'nightly', '--yes', '--json'])
+    expect(again.code, again.stderr).toBe(0)
+    expect(JSON.parse(again.stdout)).toMatchObject({ name: 'nightly', result: 'not-held', lock: { state: 'free' } })
+  })
+
+  it('a missing lock is an error on stderr, exit 1, nothing on stdout', async () => {
+    const url = await sqliteStore('unlock-json-missing')
+    const run = await cli(['unlock', '--url', url, '--name', 'never', '--yes', '--json'])
+    expect(run.code).toBe(1)
+    expect(run.stdout).toBe('')
+    expect(run.stderr).toMatch(/no lock named "never"/)
+  })
+})
+
 describe('shedlock doctor --json', () => {
   it('one document: store, healthy and every check; exit 0 when healthy', async () => {
     const url = await sqliteStore('doctor')
