@@ -22,8 +22,6 @@ const MAX_NAME_CHARS = 1024
 const CONTROL = /[\u0000-\u001f\u007f]/
 const LONE_SURROGATE = /\p{Cs}/u
 
-export type { LockMetadata }
-
 /** Reads the three entries, whatever their case; others are ignored. */
 export function readMetadata(metadata: Record<string, string> | undefined): LockMetadata {
   return readLockMetadata(META, metadata)

@@ -73,24 +73,20 @@ export function azureBlobLockProvider(options: AzureBlobLockProviderOptions): Ex
   const blobs = lockBlobs(containerClient, prefix)
   const guard = storeGuard(describeAzureError(container))
 
+  // A blob without a valid lock-until was not written by shedlock: refused, never taken over.
+  const notALock = (lockName: string, lockUntil: string | undefined): LockProviderError =>
+    new LockProviderError(
+      `azure-blob: could not acquire lock "${lockName}": blob "${prefix}${lockName}" in container "${container}" has no valid ${META.lockUntil} metadata (${JSON.stringify(lockUntil ?? null)}), so it was not written by shedlock; delete the blob or use another prefix`,
+      { provider: PROVIDER, lockName },
+    )
+
   return {
     name: PROVIDER,
     inspector: () => azureBlobLockInspector({ containerClient, prefix, clock }),
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(prefix, configuration.name)
-      return conditionalLock(configuration, {
-        store: blobs,
-        keys: META,
-        clock,
-        guard,
-        lockedBy,
-        notALock: (lockName, lockUntil) =>
-          new LockProviderError(
-            `azure-blob: could not acquire lock "${lockName}": blob "${prefix}${lockName}" in container "${container}" has no valid ${META.lockUntil} metadata (${JSON.stringify(lockUntil ?? null)}), so it was not written by shedlock; delete the blob or use another prefix`,
-            { provider: PROVIDER, lockName },
-          ),
-      })
+      return conditionalLock(configuration, { store: blobs, keys: META, clock, guard, lockedBy, notALock })
     },
   }
 }

@@ -90,6 +90,13 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
   const objects = lockObjects(client, bucket, prefix, commands)
   const guard = storeGuard(describeS3Error(bucket))
 
+  // A object without a valid lock-until was not written by shedlock: refused, never taken over.
+  const notALock = (lockName: string, lockUntil: string | undefined): LockProviderError =>
+    new LockProviderError(
+      `s3: could not acquire lock "${lockName}": object s3://${bucket}/${objects.key(lockName)} has no valid ${META.lockUntil} metadata (${JSON.stringify(lockUntil ?? null)}), so it was not written by ShedLock; delete the object or use another prefix`,
+      { provider: PROVIDER, lockName },
+    )
+
   return {
     name: PROVIDER,
     inspector: () =>
@@ -104,18 +111,7 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(prefix, configuration.name)
-      return conditionalLock(configuration, {
-        store: objects,
-        keys: META,
-        clock,
-        guard,
-        lockedBy,
-        notALock: (lockName, lockUntil) =>
-          new LockProviderError(
-            `s3: could not acquire lock "${lockName}": object s3://${bucket}/${objects.key(lockName)} has no valid ${META.lockUntil} metadata (${JSON.stringify(lockUntil ?? null)}), so it was not written by ShedLock; delete the object or use another prefix`,
-            { provider: PROVIDER, lockName },
-          ),
-      })
+      return conditionalLock(configuration, { store: objects, keys: META, clock, guard, lockedBy, notALock })
     },
   }
 }
