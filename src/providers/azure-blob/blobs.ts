@@ -1,5 +1,6 @@
 import { LockConfigurationError } from '../../core/errors.ts'
-import { isConditionFailure, isNotFound, type LockMetadata, readMetadata } from './format.ts'
+import type { ConditionalRecordStore, StoredRecord } from '../../support/conditional-objects.ts'
+import { isConditionFailure, isNotFound, readMetadata } from './format.ts'
 
 // The `@azure/storage-blob` ContainerClient as the provider and the inspector use it, and the
 // four requests a lock needs (HEAD, conditional upload, conditional delete, listing).
@@ -43,18 +44,10 @@ export function checkContainerClient(client: unknown): asserts client is AzureCo
 }
 
 /** A lock blob as read. */
-export interface LockBlob extends LockMetadata {
-  readonly etag: string
-}
+export type LockBlob = StoredRecord
 
-/** The blob operations of one container and prefix. */
-export interface LockBlobs {
-  /** The properties of `name`'s blob; `undefined` when there is none. */
-  head(name: string): Promise<LockBlob | undefined>
-  /** Creates `name`'s blob if there is none; its ETag, or `undefined` when one exists. */
-  create(name: string, metadata: Record<string, string>): Promise<string | undefined>
-  /** Overwrites `name`'s blob if its ETag is still `etag`; the new ETag, or `undefined` when it changed or is gone. */
-  replace(name: string, etag: string, metadata: Record<string, string>): Promise<string | undefined>
+/** The blob operations of one container and prefix: the conditional writes of {@link ConditionalRecordStore}, on blobs, and these. */
+export interface LockBlobs extends ConditionalRecordStore {
   /** Deletes `name`'s blob if its ETag is still `etag`; false when it changed or is gone. */
   remove(name: string, etag: string): Promise<boolean>
   /** Every lock blob whose name starts with the prefix and `namePrefix`: one listing, 5,000 blobs a page, metadata included. */

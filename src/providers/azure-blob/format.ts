@@ -1,4 +1,5 @@
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
+import { type LockMetadata, readLockMetadata } from '../../support/conditional-objects.ts'
 import { nameTooLong } from '../../support/lock-request.ts'
 import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
 
@@ -21,41 +22,9 @@ const MAX_NAME_CHARS = 1024
 const CONTROL = /[\u0000-\u001f\u007f]/
 const LONE_SURROGATE = /\p{Cs}/u
 
-/** ISO-8601 UTC with three fraction digits. */
-export function iso(ms: number): string {
-  return new Date(ms).toISOString()
-}
-
-const INSTANT = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/
-
-/** Epoch ms of an ISO-8601 UTC instant (0 to 9 fraction digits), or `NaN`. */
-export function parseInstant(value: string | undefined): number {
-  const match = value === undefined ? null : INSTANT.exec(value)
-  if (!match) return Number.NaN
-  return Date.parse(`${match[1]}.${(match[2] ?? '').padEnd(3, '0').slice(0, 3)}Z`)
-}
-
-/** The lock metadata of a blob. */
-export interface LockMetadata {
-  readonly lockUntil: string | undefined
-  readonly lockedAt: string | undefined
-  readonly lockedBy: string | undefined
-}
-
 /** Reads the three entries, whatever their case; others are ignored. */
 export function readMetadata(metadata: Record<string, string> | undefined): LockMetadata {
-  const get = (key: string): string | undefined => {
-    if (!metadata) return undefined
-    const lower = key.toLowerCase()
-    for (const [k, v] of Object.entries(metadata)) if (k.toLowerCase() === lower) return v
-    return undefined
-  }
-  return { lockUntil: get(META.lockUntil), lockedAt: get(META.lockedAt), lockedBy: get(META.lockedBy) }
-}
-
-/** The metadata of a lock blob. */
-export function writeMetadata(lockUntil: number, lockedAt: number | string, lockedBy: string): Record<string, string> {
-  return { [META.lockUntil]: iso(lockUntil), [META.lockedAt]: typeof lockedAt === 'string' ? lockedAt : iso(lockedAt), [META.lockedBy]: lockedBy }
+  return readLockMetadata(META, metadata)
 }
 
 /**

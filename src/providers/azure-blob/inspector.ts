@@ -1,11 +1,10 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
-import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
-import { RELEASED_BY } from '../../support/sql/sql-inspector.ts'
+import type { LockInspector } from '../../core/lock-inspector.ts'
+import { conditionalInspector } from '../../support/conditional-objects.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { type AzureContainerClient, checkContainerClient, type LockBlob, lockBlobs } from './blobs.ts'
-import { checkName, checkPrefix, describeAzureError, parseInstant, PROVIDER, writeMetadata } from './format.ts'
+import { type AzureContainerClient, checkContainerClient, lockBlobs } from './blobs.ts'
+import { checkName, checkPrefix, describeAzureError, META, PROVIDER } from './format.ts'
 
 /** Options of {@link azureBlobLockInspector}: the provider's container, prefix and clock. */
 export interface AzureBlobLockInspectorOptions {
@@ -18,12 +17,6 @@ export interface AzureBlobLockInspectorOptions {
    * and a force-release writes its time. @default systemClock
    */
   clock?: Clock
-}
-
-/** What a record's blob held when it was read: release(record) matches exactly that version. */
-interface ReadState {
-  readonly etag: string
-  readonly lockedAt: string | undefined
 }
 
 /**
@@ -60,65 +53,15 @@ export function azureBlobLockInspector(options: AzureBlobLockInspectorOptions): 
   if (typeof clock?.now !== 'function') throw new LockConfigurationError('azure-blob: clock must have a now() method returning epoch milliseconds')
   const blobs = lockBlobs(containerClient, prefix)
   const guard = storeGuard(describeAzureError(containerClient.containerName))
-  const readAs = new WeakMap<LockRecord, ReadState>()
-
-  const toRecord = (name: string, blob: LockBlob, now: number): LockRecord => {
-    const untilMs = parseInstant(blob.lockUntil)
-    const atMs = parseInstant(blob.lockedAt)
-    const record: LockRecord = Object.freeze({
-      name,
-      lockUntil: Number.isNaN(untilMs) ? undefined : new Date(untilMs),
-      lockedAt: Number.isNaN(atMs) ? undefined : new Date(atMs),
-      lockedBy: blob.lockedBy,
-      held: Number.isNaN(untilMs) ? true : untilMs > now,
-      remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
-    })
-    readAs.set(record, { etag: blob.etag, lockedAt: blob.lockedAt })
-    return record
-  }
-
-  const read = async (namePrefix: string): Promise<{ now: number; locks: LockRecord[] }> => {
-    const listed = await blobs.list(namePrefix)
-    const now = clock.now()
-    return { now, locks: listed.map(({ name, blob }) => toRecord(name, blob, now)).sort(byName) }
-  }
-
-  const inspector: LockInspector = {
-    name: PROVIDER,
-    clock: "this host's clock (Azure Blob locks expire on each node's clock)",
-    list: (selection): Promise<LockList> =>
-      guard('list', '', async () => {
-        const { now, locks } = await read(selection?.prefix ?? '')
-        return { now: new Date(now), locks }
-      }),
-    get: async (name) => {
-      checkName(prefix, name)
-      return guard('inspect', name, async () => {
-        const blob = await blobs.head(name)
-        return blob && toRecord(name, blob, clock.now())
-      })
-    },
-    release: async (lock) => {
-      const name = typeof lock === 'string' ? lock : lock.name
-      checkName(prefix, name)
-      return guard('release', name, () =>
-        releaseAsRead(
-          lock,
-          readAs,
-          () => inspector.get(name),
-          async (state) => (await blobs.replace(name, state.etag, writeMetadata(clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY))) !== undefined,
-        ),
-      )
-    },
-    removeExpired: (selection) =>
-      guard('list', '', async () => {
-        const { locks } = await read(selection?.prefix ?? '')
-        const removed = await inBatches(
-          locks.filter((lock) => !lock.held),
-          (lock) => blobs.remove(lock.name, readAs.get(lock)!.etag),
-        )
-        return removed.filter(Boolean).length
-      }),
-  }
-  return inspector
+  return conditionalInspector({
+    provider: PROVIDER,
+    clockLabel: "this host's clock (Azure Blob locks expire on each node's clock)",
+    store: blobs,
+    keys: META,
+    clock,
+    guard,
+    checkName: (name) => checkName(prefix, name),
+    // The listing carries the metadata: one request a page, no HEADs.
+    list: async (namePrefix) => (await blobs.list(namePrefix)).map(({ name, blob }) => ({ name, record: blob })),
+  })
 }

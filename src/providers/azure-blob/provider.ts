@@ -2,12 +2,11 @@ import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { defineLock } from '../../core/define-lock.ts'
-import { lockOwner } from '../../support/lock-owner.ts'
+import { conditionalLock } from '../../support/conditional-objects.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { type AzureContainerClient, checkContainerClient, lockBlobs } from './blobs.ts'
-import { checkName, checkPrefix, describeAzureError, META, parseInstant, PROVIDER, writeMetadata } from './format.ts'
+import { checkName, checkPrefix, describeAzureError, META, PROVIDER } from './format.ts'
 import { azureBlobLockInspector } from './inspector.ts'
 
 /** Options of {@link azureBlobLockProvider}. */
@@ -74,55 +73,20 @@ export function azureBlobLockProvider(options: AzureBlobLockProviderOptions): Ex
   const blobs = lockBlobs(containerClient, prefix)
   const guard = storeGuard(describeAzureError(container))
 
+  // A blob without a valid lock-until was not written by shedlock: refused, never taken over.
+  const notALock = (lockName: string, lockUntil: string | undefined): LockProviderError =>
+    new LockProviderError(
+      `azure-blob: could not acquire lock "${lockName}": blob "${prefix}${lockName}" in container "${container}" has no valid ${META.lockUntil} metadata (${JSON.stringify(lockUntil ?? null)}), so it was not written by shedlock; delete the blob or use another prefix`,
+      { provider: PROVIDER, lockName },
+    )
+
   return {
     name: PROVIDER,
     inspector: () => azureBlobLockInspector({ containerClient, prefix, clock }),
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
-      const { name } = configuration
-      checkName(prefix, name)
-      const owner = lockOwner(lockedBy)
-      const result = await guard('acquire', name, async () => {
-        const current = await blobs.head(name)
-        const now = clock.now()
-        const metadata = writeMetadata(configuration.lockAtMostUntil.getTime(), now, owner)
-        if (!current) {
-          const etag = await blobs.create(name, metadata)
-          return etag === undefined ? undefined : { etag, lockedAt: metadata[META.lockedAt]! }
-        }
-        const until = parseInstant(current.lockUntil)
-        if (Number.isNaN(until)) {
-          throw new LockProviderError(
-            `azure-blob: could not acquire lock "${name}": blob "${prefix}${name}" in container "${container}" has no valid ${META.lockUntil} metadata (${JSON.stringify(current.lockUntil ?? null)}), so it was not written by shedlock; delete the blob or use another prefix`,
-            { provider: PROVIDER, lockName: name },
-          )
-        }
-        if (until > now) return undefined
-        const etag = await blobs.replace(name, current.etag, metadata)
-        return etag === undefined ? undefined : { etag, lockedAt: metadata[META.lockedAt]! }
-      })
-      if (!result) return undefined
-      // The ETag of our last write: release and extend only touch that version.
-      let { etag } = result
-      return defineLock(configuration, {
-        clock,
-        lockedBy: owner,
-        unlock: async (current) => {
-          // A failed condition means another node holds the lock by now (or the blob is gone): leave it.
-          const lockUntil = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
-          await guard('release', current.name, () => blobs.replace(current.name, etag, writeMetadata(lockUntil, result.lockedAt, owner)))
-        },
-        extend: async (next, current) => {
-          // Expired: another node may have taken it over already, or may at any moment.
-          if (clock.now() >= current.lockAtMostUntil.getTime()) return false
-          const written = await guard('extend', next.name, () =>
-            blobs.replace(next.name, etag, writeMetadata(next.lockAtMostUntil.getTime(), result.lockedAt, owner)),
-          )
-          if (written === undefined) return false
-          etag = written
-          return true
-        },
-      })
+      checkName(prefix, configuration.name)
+      return conditionalLock(configuration, { store: blobs, keys: META, clock, guard, lockedBy, notALock })
     },
   }
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
+import { type LockMetadata, readLockMetadata } from '../../support/conditional-objects.ts'
 import { nameTooLong } from '../../support/lock-request.ts'
 import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
 import { errorName, SdkLoadError, statusOf } from './sdk.ts'
@@ -34,41 +35,11 @@ export function lockBody(): Uint8Array {
   return randomBytes(16)
 }
 
-/** ISO-8601 UTC with three fraction digits; Java's `Instant.parse` reads it. */
-export function iso(ms: number): string {
-  return new Date(ms).toISOString()
-}
-
-// Java writes `Instant.toString()`: no fraction on whole seconds, else 3, 6 or 9 digits.
-const INSTANT = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/
-
-/** Epoch ms of an ISO-8601 UTC instant as Java or shedlock write it, or `NaN`; digits past the millisecond are dropped. */
-export function parseInstant(value: string | undefined): number {
-  const match = value === undefined ? null : INSTANT.exec(value)
-  if (!match) return Number.NaN
-  return Date.parse(`${match[1]}.${(match[2] ?? '').padEnd(3, '0').slice(0, 3)}Z`)
-}
-
-/** The lock metadata of an object, read from `Metadata` (keys come back lower-case). */
-export interface LockMetadata {
-  readonly lockUntil: string | undefined
-  readonly lockedAt: string | undefined
-  readonly lockedBy: string | undefined
-}
+export type { LockMetadata }
 
 /** Reads the three entries; others are ignored. */
 export function readMetadata(metadata: Record<string, string> | undefined): LockMetadata {
-  const get = (key: string): string | undefined => {
-    if (!metadata) return undefined
-    for (const [k, v] of Object.entries(metadata)) if (k.toLowerCase() === key) return v
-    return undefined
-  }
-  return { lockUntil: get(META.lockUntil), lockedAt: get(META.lockedAt), lockedBy: get(META.lockedBy) }
-}
-
-/** The user metadata of a lock object. */
-export function writeMetadata(lockUntil: number, lockedAt: number | string, lockedBy: string): Record<string, string> {
-  return { [META.lockUntil]: iso(lockUntil), [META.lockedAt]: typeof lockedAt === 'string' ? lockedAt : iso(lockedAt), [META.lockedBy]: lockedBy }
+  return readLockMetadata(META, metadata)
 }
 
 /** @throws LockConfigurationError for a bucket name no S3 server accepts. */

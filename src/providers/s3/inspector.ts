@@ -1,10 +1,10 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
-import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
-import { RELEASED_BY } from '../../support/sql/sql-inspector.ts'
+import type { LockInspector } from '../../core/lock-inspector.ts'
+import { conditionalInspector } from '../../support/conditional-objects.ts'
+import { inBatches } from '../../support/inspection.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkBucket, checkName, checkPrefix, describeS3Error, parseInstant, PROVIDER, writeMetadata } from './format.ts'
+import { checkBucket, checkName, checkPrefix, describeS3Error, META, PROVIDER } from './format.ts'
 import { type LockObject, lockObjects, PROBE_PREFIX } from './objects.ts'
 import { checkClient, commandLoader, type S3Lib, type S3SendClient } from './sdk.ts'
 
@@ -31,12 +31,6 @@ export interface S3LockInspectorOptions {
    * `<prefix>.shedlock-delete-probe-<uuid>`, once per client). @default 'detect'
    */
   conditionalDeletes?: boolean | 'detect'
-}
-
-/** What a record's object held when it was read: release(record) matches exactly that version. */
-interface ReadState {
-  readonly etag: string
-  readonly lockedAt: string | undefined
 }
 
 /**
@@ -83,22 +77,6 @@ export function s3LockInspector(options: S3LockInspectorOptions): LockInspector 
   }
   const objects = lockObjects(client, bucket, prefix, commands)
   const guard = storeGuard(describeS3Error(bucket))
-  const readAs = new WeakMap<LockRecord, ReadState>()
-
-  const toRecord = (name: string, object: LockObject, now: number): LockRecord => {
-    const untilMs = parseInstant(object.lockUntil)
-    const atMs = parseInstant(object.lockedAt)
-    const record: LockRecord = Object.freeze({
-      name,
-      lockUntil: Number.isNaN(untilMs) ? undefined : new Date(untilMs),
-      lockedAt: Number.isNaN(atMs) ? undefined : new Date(atMs),
-      lockedBy: object.lockedBy,
-      held: Number.isNaN(untilMs) ? true : untilMs > now,
-      remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
-    })
-    readAs.set(record, { etag: object.etag, lockedAt: object.lockedAt })
-    return record
-  }
 
   /** The names under the prefix (and the selection's), every page of the listing. */
   const names = async (selectionPrefix: string): Promise<string[]> => {
@@ -121,52 +99,19 @@ export function s3LockInspector(options: S3LockInspectorOptions): LockInspector 
     return found
   }
 
-  /** Every record of the selection, read now; objects deleted since the listing are left out. */
-  const read = async (selectionPrefix: string): Promise<{ now: number; locks: LockRecord[] }> => {
-    const listed = await names(selectionPrefix)
-    const heads = await inBatches(listed, async (name) => ({ name, object: await objects.head(name) }))
-    const now = clock.now()
-    const locks = heads.filter((h) => h.object !== undefined).map((h) => toRecord(h.name, h.object!, now))
-    return { now, locks: locks.sort(byName) }
-  }
-
-  const inspector: LockInspector = {
-    name: PROVIDER,
-    clock: "this host's clock (S3 locks expire on each node's clock)",
-    list: (selection): Promise<LockList> =>
-      guard('list', '', async () => {
-        const { now, locks } = await read(selection?.prefix ?? '')
-        return { now: new Date(now), locks }
-      }),
-    get: async (name) => {
-      checkName(prefix, name)
-      return guard('inspect', name, async () => {
-        const object = await objects.head(name)
-        return object && toRecord(name, object, clock.now())
-      })
+  return conditionalInspector({
+    provider: PROVIDER,
+    clockLabel: "this host's clock (S3 locks expire on each node's clock)",
+    store: objects,
+    keys: META,
+    clock,
+    guard,
+    checkName: (name) => checkName(prefix, name),
+    // The listing carries no user metadata: a HEAD of each object; those deleted since are left out.
+    list: async (namePrefix) => {
+      const heads = await inBatches(await names(namePrefix), async (name) => ({ name, record: await objects.head(name) }))
+      return heads.filter((h): h is { name: string; record: LockObject } => h.record !== undefined)
     },
-    release: async (lock) => {
-      const name = typeof lock === 'string' ? lock : lock.name
-      checkName(prefix, name)
-      return guard('release', name, () =>
-        releaseAsRead(
-          lock,
-          readAs,
-          () => inspector.get(name),
-          async (state) => (await objects.replace(name, state.etag, writeMetadata(clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY))) !== undefined,
-        ),
-      )
-    },
-    removeExpired: (selection) =>
-      guard('list', '', async () => {
-        if (conditionalDeletes === false || (conditionalDeletes === 'detect' && !(await objects.deletesAreConditional()))) return 0
-        const { locks } = await read(selection?.prefix ?? '')
-        const removed = await inBatches(
-          locks.filter((lock) => !lock.held),
-          (lock) => objects.remove(lock.name, readAs.get(lock)!.etag),
-        )
-        return removed.filter(Boolean).length
-      }),
-  }
-  return inspector
+    canRemove: async () => conditionalDeletes === true || (conditionalDeletes === 'detect' && (await objects.deletesAreConditional())),
+  })
 }

@@ -2,11 +2,10 @@ import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { defineLock } from '../../core/define-lock.ts'
-import { lockOwner } from '../../support/lock-owner.ts'
+import { conditionalLock } from '../../support/conditional-objects.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkBucket, checkName, checkPrefix, describeS3Error, META, parseInstant, PROVIDER, writeMetadata } from './format.ts'
+import { checkBucket, checkName, checkPrefix, describeS3Error, META, PROVIDER } from './format.ts'
 import { s3LockInspector } from './inspector.ts'
 import { lockObjects } from './objects.ts'
 import { checkClient, commandLoader, type S3Lib, type S3SendClient } from './sdk.ts'
@@ -91,6 +90,13 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
   const objects = lockObjects(client, bucket, prefix, commands)
   const guard = storeGuard(describeS3Error(bucket))
 
+  // A object without a valid lock-until was not written by shedlock: refused, never taken over.
+  const notALock = (lockName: string, lockUntil: string | undefined): LockProviderError =>
+    new LockProviderError(
+      `s3: could not acquire lock "${lockName}": object s3://${bucket}/${objects.key(lockName)} has no valid ${META.lockUntil} metadata (${JSON.stringify(lockUntil ?? null)}), so it was not written by ShedLock; delete the object or use another prefix`,
+      { provider: PROVIDER, lockName },
+    )
+
   return {
     name: PROVIDER,
     inspector: () =>
@@ -104,50 +110,8 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
       }),
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
-      const { name } = configuration
-      checkName(prefix, name)
-      const owner = lockOwner(lockedBy)
-      const result = await guard('acquire', name, async () => {
-        const current = await objects.head(name)
-        const now = clock.now()
-        const metadata = writeMetadata(configuration.lockAtMostUntil.getTime(), now, owner)
-        if (!current) {
-          const etag = await objects.create(name, metadata)
-          return etag === undefined ? undefined : { etag, lockedAt: metadata[META.lockedAt]! }
-        }
-        const until = parseInstant(current.lockUntil)
-        if (Number.isNaN(until)) {
-          throw new LockProviderError(
-            `s3: could not acquire lock "${name}": object s3://${bucket}/${objects.key(name)} has no valid ${META.lockUntil} metadata (${JSON.stringify(current.lockUntil ?? null)}), so it was not written by ShedLock; delete the object or use another prefix`,
-            { provider: PROVIDER, lockName: name },
-          )
-        }
-        if (until > now) return undefined
-        const etag = await objects.replace(name, current.etag, metadata)
-        return etag === undefined ? undefined : { etag, lockedAt: metadata[META.lockedAt]! }
-      })
-      if (!result) return undefined
-      // The ETag of our last write: release and extend only touch that version.
-      let { etag } = result
-      return defineLock(configuration, {
-        clock,
-        lockedBy: owner,
-        unlock: async (current) => {
-          // A failed condition means another node holds the lock by now (or the object is gone): leave it.
-          const lockUntil = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
-          await guard('release', current.name, () => objects.replace(current.name, etag, writeMetadata(lockUntil, result.lockedAt, owner)))
-        },
-        extend: async (next, current) => {
-          // Expired: another node may have taken it over already, or may at any moment.
-          if (clock.now() >= current.lockAtMostUntil.getTime()) return false
-          const written = await guard('extend', next.name, () =>
-            objects.replace(next.name, etag, writeMetadata(next.lockAtMostUntil.getTime(), result.lockedAt, owner)),
-          )
-          if (written === undefined) return false
-          etag = written
-          return true
-        },
-      })
+      checkName(prefix, configuration.name)
+      return conditionalLock(configuration, { store: objects, keys: META, clock, guard, lockedBy, notALock })
     },
   }
 }
