@@ -199,6 +199,8 @@ export async function mysqlUnderTest(options: { useDbTime?: boolean; server?: Ow
 }
 
 /** SQLite in a file of a temporary folder: no server; several processes share the file. */
+const bomKeeping = new TextDecoder('utf-8', { ignoreBOM: true })
+
 export async function sqliteUnderTest(
   options: { useDbTime?: boolean } = {},
 ): Promise<StoreUnderTest & { readonly file: string; readonly driver: string; readonly database: SqliteConnection }> {
@@ -226,8 +228,9 @@ export async function sqliteUnderTest(
       const rows = all(`SELECT (julianday(lock_until) - julianday('now')) * 86400000.0 AS ms FROM ${table} WHERE name = ?`, name)
       return rows[0] ? Number(rows[0].ms) : undefined
     },
-    // As bytes: libsql returns TEXT only up to its first NUL, and hostile names have NULs.
-    keys: async () => all(`SELECT CAST(name AS BLOB) AS name FROM ${table}`).map((r) => new TextDecoder().decode(r.name as Uint8Array)),
+    // As bytes: libsql returns TEXT only up to its first NUL, and hostile names have NULs;
+    // decoded keeping a leading U+FEFF, which TextDecoder drops by default as a byte-order mark.
+    keys: async () => all(`SELECT CAST(name AS BLOB) AS name FROM ${table}`).map((r) => bomKeeping.decode(r.name as Uint8Array)),
     dispose: async () => {
       database.close()
       rmSync(dir, { recursive: true, force: true })
