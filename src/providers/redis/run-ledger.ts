@@ -68,15 +68,20 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
     const reply = await bounded(runScript(commands, READ_RUNS, space.prefix + name, [String(keep * 2)]))
     const since = Date.now() - maxAge
     const seen = new Set<string>()
+    // Where each run's oldest entry (its start) sits in the stream, newest first: two runs that
+    // started within one millisecond are ordered by when their starts were appended.
+    const startAt = new Map<string, number>()
     const runs: RunRecord[] = []
     // Newest entry first: the first entry of a run is its latest state.
-    for (const entry of Array.isArray(reply) ? reply : []) {
+    for (const [index, entry] of (Array.isArray(reply) ? reply : []).entries()) {
       const record = recordOf(name, entry)
-      if (!record || seen.has(record.id)) continue
+      if (!record) continue
+      startAt.set(record.id, index)
+      if (seen.has(record.id)) continue
       seen.add(record.id)
       if (record.startedAt.getTime() >= since) runs.push(record)
     }
-    runs.sort((a, b) => b.startedAt.getTime() - a.startedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    runs.sort((a, b) => b.startedAt.getTime() - a.startedAt.getTime() || startAt.get(a.id)! - startAt.get(b.id)!)
     return runs.slice(0, Math.min(limit, keep))
   }
 
