@@ -1,6 +1,7 @@
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
+import { type AwsAdminClient, adminRegion, replyDateClock } from '../../support/aws-sdk.ts'
 import { importDriver } from '../../support/import-driver.ts'
-import { type Check, type ClockReading, type StoreAdmin, type StoreOptions, withInitAdvice } from '../../support/store-admin.ts'
+import { type Check, type StoreAdmin, type StoreOptions, withInitAdvice } from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { DEFAULT_PARTITION_KEY, DEFAULT_TABLE, dynamoDBSchema, keySchemaProblem, type TableDescription } from './format.ts'
 import { dynamoDBLockInspector } from './inspector.ts'
@@ -8,23 +9,13 @@ import { createDynamoDBLockTable, dynamoDBLockProvider } from './provider.ts'
 import type { DynamoDBInspectorLib, DynamoDBLib } from './sdk.ts'
 
 type CommandClass = new (input: object) => object
-interface Client {
-  send(command: object): Promise<unknown>
-  destroy(): void
-  middlewareStack: {
-    add(
-      middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>,
-      options: { step: 'deserialize'; name: string },
-    ): void
-  }
-}
 interface SdkModule extends DynamoDBLib, DynamoDBInspectorLib {
   DynamoDBClient: new (config: {
     region?: string
     endpoint?: string
     maxAttempts: number
     requestHandler: { connectionTimeout: number; requestTimeout: number }
-  }) => Client
+  }) => AwsAdminClient
   DeleteItemCommand: CommandClass
 }
 
@@ -58,8 +49,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   }
   const tableName = options.table ?? inUrl ?? DEFAULT_TABLE
   const endpoint = parsed.hostname === '' ? undefined : `http://${parsed.host}`
-  // A local endpoint ignores the region, but the SDK refuses to start without one.
-  const region = parameters.get('region') ?? (endpoint && !process.env.AWS_REGION && !process.env.AWS_DEFAULT_REGION ? 'us-east-1' : undefined)
+  const region = adminRegion(parameters.get('region'), endpoint)
   const sdk = await importDriver<SdkModule>(SDK, SDK, 'dynamodb://')
   const client = new sdk.DynamoDBClient({
     ...(region ? { region } : {}),
@@ -67,16 +57,6 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     maxAttempts: 2,
     requestHandler: { connectionTimeout: TIMEOUT_MS, requestTimeout: TIMEOUT_MS },
   })
-  // DynamoDB has no clock to query, but every reply carries the server's time in its Date header.
-  let replyDate: string | undefined
-  client.middlewareStack.add(
-    (next) => async (args) => {
-      const result = await next(args)
-      replyDate = (result.response as { headers?: Record<string, string> } | undefined)?.headers?.date ?? replyDate
-      return result
-    },
-    { step: 'deserialize', name: 'shedlockReplyDate' },
-  )
   const send = <T>(command: object): Promise<T> => client.send(command) as Promise<T>
   const describe = async (): Promise<TableDescription | undefined> => {
     try {
@@ -126,15 +106,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     async remove(name) {
       await send(new sdk.DeleteItemCommand({ TableName: tableName, Key: { [KEY]: { S: name } } }))
     },
-    async readClock(): Promise<ClockReading | string> {
-      replyDate = undefined
-      const before = Date.now()
-      await describe()
-      const after = Date.now()
-      const storeMs = replyDate === undefined ? Number.NaN : Date.parse(replyDate)
-      if (Number.isNaN(storeMs)) return 'not measured: the reply had no Date header'
-      return { storeMs, before, after, resolutionMs: 1000, source: 'the Date header of a reply (whole seconds)' }
-    },
+    readClock: replyDateClock(client, () => describe()),
     clockDependence: 'the DynamoDB provider decides expiry on the app clock, so every host running locks needs this in sync',
     close: async () => client.destroy(),
   }

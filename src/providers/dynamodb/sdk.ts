@@ -1,5 +1,5 @@
 import { LockConfigurationError } from '../../core/errors.ts'
-import { messageOf } from '../../support/store-errors.ts'
+import { awsCommandLoader } from '../../support/aws-sdk.ts'
 
 // The AWS SDK v3 as the provider and the inspector use it: the client's one method, the command
 // classes (imported on first use, or passed as `lib`), and the inputs they are built with.
@@ -96,40 +96,7 @@ export function checkClient(client: unknown): asserts client is DynamoDBSendClie
  * @throws LockConfigurationError when `lib` lacks one of them.
  */
 export function commandLoader<L extends object>(lib: L | undefined, needed: readonly (keyof L & string)[]): () => Promise<L> {
-  if (lib !== undefined) {
-    const missing = needed.filter((key) => typeof (lib as Partial<L> | null)?.[key] !== 'function')
-    if (missing.length > 0) {
-      throw new LockConfigurationError(`dynamodb: lib must be the ${SDK} module (import * as lib from '${SDK}'); it has no ${missing.join(', ')}`)
-    }
-    return async () => lib
-  }
-  let loaded: Promise<L> | undefined
-  return () => {
-    loaded ??= import('@aws-sdk/client-dynamodb').then((module) => {
-      const found = module as unknown as Partial<L>
-      const missing = needed.filter((key) => typeof found[key] !== 'function')
-      if (missing.length > 0) throw new Error(`the module has no ${missing.join(', ')}`)
-      return found as L
-    })
-    return loaded.catch((error: unknown) => {
-      // Not cached: the package may be installed while the process runs.
-      loaded = undefined
-      throw new SdkLoadError(error)
-    })
-  }
+  return awsCommandLoader('dynamodb', SDK, () => import('@aws-sdk/client-dynamodb'), lib, needed)
 }
 
-/** The SDK could not be imported; `cause` says why. */
-export class SdkLoadError extends Error {
-  override name = 'SdkLoadError'
-  constructor(cause: unknown) {
-    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, {
-      cause,
-    })
-  }
-}
-
-/** The `name` of what the SDK threw, which says what went wrong (`ConditionalCheckFailedException`, ...). */
-export function errorName(error: unknown): unknown {
-  return (error as { name?: unknown } | null)?.name
-}
+export { errorName, SdkLoadError } from '../../support/aws-sdk.ts'

@@ -1,6 +1,7 @@
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
+import { type AwsAdminClient, adminRegion, replyDateClock } from '../../support/aws-sdk.ts'
 import { importDriver } from '../../support/import-driver.ts'
-import type { Check, ClockReading, StoreAdmin, StoreOptions } from '../../support/store-admin.ts'
+import type { Check, StoreAdmin, StoreOptions } from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { DEFAULT_PREFIX, META } from './format.ts'
 import { s3LockInspector } from './inspector.ts'
@@ -8,16 +9,6 @@ import { s3LockProvider } from './provider.ts'
 import type { S3Lib } from './sdk.ts'
 
 type CommandClass = new (input: object) => object
-interface Client {
-  send(command: object): Promise<unknown>
-  destroy(): void
-  middlewareStack: {
-    add(
-      middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>,
-      options: { step: 'deserialize'; name: string },
-    ): void
-  }
-}
 interface SdkModule extends S3Lib {
   S3Client: new (config: {
     region?: string
@@ -25,7 +16,7 @@ interface SdkModule extends S3Lib {
     forcePathStyle?: boolean
     maxAttempts: number
     requestHandler: { connectionTimeout: number; requestTimeout: number }
-  }) => Client
+  }) => AwsAdminClient
   HeadBucketCommand: CommandClass
   CreateBucketCommand: CommandClass
 }
@@ -62,8 +53,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const endpoint = parameters.get('endpoint')
   if (endpoint !== undefined && !/^https?:\/\/[^/]+\/?$/.test(endpoint))
     throw new UsageError(`?endpoint= must be http(s)://HOST[:PORT], got ${JSON.stringify(endpoint)}`)
-  // A local endpoint ignores the region, but the SDK refuses to start without one.
-  const region = parameters.get('region') ?? (endpoint && !process.env.AWS_REGION && !process.env.AWS_DEFAULT_REGION ? 'us-east-1' : undefined)
+  const region = adminRegion(parameters.get('region'), endpoint)
   const sdk = await importDriver<SdkModule>(SDK, SDK, 's3://')
   const client = new sdk.S3Client({
     ...(region ? { region } : {}),
@@ -71,16 +61,6 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     maxAttempts: 2,
     requestHandler: { connectionTimeout: TIMEOUT_MS, requestTimeout: TIMEOUT_MS },
   })
-  // S3 has no clock to query, but every reply carries the server's time in its Date header.
-  let replyDate: string | undefined
-  client.middlewareStack.add(
-    (next) => async (args) => {
-      const result = await next(args)
-      replyDate = (result.response as { headers?: Record<string, string> } | undefined)?.headers?.date ?? replyDate
-      return result
-    },
-    { step: 'deserialize', name: 'shedlockReplyDate' },
-  )
   const bucketExists = async (): Promise<boolean> => {
     try {
       await client.send(new sdk.HeadBucketCommand({ Bucket: bucket }))
@@ -125,15 +105,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     async remove(name) {
       await client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: prefix + name }))
     },
-    async readClock(): Promise<ClockReading | string> {
-      replyDate = undefined
-      const before = Date.now()
-      await bucketExists()
-      const after = Date.now()
-      const storeMs = replyDate === undefined ? Number.NaN : Date.parse(replyDate)
-      if (Number.isNaN(storeMs)) return 'not measured: the reply had no Date header'
-      return { storeMs, before, after, resolutionMs: 1000, source: 'the Date header of a reply (whole seconds)' }
-    },
+    readClock: replyDateClock(client, () => bucketExists()),
     clockDependence: 'the S3 provider decides expiry on the app clock, so every host running locks needs this in sync',
     close: async () => client.destroy(),
   }

@@ -1,5 +1,5 @@
 import { LockConfigurationError } from '../../core/errors.ts'
-import { messageOf } from '../../support/store-errors.ts'
+import { awsCommandLoader } from '../../support/aws-sdk.ts'
 
 // The AWS SDK v3 S3 client as the provider and the inspector use it: the client's one method,
 // the command classes (imported on first use, or passed as `lib`), and the inputs they take.
@@ -64,45 +64,13 @@ const COMMANDS = ['PutObjectCommand', 'HeadObjectCommand', 'ListObjectsV2Command
  * @throws LockConfigurationError when `lib` lacks one of them.
  */
 export function commandLoader(lib: S3Lib | undefined): () => Promise<S3Lib> {
-  if (lib !== undefined) {
-    const missing = COMMANDS.filter((key) => typeof (lib as Partial<S3Lib> | null)?.[key] !== 'function')
-    if (missing.length > 0)
-      throw new LockConfigurationError(`s3: lib must be the ${SDK} module (import * as lib from '${SDK}'); it has no ${missing.join(', ')}`)
-    return async () => lib
-  }
-  let loaded: Promise<S3Lib> | undefined
-  return () => {
-    loaded ??= import('@aws-sdk/client-s3').then((module) => {
-      const found = module as unknown as Partial<S3Lib>
-      const missing = COMMANDS.filter((key) => typeof found[key] !== 'function')
-      if (missing.length > 0) throw new Error(`the module has no ${missing.join(', ')}`)
-      return found as S3Lib
-    })
-    return loaded.catch((error: unknown) => {
-      // Not cached: the package may be installed while the process runs.
-      loaded = undefined
-      throw new SdkLoadError(error)
-    })
-  }
+  return awsCommandLoader('s3', SDK, () => import('@aws-sdk/client-s3'), lib, COMMANDS)
 }
 
-/** The SDK could not be imported; `cause` says why. */
-export class SdkLoadError extends Error {
-  override name = 'SdkLoadError'
-  constructor(cause: unknown) {
-    super(`cannot load ${SDK} (${messageOf(cause)}); install the package (npm install ${SDK}) or pass its exports as { lib }: import * as lib from '${SDK}'`, {
-      cause,
-    })
-  }
-}
+export { errorName, SdkLoadError } from '../../support/aws-sdk.ts'
 
 /** The HTTP status of what the SDK threw, when the server answered. */
 export function statusOf(error: unknown): number | undefined {
   const status = (error as { $metadata?: { httpStatusCode?: unknown } } | null)?.$metadata?.httpStatusCode
   return typeof status === 'number' ? status : undefined
-}
-
-/** The `name` of what the SDK threw (`PreconditionFailed`, `NotFound`, `NoSuchBucket`, ...). */
-export function errorName(error: unknown): unknown {
-  return (error as { name?: unknown } | null)?.name
 }
