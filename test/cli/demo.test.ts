@@ -1,13 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import type { ChildProcess } from 'node:child_process'
+import { readFileSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { noDoubleRunInAnyAttempt } from '../support/double-runs.ts'
+import { startCli, waitFor } from './support/cli.ts'
 
-// The CLI as users run it: the built dist/cli/main.js (`npm test` builds first; while developing, `npm run build`).
-const main = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
 const TICK_LINE = /^\d\d:\d\d:\d\d {2}(.*)$/gm
 const HAS_TICK = /^\d\d:\d\d:\d\d {2}/m
 
@@ -18,31 +15,21 @@ interface Run {
   stderr: string
 }
 
-const started: ChildProcess[] = []
 const dbDirs: string[] = []
 afterAll(() => {
-  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   for (const dir of dbDirs) rmSync(dir, { recursive: true, force: true })
 })
 
 /** Starts `node dist/cli/main.js ...args`; `output()` is what it printed so far. */
 function start(args: string[]): { child: ChildProcess; done: Promise<Run>; output: () => string } {
-  if (!existsSync(main)) throw new Error(`${main} is missing: run "npm run build" first`)
-  const child = spawn(process.execPath, [main, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-  started.push(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (code, signal) => {
-      // The demo's own temporary folder, named in its first line.
-      const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(stdout)?.[1]
-      if (db?.includes('shedlock-demo-')) dbDirs.push(dirname(db))
-      resolve({ code, signal, stdout, stderr })
-    }),
-  )
-  return { child, done, output: () => stdout }
+  const started = startCli(args)
+  const done = started.done.then((run) => {
+    // The demo's own temporary folder, named in its first line.
+    const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(run.stdout)?.[1]
+    if (db?.includes('shedlock-demo-')) dbDirs.push(dirname(db))
+    return run
+  })
+  return { child: started.child, done, output: started.stdout }
 }
 
 async function cli(...args: string[]): Promise<Run> {
@@ -82,15 +69,6 @@ function isAlive(pid: number): boolean {
   } catch {
     return true
   }
-}
-
-async function waitFor(condition: () => boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms
-  while (!condition()) {
-    if (Date.now() > deadline) return false
-    await sleep(50)
-  }
-  return true
 }
 
 describe('shedlock demo', () => {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { channel, subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -12,6 +11,7 @@ import type { ExtensibleLock, LockProvider } from '../../src/core/lock-provider.
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { deferred, manualClock, fakeHandle } from '../support/fakes.ts'
+import { startNode } from '../support/processes.ts'
 
 interface Received {
   event: LockEventName
@@ -229,14 +229,7 @@ const dist = (file: string) => new URL(`../../dist/${file}`, import.meta.url).hr
 function runChild(source: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const built = fileURLToPath(dist('core/locking-task-executor.js'))
   if (!existsSync(built)) throw new Error(`${built} is missing: run "npm run build" first`)
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', source], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  return startNode(['--input-type=module', '-e', source]).done
 }
 
 describe('a subscriber that throws', () => {

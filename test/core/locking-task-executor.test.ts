@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -12,6 +11,7 @@ import type { LockProvider, SimpleLock } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor, type LockingTaskExecutorListener, type TaskContext } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
+import { startNode } from '../support/processes.ts'
 
 /** A provider that grants every lock (or what `grant` says) and logs lock/unlock into `log`. */
 function recordingProvider(log: string[] = [], grant: (configuration: LockConfiguration) => boolean = () => true) {
@@ -813,12 +813,7 @@ describe('NODE_DEBUG=shedlock', () => {
   function run(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stderr: string }> {
     const built = fileURLToPath(new URL('../../dist/core/locking-task-executor.js', import.meta.url))
     if (!existsSync(built)) throw new Error(`${built} is missing: run "npm run build" first`)
-    return new Promise((resolve) => {
-      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
-      let stderr = ''
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-      child.on('close', (code) => resolve({ code, stderr }))
-    })
+    return startNode(['--input-type=module', '-e', script], { env }).done
   }
 
   const ISO = String.raw`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`

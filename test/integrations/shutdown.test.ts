@@ -3,8 +3,6 @@
 // first one's exit, not after lockAtMostFor (60 s here). Two processes over the real PostgreSQL:
 // the library (executor.close() on SIGTERM, test/fixtures/apps/shutdown-worker.mjs) and the CLI
 // (`shedlock run`, which passes SIGTERM on to its command and releases the lock when it ends).
-import { type ChildProcess, spawn } from 'node:child_process'
-import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -13,28 +11,21 @@ import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { lockConfiguration, type SimpleLock } from '../../src/index.ts'
 import { postgresLockProvider, postgresSchema } from '../../src/providers/postgres/index.ts'
-import { waitFor } from '../support/processes.ts'
+import { type NodeProcess, startNode, waitFor } from '../support/processes.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const table = `shedlock_shutdown_${process.pid}`
 const pool = await postgresPoolOrSkip(4)
 
-interface Node {
-  child: ChildProcess
-  stdout: () => string
-  stderr: () => string
-  exited: Promise<number>
+interface Node extends NodeProcess {
+  /** When (performance.now()) the process exited. */
+  exitedAt: Promise<number>
 }
 
 function start(args: string[], env: Record<string, string>): Node {
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const exited = once(child, 'exit').then(() => performance.now())
-  return { child, stdout: () => stdout, stderr: () => stderr, exited }
+  const node = startNode(args, { cwd: root, env })
+  return { ...node, exitedAt: node.exited.then(() => performance.now()) }
 }
 
 /**
@@ -54,7 +45,7 @@ async function terminateAndTakeOver(node: Node, provider: ReturnType<typeof post
     if (taken) takenAt = performance.now()
     else await sleep(10)
   }
-  const exitedAt = await node.exited
+  const exitedAt = await node.exitedAt
   await taken?.unlock()
   return { signalledAt, exitedAt, takenAt, taken: taken !== undefined }
 }

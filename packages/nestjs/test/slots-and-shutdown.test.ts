@@ -2,8 +2,6 @@ import 'reflect-metadata'
 import { Inject, Injectable, type INestApplicationContext, Module } from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
 import { Cron } from '@nestjs/schedule'
-import { spawn } from 'node:child_process'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import {
   ExecutorClosedError,
@@ -18,6 +16,7 @@ import {
 import { afterEach, describe, expect, it, vi } from 'vitest'
 // The fake store of the root tests, over the built package's in-memory provider.
 import { listingStore } from '../../../test/support/listing-store.ts'
+import { startNode, waitFor } from '../../../test/support/processes.ts'
 import { SchedulerLock, SHEDLOCK_EXECUTOR, ShedLockModule, type ShedLockModuleOptions, ShedLockService } from '../src/index.ts'
 
 // In-process tests of the catch-up on bootstrap, the shutdown and the service, through Nest's own
@@ -156,20 +155,13 @@ describe('on shutdown: the executors are closed', () => {
 
   it('SIGTERM with app.enableShutdownHooks(): the lock is released before the process exits', async () => {
     const script = fileURLToPath(new URL('./fixtures/shutdown-app.mjs', import.meta.url))
-    const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    let stderr = ''
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      child.on('exit', (code, signal) => resolve({ code, signal })),
-    )
-    for (let i = 0; i < 200 && !stdout.includes('running'); i++) await sleep(50)
-    expect(stdout, stderr).toContain('running')
+    const { child, done, stdout, stderr } = startNode([script])
+    expect(await waitFor(() => stdout().includes('running'), 10_000), stderr()).toBe(true)
     child.kill('SIGTERM')
-    const exit = await exited
-    expect(stderr).toBe('')
-    expect(stdout.trim().split('\n')).toEqual(['running', 'aborted: ExecutorClosedError', 'unlocked long', 'call resolved: undefined'])
+    // After the output pipes close, so that nothing the process printed last is missing.
+    const exit = await done
+    expect(exit.stderr).toBe('')
+    expect(exit.stdout.trim().split('\n')).toEqual(['running', 'aborted: ExecutorClosedError', 'unlocked long', 'call resolved: undefined'])
     // Nest re-raises the signal once the application is closed.
     expect(exit.signal ?? exit.code).toBe('SIGTERM')
   })

@@ -1,5 +1,6 @@
-import { type ChildProcess, fork } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { type NodeProcess, startNode } from '../../support/processes.ts'
 
 const WORKER = fileURLToPath(new URL('./worker.mjs', import.meta.url))
 
@@ -27,37 +28,34 @@ export class WorkerProcess {
   readonly child: ChildProcess
   readonly label: string
   readonly messages: WorkerMessage[] = []
-  stdout = ''
-  stderr = ''
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  readonly #process: NodeProcess
   readonly #waiters = new Set<() => void>()
 
   private constructor(job: Record<string, unknown>, env: NodeJS.ProcessEnv) {
     this.label = `${String(job.mode)} worker${job.node === undefined ? '' : ` ${String(job.node)}`}`
-    this.child = fork(WORKER, [JSON.stringify(job)], {
-      // --expose-gc: the soak samples the heap after a full collection.
-      execArgv: ['--expose-gc'],
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    })
-    this.child.stdout!.on('data', (data) => {
-      this.stdout += String(data)
-    })
-    this.child.stderr!.on('data', (data) => {
-      this.stderr += String(data)
-    })
+    // --expose-gc: the soak samples the heap after a full collection.
+    this.#process = startNode(['--expose-gc', WORKER, JSON.stringify(job)], { env, ipc: true })
+    this.child = this.#process.child
     this.child.on('message', (message) => {
       this.messages.push(message as WorkerMessage)
       for (const wake of this.#waiters) wake()
     })
-    this.exited = new Promise((resolve) =>
-      this.child.once('exit', (code, signal) => {
-        live.delete(this)
-        for (const wake of this.#waiters) wake()
-        resolve({ code, signal })
-      }),
-    )
+    this.exited = this.#process.exited.then((exit) => {
+      live.delete(this)
+      for (const wake of this.#waiters) wake()
+      return exit
+    })
     live.add(this)
+  }
+
+  /** What the worker printed so far. */
+  get stdout(): string {
+    return this.#process.stdout()
+  }
+
+  get stderr(): string {
+    return this.#process.stderr()
   }
 
   /** Forks worker.mjs with `job`; `env` adds to this process's environment. */

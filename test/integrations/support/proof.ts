@@ -1,6 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
+import { killStartedProcesses, startNode } from '../../support/processes.ts'
 
 /** One line of a proof app's ledger: a run of the job. Times are epoch milliseconds. */
 export interface LedgerRecord {
@@ -54,39 +54,21 @@ export interface ProofReport {
   unlocked: number
 }
 
-const children = new Set<ChildProcess>()
-
 /** Kills every proof process still running: call it from afterEach, so a failing test leaves none behind. */
 export function killProofProcesses(): void {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  children.clear()
+  killStartedProcesses()
 }
 
 /**
  * Starts `node <script>` with `env`, and resolves once it exits (killing it after `timeoutMs`).
  * The script prints `ready <ms>` when it starts scheduling and `stopping <ms>` when it stops.
  */
-export function runProofProcess(script: string, node: string, env: Record<string, string>, timeoutMs: number): Promise<ProofRun> {
+export async function runProofProcess(script: string, node: string, env: Record<string, string>, timeoutMs: number): Promise<ProofRun> {
   if (!existsSync(script)) throw new Error(`${script} is missing`)
   // Node 22 warns on stderr that node:sqlite is experimental (24 and 26 do not): not an error of the app.
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  children.add(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
-  return new Promise((resolve) => {
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      children.delete(child)
-      const time = (word: string) => Number(new RegExp(`^${word} (\\d+)$`, 'm').exec(stdout)?.[1] ?? Number.NaN)
-      resolve({ node, code, signal, stdout, stderr, ready: time('ready'), stopping: time('stopping') })
-    })
-  })
+  const { code, signal, stdout, stderr } = await startNode(['--disable-warning=ExperimentalWarning', script], { env, killAfterMs: timeoutMs }).done
+  const time = (word: string) => Number(new RegExp(`^${word} (\\d+)$`, 'm').exec(stdout)?.[1] ?? Number.NaN)
+  return { node, code, signal, stdout, stderr, ready: time('ready'), stopping: time('stopping') }
 }
 
 /** Reads a JSON-lines ledger; missing file means no runs. */

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { fork } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { hostname, tmpdir } from 'node:os'
@@ -12,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
+import { type NodeProcess, startNode } from '../../support/processes.ts'
 import { registerSuite } from '../../support/register-suite.ts'
 
 // ---- the two drivers ----
@@ -412,17 +412,25 @@ for (const driver of drivers) {
         const rounds = 40
         const prefix = `race-${process.pid}-${Date.now()}`
         const children = Array.from({ length: 3 }, () =>
-          fork(raceChild(), [driver.name, driver.name === 'node:sqlite' ? '' : require.resolve(driver.name), file, prefix, String(rounds)], {
-            execArgv: ['--disable-warning=ExperimentalWarning'],
-            stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-          }),
+          startNode(
+            [
+              '--disable-warning=ExperimentalWarning',
+              raceChild(),
+              driver.name,
+              driver.name === 'node:sqlite' ? '' : require.resolve(driver.name),
+              file,
+              prefix,
+              String(rounds),
+            ],
+            { ipc: true },
+          ),
         )
         try {
           const ready = children.map((child) => nextMessage(child))
           await Promise.all(ready)
           const startAt = Date.now() + 200
           const results = children.map((child) => nextMessage(child))
-          for (const child of children) child.send({ startAt })
+          for (const { child } of children) child.send({ startAt })
           const wins = (await Promise.all(results)) as Array<{ wins: boolean[] }>
           for (let round = 0; round < rounds; round++) {
             const winners = wins.filter((w) => w.wins[round]).length
@@ -435,7 +443,7 @@ for (const driver of drivers) {
             ).toBeDefined()
           }
         } finally {
-          for (const child of children) if (child.exitCode === null) child.kill()
+          for (const { child } of children) if (child.exitCode === null) child.kill()
         }
       }, 60_000)
     })
@@ -537,9 +545,9 @@ function walk(dir: string): string[] {
   })
 }
 
-function nextMessage(child: ReturnType<typeof fork>): Promise<unknown> {
+function nextMessage({ child, stderr }: NodeProcess): Promise<unknown> {
   return new Promise((resolve, reject) => {
-    const onExit = (code: number | null) => reject(new Error(`child exited with code ${code} before answering`))
+    const onExit = (code: number | null) => reject(new Error(`child exited with code ${code} before answering:\n${stderr()}`))
     child.once('exit', onExit)
     child.once('message', (message) => {
       child.off('exit', onExit)
