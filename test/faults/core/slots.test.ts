@@ -7,6 +7,7 @@ import { createLockingTaskExecutor } from 'shedlock'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cli } from '../../cli/support/cli.ts'
 import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
+import { exclusively } from '../support/exclusive.ts'
 import { recordFigure, type SlotFigures } from '../support/figures.ts'
 import { startOrSkip } from '../support/start.ts'
 import { openNode, type StoreSpec } from '../support/store-clients.mjs'
@@ -261,7 +262,7 @@ describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite
     skew = undefined
     missed = undefined
     const id = attemptId()
-    ;[skew, missed] = await Promise.all([runSkew(id), runMissed(id)])
+    ;[skew, missed] = await exclusively('slot proofs', () => Promise.all([runSkew(id), runMissed(id)]))
   }, 300_000)
 
   for (const store of stores) {

@@ -19,6 +19,7 @@ import { expect, it } from 'vitest'
 import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
 import { waitFor } from '../../support/processes.ts'
 import { badLockNames } from './bad-input.ts'
+import { exclusively } from './exclusive.ts'
 import { recordFigure } from './figures.ts'
 import { checkLedger, heapSlope, readLedgers } from './ledger.ts'
 import type { StoreSpec } from './store-clients.mjs'
@@ -553,69 +554,71 @@ const HEAP_SLOPE_LIMIT = 64 * 1024
 export function soak(sut: Sut): void {
   it(
     `soak: ${SOAK_PROCESSES} processes x ${SOAK_NAMES} names x ${1000 / SOAK_PERIOD_MS}/s for ${SOAK_SECONDS} s after a ${SOAK_WARMUP_SECONDS} s warm-up: no overlap, spread over nodes, flat heaps`,
-    async () => {
-      const s = sut()
-      const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-soak-'))
-      const workers: WorkerProcess[] = []
-      try {
-        const names = Array.from({ length: SOAK_NAMES }, (_, i) => `soak-${suffix()}-${i}`)
-        const ledgers: Record<string, string> = {}
-        for (let i = 0; i < SOAK_PROCESSES; i++) {
-          const node = `n${i}`
-          ledgers[node] = join(dir, `${node}.ledger`)
-          workers.push(
-            WorkerProcess.start({
-              mode: 'soak',
-              node,
-              spec: s.spec({ poolSize: 5 }),
-              names,
-              seconds: SOAK_TOTAL_SECONDS,
-              periodMs: SOAK_PERIOD_MS,
-              ledger: ledgers[node],
-            }),
-          )
+    () =>
+      exclusively(`${sut().label} soak`, async () => {
+        const s = sut()
+        const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-soak-'))
+        const workers: WorkerProcess[] = []
+        try {
+          const names = Array.from({ length: SOAK_NAMES }, (_, i) => `soak-${suffix()}-${i}`)
+          const ledgers: Record<string, string> = {}
+          for (let i = 0; i < SOAK_PROCESSES; i++) {
+            const node = `n${i}`
+            ledgers[node] = join(dir, `${node}.ledger`)
+            workers.push(
+              WorkerProcess.start({
+                mode: 'soak',
+                node,
+                spec: s.spec({ poolSize: 5 }),
+                names,
+                seconds: SOAK_TOTAL_SECONDS,
+                periodMs: SOAK_PERIOD_MS,
+                ledger: ledgers[node],
+              }),
+            )
+          }
+          await Promise.all(workers.map((w) => w.next('ready', 60_000)))
+          const startAt = Date.now() + 1_000
+          for (const w of workers) w.send({ startAt })
+          const reports = await Promise.all(workers.map((w) => w.next('report', SOAK_TOTAL_SECONDS * 1000 + 90_000)))
+          await Promise.all(workers.map((w) => w.exited))
+
+          const { executions, malformed } = readLedgers(ledgers)
+          const check = checkLedger(executions, malformed)
+          // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
+          noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
+          const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
+          const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)
+          const steadyFrom = startAt + Math.max(SOAK_WARMUP_SECONDS, SOAK_TOTAL_SECONDS / 2) * 1000
+          const slopes = reports.map((r) => heapSlope(r.heap as { at: number; heapUsed: number }[], steadyFrom))
+          const errors = reports.flatMap((r) => Object.entries(r.errors as Record<string, number>))
+          for (const [i, r] of reports.entries()) expectNoEscapes(r.problems as WorkerProblems, `soak worker n${i}`)
+
+          const perNode = Object.values(check.perNode)
+          const planned = SOAK_PROCESSES * SOAK_NAMES * SOAK_TOTAL_SECONDS * (1000 / SOAK_PERIOD_MS)
+          const summary =
+            `${check.executions} executions checked, ${check.overlaps.length} overlaps; fires ${total('fires')}/${planned} planned ` +
+            `(${total('busy')} skipped while the node's previous attempt was pending), ${total('notAcquired')} not acquired, ${total('errors')} errors; ` +
+            `executions per node ${Math.min(...perNode)}-${Math.max(...perNode)}; heap growth per process ${Math.round(Math.max(...slopes) / 1024)} KB/s at most`
+          recordFigure({ store: s.label, group: 'soak', faults: 0, executions: check.executions, overlaps: check.overlaps.length, note: summary })
+
+          expect(check.overlaps.slice(0, 5), `overlapping executions (${summary})`).toEqual([])
+          expect(check.unfinished, 'executions without an end').toBe(0)
+          expect(check.malformed, 'malformed ledger lines').toBe(0)
+          expect(check.executions, 'executions recorded vs executions the workers counted').toBe(total('executed'))
+          expect(check.executions).toBeGreaterThan(SOAK_NAMES * SOAK_TOTAL_SECONDS)
+          expect(Object.keys(check.perNode).sort(), 'nodes that ran tasks').toEqual(Object.keys(ledgers).sort())
+          expect(Math.min(...perNode), 'executions of the least used node').toBeGreaterThanOrEqual(check.executions / SOAK_PROCESSES / 10)
+          expect(Object.keys(check.perName)).toHaveLength(SOAK_NAMES)
+          expect(total('errors') / total('fires'), `share of failed attempts (${errors.map(([m, n]) => `${n}x ${m}`).join('; ')})`).toBeLessThan(0.005)
+          for (const [i, slope] of slopes.entries()) expect(slope, `heap growth of n${i} in bytes/s`).toBeLessThan(HEAP_SLOPE_LIMIT)
+        } finally {
+          await Promise.all(workers.map((w) => w.kill()))
+          rmSync(dir, { recursive: true, force: true })
         }
-        await Promise.all(workers.map((w) => w.next('ready', 60_000)))
-        const startAt = Date.now() + 1_000
-        for (const w of workers) w.send({ startAt })
-        const reports = await Promise.all(workers.map((w) => w.next('report', SOAK_TOTAL_SECONDS * 1000 + 90_000)))
-        await Promise.all(workers.map((w) => w.exited))
-
-        const { executions, malformed } = readLedgers(ledgers)
-        const check = checkLedger(executions, malformed)
-        // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
-        noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
-        const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
-        const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)
-        const steadyFrom = startAt + Math.max(SOAK_WARMUP_SECONDS, SOAK_TOTAL_SECONDS / 2) * 1000
-        const slopes = reports.map((r) => heapSlope(r.heap as { at: number; heapUsed: number }[], steadyFrom))
-        const errors = reports.flatMap((r) => Object.entries(r.errors as Record<string, number>))
-        for (const [i, r] of reports.entries()) expectNoEscapes(r.problems as WorkerProblems, `soak worker n${i}`)
-
-        const perNode = Object.values(check.perNode)
-        const planned = SOAK_PROCESSES * SOAK_NAMES * SOAK_TOTAL_SECONDS * (1000 / SOAK_PERIOD_MS)
-        const summary =
-          `${check.executions} executions checked, ${check.overlaps.length} overlaps; fires ${total('fires')}/${planned} planned ` +
-          `(${total('busy')} skipped while the node's previous attempt was pending), ${total('notAcquired')} not acquired, ${total('errors')} errors; ` +
-          `executions per node ${Math.min(...perNode)}-${Math.max(...perNode)}; heap growth per process ${Math.round(Math.max(...slopes) / 1024)} KB/s at most`
-        recordFigure({ store: s.label, group: 'soak', faults: 0, executions: check.executions, overlaps: check.overlaps.length, note: summary })
-
-        expect(check.overlaps.slice(0, 5), `overlapping executions (${summary})`).toEqual([])
-        expect(check.unfinished, 'executions without an end').toBe(0)
-        expect(check.malformed, 'malformed ledger lines').toBe(0)
-        expect(check.executions, 'executions recorded vs executions the workers counted').toBe(total('executed'))
-        expect(check.executions).toBeGreaterThan(SOAK_NAMES * SOAK_TOTAL_SECONDS)
-        expect(Object.keys(check.perNode).sort(), 'nodes that ran tasks').toEqual(Object.keys(ledgers).sort())
-        expect(Math.min(...perNode), 'executions of the least used node').toBeGreaterThanOrEqual(check.executions / SOAK_PROCESSES / 10)
-        expect(Object.keys(check.perName)).toHaveLength(SOAK_NAMES)
-        expect(total('errors') / total('fires'), `share of failed attempts (${errors.map(([m, n]) => `${n}x ${m}`).join('; ')})`).toBeLessThan(0.005)
-        for (const [i, slope] of slopes.entries()) expect(slope, `heap growth of n${i} in bytes/s`).toBeLessThan(HEAP_SLOPE_LIMIT)
-      } finally {
-        await Promise.all(workers.map((w) => w.kill()))
-        rmSync(dir, { recursive: true, force: true })
-      }
-    },
-    SOAK_TOTAL_SECONDS * 1000 + 180_000,
+      }),
+    // Room to wait for the other file's exclusive part: the slot proofs take about 100 s.
+    SOAK_TOTAL_SECONDS * 1000 + 300_000,
   )
 }
 

@@ -62,3 +62,6 @@ export interface SqliteConnection extends SqliteDatabase {
 }
 
 export function openSqlite(file: string, busyTimeoutMs: number): Promise<{ database: SqliteConnection; driver: 'node:sqlite' | 'libsql' }>
+
+/** A ZooKeeper connection that replaces a client stuck disconnected (docs/providers/zookeeper.md). */
+export function replacingZooKeeperClient(port: number): Promise<{ current: () => import('node-zookeeper-client').Client; close: () => void }>

@@ -133,18 +133,11 @@ export async function openNode(spec, options = {}) {
       }
     }
     case 'zookeeper': {
-      const { default: zookeeper } = await import('node-zookeeper-client')
       const { zookeeperLockProvider } = await import('shedlock/zookeeper')
-      const client = zookeeper.createClient(`${HOST}:${spec.port}`, { sessionTimeout: 30_000, spinDelay: 200 })
-      const connected = new Promise((resolve) => client.once('connected', resolve))
-      client.connect()
-      if (!(await Promise.race([connected.then(() => true), sleep(15_000).then(() => false)]))) {
-        client.close()
-        throw new Error(`ZooKeeper at ${HOST}:${spec.port} did not connect within 15 s`)
-      }
+      const zk = await replacingZooKeeperClient(spec.port)
       return {
-        provider: zookeeperLockProvider(withNode({ client, path: spec.path, timeout })),
-        close: async () => client.close(),
+        provider: zookeeperLockProvider(withNode({ client: zk.current, path: spec.path, timeout })),
+        close: async () => zk.close(),
       }
     }
     case 'dynamodb': {
@@ -226,4 +219,58 @@ export async function openSqlite(file, busyTimeoutMs) {
   }
   database.exec('PRAGMA journal_mode = WAL')
   return { database, driver }
+}
+
+/** A ZooKeeper client that stays disconnected this long is replaced (see replacingZooKeeperClient). */
+const ZOOKEEPER_REPLACE_AFTER_MS = 10_000
+
+/**
+ * A node-zookeeper-client connection to 127.0.0.1:`port` as docs/providers/zookeeper.md tells
+ * users to keep one: node-zookeeper-client can wait forever on a connection it opened while the
+ * server was starting (its handshake never completes; a loaded machine restarting ZooKeeper shows
+ * it within a few runs), so `current()`, which the provider calls for every lock operation,
+ * replaces a client that has stayed disconnected for ZOOKEEPER_REPLACE_AFTER_MS. Resolves once
+ * the first client is connected.
+ *
+ * @param {number} port
+ * @returns {Promise<{ current: () => import('node-zookeeper-client').Client, close: () => void }>}
+ */
+export async function replacingZooKeeperClient(port) {
+  const { default: zookeeper } = await import('node-zookeeper-client')
+  let client
+  let disconnectedSince
+  const open = () => {
+    const next = zookeeper.createClient(`${HOST}:${port}`, { sessionTimeout: 30_000, spinDelay: 200 })
+    next.on('connected', () => {
+      if (next === client) disconnectedSince = undefined
+    })
+    next.on('disconnected', () => {
+      if (next === client) disconnectedSince ??= Date.now()
+    })
+    next.on('expired', () => {
+      if (next === client) disconnectedSince ??= Date.now()
+    })
+    client = next
+    // Counted from now: a new client gets the whole delay to connect.
+    disconnectedSince = Date.now()
+    next.connect()
+    return next
+  }
+  const first = open()
+  const connected = new Promise((resolve) => first.once('connected', resolve))
+  if (!(await Promise.race([connected.then(() => true), sleep(15_000).then(() => false)]))) {
+    first.close()
+    throw new Error(`ZooKeeper at ${HOST}:${port} did not connect within 15 s`)
+  }
+  return {
+    current: () => {
+      if (disconnectedSince !== undefined && Date.now() - disconnectedSince > ZOOKEEPER_REPLACE_AFTER_MS) {
+        const stuck = client
+        open()
+        stuck.close()
+      }
+      return client
+    },
+    close: () => client.close(),
+  }
 }

@@ -26,7 +26,7 @@ import { FakeMongoCollection } from '../../support/fake-mongo-collection.ts'
 import { azuriteService, s3Client } from '../../support/object-stores.ts'
 import * as servers from './servers.ts'
 import type { OwnServer } from './servers.ts'
-import { type NodeOptions, openNode, openSqlite, type SqliteConnection, type StoreName, type StoreSpec } from './store-clients.mjs'
+import { type NodeOptions, openNode, openSqlite, replacingZooKeeperClient, type SqliteConnection, type StoreName, type StoreSpec } from './store-clients.mjs'
 
 /** What the fault groups need to know about a store to tell a fault from its documented behaviour. */
 export interface StoreFacts {
@@ -361,15 +361,12 @@ export async function memcachedUnderTest(): Promise<StoreUnderTest> {
 /** ZooKeeper (standalone) on a server of our own. */
 export async function zookeeperUnderTest(): Promise<StoreUnderTest> {
   const server = await servers.startZooKeeper()
-  const raw = zookeeper.createClient(`127.0.0.1:${server.port}`, { sessionTimeout: 30_000, spinDelay: 200 })
-  await new Promise<void>((resolve) => {
-    raw.once('connected', () => resolve())
-    raw.connect()
-  })
+  // The test's own reader survives the restarts as the nodes do: replaced when stuck disconnected.
+  const reader = await replacingZooKeeperClient(server.port)
   const path = `/faults-${suffix()}`
   const data = (name: string) =>
     new Promise<{ data: string; version: number } | undefined>((resolve, reject) =>
-      raw.getData(`${path}/${zookeeperNodeName(name)}`, (error, buffer, stat) => {
+      reader.current().getData(`${path}/${zookeeperNodeName(name)}`, (error, buffer, stat) => {
         if ((error as { code?: number } | null)?.code === zookeeper.Exception.NO_NODE) resolve(undefined)
         else if (error) reject(error)
         else resolve({ data: buffer ? buffer.toString('utf8') : '', version: stat.version })
@@ -394,14 +391,14 @@ export async function zookeeperUnderTest(): Promise<StoreUnderTest> {
     },
     keys: () =>
       new Promise((resolve, reject) =>
-        raw.getChildren(path, (error, children) => {
+        reader.current().getChildren(path, (error, children) => {
           if ((error as { code?: number } | null)?.code === zookeeper.Exception.NO_NODE) resolve([])
           else if (error) reject(error)
           else resolve(children)
         }),
       ),
     keyOf: zookeeperNodeName,
-    dispose: async () => raw.close(),
+    dispose: async () => reader.close(),
   })
 }
 
