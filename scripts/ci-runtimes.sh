@@ -4,10 +4,10 @@
 #
 #   WORK=$WORK bash scripts/ci-runtimes.sh || status=$?
 #
-# Installs Node 22 and 26, Bun and Deno from the npm registry into $WORK (nothing global), then
-#   - Node 22 and Node 26: `npm run test:runtime` (vitest.runtime.config.ts: the core executor,
-#     the package's exports and dist, the demo, the multi-process apps, and the SQLite, PostgreSQL
-#     (server and PGlite) and Redis provider suites) on the same node_modules;
+# Installs Node lines, Bun and Deno from the npm registry into $WORK (nothing global), then
+#   - each Node line: `npm run test:runtime` (vitest.runtime.config.ts: the core executor and
+#     integrations, the package's exports and dist, the CLI, the demo, the multi-process apps,
+#     SQLite, PGlite, and pg's and ioredis's sockets) on the same node_modules;
 #   - Bun and Deno: test/runtimes/smoke.mjs on the built package (executor, SQLite through
 #     bun:sqlite / node:sqlite, PostgreSQL through pg, Redis through ioredis and node-redis), and
 #     `shedlock demo` (the built bin forking 3 processes over one SQLite file).
