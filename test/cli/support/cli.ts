@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterAll } from 'vitest'
+import { killStartedProcesses, type NodeProcess, type ProcessRun, startNode } from '../../support/processes.ts'
 
 /** The CLI as users run it: the built bin (`npm test` builds first; while developing, `npm run build`). */
 export const MAIN: string = fileURLToPath(new URL('../../../dist/cli/main.js', import.meta.url))
@@ -38,8 +39,6 @@ export function startCli(args: readonly string[], options: CliOptions = {}): Sta
 export function cli(args: readonly string[], options: CliOptions = {}): Promise<CliRun> {
   return startCli(args, options).done
 }
-
-import { killStartedProcesses, type NodeProcess, type ProcessRun, startNode } from '../../support/processes.ts'
 
 export { waitFor } from '../../support/processes.ts'
 

@@ -232,8 +232,8 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
 
     // What the store kept across the outage: the lock of the task still running. (The test's
     // own reader may still be reconnecting.)
-    const kept = await retrying(() => s.isHeld(heldName))
-    const remaining = await retrying(() => s.remainingMs(heldName))
+    const kept = await retrying('reading the held lock', () => s.isHeld(heldName))
+    const remaining = await retrying('reading its remaining time', () => s.remainingMs(heldName))
     const expectedRemaining = heldUntil - Date.now()
     const other = await (await s.node()).lock(config(heldName, '10s'))
     expect(other === undefined, 'another node sees the held lock as held exactly when the store kept it').toBe(kept)
@@ -622,14 +622,31 @@ export function soak(sut: Sut): void {
   )
 }
 
-/** Calls `read` until it resolves, every 250 ms for up to 20 s. */
-async function retrying<T>(read: () => Promise<T>): Promise<T> {
+/**
+ * Calls `read` until it resolves, every 250 ms for up to 20 s, giving each call 3 s: the test's
+ * own reader may still be reconnecting after a restart, and a client can hang on a connection
+ * it opened while the server was starting (node-zookeeper-client), so a call that never answers
+ * is abandoned and made again. The last failure is rethrown as an Error that names it, so the
+ * log shows it even when a driver rejects with something vitest cannot print.
+ */
+async function retrying<T>(what: string, read: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + 20_000
   for (;;) {
     try {
-      return await read()
+      let timer: NodeJS.Timeout | undefined
+      const hung = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('no answer within 3 s')), 3_000)
+      })
+      try {
+        return await Promise.race([read(), hung])
+      } finally {
+        clearTimeout(timer)
+      }
     } catch (error) {
-      if (Date.now() > deadline) throw error
+      if (Date.now() > deadline) {
+        const name = (error as { name?: unknown } | null)?.name
+        throw new Error(`${what} failed for 20 s after the restart; last: ${String(name ?? '')} ${error instanceof Error ? error.message : String(error)}`)
+      }
       await sleep(250)
     }
   }
