@@ -6,7 +6,8 @@ import pg from 'pg'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { connectOrSkip } from '../support/backends.ts'
 import { ensureNestjsBuilt, tsc } from './support/build.ts'
-import { killProofProcesses, runProofProcess, stderrErrors } from './support/proof.ts'
+import { runProofProcess, stderrErrors } from './support/proof.ts'
+import { killStartedProcesses } from '../support/processes.ts'
 
 // Keeps examples/ working: compiles them with tsc (as `npm run example` does), then runs each one
 // twice at once for a few seconds over one store, as a user would in two terminals. Needs the
@@ -20,7 +21,7 @@ const LINE = /^\[(\d+)\] (\d\d:\d\d:\d\d) (ran|skipped)\b/gm
 const POSTGRES_URL = process.env.SHEDLOCK_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const dirs: string[] = []
 
-afterEach(killProofProcesses)
+afterEach(killStartedProcesses)
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
 })

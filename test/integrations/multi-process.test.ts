@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { analyse, countDoubleRuns, killProofProcesses, readLedger, runProofProcess, stderrErrors, summary } from './support/proof.ts'
+import { analyse, countDoubleRuns, readLedger, runProofProcess, stderrErrors, summary } from './support/proof.ts'
+import { killStartedProcesses } from '../support/processes.ts'
 
 // Three processes of a small app per scheduler, sharing one SQLite file, a job every second for
 // 6 s: every tick of the window must run exactly once, on some node, never overlapping. The apps
@@ -14,7 +15,7 @@ const NODES = ['a', 'b', 'c']
 const dist = fileURLToPath(new URL('../../dist/', import.meta.url))
 const dirs: string[] = []
 
-afterEach(killProofProcesses)
+afterEach(killStartedProcesses)
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
 })

@@ -8,7 +8,8 @@ import { postgresSchema } from 'shedlock/postgres'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { connectOrSkip, uniqueTable } from '../../../test/support/backends.ts'
 import { ensureNestjsBuilt, tsc } from '../../../test/integrations/support/build.ts'
-import { analyse, countDoubleRuns, killProofProcesses, readLedger, runProofProcess, stderrErrors, summary } from '../../../test/integrations/support/proof.ts'
+import { analyse, countDoubleRuns, readLedger, runProofProcess, stderrErrors, summary } from '../../../test/integrations/support/proof.ts'
+import { killStartedProcesses } from '../../../test/support/processes.ts'
 
 // Three processes of a NestJS app (test/fixtures/proof-app/main.ts, compiled here with tsc for
 // its decorator metadata) share one PostgreSQL database, with @Cron jobs every second for 6 s:
@@ -36,7 +37,7 @@ beforeAll(async () => {
   expect(code).toBe(0)
 }, 120_000)
 
-afterEach(killProofProcesses)
+afterEach(killStartedProcesses)
 afterAll(async () => {
   for (const table of tables) await pool?.query(`DROP TABLE IF EXISTS ${table}`)
   await pool?.end()

@@ -198,9 +198,10 @@ export async function mysqlUnderTest(options: { useDbTime?: boolean; server?: Ow
   })
 }
 
-/** SQLite in a file of a temporary folder: no server; several processes share the file. */
+// Decodes lock names as they were written: TextDecoder drops a leading U+FEFF by default.
 const bomKeeping = new TextDecoder('utf-8', { ignoreBOM: true })
 
+/** SQLite in a file of a temporary folder: no server; several processes share the file. */
 export async function sqliteUnderTest(
   options: { useDbTime?: boolean } = {},
 ): Promise<StoreUnderTest & { readonly file: string; readonly driver: string; readonly database: SqliteConnection }> {

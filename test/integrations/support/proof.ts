@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
-import { killStartedProcesses, startNode } from '../../support/processes.ts'
+import { startNode } from '../../support/processes.ts'
 
 /** One line of a proof app's ledger: a run of the job. Times are epoch milliseconds. */
 export interface LedgerRecord {
@@ -52,11 +52,6 @@ export interface ProofReport {
   overlaps: Array<[LedgerRecord, LedgerRecord]>
   /** Runs where assertLocked() failed. */
   unlocked: number
-}
-
-/** Kills every proof process still running: call it from afterEach, so a failing test leaves none behind. */
-export function killProofProcesses(): void {
-  killStartedProcesses()
 }
 
 /**
