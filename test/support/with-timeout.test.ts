@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LockProviderError } from '../../src/core/errors.ts'
-import { OperationTimeoutError, timedStoreCall } from '../../src/support/with-timeout.ts'
+import { OperationTimeoutError, timedStoreCall, withTimeout } from '../../src/support/with-timeout.ts'
 
 const describeError = (error: unknown, action: string, name: string): LockProviderError =>
   new LockProviderError(`test: could not ${action} lock "${name}": ${error instanceof Error ? error.message : String(error)}`, { cause: error })
@@ -10,11 +10,21 @@ describe('timedStoreCall', () => {
     vi.useRealTimers()
   })
 
-  it('resolves with the value and leaves no timer behind', async () => {
-    vi.useFakeTimers()
-    const value = timedStoreCall({ store: 'Test', timeoutMs: 1000, describe: describeError }, 'acquire', 'a', async () => 42)
+  it('resolves with the value and leaves no timer that keeps the process alive', async () => {
+    const timers = (): number => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length
+    const before = timers()
+    let answer!: (value: number) => void
+    const value = timedStoreCall(
+      { store: 'Test', timeoutMs: 1000, describe: describeError },
+      'acquire',
+      'a',
+      () => new Promise<number>((resolve) => (answer = resolve)),
+    )
+    // While the call is pending, its timeout keeps the process alive, as a timer of its own would.
+    expect(timers()).toBe(before + 1)
+    answer(42)
     await expect(value).resolves.toBe(42)
-    expect(vi.getTimerCount()).toBe(0)
+    expect(timers()).toBe(before)
   })
 
   it('describes a rejection and a synchronous throw; passes a LockProviderError as it is', async () => {
@@ -51,5 +61,73 @@ describe('timedStoreCall', () => {
     answer('late')
     await vi.advanceTimersByTimeAsync(0)
     expect(late).toHaveBeenCalledWith('late')
+  })
+})
+
+describe('one timer for the calls of one duration', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  const never = <T>(): Promise<T> => new Promise<T>(() => {})
+
+  it('times out each pending call its own duration after it started, and no settled one', async () => {
+    vi.useFakeTimers()
+    const outcomes: string[] = []
+    const start = (label: string, promise: Promise<string>): void => {
+      withTimeout(promise, 300, { store: 'Test' }).then(
+        (value) => outcomes.push(`${label}: ${value}`),
+        (error: unknown) => outcomes.push(`${label}: ${(error as Error).message} at ${Date.now() - t0}`),
+      )
+    }
+    const t0 = Date.now()
+    let answerB!: (value: string) => void
+    start('a', never())
+    await vi.advanceTimersByTimeAsync(100)
+    start('b', new Promise<string>((resolve) => (answerB = resolve)))
+    await vi.advanceTimersByTimeAsync(100)
+    start('c', never())
+    answerB('answered')
+    await vi.advanceTimersByTimeAsync(99)
+    expect(outcomes).toEqual(['b: answered'])
+    await vi.advanceTimersByTimeAsync(1)
+    expect(outcomes).toEqual(['b: answered', 'a: no reply from Test within 300ms at 300'])
+    await vi.advanceTimersByTimeAsync(199)
+    expect(outcomes).toHaveLength(2)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(outcomes).toEqual(['b: answered', 'a: no reply from Test within 300ms at 300', 'c: no reply from Test within 300ms at 500'])
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('keeps timing calls out after the queue ran empty, and after fake timers replaced the real ones', async () => {
+    // A call settles under real timers and leaves the queue's timer armed (unref'd)...
+    await expect(withTimeout(Promise.resolve('quick'), 250, { store: 'Test' })).resolves.toBe('quick')
+    // ...then a test installs fake timers: the next call must get a timer that the fake clock drives.
+    vi.useFakeTimers()
+    const late = vi.fn()
+    let answer!: (value: string) => void
+    const pending = withTimeout(new Promise<string>((resolve) => (answer = resolve)), 250, { store: 'Test', late }).catch((error: unknown) => error)
+    await vi.advanceTimersByTimeAsync(250)
+    expect(await pending).toBeInstanceOf(OperationTimeoutError)
+    answer('after the timeout')
+    await vi.advanceTimersByTimeAsync(0)
+    expect(late).toHaveBeenCalledWith('after the timeout')
+  })
+
+  it('runs every expired call even when one of their callbacks throws, and rethrows the first error', async () => {
+    vi.useFakeTimers()
+    const onTimeout = vi.fn()
+    const first = withTimeout(never(), 400, {
+      store: 'Test',
+      onTimeout: () => {
+        throw new Error('callback failed')
+      },
+    })
+    const second = withTimeout(never(), 400, { store: 'Test', onTimeout }).catch((error: unknown) => error)
+    await expect(vi.advanceTimersByTimeAsync(400)).rejects.toThrow('callback failed')
+    expect(onTimeout).toHaveBeenCalledOnce()
+    expect(await second).toBeInstanceOf(OperationTimeoutError)
+    // The first call's timeout did not reject it: its callback threw before it could.
+    void first
   })
 })

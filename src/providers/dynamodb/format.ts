@@ -1,5 +1,5 @@
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
-import { nameTooLong } from '../../support/lock-request.ts'
+import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
 import { type DynamoDBCreateTableInput, SdkLoadError } from './sdk.ts'
 
@@ -73,8 +73,8 @@ export function iso(ms: number): string {
  * @throws LockConfigurationError for a name over 2048 bytes of UTF-8, the most a partition key holds.
  */
 export function checkName(name: string): void {
-  const bytes = Buffer.byteLength(name)
-  if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', 'the name, a partition key,')
+  const bytes = utf8LengthOver(name, MAX_KEY_BYTES)
+  if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', 'the name, a partition key,')
 }
 
 /** @throws LockConfigurationError for a table name that is neither a DynamoDB table name nor a table ARN. */

@@ -2,7 +2,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
 import { parseAddedValue } from '../../support/added-value.ts'
-import { nameTooLong } from '../../support/lock-request.ts'
+import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, etcdLockName, MAX_KEY_BYTES, PROVIDER } from './format.ts'
@@ -139,8 +139,8 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
   // Checked before anything is sent, as the provider does: an oversized request breaks the client for other calls.
   const keyOf = (name: string): string => {
     const key = etcdLockKey(space, name)
-    const bytes = Buffer.byteLength(key)
-    if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+    const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
+    if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
     return key
   }
   const read = async (name: string, key: string): Promise<LockRecord | undefined> => {

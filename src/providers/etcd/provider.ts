@@ -5,7 +5,7 @@ import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core
 import { defineLock } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
-import { checkLockRequest, nameTooLong } from '../../support/lock-request.ts'
+import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { type EtcdLockInspectorOptions, etcdLockInspector } from './inspector.ts'
@@ -179,8 +179,8 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
       const { name } = configuration
       const key = etcdLockKey(space, name)
       // Checked before anything is sent: an oversized request breaks the client for other locks.
-      const bytes = Buffer.byteLength(key)
-      if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+      const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
+      if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
       const now = clock.now()
       const owner = lockOwner(options.lockedBy)
       const value = addedValue(now, owner)

@@ -1,6 +1,7 @@
 import { LockConfigurationError, type LockProviderError } from '../../core/errors.ts'
-import { nameTooLong } from '../../support/lock-request.ts'
+import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { messageOf, outcomeOf, redactUrlPasswords, type StoreAction, storeError } from '../../support/store-errors.ts'
+import { OperationTimeoutError } from '../../support/with-timeout.ts'
 
 // Java ShedLock's lock keys in memcached, the escaping of names memcached cannot carry, and what
 // memcached's errors mean. The provider, the inspector and the CLI read them from here. Values
@@ -83,8 +84,8 @@ export function encodeKey(prefix: string, name: string): string | LockConfigurat
   } else {
     key = prefix + escapeName(name)
   }
-  const bytes = Buffer.byteLength(key)
-  if (bytes > MAX_KEY_BYTES) return nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${prefix}…`)}`)
+  const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
+  if (bytes !== undefined) return nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${prefix}…`)}`)
   return key
 }
 
@@ -138,7 +139,7 @@ export function textOf(value: unknown): string | undefined {
 /** What a memcached (memjs) error means for the lock and what to do about it. `role` is who calls (`provider` or `inspector`). */
 export function describeMemcachedError(error: unknown, action: StoreAction, lockName: string, role: string = 'provider'): LockProviderError {
   // memjs reports a failed SASL login as a bare string.
-  const detail = redactUrlPasswords(messageOf(error))
+  const detail = error instanceof OperationTimeoutError ? `memcached did not answer within ${error.timeoutMs}ms` : redactUrlPasswords(messageOf(error))
   const code = (error as { code?: unknown } | null)?.code
   let advice: string
   if (/authentication failed/i.test(detail)) {

@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import { type Duration, parseDuration } from '../../core/duration.ts'
-import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { LockProvider } from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
@@ -8,6 +8,7 @@ import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
+import { type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { DEFAULT_ENVIRONMENT, describeMemcachedError, encodeKey, memcachedKeyPrefix, PROVIDER, textOf } from './format.ts'
 
 /**
@@ -117,34 +118,12 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   const clock = options.clock ?? systemClock
   if (typeof clock?.now !== 'function') throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
 
-  // One promise and one timer per call, with the error mapping folded in when `action` is
-  // given (each extra promise layer showed in the client's CPU per lock). A synchronous throw of
-  // `call` rejects like a failed call.
-  const timed = <T>(call: () => Promise<T>, action?: StoreAction, name?: string): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      const fail = (error: unknown): void =>
-        reject(action === undefined || error instanceof LockProviderError ? error : describeMemcachedError(error, action, name!))
-      const timer = setTimeout(() => fail(Object.assign(new Error(`memcached did not answer within ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs)
-      let pending: Promise<T>
-      try {
-        // The client's own promise as it is; anything else (a test double's value) is wrapped.
-        pending = Promise.resolve(call())
-      } catch (error) {
-        clearTimeout(timer)
-        fail(error)
-        return
-      }
-      pending.then(
-        (value) => {
-          clearTimeout(timer)
-          resolve(value)
-        },
-        (error: unknown) => {
-          clearTimeout(timer)
-          fail(error)
-        },
-      )
-    })
+  // One promise per call, its timeout in the shared queue of its duration, and the error mapping
+  // folded in (each extra promise layer showed in the client's CPU per lock). A synchronous throw
+  // of `run` rejects like a failed call; a test double's plain value is wrapped.
+  const call: TimedStoreCall<unknown> = { store: 'memcached', timeoutMs, describe: (error, action, name) => describeMemcachedError(error, action, name) }
+  const timed = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> =>
+    timedStoreCall(call as TimedStoreCall<T>, action, name, () => Promise.resolve(run()))
 
   const guard = storeGuard((error, action, name) => describeMemcachedError(error, action, name))
 
@@ -155,17 +134,17 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
     return key
   }
 
-  const release = async (key: string, value: string, held: LockConfiguration): Promise<void> => {
+  const release = async (key: string, name: string, value: string, held: LockConfiguration): Promise<void> => {
     const lockAtMostUntil = held.lockAtMostUntil.getTime()
     if (lockAtMostUntil - clock.now() < UNLOCK_GUARD_MS) return
-    const { value: stored } = await timed(() => client.get(key))
+    const { value: stored } = await timed('release', name, () => client.get(key))
     // Someone else's record (this one expired or was evicted, and another node took the lock), or none.
     if (textOf(stored) !== value) return
     const now = clock.now()
     if (lockAtMostUntil - now < UNLOCK_GUARD_MS) return
     const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
-    if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await timed(() => client.delete(key))
-    else await timed(() => client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) }))
+    if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await timed('release', name, () => client.delete(key))
+    else await timed('release', name, () => client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) }))
   }
 
   return {
@@ -177,12 +156,12 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
       const now = clock.now()
       const owner = lockOwner()
       const value = addedValue(now, owner)
-      const added = await timed(() => client.add(key, value, { expires: expiration(configuration.lockAtMostUntil.getTime(), now) }), 'acquire', name)
+      const added = await timed('acquire', name, () => client.add(key, value, { expires: expiration(configuration.lockAtMostUntil.getTime(), now) }))
       if (added !== true) return undefined
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
-        unlock: (held) => guard('release', name, () => release(key, value, held)),
+        unlock: (held) => guard('release', name, () => release(key, name, value, held)),
       })
     },
   }

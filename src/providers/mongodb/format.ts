@@ -1,4 +1,4 @@
-import { nameTooLong } from '../../support/lock-request.ts'
+import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
 
 // Java ShedLock's lock documents in MongoDB: their shape, the longest name they hold, the
@@ -35,8 +35,8 @@ export const DUPLICATE_KEY = 11000
  * @throws LockConfigurationError for a name over 16 MiB − 64 KiB of UTF-8.
  */
 export function checkName(name: string): void {
-  const bytes = Buffer.byteLength(name)
-  if (bytes > MAX_NAME_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_NAME_BYTES, 'bytes', "the name, the document's _id,")
+  const bytes = utf8LengthOver(name, MAX_NAME_BYTES)
+  if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_NAME_BYTES, 'bytes', "the name, the document's _id,")
 }
 
 /** How messages name a collection: by its `collectionName` where the driver gives one. */

@@ -2,7 +2,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
 import { parseAddedValue } from '../../support/added-value.ts'
-import { nameTooLong } from '../../support/lock-request.ts'
+import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { type RedisClientLike, toRedisCommands } from './commands.ts'
@@ -99,8 +99,8 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
   // Checked before anything is sent, as the provider does: Redis closes the connection on a longer key.
   const keyOf = (name: string): string => {
     const key = redisLockKey(space, name)
-    const bytes = Buffer.byteLength(key)
-    if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+    const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
+    if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
     return key
   }
 

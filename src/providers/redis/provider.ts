@@ -5,7 +5,7 @@ import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core
 import { defineLock } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
-import { checkLockRequest, nameTooLong } from '../../support/lock-request.ts'
+import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import type { StoreAction } from '../../support/store-errors.ts'
 import { type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { type RedisClientLike, type RedisCommands, toRedisCommands } from './commands.ts'
@@ -126,8 +126,8 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       const { name } = configuration
       const key = redisLockKey(space, name)
       // One pass over the key, far cheaper than sending a name this long; checked before anything is sent.
-      const bytes = Buffer.byteLength(key)
-      if (bytes > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+      const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
+      if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
       const now = clock.now()
       const owner = lockOwner(options.lockedBy)
       const value = addedValue(now, owner)

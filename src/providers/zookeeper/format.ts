@@ -1,5 +1,5 @@
 import { LockConfigurationError } from '../../core/errors.ts'
-import { nameTooLong } from '../../support/lock-request.ts'
+import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
 import { OperationTimeoutError } from '../../support/with-timeout.ts'
 
@@ -177,8 +177,8 @@ export function validRoot(path: unknown): string {
  */
 export function lockNodePath(root: string, name: string): string {
   const node = `${root}/${zookeeperNodeName(name)}`
-  const bytes = Buffer.byteLength(node)
-  if (bytes > MAX_PATH_BYTES) throw nameTooLong(PROVIDER, name, bytes, MAX_PATH_BYTES, 'bytes', `its node's path ${JSON.stringify(`${root}/…`)}`)
+  const bytes = utf8LengthOver(node, MAX_PATH_BYTES)
+  if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_PATH_BYTES, 'bytes', `its node's path ${JSON.stringify(`${root}/…`)}`)
   return node
 }
 
