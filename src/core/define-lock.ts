@@ -58,7 +58,6 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
   const dispose = async (): Promise<void> => {
     if (state === 'held') await unlock()
   }
-  const { extend } = operations
   // Built by adding properties one by one, in this order: V8 caches those shape transitions,
   // where an object literal with a spread and a computed symbol key took its slow path, and
   // that showed in every provider's CPU per lock.
@@ -66,7 +65,7 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
   if (operations.lockedBy !== undefined) handle.lockedBy = operations.lockedBy
   handle.unlock = unlock
   handle[Symbol.asyncDispose] = dispose
-  if (!extend) return handle as SimpleLock
+  if (!operations.extend) return handle as SimpleLock
   const clock = operations.clock ?? systemClock
 
   handle.extend = async (lockAtMostFor, lockAtLeastFor) => {
@@ -75,13 +74,14 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
     claim('extend')
     let extended: boolean
     try {
-      extended = await extend(next, configuration)
+      // Called on `operations`, which may be a provider's object with methods.
+      extended = await operations.extend!(next, configuration)
     } catch (error) {
       state = 'held'
       throw error
     }
     state = 'spent'
-    return extended ? defineLock(next, { ...operations, extend }) : undefined
+    return extended ? defineLock(next, operations as LockOperations & { extend: NonNullable<LockOperations['extend']> }) : undefined
   }
   return handle as ExtensibleLock
 }

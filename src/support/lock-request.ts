@@ -8,6 +8,9 @@ export interface StoreLimits {
   readonly latestDeadline?: { readonly ms: number; readonly why: string }
 }
 
+// A constant, not a default `{}`: that would be a new object on every acquisition.
+const NO_LIMITS: StoreLimits = {}
+
 /**
  * Checks a configuration on its way into a provider's `lock()`: every provider calls it first, so
  * that no store is ever asked for a lock that would not exclude anybody.
@@ -17,8 +20,9 @@ export interface StoreLimits {
  *   has passed on `clock` (a configuration kept from an earlier tick: the store would take an
  *   already-expired lock, and another node could run the task at once), or for a deadline past
  *   what the store can hold.
+ * @returns the time read from `clock` (epoch milliseconds), for the provider to reuse.
  */
-export function checkLockRequest(provider: string, configuration: LockConfiguration, clock: Clock, limits: StoreLimits = {}): void {
+export function checkLockRequest(provider: string, configuration: LockConfiguration, clock: Clock, limits: StoreLimits = NO_LIMITS): number {
   if (!isLockConfiguration(configuration)) {
     const name = (configuration as { name?: unknown } | null)?.name
     throw new LockConfigurationError(
@@ -26,7 +30,8 @@ export function checkLockRequest(provider: string, configuration: LockConfigurat
     )
   }
   const until = configuration.lockAtMostUntil.getTime()
-  if (until <= clock.now()) {
+  const now = clock.now()
+  if (until <= now) {
     throw new LockConfigurationError(
       `Lock "${configuration.name}": its configuration expired at ${configuration.lockAtMostUntil.toISOString()} (createdAt + lockAtMostFor) before the ${provider} provider was asked, so the lock would exclude nobody; build a fresh configuration for every attempt (lockConfiguration(), or pass options to executeWithLock())`,
     )
@@ -37,6 +42,7 @@ export function checkLockRequest(provider: string, configuration: LockConfigurat
       `Lock "${configuration.name}": lockAtMostUntil ${configuration.lockAtMostUntil.toISOString()} is later than ${provider} can hold (${latest.why}); use a shorter lockAtMostFor`,
     )
   }
+  return now
 }
 
 /**

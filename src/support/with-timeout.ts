@@ -17,12 +17,17 @@ const PENDING = 0
 const SETTLED = 1
 const EXPIRED = 2
 
-/** One call watched by a {@link DeadlineQueue}. */
-interface Watched {
-  readonly deadline: number
-  state: typeof PENDING | typeof SETTLED | typeof EXPIRED
-  expire: (() => void) | undefined
-  next: Watched | undefined
+/**
+ * One call watched by a {@link DeadlineQueue}: the call's own state object, so that watching it
+ * allocates nothing more.
+ */
+abstract class Watched {
+  deadline = 0
+  state: typeof PENDING | typeof SETTLED | typeof EXPIRED = PENDING
+  next: Watched | undefined = undefined
+
+  /** Runs once, when the call is still pending at its deadline. */
+  abstract expire(): void
 }
 
 type TimerHandle = ReturnType<typeof setTimeout>
@@ -55,21 +60,20 @@ class DeadlineQueue {
     this.#ms = ms
   }
 
-  /** Watches a call that starts now: `expire` runs once, if it is still pending after the duration. */
-  watch(expire: () => void): Watched {
-    const watched: Watched = { deadline: performance.now() + this.#ms, state: PENDING, expire, next: undefined }
+  /** Watches a call that starts now: its `expire()` runs once, if it is still pending after the duration. */
+  watch(watched: Watched): void {
+    // The global performance, not node:perf_hooks': fake timers replace both it and setTimeout.
+    watched.deadline = performance.now() + this.#ms
     if (this.#tail === undefined) this.#head = watched
     else this.#tail.next = watched
     this.#tail = watched
     if (this.#pending++ === 0) this.#wake()
-    return watched
   }
 
-  /** The call settled. `false` when its timeout had already passed (and `expire` ran). */
+  /** The call settled. `false` when its timeout had already passed (and `expire()` ran). */
   settle(watched: Watched): boolean {
     if (watched.state !== PENDING) return false
     watched.state = SETTLED
-    watched.expire = undefined
     if (--this.#pending === 0) this.#idle()
     // Calls settle mostly in the order they started: drop the settled ones at the front.
     let head = this.#head
@@ -113,13 +117,12 @@ class DeadlineQueue {
     // deadline, and fake timers move one clock without the other: the deadline it was armed for
     // has passed either way.
     const now = Math.max(performance.now(), this.#armedFor)
-    const expired: (() => void)[] = []
+    const expired: Watched[] = []
     let head = this.#head
     while (head !== undefined && (head.state !== PENDING || head.deadline <= now)) {
       if (head.state === PENDING) {
         head.state = EXPIRED
-        expired.push(head.expire!)
-        head.expire = undefined
+        expired.push(head)
         this.#pending--
       }
       head = unlink(head)
@@ -127,14 +130,14 @@ class DeadlineQueue {
     this.#head = head
     if (head === undefined) this.#tail = undefined
     else this.#arm(head.deadline - now, head.deadline)
-    // After the queue is consistent, so that a callback may start (and watch) another call. One
+    // After the queue is consistent, so that an expiry may start (and watch) another call. One
     // that throws does not keep the others from running; the first error is rethrown, as an
     // exception in a timer of its own would have been.
     let failed = false
     let failure: unknown
-    for (const expire of expired) {
+    for (const watched of expired) {
       try {
-        expire()
+        watched.expire()
       } catch (error) {
         if (!failed) failure = error
         failed = true
@@ -144,10 +147,9 @@ class DeadlineQueue {
   }
 }
 
-// Returns the next entry and cuts the link to it. An entry that lived long enough to reach the
-// old generation would otherwise keep every later entry (and the call state each one closes
-// over) alive through the young generation's collections, until a full collection: with 16
-// concurrent callers, that multiplied the memory promoted per lock by four.
+// Returns the next entry and cuts the link to it, so that an entry that reached the old
+// generation does not keep the later ones, and the calls they belong to, alive through the young
+// generation's collections.
 function unlink(watched: Watched): Watched | undefined {
   const { next } = watched
   watched.next = undefined
@@ -165,6 +167,15 @@ function deadlines(ms: number): DeadlineQueue {
   return queue
 }
 
+// One executor for every promise made here: it runs synchronously inside `new Promise`, so it
+// hands the resolving functions to the call set just before, and no closure is built per call.
+let capturing: { resolve: (value: never) => void; reject: (error: unknown) => void } | undefined
+function capture(resolve: (value: never) => void, reject: (error: unknown) => void): void {
+  capturing!.resolve = resolve
+  capturing!.reject = reject
+  capturing = undefined
+}
+
 /** What {@link withTimeout} does around the timeout. */
 export interface WithTimeoutOptions<T> {
   /** The store's name, for the error message. */
@@ -175,29 +186,51 @@ export interface WithTimeoutOptions<T> {
   late?: (value: T) => void
 }
 
+class TimedPromise<T> extends Watched {
+  resolve!: (value: T) => void
+  reject!: (error: unknown) => void
+  readonly queue: DeadlineQueue
+  readonly ms: number
+  readonly options: WithTimeoutOptions<T>
+
+  constructor(queue: DeadlineQueue, ms: number, options: WithTimeoutOptions<T>) {
+    super()
+    this.queue = queue
+    this.ms = ms
+    this.options = options
+  }
+
+  expire(): void {
+    this.options.onTimeout?.()
+    this.reject(new OperationTimeoutError(this.options.store, this.ms))
+  }
+
+  fulfilled(value: T): void {
+    if (this.queue.settle(this)) this.resolve(value)
+    else this.options.late?.(value)
+  }
+
+  rejected(error: unknown): void {
+    if (this.queue.settle(this)) this.reject(error)
+  }
+}
+
 /**
  * Resolves like `promise`, or rejects with an {@link OperationTimeoutError} after `ms`. Clients
  * that queue commands while disconnected would otherwise keep a lock attempt waiting without
  * end; `promise` itself keeps running, which is why `late` exists.
  */
-export function withTimeout<T>(promise: Promise<T>, ms: number, options: WithTimeoutOptions<T>): Promise<T> {
-  // One promise and no Promise.race; the timeout is one entry in the queue of its duration.
+export function withTimeout<T>(promise: PromiseLike<T>, ms: number, options: WithTimeoutOptions<T>): Promise<T> {
   const queue = deadlines(ms)
-  return new Promise<T>((resolve, reject) => {
-    const watched = queue.watch(() => {
-      options.onTimeout?.()
-      reject(new OperationTimeoutError(options.store, ms))
-    })
-    promise.then(
-      (value) => {
-        if (queue.settle(watched)) resolve(value)
-        else options.late?.(value)
-      },
-      (error: unknown) => {
-        if (queue.settle(watched)) reject(error)
-      },
-    )
-  })
+  const timed = new TimedPromise(queue, ms, options)
+  capturing = timed
+  const result = new Promise<T>(capture)
+  queue.watch(timed)
+  promise.then(
+    (value) => timed.fulfilled(value),
+    (error: unknown) => timed.rejected(error),
+  )
+  return result
 }
 
 /** What {@link timedStoreCall} needs besides the call itself. */
@@ -212,43 +245,136 @@ export interface TimedStoreCall<T> {
   readonly onTimeout?: () => void
 }
 
+/** The optional parts of one {@link timedStoreCall}. */
+export interface TimedStoreCallSteps<T, R> {
+  /** Receives the value if it still arrives after the timeout (say, to release a late acquisition). */
+  readonly late?: (value: T) => void
+  /**
+   * Turns the store's reply into the call's result (say, a reply into a lock handle), in the same
+   * promise. What it throws rejects the call as it is, not described: it is not the store's error.
+   */
+  readonly map?: (value: T) => R
+  /**
+   * Given the store's error, returns a second attempt to wait for instead (say, `EVAL` after a
+   * `NOSCRIPT` reply), within the same timeout; `undefined` to fail with the error.
+   */
+  readonly recover?: (error: unknown) => PromiseLike<T> | undefined
+}
+
+class StoreCall<T, R> extends Watched {
+  resolve!: (value: R) => void
+  reject!: (error: unknown) => void
+  readonly queue: DeadlineQueue
+  readonly call: TimedStoreCall<T>
+  readonly action: StoreAction
+  readonly lockName: string
+  readonly steps: TimedStoreCallSteps<T, R> | undefined
+
+  constructor(queue: DeadlineQueue, call: TimedStoreCall<T>, action: StoreAction, lockName: string, steps: TimedStoreCallSteps<T, R> | undefined) {
+    super()
+    this.queue = queue
+    this.call = call
+    this.action = action
+    this.lockName = lockName
+    this.steps = steps
+  }
+
+  expire(): void {
+    this.call.onTimeout?.()
+    this.fail(new OperationTimeoutError(this.call.store, this.call.timeoutMs))
+  }
+
+  fail(error: unknown): void {
+    this.reject(error instanceof LockProviderError ? error : this.call.describe(error, this.action, this.lockName))
+  }
+
+  await(reply: PromiseLike<T>): void {
+    reply.then(
+      (value) => this.fulfilled(value),
+      (error: unknown) => this.rejected(error),
+    )
+  }
+
+  // The steps' functions are called on `steps`, which may be an object with methods.
+  fulfilled(value: T): void {
+    const { steps } = this
+    if (!this.queue.settle(this)) {
+      steps?.late?.(value)
+      return
+    }
+    if (steps?.map === undefined) {
+      this.resolve(value as unknown as R)
+      return
+    }
+    try {
+      this.resolve(steps.map(value))
+    } catch (error) {
+      this.reject(error)
+    }
+  }
+
+  rejected(error: unknown): void {
+    if (this.state !== PENDING) return
+    const { steps } = this
+    if (steps?.recover !== undefined) {
+      let retry: PromiseLike<T> | undefined
+      try {
+        retry = steps.recover(error)
+      } catch (thrown) {
+        error = thrown
+      }
+      if (retry !== undefined) {
+        this.await(retry)
+        return
+      }
+    }
+    this.queue.settle(this)
+    this.fail(error)
+  }
+}
+
+/** {@link TimedStoreCallSteps} that send the call themselves, so that a call needs no closure. */
+export interface StartingSteps<T, R> extends TimedStoreCallSteps<T, R> {
+  /** Sends the call; called once, on the steps object. */
+  start(): PromiseLike<T>
+}
+
 /**
- * `storeGuard(describe)(action, lockName, () => withTimeout(run(), ...))` in one promise, with
- * no timer of its own (see {@link DeadlineQueue}): the shape of every call a Redis, memcached or ZooKeeper provider makes to take or
- * release a lock, where each extra promise layer showed in the client's CPU per lock. A
- * `LockProviderError` passes as it is; anything else (a synchronous throw of `run`, a rejection,
- * an {@link OperationTimeoutError}) goes through `describe`. `late` receives a value that arrives
- * after the timeout.
+ * `storeGuard(describe)(action, lockName, () => withTimeout(run(), ...))` in one promise and no
+ * timer of its own: the shape of every call a Redis, memcached or ZooKeeper provider makes to
+ * take or release a lock, where each extra promise layer, closure and timer showed in the
+ * client's CPU per lock. A `LockProviderError` passes as it is; anything else (a synchronous
+ * throw of `run`, a rejection, an {@link OperationTimeoutError}) goes through `describe`. `steps`
+ * maps the reply, retries after an error, or takes a value that arrives after the timeout; steps
+ * with a `start()` method stand for `run` too.
  */
-export function timedStoreCall<T>(
+export function timedStoreCall<T, R = T>(
   call: TimedStoreCall<T>,
   action: StoreAction,
   lockName: string,
   run: () => PromiseLike<T>,
-  late?: (value: T) => void,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const fail = (error: unknown): void => reject(error instanceof LockProviderError ? error : call.describe(error, action, lockName))
-    let promise: PromiseLike<T>
-    try {
-      promise = run()
-    } catch (error) {
-      fail(error)
-      return
-    }
-    const queue = deadlines(call.timeoutMs)
-    const watched = queue.watch(() => {
-      call.onTimeout?.()
-      fail(new OperationTimeoutError(call.store, call.timeoutMs))
-    })
-    promise.then(
-      (value) => {
-        if (queue.settle(watched)) resolve(value)
-        else late?.(value)
-      },
-      (error: unknown) => {
-        if (queue.settle(watched)) fail(error)
-      },
-    )
-  })
+  steps?: TimedStoreCallSteps<T, R>,
+): Promise<R>
+export function timedStoreCall<T, R>(call: TimedStoreCall<T>, action: StoreAction, lockName: string, steps: StartingSteps<T, R>): Promise<R>
+export function timedStoreCall<T, R>(
+  call: TimedStoreCall<T>,
+  action: StoreAction,
+  lockName: string,
+  run: (() => PromiseLike<T>) | StartingSteps<T, R>,
+  steps?: TimedStoreCallSteps<T, R>,
+): Promise<R> {
+  const queue = deadlines(call.timeoutMs)
+  const pending = new StoreCall(queue, call, action, lockName, typeof run === 'function' ? steps : run)
+  capturing = pending
+  const result = new Promise<R>(capture)
+  let reply: PromiseLike<T>
+  try {
+    reply = typeof run === 'function' ? run() : run.start()
+  } catch (error) {
+    pending.fail(error)
+    return result
+  }
+  queue.watch(pending)
+  pending.await(reply)
+  return result
 }

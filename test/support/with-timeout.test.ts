@@ -49,7 +49,7 @@ describe('timedStoreCall', () => {
       'acquire',
       'slow',
       () => new Promise<string>((resolve) => (answer = resolve)),
-      late,
+      { late },
     )
     const outcome = pending.catch((error: unknown) => error)
     await vi.advanceTimersByTimeAsync(500)

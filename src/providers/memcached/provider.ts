@@ -1,14 +1,14 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import { type Duration, parseDuration } from '../../core/duration.ts'
-import { LockConfigurationError } from '../../core/errors.ts'
+import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
-import type { LockProvider } from '../../core/lock-provider.ts'
-import { defineLock } from '../../core/define-lock.ts'
+import type { LockProvider, SimpleLock } from '../../core/lock-provider.ts'
+import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
-import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
-import { type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
+import type { StoreAction } from '../../support/store-errors.ts'
+import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { DEFAULT_ENVIRONMENT, describeMemcachedError, encodeKey, memcachedKeyPrefix, PROVIDER, textOf } from './format.ts'
 
 /**
@@ -57,6 +57,7 @@ const LATEST_DEADLINE = {
   ms: MAX_EXPIRATION * 1000,
   why: 'memcached expirations are 32-bit Unix times, the last one 2106-02-07T06:28:15Z',
 } as const
+const LIMITS = { latestDeadline: LATEST_DEADLINE }
 // memcached's clock ticks in whole seconds, so a record may vanish up to 1 s before
 // lockAtMostUntil, and another node may add its own at once. An unlock this close to
 // lockAtMostUntil leaves the record to expire by itself rather than risk deleting a newer lock
@@ -125,8 +126,6 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   const timed = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> =>
     timedStoreCall(call as TimedStoreCall<T>, action, name, () => Promise.resolve(run()))
 
-  const guard = storeGuard((error, action, name) => describeMemcachedError(error, action, name))
-
   // Checked before anything is sent: a key memcached refuses stalls the connection.
   const keyOf = (name: string): string => {
     const key = encodeKey(prefix, name)
@@ -147,22 +146,60 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
     else await timed('release', name, () => client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) }))
   }
 
+  // One object per acquisition: it sends the add, maps its reply to the handle and is the
+  // handle's operations, so that taking a lock builds no closures of its own.
+  class Acquisition implements StartingSteps<unknown, SimpleLock | undefined>, LockOperations {
+    readonly clock = clock
+    readonly configuration: LockConfiguration
+    readonly key: string
+    readonly value: string
+    readonly expires: number
+    readonly lockedBy: string
+
+    constructor(configuration: LockConfiguration, key: string, value: string, expires: number, lockedBy: string) {
+      this.configuration = configuration
+      this.key = key
+      this.value = value
+      this.expires = expires
+      this.lockedBy = lockedBy
+    }
+
+    start(): Promise<unknown> {
+      return Promise.resolve(client.add(this.key, this.value, { expires: this.expires }))
+    }
+
+    map(added: unknown): SimpleLock | undefined {
+      return added === true ? defineLock(this.configuration, this) : undefined
+    }
+
+    async unlock(held: LockConfiguration): Promise<void> {
+      try {
+        await release(this.key, this.configuration.name, this.value, held)
+      } catch (error) {
+        throw error instanceof LockProviderError ? error : describeMemcachedError(error, 'release', this.configuration.name)
+      }
+    }
+  }
+
   return {
     name: PROVIDER,
-    async lock(configuration: LockConfiguration) {
-      checkLockRequest(PROVIDER, configuration, clock, { latestDeadline: LATEST_DEADLINE })
-      const { name } = configuration
-      const key = keyOf(name)
-      const now = clock.now()
+    lock(configuration: LockConfiguration): Promise<SimpleLock | undefined> {
+      let now: number
+      let key: string
+      try {
+        now = checkLockRequest(PROVIDER, configuration, clock, LIMITS)
+        key = keyOf(configuration.name)
+      } catch (error) {
+        return Promise.reject(error)
+      }
       const owner = lockOwner()
       const value = addedValue(now, owner)
-      const added = await timed('acquire', name, () => client.add(key, value, { expires: expiration(configuration.lockAtMostUntil.getTime(), now) }))
-      if (added !== true) return undefined
-      return defineLock(configuration, {
-        clock,
-        lockedBy: owner,
-        unlock: (held) => guard('release', name, () => release(key, name, value, held)),
-      })
+      return timedStoreCall(
+        call,
+        'acquire',
+        configuration.name,
+        new Acquisition(configuration, key, value, expiration(configuration.lockAtMostUntil.getTime(), now), owner),
+      )
     },
   }
 }

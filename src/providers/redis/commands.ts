@@ -45,6 +45,21 @@ export interface RedisCommands {
 }
 
 /**
+ * The `SET … NX PX` of an acquisition as the client sends it, its reply not yet mapped: the
+ * provider maps it in the promise it already has, where an async `setIfAbsent` added a promise and
+ * a turn per lock. `fromIoredis` and `fromNodeRedis` attach it under {@link SET_REPLY}; a port of
+ * your own is called through its `setIfAbsent`. Internal: not exported by `shedlock/redis`.
+ */
+export interface SetReply {
+  send(key: string, value: string, milliseconds: number): PromiseLike<unknown>
+  /** Whether the reply means the key was set (Redis's `OK`). */
+  acquired(reply: unknown): boolean
+}
+
+/** Where an adapter keeps its {@link SetReply}. */
+export const SET_REPLY: unique symbol = Symbol('shedlock.redis.setReply')
+
+/**
  * The part of an ioredis (5 or 6) `Redis` or `Cluster` client that {@link fromIoredis} calls. We
  * don't import ioredis: any object with these methods works.
  */
@@ -98,13 +113,29 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
   }
   const call = c.call
   const keyPrefix = prefixText(c.options?.keyPrefix ?? c.options?.redisOptions?.keyPrefix)
-  return {
+  const setReply: SetReply = {
+    send: (key, value, milliseconds) => client.set(key, value, 'PX', milliseconds, 'NX'),
+    acquired: (reply) => reply === 'OK',
+  }
+  const port: RedisCommands = {
     client: 'ioredis',
     setIfAbsent: async (key, value, milliseconds) => (await client.set(key, value, 'PX', milliseconds, 'NX')) === 'OK',
     // Not async functions: the client's promise is returned as it is (an async wrapper adds a
     // promise and two turns per call); a synchronous throw still becomes a rejection.
-    evalSha: (sha1, key, args) => settle(() => client.evalsha(sha1, 1, key, ...args)),
-    eval: (script, key, args) => settle(() => client.eval(script, 1, key, ...args)),
+    evalSha(sha1, key, args) {
+      try {
+        return promised(client.evalsha(sha1, 1, key, ...args))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    },
+    eval(script, key, args) {
+      try {
+        return promised(client.eval(script, 1, key, ...args))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    },
     ...(typeof call === 'function' && { command: ([name, ...args]) => call.call(client, name!, ...args) }),
     ...(c.isCluster === true &&
       typeof c.nodes === 'function' && {
@@ -117,6 +148,7 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
       }),
     ...(keyPrefix !== undefined && { keyPrefix }),
   }
+  return withSetReply(port, setReply)
 }
 
 /**
@@ -156,16 +188,33 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
           node.sendCommand([...args]),
     )
   }
-  return {
-    client: 'node-redis',
+  const setReply: SetReply = {
+    send: (key, value, milliseconds) => client.set(key, value, { PX: milliseconds, NX: true }),
     // A client with a type mapping may return the reply as a Buffer; String() covers both.
-    setIfAbsent: async (key, value, milliseconds) => String(await client.set(key, value, { PX: milliseconds, NX: true })) === 'OK',
-    evalSha: (sha1, key, args) => settle(() => client.evalSha(sha1, { keys: [key], arguments: [...args] })),
-    eval: (script, key, args) => settle(() => client.eval(script, { keys: [key], arguments: [...args] })),
+    acquired: (reply) => String(reply) === 'OK',
+  }
+  const port: RedisCommands = {
+    client: 'node-redis',
+    setIfAbsent: async (key, value, milliseconds) => setReply.acquired(await client.set(key, value, { PX: milliseconds, NX: true })),
+    evalSha(sha1, key, args) {
+      try {
+        return promised(client.evalSha(sha1, { keys: [key], arguments: [...args] }))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    },
+    eval(script, key, args) {
+      try {
+        return promised(client.eval(script, { keys: [key], arguments: [...args] }))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    },
     ...(typeof send === 'function' && { command: (args) => (cluster ? send.call(client, undefined, true, [...args]) : send.call(client, [...args])) }),
     ...(cluster && { masters }),
     ...(keyPrefix !== undefined && { keyPrefix }),
   }
+  return withSetReply(port, setReply)
 }
 
 /**
@@ -194,14 +243,17 @@ export function toRedisCommands(client: RedisClientLike): RedisCommands {
   )
 }
 
-/** `call()`'s promise, or a rejected one when it throws (or returns a non-promise: resolved with that). */
-function settle(call: () => Promise<unknown>): Promise<unknown> {
-  try {
-    const result = call()
-    return result instanceof Promise ? result : Promise.resolve(result)
-  } catch (error) {
-    return Promise.reject(error)
-  }
+/**
+ * Attaches the adapter's raw SET, not enumerable: a port copied with a spread and a method
+ * replaced (`{ ...fromIoredis(client), setIfAbsent }`) must be called through that method.
+ */
+function withSetReply(port: RedisCommands, setReply: SetReply): RedisCommands {
+  return Object.defineProperty(port, SET_REPLY, { value: setReply })
+}
+
+/** The client's promise as it is; anything else (a test double's value) resolved. */
+function promised(result: unknown): Promise<unknown> {
+  return result instanceof Promise ? result : Promise.resolve(result)
 }
 
 /** A client's `keyPrefix` option as text; `undefined` when it has none. */

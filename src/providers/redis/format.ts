@@ -145,7 +145,8 @@ export async function runScript(commands: RedisCommands, s: Script, key: string,
   }
 }
 
-function isNoScript(error: unknown): boolean {
+/** Whether `error` is Redis's `NOSCRIPT` reply: the script is not in that node's cache. */
+export function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT')
 }
 
