@@ -160,6 +160,17 @@ export async function interleave(
   }
   return contenders.map((c) => resultOf(c.label, tallies.get(c)!, concurrency))
 }
+/**
+ * Untimed operations until the code under test reaches a steady state: blocks of `ops`, repeated
+ * until `ms` of wall time have passed (at least one block when `ops` > 0).
+ */
+export async function warmUp(operation: Operation, ops: number, ms: number, concurrency: number, clock: NanoClock = process.hrtime.bigint): Promise<void> {
+  if (ops <= 0) return
+  const until = clock() + BigInt(Math.round(ms * 1e6))
+  do await runBlock(operation, ops, concurrency, undefined, clock)
+  while (clock() < until)
+}
+
 /** How {@link calibrate} sizes blocks. */
 export interface CalibrateOptions {
   /** Wall time one block should take, in milliseconds. */
@@ -198,6 +209,12 @@ export interface CompareOptions {
   readonly blocks: number
   readonly blockMs: number
   readonly warmupOps: number
+  /**
+   * Least wall time of each contender's warm-up, in milliseconds: it repeats `warmupOps` until
+   * this has passed. A few hundred operations leave the client's code half-compiled, and the
+   * CPU per operation kept falling for several thousand more (it fell by half on Redis). @default 0
+   */
+  readonly warmupMs?: number
   readonly concurrency: number
   /** Largest block, whatever the calibration says (keeps the samples in memory bounded). @default 20000 */
   readonly maxOps?: number
@@ -214,7 +231,7 @@ export async function compare(
   clock: NanoClock = process.hrtime.bigint,
 ): Promise<{ results: ContenderResult[]; opsPerBlock: number }> {
   const { concurrency } = options
-  for (const c of contenders) if (options.warmupOps > 0) await runBlock(c.operation, options.warmupOps, concurrency, undefined, clock)
+  for (const c of contenders) await warmUp(c.operation, options.warmupOps, options.warmupMs ?? 0, concurrency, clock)
   const probeOps = Math.max(concurrency * 4, Math.ceil(options.warmupOps / 2), 8)
   const opsPerBlock = await calibrate(
     contenders,

@@ -69,7 +69,7 @@ async function main(args: string[]): Promise<number> {
     errors: [],
   }
   const wants = (m: Measurement): boolean => options.measurements.includes(m)
-  const compareOptions = { blocks: options.blocks, blockMs: options.blockMs, warmupOps: options.warmup }
+  const compareOptions = { blocks: options.blocks, blockMs: options.blockMs, warmupOps: options.warmup, warmupMs: options.warmupMs }
   const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor' && m !== 'cpu')
 
   // Ctrl-C: remove what the current store holds of this run before leaving.

@@ -21,6 +21,8 @@ export interface BenchOptions {
   readonly blockMs: number
   /** Untimed operations per contender before measuring (also used to size the blocks). */
   readonly warmup: number
+  /** Least wall time of each contender's warm-up, in milliseconds (the warm-up repeats until it has passed). */
+  readonly warmupMs: number
   /** Caller counts of the overhead measurement. */
   readonly concurrency: readonly number[]
   /** Herd: contenders (one connection each) and rounds. */
@@ -46,6 +48,7 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --blocks N            measured blocks per contender, interleaved (default 10, quick 4)
   --block-ms MS         target duration of one block (default 250, quick 50)
   --warmup N            untimed operations per contender before measuring (default 200, quick 30)
+  --warmup-ms MS        repeat the warm-up until this long has passed (default 1000, quick 100)
   --concurrency 1,16    concurrent callers of the overhead measurement (default 1,16)
   --contenders N        herd: contenders on separate connections (default 32)
   --rounds N            herd: rounds (default 100, quick 20)
@@ -79,6 +82,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
         blocks: { type: 'string' },
         'block-ms': { type: 'string' },
         warmup: { type: 'string' },
+        'warmup-ms': { type: 'string' },
         concurrency: { type: 'string' },
         contenders: { type: 'string' },
         rounds: { type: 'string' },
@@ -101,6 +105,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
     blocks: integer(values, 'blocks', quick ? 4 : 10, 1, 1000),
     blockMs: integer(values, 'block-ms', quick ? 50 : 250, 1, 60_000),
     warmup: integer(values, 'warmup', quick ? 30 : 200, 0, 1_000_000),
+    warmupMs: integer(values, 'warmup-ms', quick ? 100 : 1000, 0, 600_000),
     concurrency: integerList(values, 'concurrency', [1, 16], 1, 256),
     contenders: integer(values, 'contenders', 32, 2, 256),
     rounds: integer(values, 'rounds', quick ? 20 : 100, 1, 100_000),

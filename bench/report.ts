@@ -346,7 +346,7 @@ function methodLines(result: BenchResult): string[] {
   const s = result.settings
   const lines = [
     `Single-machine loopback figures: client and servers share ${m.cores} cores (${m.cpu}), ${m.memory}; ${m.os}; Node ${m.node}. Started ${result.startedAt}, took ${result.seconds.toFixed(0)} s.`,
-    `Method: warm-up of ${s.warmup} operations per side, then blocks sized to about ${s.blockMs} ms each, the same operation count for every side, ${s.blocks} blocks per side in alternating order; latency of each operation from process.hrtime.bigint(); p50/p99 by nearest rank. Connections are opened before timing.`,
+    `Method: warm-up of ${s.warmup} operations per side, repeated for at least ${s.warmupMs ?? 0} ms, then blocks sized to about ${s.blockMs} ms each, the same operation count for every side, ${s.blocks} blocks per side in alternating order; latency of each operation from process.hrtime.bigint(); p50/p99 by nearest rank. Connections are opened before timing.`,
     '',
     'Stores:',
     '',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { blockOrder, type Contender, calibrate, compare, interleave, opsForBlock, runBlock } from '../../bench/harness.ts'
+import { blockOrder, type Contender, calibrate, compare, interleave, opsForBlock, runBlock, warmUp } from '../../bench/harness.ts'
 
 /** A clock that advances only when an operation says so: the harness's arithmetic, without real time. */
 function fakeClock() {
@@ -100,5 +100,20 @@ describe('bench harness', () => {
     expect(opsPerBlock).toBe(20)
     expect(results.map((r) => r.ops)).toEqual([60, 60])
     expect(counts.a).toBe(counts.b)
+  })
+
+  it('warms up until both the operations and the wall time have passed', async () => {
+    const { clock, advance } = fakeClock()
+    let ops = 0
+    const operation = async (): Promise<void> => void (ops++, advance(1e6))
+    await warmUp(operation, 10, 35, 1, clock)
+    // Blocks of 10 operations of 1 ms each, until 35 ms had passed: four blocks.
+    expect(ops).toBe(40)
+    ops = 0
+    await warmUp(operation, 10, 0, 1, clock)
+    expect(ops).toBe(10)
+    ops = 0
+    await warmUp(operation, 0, 100, 1, clock)
+    expect(ops).toBe(0)
   })
 })
