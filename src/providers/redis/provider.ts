@@ -173,7 +173,8 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     }
 
     #acquired(reply: unknown): boolean {
-      return setReply !== undefined ? setReply.acquired(reply) : reply === true
+      // A port's setIfAbsent() resolves to whether it set the key; truthy counts, as it always did.
+      return setReply !== undefined ? setReply.acquired(reply) : Boolean(reply)
     }
 
     map(reply: unknown): ExtensibleLock | undefined {
