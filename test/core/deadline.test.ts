@@ -46,6 +46,68 @@ describe('atDeadline', () => {
   })
 })
 
+describe('the deadlines of one clock (one timer)', () => {
+  it('fire in the order of their times, whatever the order they were set in, and never once cancelled', () => {
+    vi.useFakeTimers()
+    const start = Date.now()
+    const fired: number[] = []
+    const cancels = new Map<number, () => void>()
+    // Shuffled offsets, 10 ms apart; every third is cancelled, some from the middle of the heap.
+    const offsets = Array.from({ length: 40 }, (_, i) => ((i * 17) % 40) * 10 + 10)
+    for (const offset of offsets)
+      cancels.set(
+        offset,
+        atDeadline(start + offset, dateClock, () => fired.push(Date.now() - start)),
+      )
+    const cancelled = offsets.filter((offset) => offset % 30 === 0)
+    for (const offset of cancelled) cancels.get(offset)!()
+    vi.advanceTimersByTime(400)
+    const expected = offsets.filter((offset) => !cancelled.includes(offset)).sort((a, b) => a - b)
+    expect(fired).toEqual(expected)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('fires a deadline set earlier than the one the timer waits for at its own time', () => {
+    vi.useFakeTimers()
+    const start = Date.now()
+    const late = vi.fn()
+    const early = vi.fn()
+    atDeadline(start + 60_000, dateClock, late)
+    atDeadline(start + 50, dateClock, early)
+    vi.advanceTimersByTime(49)
+    expect(early).not.toHaveBeenCalled()
+    vi.advanceTimersByTime(1)
+    expect(early).toHaveBeenCalledOnce()
+    expect(late).not.toHaveBeenCalled()
+    vi.advanceTimersByTime(60_000)
+    expect(late).toHaveBeenCalledOnce()
+  })
+
+  it('fires every deadline that is due even when one of them throws, and rethrows the first error', () => {
+    vi.useFakeTimers()
+    const start = Date.now()
+    const other = vi.fn()
+    atDeadline(start + 10, dateClock, () => {
+      throw new Error('fire failed')
+    })
+    atDeadline(start + 10, dateClock, other)
+    expect(() => vi.advanceTimersByTime(10)).toThrow('fire failed')
+    expect(other).toHaveBeenCalledOnce()
+  })
+
+  it("keeps its deadlines apart from another clock's", async () => {
+    const stopped = manualClock(0)
+    const neverFires = vi.fn()
+    const cancel = atDeadline(10, stopped, neverFires)
+    const fired = deferred()
+    atDeadline(Date.now() + 10, dateClock, fired.resolve)
+    await fired.promise
+    await sleep(30)
+    expect(neverFires).not.toHaveBeenCalled()
+    cancel()
+  })
+})
+
 describe('beforeDeadline', () => {
   it('settles like the promise when it settles first', async () => {
     await expect(beforeDeadline(Promise.resolve('value'), Date.now() + 1_000, dateClock, () => new Error('late'))).resolves.toBe('value')
