@@ -374,6 +374,8 @@ export function timedStoreCall<T, R>(
     pending.fail(error)
     return result
   }
+  // A client's own promise as it is; a plain value (a test double's) as a resolved one.
+  if (typeof (reply as { then?: unknown } | null)?.then !== 'function') reply = Promise.resolve(reply as T)
   queue.watch(pending)
   pending.await(reply)
   return result

@@ -27,6 +27,12 @@ describe('timedStoreCall', () => {
     expect(timers()).toBe(before)
   })
 
+  it('takes a plain value from run() as a resolved reply', async () => {
+    await expect(
+      timedStoreCall({ store: 'Test', timeoutMs: 1000, describe: describeError }, 'acquire', 'a', () => 7 as unknown as Promise<number>),
+    ).resolves.toBe(7)
+  })
+
   it('describes a rejection and a synchronous throw; passes a LockProviderError as it is', async () => {
     const call = { store: 'Test', timeoutMs: 1000, describe: describeError }
     await expect(timedStoreCall(call, 'release', 'a', async () => Promise.reject(new Error('boom')))).rejects.toThrow('test: could not release lock "a": boom')

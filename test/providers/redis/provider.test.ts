@@ -308,6 +308,23 @@ describe.skipIf(!raw)('redis', () => {
   })
 
   describe('options', () => {
+    it('a client double whose commands answer with plain values, not promises, takes and releases a lock', async () => {
+      // The shape of an ioredis client, as a unit test of an app might fake it.
+      const keys = new Map<string, string>()
+      const double = {
+        isCluster: false,
+        set: (key: string, value: string) => (keys.has(key) ? null : (keys.set(key, value), 'OK')),
+        evalsha: (_sha: string, _keys: number, key: string, value: string) => (keys.get(key) === value ? Number(keys.delete(key)) : 0),
+        eval: () => 0,
+      }
+      const provider = redisLockProvider({ client: double as never, environment })
+      const lock = await provider.lock(config('double'))
+      assert.ok(lock)
+      expect(await provider.lock(config('double'))).toBeUndefined()
+      await lock.unlock()
+      expect(keys.size).toBe(0)
+    })
+
     it('environment and keyPrefix select the key; different environments do not exclude each other', async () => {
       const name = `options-${randomUUID()}`
       const other = `${environment}b`
