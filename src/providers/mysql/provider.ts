@@ -4,7 +4,7 @@ import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
 import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
-import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
+import { type SqlTable, sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { mysqlLockInspector } from './inspector.ts'
 import {
   checkPromiseClient,
@@ -45,11 +45,6 @@ export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
 // success. An arbitrary constant below 2^31: the lock table has no AUTO_INCREMENT column, and
 // even one would take over a billion attempts to reach it.
 const MARK = 1_518_500_249
-/** A piece of SQL and the values of its `?` placeholders, in order. */
-interface Fragment {
-  sql: string
-  values: unknown[]
-}
 
 /**
  * Locks in a MySQL 8 or MariaDB 10.5+ table in Java ShedLock's format (create it with
@@ -131,19 +126,6 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     )
   }
 
-  const run = async (sql: string, values: unknown[]): Promise<{ affectedRows: number; marked: boolean }> => {
-    const reply: unknown = await client.query(sql, values)
-    const result: unknown = Array.isArray(reply) ? reply[0] : undefined
-    const affectedRows = (result as { affectedRows?: unknown } | null | undefined)?.affectedRows
-    if (typeof affectedRows !== 'number') {
-      throw new TypeError(
-        'client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())',
-      )
-    }
-    // insertId may be a number, a bigint or a string (supportBigNumbers); MARK fits all three.
-    return { affectedRows, marked: Number((result as { insertId?: unknown }).insertId) === MARK }
-  }
-
   // Deadlocks and lock wait timeouts roll back only the failed statement. Unlock and extend are
   // idempotent and must not be lost to them (a lost unlock keeps the lock until lockAtMostFor),
   // so they are retried; Java ShedLock retries its unlock the same way.
@@ -168,28 +150,22 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     return limitsOf(found.columnType, found.maxNameLength === undefined ? {} : { maxNameLength: found.maxNameLength, nameColumn: found.nameColumn })
   }
 
-  const acquire = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
-    const expired = `${lockUntil} <= ${now.sql}`
-    // MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, and later ones see the
-    // values earlier ones assigned; lock_until is assigned last so that every IF tests the old
-    // value (also right under MariaDB's SIMULTANEOUS_ASSIGNMENT mode). VALUES() is deprecated in
-    // MySQL 8.0.20, so the parameters are repeated instead.
-    //
-    // Success is not readable from affectedRows alone: mysql2 connects with CLIENT_FOUND_ROWS, so
-    // an upsert that leaves a held row unchanged reports 1, like an insert (without the flag it
-    // reports 0). The held branch therefore calls LAST_INSERT_ID(MARK), which makes the server
-    // report MARK as this statement's insertId; an insert reports 0, a takeover 0 (or the row's
-    // AUTO_INCREMENT value) and affectedRows 2. LAST_INSERT_ID(expr) only marks the statement
-    // that calls it: later statements on the same pooled connection report their own insertId.
-    const sql =
-      `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${until.sql}, ${now.sql}, ?) ` +
-      `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${lockedBy}, ${lockedBy})), ` +
-      `${lockedAt} = IF(${expired}, ${now.sql}, ${lockedAt}), ` +
-      `${lockUntil} = IF(${expired}, ${until.sql}, ${lockUntil})`
-    const values = [lockName, ...until.values, ...now.values, owner, ...now.values, owner, ...now.values, ...now.values, ...now.values, ...until.values]
+  // The statements depend only on the column type (and the time mode), so each is built once per
+  // type: building the long upsert for every acquisition showed in the CPU per lock.
+  const built: Partial<Record<MysqlColumnType, Statements>> = {}
+  const statements = (): Statements => {
+    const type = columnType ?? 'datetime'
+    return (built[type] ??= buildStatements(t, type, useDbTime))
+  }
+
+  // With database time, "now" is SQL without a parameter and "until" one parameter (the
+  // microseconds to add); with app time each is one parameter (see appTime()).
+  const acquire = async (lockName: string, owner: string, now: unknown, until: unknown): Promise<boolean> => {
+    const sql = statements().acquire
+    const values = useDbTime ? [lockName, until, owner, owner, until] : [lockName, until, now, owner, now, owner, now, now, now, until]
     try {
-      const { affectedRows, marked } = await run(sql, values)
-      return affectedRows > 0 && !marked
+      const result = resultOf(await client.query(sql, values))
+      return result.affectedRows > 0 && !isMarked(result)
     } catch (error) {
       // Concurrent upserts of one key can deadlock in InnoDB (or time out waiting): another
       // contender is writing the row right now, so this attempt did not get the lock. Java
@@ -205,21 +181,14 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   // only matches an expired row, and always changes it, as locked_by is unique per acquisition;
   // the INSERT either adds the row or fails on its primary key. Not INSERT IGNORE, which would
   // also turn a too long locked_by (and other strict-mode errors) into a silently altered row.
-  const acquireCountOnly = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
+  const acquireCountOnly = async (lockName: string, owner: string, now: unknown, until: unknown): Promise<boolean> => {
+    const { takeover, insert } = statements()
     try {
-      const takeover = await run(
-        `UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now.sql}, ${lockUntil} = ${until.sql} WHERE ${name} = ? AND ${lockUntil} <= ${now.sql}`,
-        [owner, ...now.values, ...until.values, lockName, ...now.values],
-      )
-      if (takeover.affectedRows > 0) return true
+      const taken = resultOf(await client.query(takeover, useDbTime ? [owner, until, lockName] : [owner, now, until, lockName, now]))
+      if (taken.affectedRows > 0) return true
       // No expired row: held, or not there yet. A held row makes the INSERT fail on its key.
-      const insert = await run(`INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${until.sql}, ${now.sql}, ?)`, [
-        lockName,
-        ...until.values,
-        ...now.values,
-        owner,
-      ])
-      return insert.affectedRows > 0
+      const inserted = resultOf(await client.query(insert, useDbTime ? [lockName, until, owner] : [lockName, until, now, owner]))
+      return inserted.affectedRows > 0
     } catch (error) {
       // Another contender holds or is writing the row; as in acquire above.
       if (isDuplicateKey(error) || isConcurrencyFailure(error)) return false
@@ -227,59 +196,50 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     }
   }
 
-  const extend = async (lockName: string, owner: string, now: Fragment, until: Fragment): Promise<boolean> => {
+  const extend = async (lockName: string, owner: string, now: unknown, until: unknown): Promise<boolean> => {
+    const { extend: sql, held } = statements()
+    const values = useDbTime ? [until, until, lockName, owner] : [until, until, lockName, owner, now]
+    const result = await retrying(async () => resultOf(await client.query(sql, values)))
     // The same value twice within one millisecond leaves the row unchanged, which reports
     // affectedRows 0 without CLIENT_FOUND_ROWS; the marker tells that the row matched anyway.
-    const sql =
-      `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until.sql}, ${until.sql}) ` +
-      `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`
-    const { affectedRows, marked } = await retrying(() => run(sql, [...until.values, ...until.values, lockName, owner, ...now.values]))
-    if (affectedRows > 0 || marked || mode !== 'countOnly') return affectedRows > 0 || marked
+    if (result.affectedRows > 0 || isMarked(result)) return true
+    if (mode !== 'countOnly') return false
     // A client without the marker that counts changed rows: 0 is either a lost lock or an
     // unchanged row. Only this acquisition writes its owner, and it never moves lock_until back,
     // so a row still ours and unexpired now was so at the UPDATE, which then matched it.
-    const [rows] = await retrying(() =>
-      client.query(`SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now.sql}`, [lockName, owner, ...now.values]),
-    )
+    const [rows] = await retrying(() => client.query(held, useDbTime ? [lockName, owner] : [lockName, owner, now]))
     return Array.isArray(rows) && rows.length > 0
   }
 
-  const unlock = async (lockName: string, owner: string, until: Fragment): Promise<void> => {
-    await retrying(() => run(`UPDATE ${t.table} SET ${lockUntil} = ${until.sql} WHERE ${name} = ? AND ${lockedBy} = ?`, [...until.values, lockName, owner]))
-  }
+  const unlock = (sql: string, values: unknown[]): Promise<void> =>
+    retrying(async () => {
+      resultOf(await client.query(sql, values))
+    })
 
   const acquireWith = mode === 'countOnly' ? acquireCountOnly : acquire
 
-  // Database time: the column type's now. Both are the statement's start time.
-  const dbNowSql = (): string => dbNowOf(columnType ?? 'datetime')
-  const dbNow = (): Fragment => ({ sql: dbNowSql(), values: [] })
-  const dbIn = (ms: number): Fragment => ({ sql: `TIMESTAMPADD(MICROSECOND, ?, ${dbNowSql()})`, values: [Math.round(ms * 1000)] })
   // App time. Timestamps never go over the wire as Date objects, which mysql2 would convert with
   // its own `timezone` option. DATETIME: UTC text. TIMESTAMP: epoch seconds (a number with up to
   // 3 decimals, so a DECIMAL literal: exact), which FROM_UNIXTIME() turns into the session's
   // local time, which MySQL turns back into the same instant when it stores or compares it.
-  const at = (ms: number): Fragment =>
-    columnType === 'timestamp' ? { sql: 'FROM_UNIXTIME(?)', values: [Math.round(ms) / 1000] } : { sql: 'CAST(? AS DATETIME(3))', values: [utcTimestamp(ms)] }
+  const appTime = (ms: number): unknown => (columnType === 'timestamp' ? Math.round(ms) / 1000 : utcTimestamp(ms))
 
   const accessor: SqlAccessor = useDbTime
     ? {
         readLimits,
-        acquire: (c, owner) => acquireWith(c.name, owner, dbNow(), dbIn(c.lockAtMostFor)),
-        extend: (next, owner) => extend(next.name, owner, dbNow(), dbIn(next.lockAtMostFor)),
+        acquire: (c, owner) => acquireWith(c.name, owner, undefined, Math.round(c.lockAtMostFor * 1000)),
+        extend: (next, owner) => extend(next.name, owner, undefined, Math.round(next.lockAtMostFor * 1000)),
         unlock: (current, owner, acquired) => {
           const anchor = lockAtLeastAnchor(current, acquired, clock)
-          const now = dbNowSql()
-          return unlock(current.name, owner, {
-            sql: `GREATEST(TIMESTAMPADD(MICROSECOND, ?, ${anchor.from === 'lockedAt' ? lockedAt : now}), ${now})`,
-            values: [Math.round(anchor.seconds * 1e6)],
-          })
+          const s = statements()
+          return unlock(anchor.from === 'lockedAt' ? s.unlockFromLockedAt : s.unlock, [Math.round(anchor.seconds * 1e6), current.name, owner])
         },
       }
     : {
         readLimits,
-        acquire: (c, owner) => acquireWith(c.name, owner, at(clock.now()), at(c.lockAtMostUntil.getTime())),
-        extend: (next, owner) => extend(next.name, owner, at(clock.now()), at(next.lockAtMostUntil.getTime())),
-        unlock: (current, owner) => unlock(current.name, owner, at(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))),
+        acquire: (c, owner) => acquireWith(c.name, owner, appTime(clock.now()), appTime(c.lockAtMostUntil.getTime())),
+        extend: (next, owner) => extend(next.name, owner, appTime(clock.now()), appTime(next.lockAtMostUntil.getTime())),
+        unlock: (current, owner) => unlock(statements().unlock, [appTime(Math.max(clock.now(), current.lockAtLeastUntil.getTime())), current.name, owner]),
       }
   const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
   const inspect = { client, tableName: t.table, columnNames: t.columns, ...(options.columnType === undefined ? {} : { columnType: options.columnType }) }
@@ -299,4 +259,82 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
       return provider.lock(configuration)
     },
   }
+}
+
+/** The statements of one column type and time mode; see {@link buildStatements}. */
+interface Statements {
+  /** The upsert: values name, until, [now], owner, [now], owner, [now], [now], [now], until. */
+  readonly acquire: string
+  /** countOnly's takeover: values owner, [now], until, name, [now]. */
+  readonly takeover: string
+  /** countOnly's insert: values name, until, [now], owner. */
+  readonly insert: string
+  /** Values until, until, name, owner, [now]. */
+  readonly extend: string
+  /** Whether a row is still held: values name, owner, [now]. */
+  readonly held: string
+  /** Database time: values microseconds, name, owner, from now. App time: values until, name, owner. */
+  readonly unlock: string
+  /** Database time only: values microseconds, name, owner, from locked_at. */
+  readonly unlockFromLockedAt: string
+}
+
+/**
+ * The statements, with `?` for each value in the order {@link Statements} lists (`[now]`: app
+ * time only). With database time, now is the column type's now and the until value is the
+ * microseconds to add to it; with app time both are values, as `appTime()` writes them.
+ */
+function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean): Statements {
+  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const at = type === 'timestamp' ? 'FROM_UNIXTIME(?)' : 'CAST(? AS DATETIME(3))'
+  const now = useDbTime ? dbNowOf(type) : at
+  const until = useDbTime ? `TIMESTAMPADD(MICROSECOND, ?, ${now})` : at
+  const expired = `${lockUntil} <= ${now}`
+  const insert = `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${until}, ${now}, ?)`
+  // MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, and later ones see the
+  // values earlier ones assigned; lock_until is assigned last so that every IF tests the old
+  // value (also right under MariaDB's SIMULTANEOUS_ASSIGNMENT mode). VALUES() is deprecated in
+  // MySQL 8.0.20, so the parameters are repeated instead.
+  //
+  // Success is not readable from affectedRows alone: mysql2 connects with CLIENT_FOUND_ROWS, so
+  // an upsert that leaves a held row unchanged reports 1, like an insert (without the flag it
+  // reports 0). The held branch therefore calls LAST_INSERT_ID(MARK), which makes the server
+  // report MARK as this statement's insertId; an insert reports 0, a takeover 0 (or the row's
+  // AUTO_INCREMENT value) and affectedRows 2. LAST_INSERT_ID(expr) only marks the statement
+  // that calls it: later statements on the same pooled connection report their own insertId.
+  const acquire =
+    `${insert} ` +
+    `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${lockedBy}, ${lockedBy})), ` +
+    `${lockedAt} = IF(${expired}, ${now}, ${lockedAt}), ` +
+    `${lockUntil} = IF(${expired}, ${until}, ${lockUntil})`
+  const unlockTo = (from: string): string =>
+    `UPDATE ${t.table} SET ${lockUntil} = GREATEST(TIMESTAMPADD(MICROSECOND, ?, ${from}), ${now}) WHERE ${name} = ? AND ${lockedBy} = ?`
+  return {
+    acquire,
+    takeover: `UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now}, ${lockUntil} = ${until} WHERE ${name} = ? AND ${lockUntil} <= ${now}`,
+    insert,
+    // The same value twice within one millisecond leaves the row unchanged: see extend().
+    extend:
+      `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until}, ${until}) ` +
+      `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now}`,
+    held: `SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now}`,
+    unlock: useDbTime ? unlockTo(now) : `UPDATE ${t.table} SET ${lockUntil} = ${at} WHERE ${name} = ? AND ${lockedBy} = ?`,
+    unlockFromLockedAt: unlockTo(lockedAt),
+  }
+}
+
+/** The result of a mysql2 `query()` reply (`[result, fields]`); a reply of another shape is a wrong client. */
+function resultOf(reply: unknown): { affectedRows: number; insertId?: unknown } {
+  const result = Array.isArray(reply) ? (reply[0] as { affectedRows?: unknown } | null | undefined) : undefined
+  if (typeof result?.affectedRows !== 'number') {
+    throw new TypeError(
+      'client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())',
+    )
+  }
+  return result as { affectedRows: number; insertId?: unknown }
+}
+
+/** Whether the statement went through a `LAST_INSERT_ID(MARK)` branch. insertId may be a number, a bigint or a string (supportBigNumbers); MARK fits all three. */
+function isMarked(result: { insertId?: unknown }): boolean {
+  return Number(result.insertId) === MARK
 }

@@ -56,14 +56,14 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const clock = options.clock ?? systemClock
   const useDbTime = options.useDbTime ?? true
-  const run = async (text: string, values: unknown[]): Promise<number> => (await client.query(text, values)).rowCount ?? 0
+  const rowCount = async (text: string, values: unknown[]): Promise<number> => (await client.query(text, values)).rowCount ?? 0
   // Unlock and extend are idempotent and must not be lost to a rolled-back statement.
-  const retrying = (text: string, values: unknown[]): Promise<number> => retryConcurrencyFailures(() => run(text, values), isConcurrencyFailure)
+  const retrying = (text: string, values: unknown[]): Promise<number> => retryConcurrencyFailures(() => rowCount(text, values), isConcurrencyFailure)
   // A serialization failure or deadlock on acquire: another contender is writing the row right
   // now, and this statement rolled back, so nothing was written: not acquired.
   const acquiring = async (text: string, values: unknown[]): Promise<boolean> => {
     try {
-      return (await run(text, values)) > 0
+      return ((await client.query(text, values)).rowCount ?? 0) > 0
     } catch (error) {
       if (isConcurrencyFailure(error)) return false
       throw error
@@ -93,45 +93,40 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
     `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES ($1, ${untilSql}, ${nowSql}, $2) ` +
     `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy} ` +
     `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}`
+  // Built once: building them for every acquisition showed in the CPU per lock.
+  const release = (untilSql: string): string => `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`
+  const extension = (untilSql: string, nowSql: string): string =>
+    `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}`
+  const dbUntil = `${DB_NOW} + make_interval(secs => $3)`
 
-  const accessor: SqlAccessor = useDbTime
-    ? {
-        readLimits,
-        acquire: (c, owner) => acquiring(upsert(`${DB_NOW} + make_interval(secs => $3)`, DB_NOW), [c.name, owner, c.lockAtMostFor / 1000]),
-        extend: async (next, owner) =>
-          (await retrying(
-            `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW} + make_interval(secs => $3) WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${DB_NOW}`,
-            [next.name, owner, next.lockAtMostFor / 1000],
-          )) > 0,
-        unlock: async (current, owner, acquired) => {
-          const anchor = lockAtLeastAnchor(current, acquired, clock)
-          const from = anchor.from === 'lockedAt' ? lockedAt : DB_NOW
-          await retrying(
-            `UPDATE ${t.table} SET ${lockUntil} = GREATEST(${from} + make_interval(secs => $3), ${DB_NOW}) WHERE ${name} = $1 AND ${lockedBy} = $2`,
-            [current.name, owner, anchor.seconds],
-          )
-        },
-      }
-    : {
-        readLimits,
-        acquire: (c, owner) =>
-          acquiring(upsert('$3::timestamp', '$4::timestamp'), [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
-        extend: async (next, owner) =>
-          (await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > $4::timestamp`, [
-            next.name,
-            owner,
-            utcTimestamp(next.lockAtMostUntil.getTime()),
-            utcTimestamp(clock.now()),
-          ])) > 0,
-        unlock: async (current, owner) => {
-          const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
-          await retrying(`UPDATE ${t.table} SET ${lockUntil} = $3::timestamp WHERE ${name} = $1 AND ${lockedBy} = $2`, [
-            current.name,
-            owner,
-            utcTimestamp(until),
-          ])
-        },
-      }
+  let accessor: SqlAccessor
+  if (useDbTime) {
+    const acquire = upsert(dbUntil, DB_NOW)
+    const extend = extension(dbUntil, DB_NOW)
+    const unlockFromLockedAt = release(`GREATEST(${lockedAt} + make_interval(secs => $3), ${DB_NOW})`)
+    const unlockFromNow = release(`GREATEST(${DB_NOW} + make_interval(secs => $3), ${DB_NOW})`)
+    accessor = {
+      readLimits,
+      acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
+      extend: async (next, owner) => (await retrying(extend, [next.name, owner, next.lockAtMostFor / 1000])) > 0,
+      unlock: async (current, owner, acquired) => {
+        const anchor = lockAtLeastAnchor(current, acquired, clock)
+        await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [current.name, owner, anchor.seconds])
+      },
+    }
+  } else {
+    const acquire = upsert('$3::timestamp', '$4::timestamp')
+    const extend = extension('$3::timestamp', '$4::timestamp')
+    const unlock = release('$3::timestamp')
+    accessor = {
+      readLimits,
+      acquire: (c, owner) => acquiring(acquire, [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
+      extend: async (next, owner) => (await retrying(extend, [next.name, owner, utcTimestamp(next.lockAtMostUntil.getTime()), utcTimestamp(clock.now())])) > 0,
+      unlock: async (current, owner) => {
+        await retrying(unlock, [current.name, owner, utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))])
+      },
+    }
+  }
   const inspect = { client: client as PostgresRowsQueryable, tableName: t.table, columnNames: t.columns }
   return { ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), inspector: () => postgresLockInspector(inspect) }
 }
