@@ -6,9 +6,10 @@ export const OVERHEAD_GOAL = 1.1
 /** The scale goal: 10,000 names at most 20 % slower than 10. */
 export const SCALE_GOAL = 1.2
 
-/** A latency in microseconds, with a unit that keeps three significant digits: `850 ns`, `12.3 µs`, `1.25 ms`. */
+/** A latency in microseconds, with a unit that keeps three significant digits: `850 ns`, `12.3 µs`, `1.25 ms`; a difference below 0 gets a minus sign: `−10.5 µs`. */
 export function formatLatency(us: number): string {
   if (!Number.isFinite(us)) return '–'
+  if (us < 0) return `−${formatLatency(-us)}`
   if (us < 1) return `${Math.round(us * 1000)} ns`
   if (us < 1000) return `${significant(us)} µs`
   if (us < 1_000_000) return `${significant(us / 1000)} ms`

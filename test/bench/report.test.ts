@@ -147,6 +147,9 @@ describe('bench report', () => {
     expect(formatLatency(12.345)).toBe('12.3 µs')
     expect(formatLatency(1250)).toBe('1.25 ms')
     expect(formatLatency(2_500_000)).toBe('2.50 s')
+    // Added CPU can be below 0 (the baseline's block was the dearer one).
+    expect(formatLatency(-10.5)).toBe('−10.5 µs')
+    expect(formatLatency(-0.5)).toBe('−500 ns')
     expect(formatLatency(Number.NaN)).toBe('–')
     expect(formatRatio(1.149)).toBe('1.15')
     expect(formatRatio(Number.NaN)).toBe('–')
