@@ -38,16 +38,18 @@ export function storeError(provider: string, action: StoreAction, lockName: stri
 /** Turns what a store call threw into the `LockProviderError` the caller gets. */
 export type DescribeStoreError = (error: unknown, action: StoreAction, lockName: string) => LockProviderError
 
-/**
- * The one wrapper around every store call of a provider: a `LockProviderError` passes as it is,
- * anything else goes through `describe`.
- */
+/** What a failed store call rejects with: a `LockProviderError` as it is, anything else through `describe`. */
+export function asStoreError(error: unknown, describe: DescribeStoreError, action: StoreAction, lockName: string): LockProviderError {
+  return error instanceof LockProviderError ? error : describe(error, action, lockName)
+}
+
+/** The one wrapper around every store call of a provider: rejects with {@link asStoreError}. */
 export function storeGuard(describe: DescribeStoreError): <T>(action: StoreAction, lockName: string, run: () => Promise<T>) => Promise<T> {
   return async (action, lockName, run) => {
     try {
       return await run()
     } catch (error) {
-      throw error instanceof LockProviderError ? error : describe(error, action, lockName)
+      throw asStoreError(error, describe, action, lockName)
     }
   }
 }
