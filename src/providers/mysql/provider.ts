@@ -109,7 +109,7 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   }
   checkPromiseClient(client)
   const t = sqlTable(PROVIDER, options)
-  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const { name, lockUntil } = t.columns
   const clock = options.clock ?? systemClock
   const useDbTime = options.useDbTime ?? true
   const { columnType: givenType, maxNameLength } = options
