@@ -259,6 +259,11 @@ export interface TimedStoreCallSteps<T, R> {
    * `NOSCRIPT` reply), within the same timeout; `undefined` to fail with the error.
    */
   readonly recover?: (error: unknown) => PromiseLike<T> | undefined
+  /**
+   * Called when the timeout passes, after the call's own `onTimeout` and before the returned
+   * promise rejects (say, to tell a multi-step attempt to stop at its next step).
+   */
+  readonly onTimeout?: () => void
 }
 
 class StoreCall<T, R> extends Watched {
@@ -281,6 +286,7 @@ class StoreCall<T, R> extends Watched {
 
   expire(): void {
     this.call.onTimeout?.()
+    this.steps?.onTimeout?.()
     this.fail(new OperationTimeoutError(this.call.store, this.call.timeoutMs))
   }
 

@@ -68,6 +68,33 @@ describe('timedStoreCall', () => {
     await vi.advanceTimersByTimeAsync(0)
     expect(late).toHaveBeenCalledWith('late')
   })
+
+  it("calls the steps' onTimeout on the steps object, after the call's, before the promise rejects", async () => {
+    vi.useFakeTimers()
+    const order: string[] = []
+    const steps = {
+      stopped: false,
+      start: () => new Promise<string>(() => {}),
+      onTimeout(this: { stopped: boolean }) {
+        this.stopped = true
+        order.push('steps')
+      },
+    }
+    const pending = timedStoreCall({ store: 'Test', timeoutMs: 200, describe: describeError, onTimeout: () => order.push('call') }, 'acquire', 'slow', steps)
+    const outcome = pending.then(
+      () => 'resolved',
+      () => {
+        order.push('rejected')
+        return 'rejected'
+      },
+    )
+    await vi.advanceTimersByTimeAsync(199)
+    expect(steps.stopped).toBe(false)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(await outcome).toBe('rejected')
+    expect(steps.stopped).toBe(true)
+    expect(order).toEqual(['call', 'steps', 'rejected'])
+  })
 })
 
 describe('one timer for the calls of one duration', () => {

@@ -2,6 +2,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { DescribeStoreError, StoreAction } from '../../support/store-errors.ts'
 import { timedStoreCall } from '../../support/with-timeout.ts'
+import { CODE, hasCode } from './format.ts'
 
 // node-zookeeper-client's callback API as promises, and the time limit around each operation:
 // shared by the provider and the inspector, which each call a part of it.
@@ -23,6 +24,12 @@ interface CallbackClient {
 
 /** The client's calls as promises. */
 export interface ZooKeeperCalls {
+  /** `getData`, resolving to `undefined` when the node is missing. */
+  read(path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStat } | undefined>
+  /** A PERSISTENT node; `false` when it exists already. Rejects with NO_NODE when its parent is missing. */
+  createIfAbsent(path: string, data: Buffer): Promise<boolean>
+  /** `setData` at `version`: the node's new version, or `undefined` when the version moved on or the node is gone. */
+  writeAt(path: string, data: Buffer, version: number): Promise<number | undefined>
   getData(path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStat }>
   create(path: string, data: Buffer): Promise<void>
   setData(path: string, data: Buffer, version: number): Promise<ZooKeeperStat>
@@ -72,7 +79,47 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
     if (typeof stat?.version !== 'number') throw new TypeError('the ZooKeeper client reported no node Stat; pass a node-zookeeper-client Client')
     return stat
   }
+  // The provider's calls map the replies that are answers, not failures, in the client's
+  // callback: a try/catch around an await per call showed in the CPU per lock.
   return {
+    read: (path) =>
+      new Promise((resolve, reject) =>
+        client().getData(path, (error, data, stat) => {
+          if (error) {
+            if (hasCode(error, CODE.NO_NODE)) resolve(undefined)
+            else reject(error)
+            return
+          }
+          try {
+            resolve({ data, stat: statOf(stat) })
+          } catch (invalid) {
+            reject(invalid)
+          }
+        }),
+      ),
+    createIfAbsent: (path, data) =>
+      new Promise((resolve, reject) =>
+        client().create(path, data, PERSISTENT, (error) => {
+          if (!error) resolve(true)
+          else if (hasCode(error, CODE.NODE_EXISTS)) resolve(false)
+          else reject(error)
+        }),
+      ),
+    writeAt: (path, data, version) =>
+      new Promise((resolve, reject) =>
+        client().setData(path, data, version, (error, stat) => {
+          if (error) {
+            if (hasCode(error, CODE.BAD_VERSION) || hasCode(error, CODE.NO_NODE)) resolve(undefined)
+            else reject(error)
+            return
+          }
+          try {
+            resolve(statOf(stat).version)
+          } catch (invalid) {
+            reject(invalid)
+          }
+        }),
+      ),
     getData: (path) =>
       new Promise((resolve, reject) =>
         client().getData(path, (error, data, stat) => {

@@ -1,10 +1,12 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import type { Duration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { defineLock } from '../../core/define-lock.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
-import { type Attempt, clientSource, checkTimeout, timedGuard, type ZooKeeperStat, zookeeperCalls } from './client.ts'
+import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
+import { type Attempt, clientSource, checkTimeout, type ZooKeeperStat, zookeeperCalls } from './client.ts'
 import { CODE, DEFAULT_ROOT, describeZooKeeperError, encodeLockUntil, decodeLockUntil, hasCode, lockNodePath, PROVIDER, validRoot } from './format.ts'
 import { type ZooKeeperLockInspectorOptions, zookeeperLockInspector } from './inspector.ts'
 
@@ -119,91 +121,103 @@ export function zookeeperLockProvider(options: ZooKeeperLockProviderOptions): Ex
   const root = validRoot(options.path ?? DEFAULT_ROOT)
   const timeout = checkTimeout(options.timeout)
   const clock = options.clock ?? systemClock
-  const guard = timedGuard(describeZooKeeperError(root, timeout), timeout)
-
-  // The version of the node after our write, or undefined when another write came first.
-  const write = async (node: string, until: number, version: number): Promise<number | undefined> => {
-    try {
-      return (await zk.setData(node, encodeLockUntil(until), version)).version
-    } catch (error) {
-      if (hasCode(error, CODE.BAD_VERSION) || hasCode(error, CODE.NO_NODE)) return undefined
-      throw error
-    }
-  }
+  const call: TimedStoreCall<unknown> = { store: 'ZooKeeper', timeoutMs: timeout, describe: describeZooKeeperError(root, timeout) }
 
   const create = async (node: string, until: number, attempt: Attempt): Promise<number | undefined> => {
     try {
-      await zk.create(node, encodeLockUntil(until))
       // A node's version starts at 0 and counts its setData calls.
-      return 0
+      return (await zk.createIfAbsent(node, encodeLockUntil(until))) ? 0 : undefined
     } catch (error) {
-      if (hasCode(error, CODE.NODE_EXISTS)) return undefined
       if (!hasCode(error, CODE.NO_NODE) || attempt.timedOut) throw error
     }
     // The parent is missing: create it, then try once more.
     await zk.mkdirp(root)
-    try {
-      await zk.create(node, encodeLockUntil(until))
-      return 0
-    } catch (error) {
-      if (hasCode(error, CODE.NODE_EXISTS)) return undefined
-      throw error
-    }
+    return (await zk.createIfAbsent(node, encodeLockUntil(until))) ? 0 : undefined
   }
 
+  // The node version our write produced, or undefined when the lock is held or another write came first.
   const acquire = async (node: string, until: number, attempt: Attempt): Promise<number | undefined> => {
-    let read: { data: Buffer | undefined; stat: ZooKeeperStat }
-    try {
-      read = await zk.getData(node)
-    } catch (error) {
-      if (!hasCode(error, CODE.NO_NODE)) throw error
-      return attempt.timedOut ? undefined : create(node, until, attempt)
-    }
+    const read = await zk.read(node)
+    if (read === undefined) return attempt.timedOut ? undefined : create(node, until, attempt)
     const lockUntil = decodeLockUntil(read.data)
     // Empty or unreadable data (a legacy ephemeral node, or a stranger's) counts as held, as in Java.
     if (lockUntil === undefined || lockUntil > clock.now() || attempt.timedOut) return undefined
-    return write(node, until, read.stat.version)
+    return zk.writeAt(node, encodeLockUntil(until), read.stat.version)
+  }
+
+  // One object per acquisition: it runs the attempt within the timeout, maps the result to the
+  // handle, and is the handle's operations; taking a lock builds no closures of its own.
+  class Acquisition implements StartingSteps<number | undefined, ExtensibleLock | undefined>, LockOperations, Attempt {
+    readonly clock = clock
+    readonly configuration: LockConfiguration
+    readonly node: string
+    timedOut = false
+    // The node version our last write produced: the owner check of unlock and extend.
+    version = 0
+
+    constructor(configuration: LockConfiguration, node: string) {
+      this.configuration = configuration
+      this.node = node
+    }
+
+    start(): Promise<number | undefined> {
+      return acquire(this.node, this.configuration.lockAtMostUntil.getTime(), this)
+    }
+
+    onTimeout(): void {
+      this.timedOut = true
+    }
+
+    map(written: number | undefined): ExtensibleLock | undefined {
+      if (written === undefined) return undefined
+      this.version = written
+      return defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] })
+    }
+
+    // The caller has been told the attempt failed, but the write went through: release it (at
+    // our version, so nothing else is touched) instead of blocking the name until lockAtMostUntil.
+    late(written: number | undefined): void {
+      if (written !== undefined) zk.writeAt(this.node, encodeLockUntil(clock.now()), written).catch(() => {})
+    }
+
+    unlock(current: LockConfiguration): Promise<void> {
+      return timedStoreCall(call, 'release', this.configuration.name, () => this.release(current))
+    }
+
+    async release(current: LockConfiguration): Promise<void> {
+      const next = await zk.writeAt(this.node, encodeLockUntil(Math.max(clock.now(), current.lockAtLeastUntil.getTime())), this.version)
+      if (next !== undefined) this.version = next
+    }
+
+    extend(next: LockConfiguration, current: LockConfiguration): Promise<boolean> {
+      return timedStoreCall(call, 'extend', this.configuration.name, () => this.extendTo(next, current))
+    }
+
+    async extendTo(next: LockConfiguration, current: LockConfiguration): Promise<boolean> {
+      // The node holds what we wrote at `version`: our lockUntil, which may have passed while no
+      // other node took the lock. An expired lock is not extended.
+      if (current.lockAtMostUntil.getTime() <= clock.now()) return false
+      const written = await zk.writeAt(this.node, encodeLockUntil(next.lockAtMostUntil.getTime()), this.version)
+      if (written === undefined) return false
+      this.version = written
+      return true
+    }
   }
 
   return {
     name: PROVIDER,
     // node-zookeeper-client's Client also has the getChildren and remove the inspector calls.
     inspector: () => zookeeperLockInspector({ client: options.client as unknown as ZooKeeperLockInspectorOptions['client'], path: root, timeout, clock }),
-    async lock(configuration) {
-      checkLockRequest(PROVIDER, configuration, clock)
-      const { name } = configuration
-      // Checked before anything is sent: an oversized request drops the connection of every lock.
-      const node = lockNodePath(root, name)
-      const until = configuration.lockAtMostUntil.getTime()
-      const acquired = await guard('acquire', name, async (attempt) => {
-        const written = await acquire(node, until, attempt)
-        // The caller has been told the attempt failed, but the write went through: release it
-        // (at our version, so nothing else is touched) instead of blocking the name until
-        // lockAtMostUntil.
-        if (written !== undefined && attempt.timedOut) void write(node, clock.now(), written).catch(() => {})
-        return written
-      })
-      if (acquired === undefined) return undefined
-      // The node version our last write produced: the owner check of unlock and extend.
-      let version = acquired
-      return defineLock(configuration, {
-        clock,
-        unlock: (current) =>
-          guard('release', name, async () => {
-            const next = await write(node, Math.max(clock.now(), current.lockAtLeastUntil.getTime()), version)
-            if (next !== undefined) version = next
-          }),
-        extend: (next, current) =>
-          guard('extend', name, async () => {
-            // The node holds what we wrote at `version`: our lockUntil, which may have passed
-            // while no other node took the lock. An expired lock is not extended.
-            if (current.lockAtMostUntil.getTime() <= clock.now()) return false
-            const written = await write(node, next.lockAtMostUntil.getTime(), version)
-            if (written === undefined) return false
-            version = written
-            return true
-          }),
-      })
+    lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined> {
+      let node: string
+      try {
+        checkLockRequest(PROVIDER, configuration, clock)
+        // Checked before anything is sent: an oversized request drops the connection of every lock.
+        node = lockNodePath(root, configuration.name)
+      } catch (error) {
+        return Promise.reject(error)
+      }
+      return timedStoreCall(call as TimedStoreCall<number | undefined>, 'acquire', configuration.name, new Acquisition(configuration, node))
     },
   }
 }
