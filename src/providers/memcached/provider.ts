@@ -1,13 +1,12 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import { type Duration, parseDuration } from '../../core/duration.ts'
-import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { LockProvider, SimpleLock } from '../../core/lock-provider.ts'
 import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
-import type { StoreAction } from '../../support/store-errors.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { DEFAULT_ENVIRONMENT, describeMemcachedError, encodeKey, memcachedKeyPrefix, PROVIDER, textOf } from './format.ts'
 
@@ -37,8 +36,9 @@ export interface MemcachedLockProviderOptions {
    */
   environment?: string
   /**
-   * Longest wait for one memcached call, as a duration (milliseconds or a string such as `"5s"`),
-   * after which the call rejects with `LockProviderError`. memjs normally gives up sooner by itself
+   * Longest wait for one lock operation, as a duration (milliseconds or a string such as `"5s"`):
+   * an acquire's `add`, or a release's `get` and `delete` (or `replace`) together. Past it, the
+   * operation rejects with `LockProviderError`. memjs normally gives up sooner by itself
    * (its `timeout`, `conntimeout` and `retries` options: about 2.5 s with its defaults), but a
    * connection that the server closes while a request is in flight never calls back.
    * @default "5s"
@@ -119,31 +119,15 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   const clock = options.clock ?? systemClock
   if (typeof clock?.now !== 'function') throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
 
-  // One promise per call, its timeout in the shared queue of its duration, and the error mapping
-  // folded in (each extra promise layer showed in the client's CPU per lock). A synchronous throw
-  // of `run` rejects like a failed call; a test double's plain value is wrapped.
+  // One promise per operation, its timeout in the shared queue of its duration, and the error
+  // mapping folded in (each extra promise layer showed in the client's CPU per lock).
   const call: TimedStoreCall<unknown> = { store: 'memcached', timeoutMs, describe: (error, action, name) => describeMemcachedError(error, action, name) }
-  const timed = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> =>
-    timedStoreCall(call as TimedStoreCall<T>, action, name, () => Promise.resolve(run()))
 
   // Checked before anything is sent: a key memcached refuses stalls the connection.
   const keyOf = (name: string): string => {
     const key = encodeKey(prefix, name)
     if (typeof key !== 'string') throw key
     return key
-  }
-
-  const release = async (key: string, name: string, value: string, held: LockConfiguration): Promise<void> => {
-    const lockAtMostUntil = held.lockAtMostUntil.getTime()
-    if (lockAtMostUntil - clock.now() < UNLOCK_GUARD_MS) return
-    const { value: stored } = await timed('release', name, () => client.get(key))
-    // Someone else's record (this one expired or was evicted, and another node took the lock), or none.
-    if (textOf(stored) !== value) return
-    const now = clock.now()
-    if (lockAtMostUntil - now < UNLOCK_GUARD_MS) return
-    const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
-    if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await timed('release', name, () => client.delete(key))
-    else await timed('release', name, () => client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) }))
   }
 
   // One object per acquisition: it sends the add, maps its reply to the handle and is the
@@ -164,20 +148,33 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
       this.lockedBy = lockedBy
     }
 
-    start(): Promise<unknown> {
-      return Promise.resolve(client.add(this.key, this.value, { expires: this.expires }))
+    start(): PromiseLike<unknown> {
+      return client.add(this.key, this.value, { expires: this.expires })
     }
 
     map(added: unknown): SimpleLock | undefined {
       return added === true ? defineLock(this.configuration, this) : undefined
     }
 
-    async unlock(held: LockConfiguration): Promise<void> {
-      try {
-        await release(this.key, this.configuration.name, this.value, held)
-      } catch (error) {
-        throw error instanceof LockProviderError ? error : describeMemcachedError(error, 'release', this.configuration.name)
-      }
+    // The release's get and its delete (or replace) under one timeout: one timed call per
+    // release, as each call's own promise, timeout entry and closures showed in the CPU per lock.
+    // What the release throws (a custom clock's error too) is described like a store's error.
+    unlock(held: LockConfiguration): Promise<void> {
+      return timedStoreCall(call as TimedStoreCall<void>, 'release', this.configuration.name, () => this.release(held))
+    }
+
+    async release(held: LockConfiguration): Promise<void> {
+      const { key, value } = this
+      const lockAtMostUntil = held.lockAtMostUntil.getTime()
+      if (lockAtMostUntil - clock.now() < UNLOCK_GUARD_MS) return
+      const { value: stored } = await client.get(key)
+      // Someone else's record (this one expired or was evicted, and another node took the lock), or none.
+      if (textOf(stored) !== value) return
+      const now = clock.now()
+      if (lockAtMostUntil - now < UNLOCK_GUARD_MS) return
+      const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
+      if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await client.delete(key)
+      else await client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) })
     }
   }
 
