@@ -8,7 +8,7 @@ import { measureExecutor } from './measurements/executor.ts'
 import { measureHerd } from './measurements/herd.ts'
 import { measureLibraryCpu } from './measurements/library-cpu.ts'
 import { measureMemory } from './measurements/memory.ts'
-import { measureOverhead } from './measurements/overhead.ts'
+import { measureOverhead, measureOverheadInProcesses } from './measurements/overhead.ts'
 import { measurePeers } from './measurements/peers.ts'
 import { measureRoundTrips } from './measurements/round-trips.ts'
 import { measureScale } from './measurements/scale.ts'
@@ -95,7 +95,7 @@ async function main(args: string[]): Promise<number> {
       result.stores[store] = { versions: setup.versions, notes: setup.notes }
       const attempt = async (measurement: Measurement, run: () => Promise<void>): Promise<void> => {
         if (!wants(measurement)) return
-        progress(`${store}: ${measurement}`)
+        progress(`${store}: ${measurement}${measurement === 'overhead' && options.processes > 1 ? ` in ${options.processes} processes` : ''}`)
         try {
           await run()
         } catch (error) {
@@ -104,7 +104,13 @@ async function main(args: string[]): Promise<number> {
         }
       }
       try {
-        await attempt('overhead', async () => void result.overhead.push(...(await measureOverhead(setup, runId, compareOptions, options.concurrency))))
+        await attempt('overhead', async () => {
+          const rows =
+            options.processes > 1
+              ? await measureOverheadInProcesses(store, runId, compareOptions, options.concurrency, options.processes)
+              : await measureOverhead(setup, runId, compareOptions, options.concurrency)
+          result.overhead.push(...rows)
+        })
         await attempt('round-trips', async () => void result.roundTrips.push(await measureRoundTrips(setup, runId, ROUND_TRIP_SAMPLES)))
         await attempt('herd', async () => void result.herd.push(await measureHerd(setup, runId, { contenders: options.contenders, rounds: options.rounds })))
         await attempt('scale', async () => void result.scale.push(await measureScale(setup, runId, options.scaleNames, compareOptions)))

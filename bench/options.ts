@@ -25,6 +25,11 @@ export interface BenchOptions {
   readonly warmupMs: number
   /** Caller counts of the overhead measurement. */
   readonly concurrency: readonly number[]
+  /**
+   * Overhead: separate processes per store, one after the other; each ratio reported is the
+   * median over them. 1 measures in the suite's own process.
+   */
+  readonly processes: number
   /** Herd: contenders (one connection each) and rounds. */
   readonly contenders: number
   readonly rounds: number
@@ -50,6 +55,8 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --warmup N            untimed operations per contender before measuring (default 200, quick 30)
   --warmup-ms MS        repeat the warm-up until this long has passed (default 1000, quick 100)
   --concurrency 1,16    concurrent callers of the overhead measurement (default 1,16)
+  --processes N         overhead: a fresh process per store N times, each ratio the median
+                        over them (default 3, quick 1; 1 = in the suite's own process)
   --contenders N        herd: contenders on separate connections (default 32)
   --rounds N            herd: rounds (default 100, quick 20)
   --scale-names N       scale: names in the store for the large case (default 10000, quick 1000)
@@ -84,6 +91,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
         warmup: { type: 'string' },
         'warmup-ms': { type: 'string' },
         concurrency: { type: 'string' },
+        processes: { type: 'string' },
         contenders: { type: 'string' },
         rounds: { type: 'string' },
         'scale-names': { type: 'string' },
@@ -107,6 +115,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
     warmup: integer(values, 'warmup', quick ? 30 : 200, 0, 1_000_000),
     warmupMs: integer(values, 'warmup-ms', quick ? 100 : 1000, 0, 600_000),
     concurrency: integerList(values, 'concurrency', [1, 16], 1, 256),
+    processes: integer(values, 'processes', quick ? 1 : 3, 1, 99),
     contenders: integer(values, 'contenders', 32, 2, 256),
     rounds: integer(values, 'rounds', quick ? 20 : 100, 1, 100_000),
     scaleNames: integer(values, 'scale-names', quick ? 1000 : 10_000, 11, 1_000_000),

@@ -1,5 +1,5 @@
 import type { ContenderResult } from './harness.ts'
-import type { BenchResult, CallCount, HerdRow, OverheadRow, RoundTripRow } from './result.ts'
+import type { BenchResult, CallCount, HerdRow, OverheadRatios, OverheadRow, RoundTripRow } from './result.ts'
 
 /** The p50 ratio goal of the overhead measurement: ours at most 10 % above the baseline. */
 export const OVERHEAD_GOAL = 1.1
@@ -70,7 +70,18 @@ function calls(count: CallCount): string {
   return methods ? `${mean} (${methods})` : mean
 }
 
+/** Client CPU added per operation (µs): the row's median over its processes, or ours − baseline. */
+function addedCpu(r: OverheadRow): number {
+  return r.addedCpuUs ?? r.ours.cpuPerOpUs - r.baseline.cpuPerOpUs
+}
+
+/** Each process's value of one ratio, `1.02 / 1.08 / 0.99`; empty for a row of one process. */
+function perProcess(r: OverheadRow, pick: (ratios: OverheadRatios) => number): string {
+  return r.processes && r.processes.length > 1 ? r.processes.map((p) => formatRatio(pick(p))).join(' / ') : ''
+}
+
 function overheadTable(rows: readonly OverheadRow[]): string {
+  const several = rows.some((r) => (r.processes?.length ?? 0) > 1)
   return markdownTable(
     [
       'store',
@@ -86,6 +97,7 @@ function overheadTable(rows: readonly OverheadRow[]): string {
       'ops/s baseline',
       'ops/s ratio',
       `p50 ≤ ${OVERHEAD_GOAL.toFixed(2)}`,
+      ...(several ? ['p50 ratio per process'] : []),
     ],
     rows.map((r) => [
       r.store,
@@ -101,6 +113,7 @@ function overheadTable(rows: readonly OverheadRow[]): string {
       formatRate(r.baseline.opsPerSecond),
       formatRatio(r.opsRatio),
       verdict(Number.isFinite(r.p50Ratio) ? r.p50Ratio <= OVERHEAD_GOAL : undefined),
+      ...(several ? [perProcess(r, (p) => p.p50Ratio)] : []),
     ]),
     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
   )
@@ -108,15 +121,17 @@ function overheadTable(rows: readonly OverheadRow[]): string {
 
 /** Client CPU per acquire + release, ours against the baseline: the library's own cost, steady on a loaded machine. */
 function cpuTable(rows: readonly OverheadRow[]): string {
+  const several = rows.some((r) => (r.processes?.length ?? 0) > 1)
   return markdownTable(
-    ['store', 'callers', 'CPU/op ours', 'CPU/op baseline', 'ratio', 'added per op'],
+    ['store', 'callers', 'CPU/op ours', 'CPU/op baseline', 'ratio', 'added per op', ...(several ? ['ratio per process'] : [])],
     rows.map((r) => [
       r.store,
       String(r.concurrency),
       formatLatency(r.ours.cpuPerOpUs),
       formatLatency(r.baseline.cpuPerOpUs),
       formatRatio(r.cpuRatio),
-      formatLatency(r.ours.cpuPerOpUs - r.baseline.cpuPerOpUs),
+      formatLatency(addedCpu(r)),
+      ...(several ? [perProcess(r, (p) => p.cpuRatio)] : []),
     ]),
     [1, 2, 3, 4, 5],
   )
@@ -347,7 +362,7 @@ function methodLines(result: BenchResult): string[] {
   const s = result.settings
   const lines = [
     `Single-machine loopback figures: client and servers share ${m.cores} cores (${m.cpu}), ${m.memory}; ${m.os}; Node ${m.node}. Started ${result.startedAt}, took ${result.seconds.toFixed(0)} s.`,
-    `Method: warm-up of ${s.warmup} operations per side, repeated for at least ${s.warmupMs ?? 0} ms, then blocks sized to about ${s.blockMs} ms each, the same operation count for every side, ${s.blocks} blocks per side in alternating order; latency of each operation from process.hrtime.bigint(); p50/p99 by nearest rank. Connections are opened before timing.`,
+    `Method: warm-up of ${s.warmup} operations per side, repeated for at least ${s.warmupMs ?? 0} ms, then blocks sized to about ${s.blockMs} ms each, the same operation count for every side, ${s.blocks} blocks per side in alternating order; latency of each operation from process.hrtime.bigint(); p50/p99 by nearest rank. Connections are opened before timing.${Number(s.processes ?? 1) > 1 ? ` Overhead: measured in ${s.processes} fresh processes per store, one after the other; each ratio is the median over them, and the absolute figures are those of the process with the median p50 ratio.` : ''}`,
     '',
     'Stores:',
     '',
@@ -396,7 +411,7 @@ export function formatSummary(result: BenchResult): string {
     out.push(
       markdownTable(
         ['store', 'callers', 'client CPU per op, ours / baseline', 'CPU added per op'],
-        result.overhead.map((r) => [r.store, String(r.concurrency), formatRatio(r.cpuRatio), formatLatency(r.ours.cpuPerOpUs - r.baseline.cpuPerOpUs)]),
+        result.overhead.map((r) => [r.store, String(r.concurrency), formatRatio(r.cpuRatio), formatLatency(addedCpu(r))]),
         [1, 2, 3],
       ),
       '',

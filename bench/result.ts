@@ -15,6 +15,24 @@ export interface OverheadRow {
   readonly opsRatio: number
   /** Client CPU per operation, ours / baseline (see `ContenderResult.cpuPerOpUs`). */
   readonly cpuRatio: number
+  /**
+   * With `--processes` above 1: each process's ratios, in the order they ran. The row's own
+   * ratios are then the medians of these, and its `ours` and `baseline` are those of the process
+   * whose p50 ratio is the median (the lower middle one, for an even count).
+   */
+  readonly processes?: readonly OverheadRatios[]
+  /** Client CPU added per operation (µs): ours − baseline, the median over the processes when there are several. */
+  readonly addedCpuUs?: number
+}
+
+/** The ratios one process measured for one store and caller count. */
+export interface OverheadRatios {
+  readonly p50Ratio: number
+  readonly p99Ratio: number
+  readonly opsRatio: number
+  readonly cpuRatio: number
+  /** ours − baseline client CPU per operation, µs. */
+  readonly addedCpuUs: number
 }
 
 /** Mean store calls of one kind of operation, and which methods a typical one called. */

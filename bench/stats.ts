@@ -51,3 +51,11 @@ export function ratio(ours: number, baseline: number): number {
 export function opsPerSecond(ops: number, elapsedNs: bigint): number {
   return elapsedNs > 0n ? (ops * 1e9) / Number(elapsedNs) : Number.NaN
 }
+
+/** The median of `values` (the mean of the two middle ones for an even count); `NaN` when there are none or one is not finite. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0 || values.some((v) => !Number.isFinite(v))) return Number.NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}

@@ -1,8 +1,14 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { type CompareOptions, type Contender, compare } from '../harness.ts'
-import type { OverheadRow } from '../result.ts'
+import type { Store } from '../options.ts'
+import type { OverheadRatios, OverheadRow } from '../result.ts'
 import type { StoreSetup } from '../setups/setup.ts'
-import { ratio } from '../stats.ts'
+import { median, ratio } from '../stats.ts'
+
+const run = promisify(execFile)
 
 /**
  * Overhead against the limit: acquire+release through our provider (a fresh lock configuration
@@ -47,7 +53,90 @@ export async function measureOverhead(
       p99Ratio: ratio(o.latency.p99, b.latency.p99),
       opsRatio: ratio(o.opsPerSecond, b.opsPerSecond),
       cpuRatio: ratio(o.cpuPerOpUs, b.cpuPerOpUs),
+      addedCpuUs: o.cpuPerOpUs - b.cpuPerOpUs,
     })
   }
   return rows
+}
+
+/** What overhead-child.ts takes, as one JSON argument. */
+export interface OverheadChildRequest {
+  readonly store: Store
+  readonly runId: string
+  readonly options: Omit<CompareOptions, 'concurrency'>
+  readonly concurrencies: readonly number[]
+}
+
+/**
+ * {@link measureOverhead} in `processes` fresh processes, one after the other, each with its own
+ * connections, warm-up and tables, combined by {@link combineOverhead}. One run's ratios moved
+ * by up to ±0.2 from process to process on a 2-core machine while the blocks within each process
+ * agreed: what differs between processes (code placement, the JIT's choices, the state of the
+ * store) is a bias of the whole process, which more blocks in it cannot average out.
+ */
+export async function measureOverheadInProcesses(
+  store: Store,
+  runId: string,
+  options: Omit<CompareOptions, 'concurrency'>,
+  concurrencies: readonly number[],
+  processes: number,
+): Promise<OverheadRow[]> {
+  const child = fileURLToPath(new URL('./overhead-child.js', import.meta.url))
+  const runs: OverheadRow[][] = []
+  for (let i = 0; i < processes; i++) {
+    const request: OverheadChildRequest = { store, runId: `${runId}p${i}`, options, concurrencies }
+    let stdout: string
+    try {
+      ;({ stdout } = await run(process.execPath, [child, JSON.stringify(request)], { maxBuffer: 64 << 20 }))
+    } catch (error) {
+      // The child's own error is the last line of its stderr; execFile's message starts with the command line.
+      const stderr = String((error as { stderr?: unknown }).stderr ?? '').trim()
+      const why =
+        stderr
+          .split('\n')
+          .filter((line) => /Error|error/.test(line))
+          .pop() ?? (error instanceof Error ? error.message : String(error))
+      throw new Error(`${store}: overhead process ${i + 1} of ${processes} failed: ${why}`)
+    }
+    runs.push(JSON.parse(stdout.trim().split('\n').pop()!) as OverheadRow[])
+  }
+  return combineOverhead(runs)
+}
+
+/**
+ * One row per store and caller count from the rows of several processes: each ratio (and the
+ * CPU added) is the median over the processes; the absolute figures (`ours`, `baseline`,
+ * `opsPerBlock`) are those of the process whose p50 ratio is the median, the lower middle one
+ * for an even count, so that they are one process's consistent measurement. Every process's
+ * ratios are kept in `processes`.
+ */
+export function combineOverhead(runs: readonly (readonly OverheadRow[])[]): OverheadRow[] {
+  const first = runs[0] ?? []
+  return first.map((row) => {
+    const same = runs.map((rows) => rows.find((r) => r.store === row.store && r.concurrency === row.concurrency))
+    if (same.some((r) => r === undefined)) throw new Error(`${row.store}: a process measured no row for ${row.concurrency} callers`)
+    const rows = same as OverheadRow[]
+    const ratios: OverheadRatios[] = rows.map((r) => ({
+      p50Ratio: r.p50Ratio,
+      p99Ratio: r.p99Ratio,
+      opsRatio: r.opsRatio,
+      cpuRatio: r.cpuRatio,
+      addedCpuUs: r.addedCpuUs ?? r.ours.cpuPerOpUs - r.baseline.cpuPerOpUs,
+    }))
+    const byP50 = rows.map((r, i) => ({ r, i })).sort((a, b) => a.r.p50Ratio - b.r.p50Ratio)
+    const representative = byP50[(byP50.length - 1) >> 1]!.r
+    return {
+      store: row.store,
+      concurrency: row.concurrency,
+      opsPerBlock: representative.opsPerBlock,
+      ours: representative.ours,
+      baseline: representative.baseline,
+      p50Ratio: median(ratios.map((r) => r.p50Ratio)),
+      p99Ratio: median(ratios.map((r) => r.p99Ratio)),
+      opsRatio: median(ratios.map((r) => r.opsRatio)),
+      cpuRatio: median(ratios.map((r) => r.cpuRatio)),
+      addedCpuUs: median(ratios.map((r) => r.addedCpuUs)),
+      processes: ratios,
+    }
+  })
 }

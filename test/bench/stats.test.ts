@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { opsPerSecond, percentile, ratio, summarize } from '../../bench/stats.ts'
+import { median, opsPerSecond, percentile, ratio, summarize } from '../../bench/stats.ts'
 
 describe('bench statistics', () => {
   it('takes percentiles by nearest rank, always a measured value', () => {
@@ -34,5 +34,15 @@ describe('bench statistics', () => {
     expect(ratio(Number.NaN, 1)).toBeNaN()
     expect(opsPerSecond(500, 250_000_000n)).toBe(2000)
     expect(opsPerSecond(5, 0n)).toBeNaN()
+  })
+
+  it('takes the median of an odd and an even count without changing the input, and NaN when it cannot', () => {
+    const values = [1.3, 0.9, 1.1]
+    expect(median(values)).toBe(1.1)
+    expect(values).toEqual([1.3, 0.9, 1.1])
+    expect(median([4, 1, 3, 2])).toBe(2.5)
+    expect(median([10, 9])).toBe(9.5)
+    expect(median([])).toBeNaN()
+    expect(median([1, Number.NaN, 2])).toBeNaN()
   })
 })
