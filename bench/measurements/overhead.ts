@@ -89,13 +89,11 @@ export async function measureOverheadInProcesses(
     try {
       ;({ stdout } = await run(process.execPath, [child, JSON.stringify(request)], { maxBuffer: 64 << 20 }))
     } catch (error) {
-      // The child's own error is the last line of its stderr; execFile's message starts with the command line.
-      const stderr = String((error as { stderr?: unknown }).stderr ?? '').trim()
-      const why =
-        stderr
-          .split('\n')
-          .filter((line) => /Error|error/.test(line))
-          .pop() ?? (error instanceof Error ? error.message : String(error))
+      // The child's error is the first line of its stderr that names one (not a stack frame, not
+      // a warning); execFile's own message starts with the command line.
+      const lines = String((error as { stderr?: unknown }).stderr ?? '').split('\n')
+      const named = lines.map((line) => line.trim()).find((line) => /\w*Error\b/.test(line) && !line.startsWith('at ') && !line.includes('Warning'))
+      const why = named ?? (error instanceof Error ? error.message : String(error))
       throw new Error(`${store}: overhead process ${i + 1} of ${processes} failed: ${why}`)
     }
     runs.push(JSON.parse(stdout.trim().split('\n').pop()!) as OverheadRow[])
