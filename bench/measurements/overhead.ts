@@ -89,10 +89,11 @@ export async function measureOverheadInProcesses(
     try {
       ;({ stdout } = await run(process.execPath, [child, JSON.stringify(request)], { maxBuffer: 64 << 20 }))
     } catch (error) {
-      // The child's error is the first line of its stderr that names one (not a stack frame, not
-      // a warning); execFile's own message starts with the command line.
+      // The child's error is the first line of its stderr that starts with one (`Error: ...`,
+      // `TypeError: ...`), not the source line Node prints above it; execFile's own message
+      // starts with the command line.
       const lines = String((error as { stderr?: unknown }).stderr ?? '').split('\n')
-      const named = lines.map((line) => line.trim()).find((line) => /\w*Error\b/.test(line) && !line.startsWith('at ') && !line.includes('Warning'))
+      const named = lines.map((line) => line.trim()).find((line) => /^\w*Error: /.test(line))
       const why = named ?? (error instanceof Error ? error.message : String(error))
       throw new Error(`${store}: overhead process ${i + 1} of ${processes} failed: ${why}`)
     }

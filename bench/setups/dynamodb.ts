@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
+import { type AddressInfo, createServer } from 'node:net'
 import { BatchWriteItemCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { createDynamoDBLockTable, type DynamoDBSendClient, dynamoDBLockProvider } from '../../src/providers/dynamodb/index.ts'
@@ -52,10 +53,21 @@ function rawDynamo(client: DynamoDBSendClient, tableName: string): RawOperations
   }
 }
 
+/** A loopback port that was free a moment ago. */
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
 /** Starts dynalite (in memory) in a child process of its own, so that it does not share the benchmark's event loop. */
 async function startDynalite(): Promise<{ child: ChildProcess; port: number }> {
   const cli = createRequire(import.meta.url).resolve('dynalite/cli.js')
-  const child = spawn(process.execPath, [cli, '--port', '0', '--host', '127.0.0.1', '--createTableMs', '0', '--deleteTableMs', '0'], {
+  // dynalite reads `--port 0` as no port and listens on 4567: a second one (the overhead's
+  // processes run while the suite's own is up) would fail with EADDRINUSE.
+  const child = spawn(process.execPath, [cli, '--port', String(await freePort()), '--host', '127.0.0.1', '--createTableMs', '0', '--deleteTableMs', '0'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const port = await new Promise<number>((resolve, reject) => {
