@@ -31,7 +31,6 @@ export interface ZooKeeperCalls {
   /** `setData` at `version`: the node's new version, or `undefined` when the version moved on or the node is gone. */
   writeAt(path: string, data: Buffer, version: number): Promise<number | undefined>
   getData(path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStat }>
-  create(path: string, data: Buffer): Promise<void>
   setData(path: string, data: Buffer, version: number): Promise<ZooKeeperStat>
   mkdirp(path: string): Promise<void>
   getChildren(path: string): Promise<string[]>
@@ -133,7 +132,6 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
           }
         }),
       ),
-    create: (path, data) => new Promise((resolve, reject) => client().create(path, data, PERSISTENT, (error) => (error ? reject(error) : resolve()))),
     setData: (path, data, version) =>
       new Promise((resolve, reject) =>
         client().setData(path, data, version, (error, stat) => {
