@@ -1,5 +1,4 @@
-import { LockProviderError } from '../core/errors.ts'
-import type { DescribeStoreError, StoreAction } from './store-errors.ts'
+import { asStoreError, type DescribeStoreError, type StoreAction } from './store-errors.ts'
 
 /** A store gave no reply within a provider's `timeout`. */
 export class OperationTimeoutError extends Error {
@@ -291,7 +290,7 @@ class StoreCall<T, R> extends Watched {
   }
 
   fail(error: unknown): void {
-    this.reject(error instanceof LockProviderError ? error : this.call.describe(error, this.action, this.lockName))
+    this.reject(asStoreError(error, this.call.describe, this.action, this.lockName))
   }
 
   await(reply: PromiseLike<T>): void {

@@ -30,8 +30,6 @@ export interface ZooKeeperCalls {
   createIfAbsent(path: string, data: Buffer): Promise<boolean>
   /** `setData` at `version`: the node's new version, or `undefined` when the version moved on or the node is gone. */
   writeAt(path: string, data: Buffer, version: number): Promise<number | undefined>
-  getData(path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStat }>
-  setData(path: string, data: Buffer, version: number): Promise<ZooKeeperStat>
   mkdirp(path: string): Promise<void>
   getChildren(path: string): Promise<string[]>
   /** Deletes the node if its version is `version`. */
@@ -78,8 +76,8 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
     if (typeof stat?.version !== 'number') throw new TypeError('the ZooKeeper client reported no node Stat; pass a node-zookeeper-client Client')
     return stat
   }
-  // The provider's calls map the replies that are answers, not failures, in the client's
-  // callback: a try/catch around an await per call showed in the CPU per lock.
+  // The replies that are answers, not failures (no node, node exists, bad version), are mapped
+  // in the client's callback: a try/catch around an await per call showed in the CPU per lock.
   return {
     read: (path) =>
       new Promise((resolve, reject) =>
@@ -116,32 +114,6 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
             resolve(statOf(stat).version)
           } catch (invalid) {
             reject(invalid)
-          }
-        }),
-      ),
-    getData: (path) =>
-      new Promise((resolve, reject) =>
-        client().getData(path, (error, data, stat) => {
-          if (error) reject(error)
-          else {
-            try {
-              resolve({ data, stat: statOf(stat) })
-            } catch (invalid) {
-              reject(invalid)
-            }
-          }
-        }),
-      ),
-    setData: (path, data, version) =>
-      new Promise((resolve, reject) =>
-        client().setData(path, data, version, (error, stat) => {
-          if (error) reject(error)
-          else {
-            try {
-              resolve(statOf(stat))
-            } catch (invalid) {
-              reject(invalid)
-            }
           }
         }),
       ),

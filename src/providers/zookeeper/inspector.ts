@@ -103,13 +103,8 @@ export function zookeeperLockInspector(options: ZooKeeperLockInspectorOptions): 
 
   /** The data and version of `path`, or undefined when there is no such node. */
   const read = async (path: string): Promise<NodeState | undefined> => {
-    try {
-      const { data, stat } = await zk.getData(path)
-      return { lockUntil: decodeLockUntil(data), version: stat.version }
-    } catch (error) {
-      if (hasCode(error, CODE.NO_NODE)) return undefined
-      throw error
-    }
+    const node = await zk.read(path)
+    return node === undefined ? undefined : { lockUntil: decodeLockUntil(node.data), version: node.stat.version }
   }
   const toRecord = (node: string, state: NodeState, now: number): LockRecord => {
     const until = state.lockUntil
@@ -130,13 +125,7 @@ export function zookeeperLockInspector(options: ZooKeeperLockInspectorOptions): 
   const releaseAt = async (path: string, version: number, attempt: Attempt): Promise<boolean> => {
     // The caller has been told that the release failed: it must not happen later.
     if (attempt.timedOut) return false
-    try {
-      await zk.setData(path, encodeLockUntil(clock.now()), version)
-      return true
-    } catch (error) {
-      if (hasCode(error, CODE.BAD_VERSION) || hasCode(error, CODE.NO_NODE)) return false
-      throw error
-    }
+    return (await zk.writeAt(path, encodeLockUntil(clock.now()), version)) !== undefined
   }
 
   /** The nodes under `root` whose lock name starts with the selection's prefix and passes `keep`, with what they hold. */
