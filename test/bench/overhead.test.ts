@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { ContenderResult } from '../../bench/harness.ts'
 import { combineOverhead } from '../../bench/measurements/overhead.ts'
-import { formatReport } from '../../bench/report.ts'
-import type { BenchResult, OverheadRow } from '../../bench/result.ts'
+import type { OverheadRow } from '../../bench/result.ts'
 
 const contender = (label: string, p50: number, cpuPerOpUs: number): ContenderResult => ({
   label,
@@ -59,28 +58,5 @@ describe('overhead over several processes', () => {
     expect(() => combineOverhead([[row('pg', 1, 110, 50, 1), row('pg', 16, 110, 50, 1)], [row('pg', 1, 100, 50, 2)]])).toThrow(
       'pg: a process measured no row for 16 callers',
     )
-  })
-
-  it('shows each process in the report, and says how the rows were combined', () => {
-    const overhead = combineOverhead([[row('redis', 1, 120, 52, 10)], [row('redis', 1, 101, 56, 11)], [row('redis', 1, 106, 54, 12)]])
-    const result: BenchResult = {
-      startedAt: '2026-01-01T00:00:00.000Z',
-      finishedAt: '2026-01-01T00:01:00.000Z',
-      seconds: 60,
-      machine: { os: 'Linux', cpu: 'Test CPU', cores: 2, memory: '8 GiB', node: '20.20.2' },
-      settings: { blocks: 10, blockMs: 250, warmup: 200, processes: 3 },
-      stores: {},
-      overhead,
-      roundTrips: [],
-      herd: [],
-      scale: [],
-      peers: [],
-      memory: [],
-      errors: [],
-    }
-    const report = formatReport(result)
-    expect(report).toContain('measured in 3 fresh processes per store')
-    expect(report).toContain('| 1.20 / 1.01 / 1.06 |')
-    expect(report).toContain('| 1.04 / 1.12 / 1.08 |')
   })
 })

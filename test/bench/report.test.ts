@@ -142,6 +142,20 @@ function sampleResult(): BenchResult {
 }
 
 describe('bench report', () => {
+  it("lists each process's ratios when the overhead ran in several, and says how they were combined", () => {
+    const result = sampleResult()
+    const [first, ...rest] = result.overhead
+    const ratios = (p50Ratio: number, cpuRatio: number) => ({ p50Ratio, p99Ratio: 1, opsRatio: 1, cpuRatio, addedCpuUs: 1 })
+    const report = formatReport({
+      ...result,
+      settings: { ...result.settings, processes: 3 },
+      overhead: [{ ...first!, processes: [ratios(1.2, 1.04), ratios(1.01, 1.12), ratios(1.06, 1.08)] }, ...rest],
+    })
+    expect(report).toContain('measured in 3 fresh processes per store')
+    expect(report).toContain('| 1.20 / 1.01 / 1.06 |')
+    expect(report).toContain('| 1.04 / 1.12 / 1.08 |')
+  })
+
   it('formats latencies, ratios, rates and bytes with their units', () => {
     expect(formatLatency(0.85)).toBe('850 ns')
     expect(formatLatency(12.345)).toBe('12.3 µs')
