@@ -5,6 +5,7 @@ import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import type { RedisCommands } from '../../src/providers/redis/commands.ts'
 import { redisLockProvider } from '../../src/providers/redis/index.ts'
 import type { LibraryCpuRow } from '../result.ts'
+import { median } from '../stats.ts'
 
 /** Process CPU time (user + system) so far, in microseconds. */
 function cpuNow(): number {
@@ -21,11 +22,6 @@ async function cpuPerOp(operation: () => Promise<void>, ops: number, rounds: num
     if (round > 0) samples.push((cpuNow() - before) / ops)
   }
   return samples
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)]!
 }
 
 /**
