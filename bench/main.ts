@@ -9,7 +9,7 @@ import { measureHerd } from './measurements/herd.ts'
 import { measureLibraryCpu } from './measurements/library-cpu.ts'
 import { measureMemory } from './measurements/memory.ts'
 import { measureOverhead, measureOverheadInProcesses } from './measurements/overhead.ts'
-import { measurePeers } from './measurements/peers.ts'
+import { measurePeers, measurePeersInProcesses } from './measurements/peers.ts'
 import { measureRoundTrips } from './measurements/round-trips.ts'
 import { measureScale } from './measurements/scale.ts'
 import { type BenchOptions, BenchUsageError, type Measurement, parseBenchArgs, USAGE } from './options.ts'
@@ -95,7 +95,8 @@ async function main(args: string[]): Promise<number> {
       result.stores[store] = { versions: setup.versions, notes: setup.notes }
       const attempt = async (measurement: Measurement, run: () => Promise<void>): Promise<void> => {
         if (!wants(measurement)) return
-        progress(`${store}: ${measurement}${measurement === 'overhead' && options.processes > 1 ? ` in ${options.processes} processes` : ''}`)
+        const separate = (measurement === 'overhead' || measurement === 'peers') && options.processes > 1
+        progress(`${store}: ${measurement}${separate ? ` in ${options.processes} processes` : ''}`)
         try {
           await run()
         } catch (error) {
@@ -114,7 +115,15 @@ async function main(args: string[]): Promise<number> {
         await attempt('round-trips', async () => void result.roundTrips.push(await measureRoundTrips(setup, runId, ROUND_TRIP_SAMPLES)))
         await attempt('herd', async () => void result.herd.push(await measureHerd(setup, runId, { contenders: options.contenders, rounds: options.rounds })))
         await attempt('scale', async () => void result.scale.push(await measureScale(setup, runId, options.scaleNames, compareOptions)))
-        if (setup.peers) await attempt('peers', async () => void result.peers.push(...(await measurePeers(setup, runId, compareOptions, PEER_CONCURRENCY))))
+        if (setup.peers) {
+          await attempt('peers', async () => {
+            const rows =
+              options.processes > 1
+                ? await measurePeersInProcesses(store, runId, compareOptions, PEER_CONCURRENCY, options.processes)
+                : await measurePeers(setup, runId, compareOptions, PEER_CONCURRENCY)
+            result.peers.push(...rows)
+          })
+        }
       } finally {
         current = undefined
         await setup.close().catch((error: unknown) => {

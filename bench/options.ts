@@ -26,8 +26,8 @@ export interface BenchOptions {
   /** Caller counts of the overhead measurement. */
   readonly concurrency: readonly number[]
   /**
-   * Overhead: separate processes per store, one after the other; each ratio reported is the
-   * median over them. 1 measures in the suite's own process.
+   * Overhead and peers: separate processes per store, one after the other; each ratio reported
+   * is the median over them. 1 measures in the suite's own process.
    */
   readonly processes: number
   /** Herd: contenders (one connection each) and rounds. */
@@ -55,8 +55,8 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --warmup N            untimed operations per contender before measuring (default 200, quick 30)
   --warmup-ms MS        repeat the warm-up until this long has passed (default 1000, quick 100)
   --concurrency 1,16    concurrent callers of the overhead measurement (default 1,16)
-  --processes N         overhead: a fresh process per store N times, each ratio the median
-                        over them (default 3, quick 1; 1 = in the suite's own process)
+  --processes N         overhead and peers: a fresh process per store N times, each ratio the
+                        median over them (default 3, quick 1; 1 = in the suite's own process)
   --contenders N        herd: contenders on separate connections (default 32)
   --rounds N            herd: rounds (default 100, quick 20)
   --scale-names N       scale: names in the store for the large case (default 10000, quick 1000)

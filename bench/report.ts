@@ -76,7 +76,7 @@ function addedCpu(r: OverheadRow): number {
 }
 
 /** Each process's value of one ratio, `1.02 / 1.08 / 0.99`; empty for a row of one process. */
-function perProcess(r: OverheadRow, pick: (ratios: OverheadRatios) => number): string {
+function perProcess<R>(r: { readonly processes?: readonly R[] }, pick: (ratios: R) => number): string {
   return r.processes && r.processes.length > 1 ? r.processes.map((p) => formatRatio(pick(p))).join(' / ') : ''
 }
 
@@ -242,9 +242,10 @@ export function formatReport(result: BenchResult): string {
   if (result.peers.length > 0) {
     out.push('### 5. Peers', '')
     out.push(
-      'Uncontended acquire + release on the same server (and client, where the library takes one). Ratios are ours / peer: below 1 is faster for latency, above 1 for ops/s.',
+      'Uncontended acquire + release on the same server (and client, where the library takes one). Ratios are ours / peer: below 1 is faster for latency, above 1 for ops/s; as fast means both.',
       '',
     )
+    const several = result.peers.some((r) => r.peers.some((p) => (p.processes?.length ?? 0) > 1))
     const rows: string[][] = []
     for (const r of result.peers) {
       rows.push([r.store, String(r.concurrency), 'shedlock', ...contenderCells(r.ours), '', '', '', ''])
@@ -257,18 +258,37 @@ export function formatReport(result: BenchResult): string {
           formatRatio(p.p50Ratio),
           formatRatio(p.p99Ratio),
           formatRatio(p.opsRatio),
-          verdict(Number.isFinite(p.p50Ratio) ? p.p50Ratio <= 1 : undefined),
+          verdict(Number.isFinite(p.p50Ratio) ? p.p50Ratio <= 1 && !(p.opsRatio < 1) : undefined),
+          ...(several ? [perProcess(p, (x) => x.p50Ratio), perProcess(p, (x) => x.opsRatio)] : []),
         ])
       }
     }
     out.push(
       markdownTable(
-        ['store', 'callers', 'library', 'p50', 'p99', 'ops/s', 'p50 ours/peer', 'p99 ours/peer', 'ops/s ours/peer', 'as fast'],
+        [
+          'store',
+          'callers',
+          'library',
+          'p50',
+          'p99',
+          'ops/s',
+          'p50 ours/peer',
+          'p99 ours/peer',
+          'ops/s ours/peer',
+          'as fast',
+          ...(several ? ['p50 ratio per process', 'ops/s ratio per process'] : []),
+        ],
         rows,
-        [1, 3, 4, 5, 6, 7, 8],
+        [1, 3, 4, 5, 6, 7, 8, ...(several ? [10, 11] : [])],
       ),
       '',
     )
+    if (several) {
+      out.push(
+        "Each peer's ratios are the medians over the processes; its absolute figures, and shedlock's, are from the process with the median p50 ratio (for shedlock, that against the first peer).",
+        '',
+      )
+    }
   }
   if (result.memory.length > 0) {
     out.push('### 6. Memory', '')

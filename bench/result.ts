@@ -89,13 +89,32 @@ export interface PeerRow {
   readonly concurrency: number
   readonly opsPerBlock: number
   readonly ours: ContenderResult
-  readonly peers: readonly {
-    readonly result: ContenderResult
-    readonly description: string
-    readonly p50Ratio: number
-    readonly p99Ratio: number
-    readonly opsRatio: number
-  }[]
+  readonly peers: readonly PeerEntry[]
+}
+
+/** One peer library in a {@link PeerRow}. */
+export interface PeerEntry {
+  readonly result: ContenderResult
+  readonly description: string
+  /** ours / peer. */
+  readonly p50Ratio: number
+  readonly p99Ratio: number
+  /** ours / peer: above 1 means more operations per second than the peer. */
+  readonly opsRatio: number
+  /**
+   * With `--processes` above 1: each process's ratios against this peer, in the order they ran.
+   * The entry's own ratios are then the medians of these, and its `result` is that of the
+   * process whose p50 ratio against this peer is the median (the lower middle one, for an even
+   * count).
+   */
+  readonly processes?: readonly PeerRatios[]
+}
+
+/** The ratios one process measured against one peer. */
+export interface PeerRatios {
+  readonly p50Ratio: number
+  readonly p99Ratio: number
+  readonly opsRatio: number
 }
 
 /** Memory: executor cycles in a child process with `--expose-gc`. */

@@ -1,14 +1,10 @@
-import { execFile } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { type CompareOptions, type Contender, compare } from '../harness.ts'
 import type { Store } from '../options.ts'
 import type { OverheadRatios, OverheadRow } from '../result.ts'
 import type { StoreSetup } from '../setups/setup.ts'
+import { inProcesses } from './processes.ts'
 import { median, ratio } from '../stats.ts'
-
-const run = promisify(execFile)
 
 /**
  * Overhead against the limit: acquire+release through our provider (a fresh lock configuration
@@ -59,20 +55,9 @@ export async function measureOverhead(
   return rows
 }
 
-/** What overhead-child.ts takes, as one JSON argument. */
-export interface OverheadChildRequest {
-  readonly store: Store
-  readonly runId: string
-  readonly options: Omit<CompareOptions, 'concurrency'>
-  readonly concurrencies: readonly number[]
-}
-
 /**
- * {@link measureOverhead} in `processes` fresh processes, one after the other, each with its own
- * connections, warm-up and tables, combined by {@link combineOverhead}. One run's ratios moved
- * by up to ±0.2 from process to process on a 2-core machine while the blocks within each process
- * agreed: what differs between processes (code placement, the JIT's choices, the state of the
- * store) is a bias of the whole process, which more blocks in it cannot average out.
+ * {@link measureOverhead} in `processes` fresh processes (see {@link inProcesses}), combined by
+ * {@link combineOverhead}.
  */
 export async function measureOverheadInProcesses(
   store: Store,
@@ -81,25 +66,7 @@ export async function measureOverheadInProcesses(
   concurrencies: readonly number[],
   processes: number,
 ): Promise<OverheadRow[]> {
-  const child = fileURLToPath(new URL('./overhead-child.js', import.meta.url))
-  const runs: OverheadRow[][] = []
-  for (let i = 0; i < processes; i++) {
-    const request: OverheadChildRequest = { store, runId: `${runId}p${i}`, options, concurrencies }
-    let stdout: string
-    try {
-      ;({ stdout } = await run(process.execPath, [child, JSON.stringify(request)], { maxBuffer: 64 << 20 }))
-    } catch (error) {
-      // The child's error is the first line of its stderr that starts with one (`Error: ...`,
-      // `TypeError: ...`), not the source line Node prints above it; execFile's own message
-      // starts with the command line.
-      const lines = String((error as { stderr?: unknown }).stderr ?? '').split('\n')
-      const named = lines.map((line) => line.trim()).find((line) => /^\w*Error: /.test(line))
-      const why = named ?? (error instanceof Error ? error.message : String(error))
-      throw new Error(`${store}: overhead process ${i + 1} of ${processes} failed: ${why}`)
-    }
-    runs.push(JSON.parse(stdout.trim().split('\n').pop()!) as OverheadRow[])
-  }
-  return combineOverhead(runs)
+  return combineOverhead(await inProcesses<OverheadRow>({ measurement: 'overhead', store, runId, options, concurrencies }, processes))
 }
 
 /**

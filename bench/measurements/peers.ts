@@ -1,8 +1,10 @@
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { type CompareOptions, type Contender, compare } from '../harness.ts'
-import type { PeerRow } from '../result.ts'
+import type { Store } from '../options.ts'
+import type { PeerEntry, PeerRatios, PeerRow } from '../result.ts'
 import type { StoreSetup } from '../setups/setup.ts'
-import { ratio } from '../stats.ts'
+import { median, ratio } from '../stats.ts'
+import { inProcesses } from './processes.ts'
 
 /**
  * Peers: our provider against other lock libraries on the same server and, where the library
@@ -52,4 +54,54 @@ export async function measurePeers(
     for (const p of peers) await p.close()
   }
   return rows
+}
+
+/**
+ * {@link measurePeers} in `processes` fresh processes (see {@link inProcesses}), combined by
+ * {@link combinePeers}.
+ */
+export async function measurePeersInProcesses(
+  store: Store,
+  runId: string,
+  options: Omit<CompareOptions, 'concurrency'>,
+  concurrencies: readonly number[],
+  processes: number,
+): Promise<PeerRow[]> {
+  return combinePeers(await inProcesses<PeerRow>({ measurement: 'peers', store, runId, options, concurrencies }, processes))
+}
+
+/**
+ * One row per store and caller count from the rows of several processes: each ratio against a
+ * peer is the median over the processes, and the peer's result is that of the process whose p50
+ * ratio against it is the median (the lower middle one, for an even count); the row's `ours` and
+ * `opsPerBlock` are those of the process chosen for the first peer. Every process's ratios are
+ * kept in each peer's `processes`.
+ */
+export function combinePeers(runs: readonly (readonly PeerRow[])[]): PeerRow[] {
+  const first = runs[0] ?? []
+  return first.map((row) => {
+    const same = runs.map((rows) => rows.find((r) => r.store === row.store && r.concurrency === row.concurrency))
+    if (same.some((r) => r === undefined)) throw new Error(`${row.store}: a process measured no peers for ${row.concurrency} callers`)
+    const rows = same as PeerRow[]
+    let representative = row
+    const peers = row.peers.map((peer, index): PeerEntry => {
+      const entries = rows.map((r) => {
+        const entry = r.peers[index]
+        if (entry?.result.label !== peer.result.label) throw new Error(`${row.store}: the processes measured different peers for ${row.concurrency} callers`)
+        return { row: r, entry }
+      })
+      const ratios: PeerRatios[] = entries.map(({ entry }) => ({ p50Ratio: entry.p50Ratio, p99Ratio: entry.p99Ratio, opsRatio: entry.opsRatio }))
+      const chosen = [...entries].sort((a, b) => a.entry.p50Ratio - b.entry.p50Ratio)[(entries.length - 1) >> 1]!
+      if (index === 0) representative = chosen.row
+      return {
+        result: chosen.entry.result,
+        description: peer.description,
+        p50Ratio: median(ratios.map((r) => r.p50Ratio)),
+        p99Ratio: median(ratios.map((r) => r.p99Ratio)),
+        opsRatio: median(ratios.map((r) => r.opsRatio)),
+        processes: ratios,
+      }
+    })
+    return { store: row.store, concurrency: row.concurrency, opsPerBlock: representative.opsPerBlock, ours: representative.ours, peers }
+  })
 }

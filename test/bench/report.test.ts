@@ -156,6 +156,25 @@ describe('bench report', () => {
     expect(report).toContain('| 1.04 / 1.12 / 1.08 |')
   })
 
+  it("lists each process's ratios against a peer, and judges a peer on p50 and ops/s", () => {
+    const result = sampleResult()
+    const row = result.peers[0]!
+    const peer = row.peers[0]!
+    const ratios = (p50Ratio: number, opsRatio: number) => ({ p50Ratio, p99Ratio: 1, opsRatio })
+    const report = formatReport({
+      ...result,
+      peers: [
+        {
+          ...row,
+          peers: [{ ...peer, p50Ratio: 0.98, opsRatio: 0.99, processes: [ratios(0.97, 1.01), ratios(0.98, 0.99), ratios(1.02, 0.97)] }],
+        },
+      ],
+    })
+    // Faster at p50 but fewer operations per second: not as fast.
+    expect(report).toContain('| 0.98 | 0.07 | 0.99 | ✗ | 0.97 / 0.98 / 1.02 | 1.01 / 0.99 / 0.97 |')
+    expect(report).toContain("Each peer's ratios are the medians over the processes")
+  })
+
   it('formats latencies, ratios, rates and bytes with their units', () => {
     expect(formatLatency(0.85)).toBe('850 ns')
     expect(formatLatency(12.345)).toBe('12.3 µs')
