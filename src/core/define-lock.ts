@@ -34,16 +34,28 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
 export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock | ExtensibleLock {
   let state: State = 'held'
 
-  const unlock = async (): Promise<void> => {
-    if (state !== 'held') throw refusal('unlock', configuration.name, state)
+  // Not an async function: the caller gets the provider's own promise, and the handle's state
+  // follows it from a reaction registered first, so it has changed when the caller resumes. (An
+  // async wrapper added a promise and a turn to every release, which showed in the CPU per lock.)
+  const unlock = (): Promise<void> => {
+    if (state !== 'held') return Promise.reject(refusal('unlock', configuration.name, state))
     state = 'busy'
+    let released: Promise<void>
     try {
-      await operations.unlock(configuration)
-      state = 'spent'
+      released = operations.unlock(configuration)
     } catch (error) {
       state = 'held'
-      throw error
+      return Promise.reject(error)
     }
+    // A provider of your own may return a thenable, or nothing at all, from a synchronous unlock.
+    if (!(released instanceof Promise)) released = Promise.resolve(released)
+    // Both handlers return normally, so the promise this makes settles without a rejection that
+    // nobody handles; the caller sees the rejection on `released` itself.
+    released.then(
+      () => void (state = 'spent'),
+      () => void (state = 'held'),
+    )
+    return released
   }
 
   // Leaving an `await using` block releases a handle that is still held; a spent one needs nothing.

@@ -99,6 +99,26 @@ describe('defineLock', () => {
     await expect(lock.unlock()).rejects.toThrow(LockStateError)
   })
 
+  it("an unlock operation that throws, or returns a thenable or nothing, still gives a promise, and the handle's state follows it", async () => {
+    const thrown = new LockProviderError('thrown synchronously')
+    let calls = 0
+    const lock = defineLock(config(), {
+      unlock: () => {
+        calls++
+        if (calls === 1) throw thrown
+        if (calls === 2) return { then: (_resolve: () => void, reject: (error: unknown) => void) => reject(new Error('thenable rejected')) } as never
+        return undefined as never
+      },
+    })
+    const first = lock.unlock()
+    expect(first).toBeInstanceOf(Promise)
+    await expect(first).rejects.toBe(thrown)
+    await expect(lock.unlock()).rejects.toThrow('thenable rejected')
+    await expect(lock.unlock()).resolves.toBeUndefined()
+    expect(calls).toBe(3)
+    await expect(lock.unlock()).rejects.toThrow(LockStateError)
+  })
+
   it('a rejected unlock leaves the handle extensible', async () => {
     const ops = operations()
     ops.unlock.mockRejectedValueOnce(new Error('store down'))
