@@ -53,7 +53,7 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --blocks N            measured blocks per contender, interleaved (default 10, quick 4)
   --block-ms MS         target duration of one block (default 250, quick 50)
   --warmup N            untimed operations per contender before measuring (default 200, quick 30)
-  --warmup-ms MS        repeat the warm-up until this long has passed (default 1000, quick 100)
+  --warmup-ms MS        repeat the warm-up until this long has passed (default 2000, quick 100)
   --concurrency 1,16    concurrent callers of the overhead measurement (default 1,16)
   --processes N         overhead and peers: a fresh process per store N times, each ratio the
                         median over them (default 3, quick 1; 1 = in the suite's own process)
@@ -113,7 +113,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
     blocks: integer(values, 'blocks', quick ? 4 : 10, 1, 1000),
     blockMs: integer(values, 'block-ms', quick ? 50 : 250, 1, 60_000),
     warmup: integer(values, 'warmup', quick ? 30 : 200, 0, 1_000_000),
-    warmupMs: integer(values, 'warmup-ms', quick ? 100 : 1000, 0, 600_000),
+    warmupMs: integer(values, 'warmup-ms', quick ? 100 : 2000, 0, 600_000),
     concurrency: integerList(values, 'concurrency', [1, 16], 1, 256),
     processes: integer(values, 'processes', quick ? 1 : 3, 1, 99),
     contenders: integer(values, 'contenders', 32, 2, 256),
