@@ -3,7 +3,7 @@ import { type CompareOptions, type Contender, compare } from '../harness.ts'
 import type { Store } from '../options.ts'
 import type { OverheadRatios, OverheadRow } from '../result.ts'
 import type { StoreSetup } from '../setups/setup.ts'
-import { inProcesses } from './processes.ts'
+import { inProcesses, sameRowOfEach } from './processes.ts'
 import { median, ratio } from '../stats.ts'
 
 /**
@@ -79,9 +79,7 @@ export async function measureOverheadInProcesses(
 export function combineOverhead(runs: readonly (readonly OverheadRow[])[]): OverheadRow[] {
   const first = runs[0] ?? []
   return first.map((row) => {
-    const same = runs.map((rows) => rows.find((r) => r.store === row.store && r.concurrency === row.concurrency))
-    if (same.some((r) => r === undefined)) throw new Error(`${row.store}: a process measured no row for ${row.concurrency} callers`)
-    const rows = same as OverheadRow[]
+    const rows = sameRowOfEach(runs, row, 'row')
     const ratios: OverheadRatios[] = rows.map((r) => ({
       p50Ratio: r.p50Ratio,
       p99Ratio: r.p99Ratio,

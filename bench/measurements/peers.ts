@@ -4,7 +4,7 @@ import type { Store } from '../options.ts'
 import type { PeerEntry, PeerRatios, PeerRow } from '../result.ts'
 import type { StoreSetup } from '../setups/setup.ts'
 import { median, ratio } from '../stats.ts'
-import { inProcesses } from './processes.ts'
+import { inProcesses, sameRowOfEach } from './processes.ts'
 
 /**
  * Peers: our provider against other lock libraries on the same server and, where the library
@@ -80,9 +80,7 @@ export async function measurePeersInProcesses(
 export function combinePeers(runs: readonly (readonly PeerRow[])[]): PeerRow[] {
   const first = runs[0] ?? []
   return first.map((row) => {
-    const same = runs.map((rows) => rows.find((r) => r.store === row.store && r.concurrency === row.concurrency))
-    if (same.some((r) => r === undefined)) throw new Error(`${row.store}: a process measured no peers for ${row.concurrency} callers`)
-    const rows = same as PeerRow[]
+    const rows = sameRowOfEach(runs, row, 'peers')
     let representative = row
     const peers = row.peers.map((peer, index): PeerEntry => {
       const entries = rows.map((r) => {

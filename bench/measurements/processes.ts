@@ -44,3 +44,19 @@ export async function inProcesses<Row>(request: StoreChildRequest, processes: nu
   }
   return runs
 }
+
+/**
+ * The row for `row`'s store and caller count in each process's rows, in process order, for
+ * combining them. @throws Error naming the store when a process measured no such row.
+ */
+export function sameRowOfEach<Row extends { readonly store: string; readonly concurrency: number }>(
+  runs: readonly (readonly Row[])[],
+  row: Row,
+  what: string,
+): Row[] {
+  return runs.map((rows) => {
+    const same = rows.find((r) => r.store === row.store && r.concurrency === row.concurrency)
+    if (same === undefined) throw new Error(`${row.store}: a process measured no ${what} for ${row.concurrency} callers`)
+    return same
+  })
+}

@@ -1,23 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import { p50Chart } from '../../bench/chart.ts'
-import type { ContenderResult } from '../../bench/harness.ts'
 import type { OverheadRow } from '../../bench/result.ts'
-
-const side = (label: string, p50: number): ContenderResult => ({
-  label,
-  latency: { count: 10, mean: p50, min: p50, p50, p90: p50, p99: p50, max: p50 },
-  opsPerSecond: 1e6 / p50,
-  ops: 10,
-  concurrency: 1,
-  cpuPerOpUs: 10,
-})
+import { flatContender } from './contender.ts'
 
 const row = (store: string, concurrency: number, ours: number, baseline: number): OverheadRow => ({
   store,
   concurrency,
   opsPerBlock: 10,
-  ours: side('shedlock', ours),
-  baseline: side('baseline', baseline),
+  ours: flatContender('shedlock', ours),
+  baseline: flatContender('baseline', baseline),
   p50Ratio: ours / baseline,
   p99Ratio: ours / baseline,
   opsRatio: baseline / ours,

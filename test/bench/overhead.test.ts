@@ -1,24 +1,15 @@
 import { describe, expect, it } from 'vitest'
-import type { ContenderResult } from '../../bench/harness.ts'
 import { combineOverhead } from '../../bench/measurements/overhead.ts'
 import type { OverheadRow } from '../../bench/result.ts'
-
-const contender = (label: string, p50: number, cpuPerOpUs: number): ContenderResult => ({
-  label,
-  latency: { count: 100, mean: p50, min: p50, p50, p90: p50, p99: p50, max: p50 },
-  opsPerSecond: 1e6 / p50,
-  ops: 100,
-  concurrency: 1,
-  cpuPerOpUs,
-})
+import { flatContender } from './contender.ts'
 
 // One process's row: ours at `oursP50` µs and `oursCpu` µs of CPU against a baseline of 100 and 50.
 const row = (store: string, concurrency: number, oursP50: number, oursCpu: number, opsPerBlock: number): OverheadRow => ({
   store,
   concurrency,
   opsPerBlock,
-  ours: contender('shedlock', oursP50, oursCpu),
-  baseline: contender('baseline', 100, 50),
+  ours: flatContender('shedlock', oursP50, oursCpu),
+  baseline: flatContender('baseline', 100, 50),
   p50Ratio: oursP50 / 100,
   p99Ratio: oursP50 / 100,
   opsRatio: 100 / oursP50,

@@ -1,33 +1,24 @@
 import { describe, expect, it } from 'vitest'
-import type { ContenderResult } from '../../bench/harness.ts'
 import { combinePeers } from '../../bench/measurements/peers.ts'
 import type { PeerRow } from '../../bench/result.ts'
-
-const contender = (label: string, p50: number): ContenderResult => ({
-  label,
-  latency: { count: 100, mean: p50, min: p50, p50, p90: p50, p99: p50, max: p50 },
-  opsPerSecond: 1e6 / p50,
-  ops: 100,
-  concurrency: 1,
-  cpuPerOpUs: 10,
-})
+import { flatContender } from './contender.ts'
 
 // One process's row: ours at `oursP50` µs against redlock and redis-semaphore at the p50s given.
 const row = (concurrency: number, oursP50: number, redlockP50: number, semaphoreP50: number, opsPerBlock: number): PeerRow => ({
   store: 'redis',
   concurrency,
   opsPerBlock,
-  ours: contender('shedlock', oursP50),
+  ours: flatContender('shedlock', oursP50),
   peers: [
     {
-      result: contender('redlock', redlockP50),
+      result: flatContender('redlock', redlockP50),
       description: 'redlock',
       p50Ratio: oursP50 / redlockP50,
       p99Ratio: oursP50 / redlockP50,
       opsRatio: redlockP50 / oursP50,
     },
     {
-      result: contender('redis-semaphore', semaphoreP50),
+      result: flatContender('redis-semaphore', semaphoreP50),
       description: 'redis-semaphore',
       p50Ratio: oursP50 / semaphoreP50,
       p99Ratio: oursP50 / semaphoreP50,
