@@ -54,11 +54,10 @@ const SETTLED_PROMISE = Promise.resolve()
  * pending call do the same job.
  *
  * Reading the clock for each call showed in the client's CPU per lock with many callers (two
- * reads per lock, 0.1 µs of about 1.5), so only a call that starts when none is pending reads it; the
- * others started while calls were pending join a burst, the calls started in one run of
- * JavaScript (one socket read's replies and the callers they resume), whose deadline is read
- * once, in a microtask after the last of them started. A call of a burst therefore times out at
- * most the length of that run late, never early.
+ * reads per lock, 0.1 µs of about 1.5), so only a call that starts when none is pending reads
+ * it. The others join a burst, the calls started in one run of JavaScript (one socket read's
+ * replies and the callers they resume), whose deadline is read once, in a microtask after the
+ * last of them started: a call of a burst times out at most that run's length late, never early.
  *
  * The timer keeps the process alive while a call is pending, as a timer per call did; when none
  * is, it is unref'd (or cleared, where timers cannot be unref'd) and fires once more at most, to
@@ -169,8 +168,8 @@ class DeadlineQueue {
     if (head === undefined) this.#tail = undefined
     else {
       const { deadline } = head.stamp!
-      // Not expected: a burst's deadline is read in a microtask, before any timer can fire. If it
-      // were not yet, a whole duration from now is later than it will be.
+      // Not expected: a burst's deadline is read in a microtask, before any timer can fire. Should
+      // it be missing, the timer fires no later than the deadline will be, and checks again.
       if (deadline === Number.POSITIVE_INFINITY) this.#arm(this.#ms, 0)
       else this.#arm(deadline - now, deadline)
     }
