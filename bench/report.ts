@@ -279,7 +279,7 @@ export function formatReport(result: BenchResult): string {
           ...(several ? ['p50 ratio per process', 'ops/s ratio per process'] : []),
         ],
         rows,
-        [1, 3, 4, 5, 6, 7, 8, ...(several ? [10, 11] : [])],
+        [1, 3, 4, 5, 6, 7, 8],
       ),
       '',
     )

@@ -17,11 +17,11 @@ export interface StoreChildRequest {
 
 /**
  * One measurement of one store in `processes` fresh processes, one after the other (process i
- * with run id `<runId>p<i>`), each with its own connections, warm-up and tables; the rows of each process, in the order they ran. One
- * run's ratios moved by up to ±0.2 from process to process on a 2-core machine while the blocks
- * within each process agreed: what differs between processes (code placement, the JIT's
- * choices, the state of the store) is a bias of the whole process, which more blocks in it cannot
- * average out, so the caller combines the processes' rows by their medians.
+ * with run id `<runId>p<i>`), each with its own connections, warm-up and tables: the rows of each
+ * process, in the order they ran. One run's ratios moved by up to ±0.2 from process to process on
+ * a 2-core machine while the blocks within each process agreed: what differs between processes
+ * (code placement, the JIT's choices, the state of the store) is a bias of the whole process,
+ * which more blocks in it cannot average out, so the caller combines the rows by their medians.
  */
 export async function inProcesses<Row>(request: StoreChildRequest, processes: number): Promise<Row[][]> {
   const child = fileURLToPath(new URL('./store-child.js', import.meta.url))
