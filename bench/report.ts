@@ -1,5 +1,5 @@
 import type { ContenderResult } from './harness.ts'
-import type { BenchResult, CallCount, HerdRow, OverheadRatios, OverheadRow, RoundTripRow } from './result.ts'
+import type { BenchResult, CallCount, HerdRow, OverheadRow, RoundTripRow } from './result.ts'
 
 /** The p50 ratio goal of the overhead measurement: ours at most 10 % above the baseline. */
 export const OVERHEAD_GOAL = 1.1
