@@ -124,7 +124,14 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
     // promise and two turns per call); a synchronous throw still becomes a rejection.
     evalSha(sha1, key, args) {
       try {
-        return promised(client.evalsha(sha1, 1, key, ...args))
+        // The provider's scripts take one or two arguments: passed as they are, not spread.
+        return promised(
+          args.length === 1
+            ? client.evalsha(sha1, 1, key, args[0]!)
+            : args.length === 2
+              ? client.evalsha(sha1, 1, key, args[0]!, args[1]!)
+              : client.evalsha(sha1, 1, key, ...args),
+        )
       } catch (error) {
         return Promise.reject(error)
       }

@@ -1,7 +1,7 @@
 import type { Duration } from '../../../src/core/duration.ts'
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { createConnection, createServer } from 'node:net'
 import { hostname, tmpdir } from 'node:os'
@@ -405,6 +405,17 @@ describe.skipIf(!raw)('redis', () => {
         expect(await exists(keyOf(name))).toBe(true)
         await lock.unlock()
         expect(await exists(keyOf(name))).toBe(false)
+      }
+    })
+
+    it("the ports' evalSha and eval pass every argument, however many (the ioredis port passes one or two without a spread)", async () => {
+      const script = 'return ARGV'
+      const sha1 = createHash('sha1').update(script).digest('hex')
+      for (const port of [fromIoredis(io), fromNodeRedis(nodeRedis)]) {
+        for (const args of [[], ['a'], ['a', 'b'], ['a', 'b', 'c']]) {
+          expect(await port.eval(script, keyOf('argv'), args)).toEqual(args)
+          expect(await port.evalSha(sha1, keyOf('argv'), args)).toEqual(args)
+        }
       }
     })
 
