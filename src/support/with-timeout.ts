@@ -200,13 +200,19 @@ function unlink(watched: Watched): Watched | undefined {
 }
 
 const queues = new Map<number, DeadlineQueue>()
+// The queue found last: a process mostly has one provider timeout, and the Map lookup showed.
+let lastQueue: DeadlineQueue | undefined
+let lastMs = Number.NaN
 
 function deadlines(ms: number): DeadlineQueue {
+  if (ms === lastMs) return lastQueue!
   let queue = queues.get(ms)
   if (queue === undefined) {
     queue = new DeadlineQueue(ms)
     queues.set(ms, queue)
   }
+  lastMs = ms
+  lastQueue = queue
   return queue
 }
 

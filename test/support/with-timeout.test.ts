@@ -132,6 +132,31 @@ describe('one timer for the calls of one duration', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('keeps calls of different durations, started in turns, each to its own duration', async () => {
+    vi.useFakeTimers()
+    const outcomes: string[] = []
+    const t0 = Date.now()
+    for (const [label, ms] of [
+      ['a', 300],
+      ['b', 100],
+      ['c', 300],
+      ['d', 200],
+      ['e', 100],
+    ] as const) {
+      withTimeout(never<string>(), ms, { store: 'Test' }).catch((error: unknown) =>
+        outcomes.push(`${label}: ${(error as Error).message} at ${Date.now() - t0}`),
+      )
+    }
+    await vi.advanceTimersByTimeAsync(300)
+    expect(outcomes).toEqual([
+      'b: no reply from Test within 100ms at 100',
+      'e: no reply from Test within 100ms at 100',
+      'd: no reply from Test within 200ms at 200',
+      'a: no reply from Test within 300ms at 300',
+      'c: no reply from Test within 300ms at 300',
+    ])
+  })
+
   it('reads the clock once for the calls started in one run while others are pending, after the last of them started', async () => {
     vi.useFakeTimers()
     const outcomes: string[] = []
