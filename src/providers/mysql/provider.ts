@@ -1,8 +1,8 @@
 import { systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
-import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
+import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import { retryAfterFirst, retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
 import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
 import { type SqlTable, sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { mysqlLockInspector } from './inspector.ts'
@@ -158,11 +158,24 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     return (built[type] ??= buildStatements(t, type, useDbTime))
   }
 
+  // App time. Timestamps never go over the wire as Date objects, which mysql2 would convert with
+  // its own `timezone` option. DATETIME: UTC text. TIMESTAMP: epoch seconds (a number with up to
+  // 3 decimals, so a DECIMAL literal: exact), which FROM_UNIXTIME() turns into the session's
+  // local time, which MySQL turns back into the same instant when it stores or compares it.
+  const appTime = (ms: number): unknown => (columnType === 'timestamp' ? Math.round(ms) / 1000 : utcTimestamp(ms))
   // With database time, "now" is SQL without a parameter and "until" one parameter (the
-  // microseconds to add); with app time each is one parameter (see appTime()).
-  const acquire = async (lockName: string, owner: string, now: unknown, until: unknown): Promise<boolean> => {
+  // microseconds to add to it); with app time each is one parameter (see appTime()).
+  const nowValue = (): unknown => (useDbTime ? undefined : appTime(clock.now()))
+  const untilValue = (c: LockConfiguration): unknown => (useDbTime ? Math.round(c.lockAtMostFor * 1000) : appTime(c.lockAtMostUntil.getTime()))
+
+  // Each accessor function sends its statement itself, not through a helper: mysql2 records the
+  // caller's stack with every query (`trace`, on by default, up to 10 frames), so each frame
+  // between the caller and client.query() costs on every statement.
+  const acquire = async (c: LockConfiguration, owner: string): Promise<boolean> => {
     const sql = statements().acquire
-    const values = useDbTime ? [lockName, until, owner, owner, until] : [lockName, until, now, owner, now, owner, now, now, now, until]
+    const now = nowValue()
+    const until = untilValue(c)
+    const values = useDbTime ? [c.name, until, owner, owner, until] : [c.name, until, now, owner, now, owner, now, now, now, until]
     try {
       const result = resultOf(await client.query(sql, values))
       return result.affectedRows > 0 && !isMarked(result)
@@ -181,13 +194,15 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   // only matches an expired row, and always changes it, as locked_by is unique per acquisition;
   // the INSERT either adds the row or fails on its primary key. Not INSERT IGNORE, which would
   // also turn a too long locked_by (and other strict-mode errors) into a silently altered row.
-  const acquireCountOnly = async (lockName: string, owner: string, now: unknown, until: unknown): Promise<boolean> => {
+  const acquireCountOnly = async (c: LockConfiguration, owner: string): Promise<boolean> => {
     const { takeover, insert } = statements()
+    const now = nowValue()
+    const until = untilValue(c)
     try {
-      const taken = resultOf(await client.query(takeover, useDbTime ? [owner, until, lockName] : [owner, now, until, lockName, now]))
+      const taken = resultOf(await client.query(takeover, useDbTime ? [owner, until, c.name] : [owner, now, until, c.name, now]))
       if (taken.affectedRows > 0) return true
       // No expired row: held, or not there yet. A held row makes the INSERT fail on its key.
-      const inserted = resultOf(await client.query(insert, useDbTime ? [lockName, until, owner] : [lockName, until, now, owner]))
+      const inserted = resultOf(await client.query(insert, useDbTime ? [c.name, until, owner] : [c.name, until, now, owner]))
       return inserted.affectedRows > 0
     } catch (error) {
       // Another contender holds or is writing the row; as in acquire above.
@@ -196,9 +211,11 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     }
   }
 
-  const extend = async (lockName: string, owner: string, now: unknown, until: unknown): Promise<boolean> => {
+  const extend = async (next: LockConfiguration, owner: string): Promise<boolean> => {
     const { extend: sql, held } = statements()
-    const values = useDbTime ? [until, until, lockName, owner] : [until, until, lockName, owner, now]
+    const now = nowValue()
+    const until = untilValue(next)
+    const values = useDbTime ? [until, until, next.name, owner] : [until, until, next.name, owner, now]
     const result = await retrying(async () => resultOf(await client.query(sql, values)))
     // The same value twice within one millisecond leaves the row unchanged, which reports
     // affectedRows 0 without CLIENT_FOUND_ROWS; the marker tells that the row matched anyway.
@@ -207,58 +224,48 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     // A client without the marker that counts changed rows: 0 is either a lost lock or an
     // unchanged row. Only this acquisition writes its owner, and it never moves lock_until back,
     // so a row still ours and unexpired now was so at the UPDATE, which then matched it.
-    const [rows] = await retrying(() => client.query(held, useDbTime ? [lockName, owner] : [lockName, owner, now]))
+    const [rows] = await retrying(() => client.query(held, useDbTime ? [next.name, owner] : [next.name, owner, now]))
     return Array.isArray(rows) && rows.length > 0
   }
 
-  const unlock = (sql: string, values: unknown[]): Promise<void> =>
-    retrying(async () => {
-      resultOf(await client.query(sql, values))
-    })
+  // The first attempt is sent from here; retryAfterFirst() repeats it after a concurrency failure.
+  const unlock = (current: LockConfiguration, owner: string, acquired: LockConfiguration): Promise<void> => {
+    const s = statements()
+    let sql = s.unlock
+    let values: unknown[]
+    if (useDbTime) {
+      const anchor = lockAtLeastAnchor(current, acquired, clock)
+      if (anchor.from === 'lockedAt') sql = s.unlockFromLockedAt
+      values = [Math.round(anchor.seconds * 1e6), current.name, owner]
+    } else values = [appTime(Math.max(clock.now(), current.lockAtLeastUntil.getTime())), current.name, owner]
+    const attempt = (): Promise<void> => client.query(sql, values).then(checkResult)
+    let first: Promise<void>
+    try {
+      first = client.query(sql, values).then(checkResult)
+    } catch (error) {
+      first = Promise.reject(error)
+    }
+    return retryAfterFirst(first, attempt, isConcurrencyFailure)
+  }
 
-  const acquireWith = mode === 'countOnly' ? acquireCountOnly : acquire
-
-  // App time. Timestamps never go over the wire as Date objects, which mysql2 would convert with
-  // its own `timezone` option. DATETIME: UTC text. TIMESTAMP: epoch seconds (a number with up to
-  // 3 decimals, so a DECIMAL literal: exact), which FROM_UNIXTIME() turns into the session's
-  // local time, which MySQL turns back into the same instant when it stores or compares it.
-  const appTime = (ms: number): unknown => (columnType === 'timestamp' ? Math.round(ms) / 1000 : utcTimestamp(ms))
-
-  const accessor: SqlAccessor = useDbTime
-    ? {
-        readLimits,
-        acquire: (c, owner) => acquireWith(c.name, owner, undefined, Math.round(c.lockAtMostFor * 1000)),
-        extend: (next, owner) => extend(next.name, owner, undefined, Math.round(next.lockAtMostFor * 1000)),
-        unlock: (current, owner, acquired) => {
-          const anchor = lockAtLeastAnchor(current, acquired, clock)
-          const s = statements()
-          return unlock(anchor.from === 'lockedAt' ? s.unlockFromLockedAt : s.unlock, [Math.round(anchor.seconds * 1e6), current.name, owner])
-        },
-      }
-    : {
-        readLimits,
-        acquire: (c, owner) => acquireWith(c.name, owner, appTime(clock.now()), appTime(c.lockAtMostUntil.getTime())),
-        extend: (next, owner) => extend(next.name, owner, appTime(clock.now()), appTime(next.lockAtMostUntil.getTime())),
-        unlock: (current, owner) => unlock(statements().unlock, [appTime(Math.max(clock.now(), current.lockAtLeastUntil.getTime())), current.name, owner]),
-      }
-  const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
-  const inspect = { client, tableName: t.table, columnNames: t.columns, ...(options.columnType === undefined ? {} : { columnType: options.columnType }) }
-  return {
-    name: provider.name,
-    inspector: () => mysqlLockInspector(inspect),
-    lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined> {
-      // VARCHAR comparisons under PAD SPACE collations (utf8mb4_bin, and Java ShedLock's tables)
-      // ignore trailing spaces: "report " would find and take the row of "report".
-      if (configuration.name.endsWith(' ')) {
-        return Promise.reject(
-          new LockConfigurationError(
-            `Lock name ${JSON.stringify(configuration.name)} ends with a space: MySQL compares names without their trailing spaces, so it would be the same lock as ${JSON.stringify(configuration.name.trimEnd())}; remove the trailing space`,
-          ),
+  const accessor: SqlAccessor = {
+    readLimits,
+    // VARCHAR comparisons under PAD SPACE collations (utf8mb4_bin, and Java ShedLock's tables)
+    // ignore trailing spaces: "report " would find and take the row of "report".
+    checkName: (lockName) => {
+      if (lockName.endsWith(' ')) {
+        throw new LockConfigurationError(
+          `Lock name ${JSON.stringify(lockName)} ends with a space: MySQL compares names without their trailing spaces, so it would be the same lock as ${JSON.stringify(lockName.trimEnd())}; remove the trailing space`,
         )
       }
-      return provider.lock(configuration)
     },
+    acquire: mode === 'countOnly' ? acquireCountOnly : acquire,
+    extend,
+    unlock,
   }
+  const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
+  const inspect = { client, tableName: t.table, columnNames: t.columns, ...(options.columnType === undefined ? {} : { columnType: options.columnType }) }
+  return { name: provider.name, inspector: () => mysqlLockInspector(inspect), lock: provider.lock }
 }
 
 /** The statements of one column type and time mode; see {@link buildStatements}. */
@@ -324,6 +331,11 @@ function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean)
 }
 
 /** The result of a mysql2 `query()` reply (`[result, fields]`); a reply of another shape is a wrong client. */
+/** {@link resultOf} of a release, whose result is not used otherwise. */
+function checkResult(reply: unknown): void {
+  resultOf(reply)
+}
+
 function resultOf(reply: unknown): { affectedRows: number; insertId?: unknown } {
   const result = Array.isArray(reply) ? (reply[0] as { affectedRows?: unknown } | null | undefined) : undefined
   if (typeof result?.affectedRows !== 'number') {

@@ -29,8 +29,27 @@ export function retryConcurrencyFailures<T>(
   isConcurrencyFailure: (error: unknown) => boolean,
   retries: number = CONCURRENCY_RETRIES,
 ): Promise<T> {
-  // The first attempt goes out without an async frame around it: it is the one every release
-  // makes, and each frame on the hot path showed in the CPU per lock.
+  let first: Promise<T>
+  try {
+    first = attempt()
+  } catch (error) {
+    first = Promise.reject(error)
+  }
+  return retryAfterFirst(first, attempt, isConcurrencyFailure, retries)
+}
+
+/**
+ * {@link retryConcurrencyFailures} of an attempt the caller already made, `first` its outcome:
+ * the first attempt goes out from the caller's own frame. Every frame between the caller and the
+ * client costs on each statement where the client records the caller's stack (mysql2's `trace`,
+ * on by default: up to 10 frames per query), and the first attempt is the one every release makes.
+ */
+export function retryAfterFirst<T>(
+  first: PromiseLike<T>,
+  attempt: () => Promise<T>,
+  isConcurrencyFailure: (error: unknown) => boolean,
+  retries: number = CONCURRENCY_RETRIES,
+): Promise<T> {
   const again = async (error: unknown): Promise<T> => {
     for (let retry = 0; ; retry++) {
       if (retry >= retries || !isConcurrencyFailure(error)) throw error
@@ -41,12 +60,6 @@ export function retryConcurrencyFailures<T>(
         error = next
       }
     }
-  }
-  let first: Promise<T>
-  try {
-    first = attempt()
-  } catch (error) {
-    return again(error)
   }
   return Promise.resolve(first).then(undefined, again)
 }

@@ -42,6 +42,12 @@ export interface SqlAccessor {
    * A rejection reaches the caller as the acquire's `LockProviderError`. Omitted: no limits.
    */
   readLimits?(): Promise<SqlTableLimits | undefined>
+  /**
+   * Throws `LockConfigurationError` for a name the table cannot keep apart from another (say,
+   * one with a trailing space where the store ignores them), before anything is sent. Omitted:
+   * every name is kept apart.
+   */
+  checkName?(name: string): void
   /** Inserts the row, or takes over an expired one. Resolves to `true` when this acquisition now holds the lock. */
   acquire(configuration: LockConfiguration, owner: string): Promise<boolean>
   /** Moves `lock_until` of a row this acquisition still holds. Resolves to `true` when it did. */
@@ -94,6 +100,7 @@ export function sqlLockProvider(name: string, accessor: SqlAccessor, options: Sq
     name,
     async lock(configuration) {
       checkLockRequest(name, configuration, clock)
+      accessor.checkName?.(configuration.name)
       let tableLimits = known
       if (!tableLimits) {
         try {

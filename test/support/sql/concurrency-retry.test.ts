@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { retryConcurrencyFailures } from '../../../src/support/sql/concurrency-retry.ts'
+import { retryAfterFirst, retryConcurrencyFailures } from '../../../src/support/sql/concurrency-retry.ts'
 
 class Deadlock extends Error {}
 const isDeadlock = (error: unknown): boolean => error instanceof Deadlock
@@ -48,6 +48,26 @@ describe('retryConcurrencyFailures', () => {
     const first = new Deadlock('first')
     const { attempt, calls } = attempts(first)
     await expect(retryConcurrencyFailures(attempt, isDeadlock, 0)).rejects.toBe(first)
+    expect(calls()).toBe(1)
+  })
+})
+
+describe('retryAfterFirst', () => {
+  it("takes the caller's first attempt as it is, and retries only after a concurrency failure", async () => {
+    const { attempt, calls } = attempts()
+    await expect(retryAfterFirst(Promise.resolve(0), attempt, isDeadlock)).resolves.toBe(0)
+    expect(calls()).toBe(0)
+    await expect(retryAfterFirst(Promise.reject(new Deadlock('first')), attempt, isDeadlock)).resolves.toBe(1)
+    expect(calls()).toBe(1)
+  })
+
+  it('counts the first attempt among the tries, and passes any other error of it as it is', async () => {
+    const last = new Deadlock('second')
+    const { attempt, calls } = attempts(last, new Deadlock('never reached'))
+    await expect(retryAfterFirst(Promise.reject(new Deadlock('first')), attempt, isDeadlock, 1)).rejects.toBe(last)
+    expect(calls()).toBe(1)
+    const other = new Error('syntax error')
+    await expect(retryAfterFirst(Promise.reject(other), attempt, isDeadlock)).rejects.toBe(other)
     expect(calls()).toBe(1)
   })
 })
