@@ -22,6 +22,33 @@ export interface LockOperations {
 type State = 'held' | 'busy' | 'spent'
 
 /**
+ * Internal: marks {@link LockOperations} whose `unlock(configuration, release)` reports its outcome
+ * itself, by calling `release.settled(ok)` once, synchronously, before the promise it returns
+ * settles (and not at all when it throws). The handle then follows the release without a reaction
+ * of its own on that promise, which showed in the client's CPU per lock. Not exported by the
+ * package.
+ */
+export const REPORTS_RELEASE: unique symbol = Symbol('shedlock.reportsRelease')
+
+/** What a {@link REPORTS_RELEASE} unlock reports to: `settled(true)` released, `settled(false)` failed (the handle stays usable). */
+export interface ReleaseReport {
+  settled(ok: boolean): void
+}
+
+interface ReportingOperations {
+  unlock(configuration: LockConfiguration, release: ReleaseReport): Promise<void>
+}
+
+// A handle's state, in an object that a provider's release can report to (see REPORTS_RELEASE).
+class HandleState implements ReleaseReport {
+  state: State = 'held'
+
+  settled(ok: boolean): void {
+    this.state = ok ? 'spent' : 'held'
+  }
+}
+
+/**
  * Builds the single-use handle every provider returns, so that no provider re-implements the
  * "already unlocked or extended" rules:
  * - `unlock()` or `extend()` on a spent handle throws `LockStateError`;
@@ -32,35 +59,38 @@ type State = 'held' | 'busy' | 'spent'
 export function defineLock(configuration: LockConfiguration, operations: LockOperations & { extend: NonNullable<LockOperations['extend']> }): ExtensibleLock
 export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock
 export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock | ExtensibleLock {
-  let state: State = 'held'
+  const handleState = new HandleState()
+  const reports = (operations as { [REPORTS_RELEASE]?: unknown })[REPORTS_RELEASE] === true
 
   // Not an async function: the caller gets the provider's own promise, and the handle's state
-  // follows it from a reaction registered first, so it has changed when the caller resumes. (An
-  // async wrapper added a promise and a turn to every release, which showed in the CPU per lock.)
+  // follows it, from the provider's report or a reaction registered first, so it has changed
+  // when the caller resumes. (An async wrapper added a promise and a turn to every release,
+  // which showed in the CPU per lock.)
   const unlock = (): Promise<void> => {
-    if (state !== 'held') return Promise.reject(refusal('unlock', configuration.name, state))
-    state = 'busy'
+    if (handleState.state !== 'held') return Promise.reject(refusal('unlock', configuration.name, handleState.state))
+    handleState.state = 'busy'
     let released: Promise<void>
     try {
-      released = operations.unlock(configuration)
+      released = reports ? (operations as ReportingOperations).unlock(configuration, handleState) : operations.unlock(configuration)
     } catch (error) {
-      state = 'held'
+      handleState.state = 'held'
       return Promise.reject(error)
     }
+    if (reports) return released
     // A provider of your own may return a thenable, or nothing at all, from a synchronous unlock.
     if (!(released instanceof Promise)) released = Promise.resolve(released)
     // Both handlers return normally, so the promise this makes settles without a rejection that
     // nobody handles; the caller sees the rejection on `released` itself.
     released.then(
-      () => void (state = 'spent'),
-      () => void (state = 'held'),
+      () => handleState.settled(true),
+      () => handleState.settled(false),
     )
     return released
   }
 
   // Leaving an `await using` block releases a handle that is still held; a spent one needs nothing.
   const dispose = async (): Promise<void> => {
-    if (state === 'held') await unlock()
+    if (handleState.state === 'held') await unlock()
   }
   // Built by adding properties one by one, in this order: V8 caches those shape transitions,
   // where an object literal with a spread and a computed symbol key took its slow path, and
@@ -75,17 +105,17 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
   handle.extend = async (lockAtMostFor, lockAtLeastFor) => {
     // Validate before claiming, so that bad durations leave the handle usable.
     const next = lockConfiguration({ name: configuration.name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(clock.now()) })
-    if (state !== 'held') throw refusal('extend', configuration.name, state)
-    state = 'busy'
+    if (handleState.state !== 'held') throw refusal('extend', configuration.name, handleState.state)
+    handleState.state = 'busy'
     let extended: boolean
     try {
       // Called on `operations`, which may be a provider's object with methods.
       extended = await operations.extend!(next, configuration)
     } catch (error) {
-      state = 'held'
+      handleState.state = 'held'
       throw error
     }
-    state = 'spent'
+    handleState.state = 'spent'
     return extended ? defineLock(next, operations as LockOperations & { extend: NonNullable<LockOperations['extend']> }) : undefined
   }
   return handle as ExtensibleLock

@@ -313,6 +313,11 @@ export interface TimedStoreCallSteps<T, R> {
    * promise rejects (say, to tell a multi-step attempt to stop at its next step).
    */
   readonly onTimeout?: () => void
+  /**
+   * Called once, synchronously, just before the returned promise settles: `true` when it
+   * resolves, `false` when it rejects (say, to tell a lock handle whether its release is done).
+   */
+  readonly settled?: (ok: boolean) => void
 }
 
 class StoreCall<T, R> extends Watched {
@@ -340,6 +345,7 @@ class StoreCall<T, R> extends Watched {
   }
 
   fail(error: unknown): void {
+    this.steps?.settled?.(false)
     this.reject(asStoreError(error, this.call.describe, this.action, this.lockName))
   }
 
@@ -358,14 +364,20 @@ class StoreCall<T, R> extends Watched {
       return
     }
     if (steps?.map === undefined) {
+      steps?.settled?.(true)
       this.resolve(value as unknown as R)
       return
     }
+    let result: R
     try {
-      this.resolve(steps.map(value))
+      result = steps.map(value)
     } catch (error) {
+      steps.settled?.(false)
       this.reject(error)
+      return
     }
+    steps.settled?.(true)
+    this.resolve(result)
   }
 
   rejected(error: unknown): void {
