@@ -200,7 +200,7 @@ function unlink(watched: Watched): Watched | undefined {
 }
 
 const queues = new Map<number, DeadlineQueue>()
-// The queue found last: a process mostly has one provider timeout, and the Map lookup showed.
+// The queue found last: a process mostly has one provider timeout, so most calls need no Map lookup.
 let lastQueue: DeadlineQueue | undefined
 let lastMs = Number.NaN
 

@@ -330,12 +330,12 @@ function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean)
   }
 }
 
-/** The result of a mysql2 `query()` reply (`[result, fields]`); a reply of another shape is a wrong client. */
 /** {@link resultOf} of a release, whose result is not used otherwise. */
 function checkResult(reply: unknown): void {
   resultOf(reply)
 }
 
+/** The result of a mysql2 `query()` reply (`[result, fields]`); a reply of another shape is a wrong client. */
 function resultOf(reply: unknown): { affectedRows: number; insertId?: unknown } {
   const result = Array.isArray(reply) ? (reply[0] as { affectedRows?: unknown } | null | undefined) : undefined
   if (typeof result?.affectedRows !== 'number') {
