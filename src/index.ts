@@ -20,6 +20,7 @@ export { assertLocked, extendActiveLock } from './core/lock-context.ts'
 export type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider, KeepAliveLock, LockProvider, SimpleLock } from './core/lock-provider.ts'
 export type { LockInspector, LockList, LockRecord, LockSelection } from './core/lock-inspector.ts'
 export {
+  CatchUpError,
   type CatchUpOptions,
   type CatchUpPolicy,
   type CatchUpResult,

@@ -3,121 +3,35 @@ import { hostname } from 'node:os'
 import { debuglog } from 'node:util'
 import { type Clock, systemClock } from './clock.ts'
 import { beforeDeadline } from './deadline.ts'
-import { type LockEventName, type LockExecution, publishLockEvent } from './diagnostics.ts'
+import { type CatchUpOptions, type CatchUpResult, type CatchUpRuntime, catchUp, type HeldTaskLock } from './catch-up.ts'
+import type { LockExecution } from './diagnostics.ts'
 import { type Duration, parseDuration } from './duration.ts'
-import { ExecutorClosedError, LockConfigurationError, type LockLostError, LockProviderError } from './errors.ts'
-import { configurationAt, isLockConfiguration, type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './lock-configuration.ts'
+import { LockConfigurationError, LockProviderError } from './errors.ts'
+import { callHook, eventEmitter, type LockingTaskExecutorListener } from './executor-events.ts'
+import { configurationAt, isLockConfiguration, type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
 import { ActiveLock, findActiveLock, runWithActiveLock } from './lock-context.ts'
 import type { LockInspector } from './lock-inspector.ts'
 import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-provider.ts'
 import { type RunLedger, type RunOutcome, type RunStart, runErrorOf } from './run-ledger.ts'
-import { DEFAULT_SLOT_RETENTION, parseSlotRecordName, slotRecordName } from './slots.ts'
+import { catchUpMarkerName, DEFAULT_SLOT_RETENTION, slotRecordName } from './slots.ts'
+import {
+  callerSignal,
+  closedReason,
+  type ExecutionOptions,
+  type LockedTask,
+  type LockRequest,
+  messageOf,
+  newExecution,
+  RunContext,
+  type TaskContext,
+  type TaskResult,
+} from './task.ts'
+
+export { type CatchUpOptions, type CatchUpPolicy, type CatchUpResult, CatchUpError } from './catch-up.ts'
+export type { LockingTaskExecutorListener, TaskOutcome } from './executor-events.ts'
+export type { ExecutionOptions, LockedTask, LockRequest, SkipReason, TaskContext, TaskResult } from './task.ts'
 
 const debug = debuglog('shedlock')
-
-/** What a locked task receives. */
-export interface TaskContext {
-  /**
-   * Aborts when the task should stop: with a `LockLostError` when the lock can no longer be
-   * trusted (`lockAtMostUntil` passed without an extension, or a keep-alive extension failed),
-   * with an `ExecutorClosedError` when the executor is closed (a shutdown), or with the reason of
-   * the caller's own `signal`. Long tasks should stop when it aborts.
-   */
-  readonly signal: AbortSignal
-  /** The lock the task runs under. */
-  readonly configuration: LockConfiguration
-  /** The scheduled fire time this run is for: a slot run, or a catch-up of a missed slot; `undefined` otherwise. */
-  readonly slot: Date | undefined
-}
-
-/** A task to run under a lock. */
-export type LockedTask<T> = (context: TaskContext) => T | Promise<T>
-
-/**
- * Why `executeWithLock()` did not run the task:
- * - `'held'`: another node (or another call of this process) holds the lock;
- * - `'slot-done'`: a slot run (the `slot` option) that ran, or was skipped, on some node already;
- * - `'closed'`: the executor was closed (`close()`, on a shutdown) and runs nothing new.
- */
-export type SkipReason = 'held' | 'slot-done' | 'closed'
-
-/**
- * The outcome of `executeWithLock()`: the task's result, or `{ executed: false, reason }` when it
- * did not run. Test `executed` first; `reason` says why it was skipped.
- */
-export type TaskResult<T> = { executed: true; result: T } | { executed: false; reason: SkipReason }
-
-/**
- * Per-call options of `executeWithLock()`, next to the lock's: pass them in the options object,
- * or as the third argument with a ready `LockConfiguration`.
- */
-export interface ExecutionOptions {
-  /**
-   * The caller's signal: aborted before the lock is taken, the call rejects with its reason and
-   * the store is not asked; aborted while the task runs, the task's own `signal` aborts with the
-   * same reason (the lock stays held until the task ends, and is released as usual).
-   */
-  signal?: AbortSignal
-  /**
-   * The scheduled fire time this run is for (a slot). For one name and slot, the task runs at most
-   * once across all nodes, for as long as the slot's record is kept (`slotRetention`), whatever
-   * the nodes' clocks, `lockAtLeastFor` or the task's duration: a later attempt resolves to
-   * `{ executed: false, reason: 'slot-done' }`. The first node to claim the slot decides it: it
-   * runs the task, or records the slot as skipped when the lock is held (a long run of an earlier
-   * slot). A failed run counts as run. See docs/slots.md.
-   */
-  slot?: Date
-  /**
-   * How long a slot's record is kept, in milliseconds or a duration string: longer than the worst
-   * clock skew and scheduling delay between nodes, and than any catch-up window.
-   * @default the executor's `slotRetention`, else "24h"
-   */
-  slotRetention?: Duration
-}
-
-/** What `executeWithLock()` takes: the lock's options and the call's. */
-export type LockRequest = LockConfigurationOptions & ExecutionOptions
-
-/**
- * What to do about slots every node missed (all were down at their fire time: a deploy, an outage):
- * - `'skip'`: nothing (the default of the integrations);
- * - `'once'`: one run for all of them (for the latest; the others are recorded as skipped);
- * - `'all'`: each of them, oldest first.
- * Catch-up runs are slot runs too: each slot runs at most once across nodes.
- */
-export type CatchUpPolicy = 'skip' | 'once' | 'all'
-
-/** Options of {@link LockingTaskExecutor.catchUp}. */
-export interface CatchUpOptions {
-  policy: CatchUpPolicy
-  /** How far back a missed slot still counts, in milliseconds or a duration string; at most the slot retention. */
-  within: Duration
-  /**
-   * The schedule's fire times between `from` and `to` (both included), oldest first: what the
-   * scheduler would have fired. The integrations ask the scheduler itself (croner's `enumerate()`,
-   * cron's `CronTime`, node-cron's `match()`).
-   */
-  fireTimes: (from: Date, to: Date) => Iterable<Date>
-}
-
-/** What {@link LockingTaskExecutor.catchUp} did. */
-export interface CatchUpResult {
-  /**
-   * - `'ran'`: missed slots were found and handled (see `ran` and `failed`);
-   * - `'nothing-missed'`: the task's latest slot is its schedule's latest fire time;
-   * - `'no-history'`: no slot record of the task within the retention: a new task, or one stopped
-   *   longer than the retention, has nothing to catch up;
-   * - `'held'`: another node holds the lock (it runs, or catches up, right now);
-   * - `'skipped'`: the policy is `'skip'`, or the executor is closed.
-   */
-  readonly outcome: 'ran' | 'nothing-missed' | 'no-history' | 'held' | 'skipped'
-  /** The slots this node found missed, oldest first. */
-  readonly missed: readonly Date[]
-  /** The slots run by this catch-up, oldest first. */
-  readonly ran: readonly Date[]
-  /** The catch-up runs whose task failed, with the error (each recorded in the run ledger). */
-  readonly failed: readonly { readonly slot: Date; readonly error: unknown }[]
-}
 
 /** Options of {@link LockingTaskExecutor.close}. */
 export interface CloseOptions {
@@ -127,64 +41,6 @@ export interface CloseOptions {
    * `lockAtMostUntil`): releasing it would let another node start the task beside it. @default "10s"
    */
   timeout?: Duration
-}
-
-/** How a task ended, for {@link LockingTaskExecutorListener.onTaskFinished}. */
-export interface TaskOutcome {
-  /** Wall time of the task in milliseconds (lock acquisition excluded). */
-  readonly durationMs: number
-  /** True when the task threw or rejected; `error` holds the reason. */
-  readonly failed: boolean
-  readonly error?: unknown
-}
-
-/**
- * Hooks into the executor's decisions. Every hook is optional. A hook that throws (or returns a
- * rejected promise) is ignored: a listener never breaks a task.
- *
- * The last argument of every hook is the {@link LockExecution}: the same object for every hook of
- * one `executeWithLock()` call, so a listener can tell concurrent calls apart (key a `WeakMap` by
- * it). The same events go to `node:diagnostics_channel` (see `diagnosticsChannels`).
- */
-export interface LockingTaskExecutorListener {
-  /** Before asking the provider (not called for re-entrant calls). */
-  onLockAttempt?(configuration: LockConfiguration, execution: LockExecution): void
-  onLockAcquired?(configuration: LockConfiguration, execution: LockExecution): void
-  /** Another node holds the lock; the task is skipped. */
-  onLockNotAcquired?(configuration: LockConfiguration, execution: LockExecution): void
-  /** The store failed while acquiring; the task is skipped and the caller gets `error`. */
-  onLockFailed?(configuration: LockConfiguration, error: LockProviderError, execution: LockExecution): void
-  /** The task starts; also for a re-entrant call (`execution.reentrant`), with the outer lock's configuration. */
-  onTaskStarted?(configuration: LockConfiguration, execution: LockExecution): void
-  onTaskFinished?(configuration: LockConfiguration, outcome: TaskOutcome, execution: LockExecution): void
-  /** The lock was released (or kept until `lockAtLeastUntil`) after the task. */
-  onUnlocked?(configuration: LockConfiguration, execution: LockExecution): void
-  /** Releasing failed; the lock expires at its `lockAtMostUntil` instead. */
-  onUnlockFailed?(configuration: LockConfiguration, error: unknown, execution: LockExecution): void
-  /** The lock was extended, by `extendActiveLock()` or a keep-alive provider; `configuration` holds the new deadlines. */
-  onLockExtended?(configuration: LockConfiguration, execution: LockExecution): void
-  /** The lock can no longer be trusted while its task runs; the task's signal aborted with `reason`. */
-  onLockLost?(configuration: LockConfiguration, reason: LockLostError, execution: LockExecution): void
-  /** A slot run: this node claimed `slot`; it runs the task next, or records the slot as skipped if the lock is held. */
-  onSlotClaimed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A slot run: `slot` ran, or was skipped, on some node already; the task is skipped (`reason: 'slot-done'`). */
-  onSlotDone?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A slot run: this node claimed `slot` but the lock was held (a long run of an earlier slot); the slot is recorded as skipped and never runs. */
-  onSlotSkipped?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A catch-up found `slot` missed: every node was down when it was due. */
-  onSlotMissed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A catch-up ran the missed `slot` (its task ended, failed or not). */
-  onSlotCaughtUp?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** Writing the run ledger failed; the run went on. */
-  onRunLedgerFailed?(configuration: LockConfiguration, error: unknown, execution: LockExecution): void
-  /**
-   * Wraps the start of the task, after `onTaskStarted`: call `start()` inside a context of your
-   * own, e.g. an OpenTelemetry context with the lock's span active, and the task (with every
-   * `await` in it) runs in that context. Call `start()` once and synchronously; it returns when
-   * the task first awaits and never throws. If the hook does not call it, or throws before it
-   * does, the executor starts the task itself, and later calls do nothing.
-   */
-  aroundTask?(configuration: LockConfiguration, start: () => void, execution: LockExecution): void
 }
 
 /** Options of {@link createLockingTaskExecutor}. */
@@ -407,13 +263,7 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       )
     }
     // Tracked from here, so that close() also waits for calls still taking their lock.
-    const call = slot === undefined ? lockAndRun(task, configuration, signal, undefined) : slotRun(task, configuration, signal, slot, slotName!, retention)
-    const entry = inflight.add(call)
-    try {
-      return await call
-    } finally {
-      inflight.delete(entry)
-    }
+    return track(slot === undefined ? lockAndRun(task, configuration, signal) : slotRun(task, configuration, signal, slot, slotName!, retention))
   }
 
   // A slot run: the slot's record is claimed first, so that exactly one node decides the slot
@@ -441,7 +291,10 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     sweepSlotRecords(configuration)
     const claimed: SlotClaim = { slot, execution, owner: handleOwner(handle) ?? node, decided: false }
     try {
-      return await lockAndRun(task, configuration, signal, claimed)
+      const locked = await lockForSlot(configuration, execution, signal)
+      if (locked === 'closed') return closedBeforeStart(configuration)
+      if (!locked) return await skipSlot(configuration, claimed)
+      return await runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
     } finally {
       // Not decided (the store failed, or the executor closed, before the task could start): the
       // slot did not run, so another node or a catch-up may take it.
@@ -450,6 +303,79 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
           .unlock()
           .catch((error: unknown) => debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)))
     }
+  }
+
+  /**
+   * The task's lock for a claimed slot. Held by a catch-up (its marker is held), the slot waits
+   * for the catch-up to end, polling, instead of being skipped: the catch-up passes over a slot
+   * claimed here, so skipping it would leave it never run. Held by anything else (a long run of an
+   * earlier slot): `undefined`, the slot is skipped. `'closed'` when the executor closed while it
+   * waited.
+   */
+  async function lockForSlot(
+    configuration: LockConfiguration,
+    execution: LockExecution,
+    signal: AbortSignal | undefined,
+  ): Promise<{ configuration: LockConfiguration; handle: SimpleLock } | 'closed' | undefined> {
+    let current = configuration
+    // One more attempt after the marker is found free: the catch-up may have released both
+    // between this node's attempt and its look at the marker.
+    let lastChance = false
+    for (;;) {
+      const handle = await acquire(provider, current, current, execution)
+      if (handle) return { configuration: current, handle }
+      if (closing) return 'closed'
+      signal?.throwIfAborted()
+      if (await catchUpRunning(current.name)) {
+        lastChance = false
+        debug('Lock "%s": a catch-up holds it; the slot waits for it to end', current.name)
+        await sleep(CATCH_UP_POLL_MS)
+        if (closing) return 'closed'
+        signal?.throwIfAborted()
+      } else if (lastChance) {
+        return undefined
+      } else {
+        lastChance = true
+      }
+      current = lockConfiguration({
+        name: configuration.name,
+        lockAtMostFor: configuration.lockAtMostFor,
+        lockAtLeastFor: configuration.lockAtLeastFor,
+        createdAt: new Date(clock.now()),
+      })
+    }
+  }
+
+  /** True when a catch-up of `name` runs: its marker record is held. A failed look counts as no. */
+  async function catchUpRunning(name: string): Promise<boolean> {
+    try {
+      slotInspector ??= claimer.inspector?.()
+      const marker = await slotInspector?.get(catchUpMarkerName(name))
+      return marker?.held === true
+    } catch (error) {
+      debug('Lock "%s": could not look for a running catch-up: %s', name, messageOf(error))
+      return false
+    }
+  }
+
+  /** The slot could not run: the lock is held by a run of an earlier slot. Recorded as skipped, once. */
+  async function skipSlot(configuration: LockConfiguration, claimed: SlotClaim): Promise<TaskResult<never>> {
+    const { name } = configuration
+    const { execution } = claimed
+    debug('Lock "%s" not acquired: another node holds it; the task is skipped', name)
+    emit('onLockNotAcquired', execution, configuration)
+    claimed.decided = true
+    emit('onSlotSkipped', execution, configuration, claimed.slot)
+    const now = new Date(clock.now())
+    await ledgerWrite(configuration, execution, () =>
+      runLedger!.record({ name, slot: claimed.slot, node: claimed.owner, startedAt: now, finishedAt: now, outcome: 'skipped', durationMs: 0 }),
+    )
+    return { executed: false, reason: 'held' }
+  }
+
+  function closedBeforeStart(configuration: LockConfiguration): TaskResult<never> {
+    debug('Lock "%s" not run: the executor was closed while it was taken', configuration.name)
+    return { executed: false, reason: 'closed' }
   }
 
   /** Asks `from` for `lock`; a store failure is reported as the failure of `configuration` (the caller's lock) and thrown. */
@@ -473,36 +399,21 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     }
   }
 
-  /**
-   * Takes the lock and runs `task` under it (recorded in the run ledger), or `body` instead: what
-   * a catch-up runs, recording its runs itself.
-   */
-  async function lockAndRun<T>(
-    task: LockedTask<T>,
-    configuration: LockConfiguration,
-    signal: AbortSignal | undefined,
-    claimed: SlotClaim | undefined,
-    body?: (active: ActiveLock, execution: LockExecution, owner: string) => Promise<TaskResult<T>>,
-  ): Promise<TaskResult<T>> {
-    const { name } = configuration
-    const execution = claimed?.execution ?? newExecution(providerName, false)
-    if (!claimed) emit('onLockAttempt', execution, configuration)
+  /** Takes the lock and runs `task` under it, recorded in the run ledger: a plain run. */
+  async function lockAndRun<T>(task: LockedTask<T>, configuration: LockConfiguration, signal: AbortSignal | undefined): Promise<TaskResult<T>> {
+    const execution = newExecution(providerName, false)
+    emit('onLockAttempt', execution, configuration)
     const handle = await acquire(provider, configuration, configuration, execution)
     if (!handle) {
-      debug('Lock "%s" not acquired: another node holds it; the task is skipped', name)
+      debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
       emit('onLockNotAcquired', execution, configuration)
-      if (claimed) {
-        // This node decided the slot, and it cannot run: it is recorded as skipped, once.
-        claimed.decided = true
-        emit('onSlotSkipped', execution, configuration, claimed.slot)
-        const now = new Date(clock.now())
-        await ledgerWrite(configuration, execution, () =>
-          runLedger!.record({ name, slot: claimed.slot, node: claimed.owner, startedAt: now, finishedAt: now, outcome: 'skipped', durationMs: 0 }),
-        )
-      }
       return { executed: false, reason: 'held' }
     }
+    return runLocked(task, configuration, handle, execution, signal, undefined)
+  }
 
+  /** Watches a task lock just taken: lock loss, close() (which aborts it), listener events. */
+  function hold(configuration: LockConfiguration, handle: SimpleLock, execution: LockExecution): HeldTaskLock {
     const active = new ActiveLock(configuration, handle, {
       clock,
       events: {
@@ -519,40 +430,56 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     if (debug.enabled) {
       debug(
         'Lock "%s" acquired%s; held at most until %s, at least until %s',
-        name,
+        configuration.name,
         providerName === undefined ? '' : ` from ${providerName}`,
         configuration.lockAtMostUntil.toISOString(),
         configuration.lockAtLeastUntil.toISOString(),
       )
     }
     emit('onLockAcquired', execution, configuration)
+    const entry = running.add(active)
+    return {
+      active,
+      done: async () => {
+        // Same-name calls the task started without awaiting them still run under this lock.
+        const joined = active.finishAfterJoinedRuns()
+        if (joined) await joined
+        running.delete(entry)
+      },
+    }
+  }
+
+  /** Runs `task` under the lock `handle` just taken (for `claimed`'s slot, if any), then releases it. */
+  async function runLocked<T>(
+    task: LockedTask<T>,
+    configuration: LockConfiguration,
+    handle: SimpleLock,
+    execution: LockExecution,
+    signal: AbortSignal | undefined,
+    claimed: SlotClaim | undefined,
+  ): Promise<TaskResult<T>> {
+    const held = hold(configuration, handle, execution)
+    const { active } = held
     // Closed, or aborted by the caller, while the lock was being taken: the task does not start.
     if (closing || signal?.aborted) {
-      active.finish()
+      await held.done()
       await release(active, execution)
-      if (signal?.aborted) throw signal.reason
-      debug('Lock "%s" released unused: the executor was closed while it was taken', name)
-      return { executed: false, reason: 'closed' }
+      signal?.throwIfAborted()
+      return closedBeforeStart(configuration)
     }
     const stopOnAbort = signal ? (): void => active.abort(signal.reason) : noop
     signal?.addEventListener('abort', stopOnAbort, { once: true })
-    const runningEntry = running.add(active)
     if (claimed) claimed.decided = true
-    const owner = handleOwner(handle) ?? node
-    const record = body ? undefined : recordRun(configuration, execution, claimed?.slot, owner)
+    const record = recordRun(configuration, execution, claimed?.slot, handleOwner(handle) ?? node)
     let failure: unknown
     try {
-      const run = body ? () => body(active, execution, owner) : () => runTask(task, new RunContext(active, configuration, claimed?.slot), execution)
-      return await runWithActiveLock(active, run)
+      return await runWithActiveLock(active, () => runTask(task, new RunContext(active, configuration, claimed?.slot), execution))
     } catch (error) {
       failure = error
       throw error
     } finally {
       signal?.removeEventListener('abort', stopOnAbort)
-      // Same-name calls the task started without awaiting them still run under this lock.
-      const joined = active.finishAfterJoinedRuns()
-      if (joined) await joined
-      running.delete(runningEntry)
+      await held.done()
       if (record) await Promise.all([release(active, execution), record.end(active, failure)])
       else await release(active, execution)
     }
@@ -601,111 +528,39 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     }
   }
 
-  async function catchUp<T>(task: LockedTask<T>, request: LockRequest, options: CatchUpOptions): Promise<CatchUpResult> {
-    const nothing = (outcome: CatchUpResult['outcome'], missed: Date[] = []): CatchUpResult => ({ outcome, missed, ran: [], failed: [] })
-    if (typeof task !== 'function') throw new LockConfigurationError(`catchUp() needs a task function as its first argument, got ${typeof task}`)
-    const configuration = lockConfiguration({ ...request, createdAt: request?.createdAt ?? new Date(clock.now()) })
-    const { name } = configuration
-    const policy = options?.policy
-    if (policy !== 'skip' && policy !== 'once' && policy !== 'all') {
-      throw new LockConfigurationError(`Lock "${name}": catchUp policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy)}`)
-    }
-    if (typeof options.fireTimes !== 'function')
-      throw new LockConfigurationError(`Lock "${name}": catchUp needs fireTimes(from, to), the schedule's fire times`)
-    const within = parseDuration(options.within)
-    const retention = request.slotRetention === undefined ? defaultRetention : parseDuration(request.slotRetention)
-    if (within > retention) {
-      throw new LockConfigurationError(
-        `Lock "${name}": catchUp within (${within}ms) is longer than the slot retention (${retention}ms), so missed slots could not be told from run ones; raise slotRetention or shorten within`,
-      )
-    }
-    if (policy === 'skip' || closing) return nothing('skipped')
-    const inspector = claimer.inspector?.()
-    if (!inspector)
-      throw new LockConfigurationError(
-        `Lock "${name}": catching up needs a provider with an inspector (to read the task's slot records); ${providerName ?? 'this provider'} has none`,
-      )
-    const signal = callerSignal(request.signal)
-    signal?.throwIfAborted()
-
-    const result = {
-      missed: [] as Date[],
-      ran: [] as Date[],
-      failed: [] as { slot: Date; error: unknown }[],
-      outcome: 'nothing-missed' as CatchUpResult['outcome'],
-    }
-    const body = async (active: ActiveLock, execution: LockExecution, owner: string): Promise<TaskResult<undefined>> => {
-      const now = clock.now()
-      const prefix = `${name}@`
-      const known = (await inspector.list({ prefix })).locks.flatMap((record) => {
-        const parsed = parseSlotRecordName(record.name)
-        return parsed && parsed.name === name ? [parsed.slot.getTime()] : []
-      })
-      if (known.length === 0) {
-        result.outcome = 'no-history'
-        return { executed: true, result: undefined }
-      }
-      const latest = Math.max(...known)
-      const fires = [...options.fireTimes(new Date(Math.max(now - within, latest + 1)), new Date(now))]
-        .filter((fire) => fire instanceof Date && fire.getTime() > latest && fire.getTime() <= now)
-        .sort((a, b) => a.getTime() - b.getTime())
-      result.missed = fires
-      for (const slot of fires) emit('onSlotMissed', execution, configuration, slot)
-      if (fires.length === 0) return { executed: true, result: undefined }
-      result.outcome = 'ran'
-      // Claimed one by one: a slot another node claimed meanwhile (its scheduler fired it) is its.
-      const claimed: Date[] = []
-      for (const slot of fires) {
-        if (active.signal.aborted) break
-        const claim = lockConfiguration({ name: slotRecordName(name, slot), lockAtMostFor: retention, createdAt: new Date(clock.now()) })
-        if (!(await acquire(claimer, claim, configuration, execution))) continue
-        claimed.push(slot)
-        if (policy === 'all') await runMissed(task, active, configuration, execution, owner, slot, result)
-      }
-      if (policy === 'once' && claimed.length > 0) {
-        const last = claimed.at(-1)!
-        const at = new Date(clock.now())
-        for (const slot of claimed.slice(0, -1)) {
-          await ledgerWrite(configuration, execution, () =>
-            runLedger!.record({ name, slot, node: owner, startedAt: at, finishedAt: at, outcome: 'skipped', durationMs: 0 }),
-          )
-        }
-        await runMissed(task, active, configuration, execution, owner, last, result)
-      }
-      return { executed: true, result: undefined }
-    }
-    const outcome = await lockAndRun(task, configuration, signal, undefined, body)
-    if (!outcome.executed) return nothing(outcome.reason === 'held' ? 'held' : 'skipped')
-    return result
+  const catchUpRuntime: CatchUpRuntime = {
+    provider,
+    claimer,
+    providerName,
+    clock,
+    runLedger,
+    defaultRetention,
+    emit,
+    closed: () => closing !== undefined,
+    inspector: () => (slotInspector ??= claimer.inspector?.()),
+    track,
+    acquire,
+    hold,
+    release,
+    runTask,
+    recordRun,
+    ledgerWrite,
+    ownerOf: (handle) => handleOwner(handle) ?? node,
   }
 
-  /** One catch-up run of a missed slot, under the catch-up's lock, recorded in the ledger; its error goes to `result`. */
-  async function runMissed<T>(
-    task: LockedTask<T>,
-    active: ActiveLock,
-    configuration: LockConfiguration,
-    execution: LockExecution,
-    owner: string,
-    slot: Date,
-    result: { ran: Date[]; failed: { slot: Date; error: unknown }[] },
-  ): Promise<void> {
-    const record = recordRun(configuration, execution, slot, owner)
-    let failure: unknown
+  /** `call`, tracked from now until it settles: close() waits for it. */
+  async function track<T>(call: Promise<T>): Promise<T> {
+    const entry = inflight.add(call)
     try {
-      await runTask(task, new RunContext(active, configuration, slot), execution)
-    } catch (error) {
-      failure = error
-      result.failed.push({ slot, error })
+      return await call
     } finally {
-      result.ran.push(slot)
-      emit('onSlotCaughtUp', execution, configuration, slot)
-      await record?.end(active, failure)
+      inflight.delete(entry)
     }
   }
 
   return {
     executeWithLock: execute,
-    catchUp,
+    catchUp: (task, request, catchUpOptions) => catchUp(catchUpRuntime, task, request, catchUpOptions),
     get closed() {
       return closing !== undefined
     },
@@ -778,23 +633,6 @@ class Registry<T> {
   }
 }
 
-/** The {@link TaskContext} of one run: its signal is the lock's, made only when the task reads it. */
-class RunContext implements TaskContext {
-  readonly #active: ActiveLock
-  readonly configuration: LockConfiguration
-  readonly slot: Date | undefined
-
-  constructor(active: ActiveLock, configuration: LockConfiguration, slot: Date | undefined) {
-    this.#active = active
-    this.configuration = configuration
-    this.slot = slot
-  }
-
-  get signal(): AbortSignal {
-    return this.#active.signal
-  }
-}
-
 /** A slot this node claimed; `decided` once it ran or was recorded as skipped. */
 interface SlotClaim {
   readonly slot: Date
@@ -802,17 +640,6 @@ interface SlotClaim {
   /** Who claimed it, as the ledger names nodes: the claim's `lockedBy` where the store keeps one. */
   readonly owner: string
   decided: boolean
-}
-
-function closedReason(): ExecutorClosedError {
-  return new ExecutorClosedError('The executor was closed (a shutdown): stop the task, so that its lock is released before the process exits')
-}
-
-/** `signal` when it is an AbortSignal (or absent); anything else is a configuration error. */
-function callerSignal(signal: unknown): AbortSignal | undefined {
-  if (signal === undefined) return undefined
-  if (!(signal instanceof AbortSignal)) throw new LockConfigurationError(`executeWithLock(): signal must be an AbortSignal, got ${typeof signal}`)
-  return signal
 }
 
 /** Resolves to true once `promise` settles, or to false after `ms`; never rejects. */
@@ -833,17 +660,13 @@ function waitAtMost(promise: Promise<unknown>, ms: number): Promise<boolean> {
   })
 }
 
-let lastExecutionId = 0
-
-function newExecution(provider: string | undefined, reentrant: boolean): LockExecution {
-  lastExecutionId += 1
-  return Object.freeze({ id: lastExecutionId, provider, reentrant })
-}
-
 // How long a release may take at least, even when it starts after lockAtMostUntil.
 const RELEASE_GRACE_MS = 5_000
 // How long the executor waits for one run-ledger write before it reports it as failed.
 const LEDGER_TIMEOUT_MS = 5_000
+// How often a slot waiting for a catch-up to end tries the task's lock again: a few statements a
+// second per waiting node, only while a catch-up runs.
+const CATCH_UP_POLL_MS = 250
 // How often, at most, a task's expired slot records are removed.
 const SWEEP_INTERVAL_MS = 10 * 60_000
 
@@ -859,54 +682,7 @@ function providerNameOf(provider: LockProvider): string | undefined {
   return typeof name === 'string' && name !== '' ? name : undefined
 }
 
-type EventHooks = Required<Omit<LockingTaskExecutorListener, 'aroundTask'>>
-type EventHook = keyof EventHooks
-/** The argument between the configuration and the execution, for the hooks that have one. */
-type DetailOf<K extends EventHook> = Parameters<EventHooks[K]> extends [LockConfiguration, infer D, LockExecution] ? [detail: D] : []
-
-const CHANNEL_OF: { readonly [K in EventHook]: LockEventName } = {
-  onLockAttempt: 'lockAttempt',
-  onLockAcquired: 'lockAcquired',
-  onLockNotAcquired: 'lockNotAcquired',
-  onLockFailed: 'lockFailed',
-  onTaskStarted: 'taskStarted',
-  onTaskFinished: 'taskFinished',
-  onUnlocked: 'unlocked',
-  onUnlockFailed: 'unlockFailed',
-  onLockExtended: 'lockExtended',
-  onLockLost: 'lockLost',
-  onSlotClaimed: 'slotClaimed',
-  onSlotDone: 'slotDone',
-  onSlotSkipped: 'slotSkipped',
-  onSlotMissed: 'slotMissed',
-  onSlotCaughtUp: 'slotCaughtUp',
-  onRunLedgerFailed: 'runLedgerFailed',
-}
-
-/** Reports one event to the listener's hook (if any) and to its diagnostics channel (if observed). */
-function eventEmitter(listener: LockingTaskExecutorListener | undefined) {
-  return <K extends EventHook>(hook: K, execution: LockExecution, configuration: LockConfiguration, ...detail: DetailOf<K>): void => {
-    const hasDetail = detail.length > 0
-    callHook(listener, hook, hasDetail ? [configuration, detail[0], execution] : [configuration, execution])
-    if (!hasDetail) publishLockEvent(CHANNEL_OF[hook], execution, configuration)
-    else if (hook === 'onTaskFinished') publishLockEvent(CHANNEL_OF[hook], execution, configuration, detail[0] as TaskOutcome)
-    else if (detail[0] instanceof Date) publishLockEvent(CHANNEL_OF[hook], execution, configuration, { slot: detail[0] })
-    else publishLockEvent(CHANNEL_OF[hook], execution, configuration, { error: detail[0] })
-  }
-}
-
-/** Calls `listener[hook](...args)` if present; a throw or a rejected promise is logged, never raised. */
-function callHook(listener: LockingTaskExecutorListener | undefined, hook: keyof LockingTaskExecutorListener, args: unknown[]): void {
-  const fn = listener?.[hook] as ((...a: unknown[]) => unknown) | undefined
-  if (typeof fn !== 'function') return
-  try {
-    const returned = fn.apply(listener, args)
-    if (returned instanceof Promise) returned.catch((error: unknown) => debug('Listener %s failed: %s', hook, messageOf(error)))
-  } catch (error) {
-    debug('Listener %s failed: %s', hook, messageOf(error))
-  }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
+/** Resolves after `ms` milliseconds. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
 }

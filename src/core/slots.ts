@@ -37,3 +37,13 @@ export function parseSlotRecordName(recordName: string): { name: string; slot: D
   const slot = new Date(iso)
   return Number.isNaN(slot.getTime()) ? undefined : { name: recordName.slice(0, match.index), slot }
 }
+
+/**
+ * The name of the record a catch-up of lock `name` holds while it runs: `<name>@catch-up`. A node
+ * whose slot finds the task's lock held looks it up: held, the lock is a catch-up's, and the slot
+ * waits for it to end instead of being recorded as skipped. Not a slot record: its suffix is no
+ * date.
+ */
+export function catchUpMarkerName(name: string): string {
+  return `${name}@catch-up`
+}

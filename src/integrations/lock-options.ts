@@ -134,7 +134,7 @@ export function checkSlotSettings(where: string, options: { slot?: unknown; slot
 
 /** What a catch-up that does nothing (no `catchUp` option, policy 'skip', or a shutdown) resolves to. */
 export function skippedCatchUp(): CatchUpResult {
-  return { outcome: 'skipped', missed: [], ran: [], failed: [] }
+  return { outcome: 'skipped', missed: [], ran: [], failed: [], notRun: [] }
 }
 
 /** A `LockConfigurationError` of the core with `where` in front, to throw instead; other errors as they are. */

@@ -1,0 +1,110 @@
+import { ExecutorClosedError, LockConfigurationError } from './errors.ts'
+import type { LockExecution } from './diagnostics.ts'
+import type { Duration } from './duration.ts'
+import type { LockConfiguration, LockConfigurationOptions } from './lock-configuration.ts'
+import type { ActiveLock } from './lock-context.ts'
+
+/** What a locked task receives. */
+export interface TaskContext {
+  /**
+   * Aborts when the task should stop: with a `LockLostError` when the lock can no longer be
+   * trusted (`lockAtMostUntil` passed without an extension, or a keep-alive extension failed),
+   * with an `ExecutorClosedError` when the executor is closed (a shutdown), or with the reason of
+   * the caller's own `signal`. Long tasks should stop when it aborts.
+   */
+  readonly signal: AbortSignal
+  /** The lock the task runs under. */
+  readonly configuration: LockConfiguration
+  /** The scheduled fire time this run is for: a slot run, or a catch-up of a missed slot; `undefined` otherwise. */
+  readonly slot: Date | undefined
+}
+
+/** A task to run under a lock. */
+export type LockedTask<T> = (context: TaskContext) => T | Promise<T>
+
+/**
+ * Why `executeWithLock()` did not run the task:
+ * - `'held'`: another node (or another call of this process) holds the lock;
+ * - `'slot-done'`: a slot run (the `slot` option) that ran, or was skipped, on some node already;
+ * - `'closed'`: the executor was closed (`close()`, on a shutdown) and runs nothing new.
+ */
+export type SkipReason = 'held' | 'slot-done' | 'closed'
+
+/**
+ * The outcome of `executeWithLock()`: the task's result, or `{ executed: false, reason }` when it
+ * did not run. Test `executed` first; `reason` says why it was skipped.
+ */
+export type TaskResult<T> = { executed: true; result: T } | { executed: false; reason: SkipReason }
+
+/**
+ * Per-call options of `executeWithLock()`, next to the lock's: pass them in the options object,
+ * or as the third argument with a ready `LockConfiguration`.
+ */
+export interface ExecutionOptions {
+  /**
+   * The caller's signal: aborted before the lock is taken, the call rejects with its reason and
+   * the store is not asked; aborted while the task runs, the task's own `signal` aborts with the
+   * same reason (the lock stays held until the task ends, and is released as usual).
+   */
+  signal?: AbortSignal
+  /**
+   * The scheduled fire time this run is for (a slot). For one name and slot, the task runs at most
+   * once across all nodes, for as long as the slot's record is kept (`slotRetention`), whatever
+   * the nodes' clocks, `lockAtLeastFor` or the task's duration: a later attempt resolves to
+   * `{ executed: false, reason: 'slot-done' }`. The first node to claim the slot decides it: it
+   * runs the task, or records the slot as skipped when the lock is held (a long run of an earlier
+   * slot). A failed run counts as run. See docs/slots.md.
+   */
+  slot?: Date
+  /**
+   * How long a slot's record is kept, in milliseconds or a duration string: longer than the worst
+   * clock skew and scheduling delay between nodes, and than any catch-up window.
+   * @default the executor's `slotRetention`, else "24h"
+   */
+  slotRetention?: Duration
+}
+
+/** What `executeWithLock()` takes: the lock's options and the call's. */
+export type LockRequest = LockConfigurationOptions & ExecutionOptions
+
+/** The {@link TaskContext} of one run: its signal is the lock's, made only when the task reads it. */
+export class RunContext implements TaskContext {
+  readonly #active: ActiveLock
+  readonly configuration: LockConfiguration
+  readonly slot: Date | undefined
+
+  constructor(active: ActiveLock, configuration: LockConfiguration, slot: Date | undefined) {
+    this.#active = active
+    this.configuration = configuration
+    this.slot = slot
+  }
+
+  get signal(): AbortSignal {
+    return this.#active.signal
+  }
+}
+
+/** The reason a running task's signal aborts when its executor closes. */
+export function closedReason(): ExecutorClosedError {
+  return new ExecutorClosedError('The executor was closed (a shutdown): stop the task, so that its lock is released before the process exits')
+}
+
+/** `signal` when it is an AbortSignal (or absent); anything else is a configuration error. */
+export function callerSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined
+  if (!(signal instanceof AbortSignal)) throw new LockConfigurationError(`executeWithLock(): signal must be an AbortSignal, got ${typeof signal}`)
+  return signal
+}
+
+let lastExecutionId = 0
+
+/** A new {@link LockExecution}: the object every hook of one call receives. */
+export function newExecution(provider: string | undefined, reentrant: boolean): LockExecution {
+  lastExecutionId += 1
+  return Object.freeze({ id: lastExecutionId, provider, reentrant })
+}
+
+/** The message of an error, or the text of anything else thrown. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
