@@ -46,7 +46,7 @@ export interface LockingTaskExecutorListener {
   onSlotClaimed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
   /** A slot run: `slot` ran, or was skipped, on some node already; the task is skipped (`reason: 'slot-done'`). */
   onSlotDone?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A slot run: this node claimed `slot` but the lock was held (a long run of an earlier slot); the slot is recorded as skipped and never runs. */
+  /** A slot run: this node claimed `slot` but the lock was held (a long run of an earlier slot, not a catch-up, which the slot waits for); the slot is recorded as skipped and never runs. */
   onSlotSkipped?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
   /** A catch-up found `slot` missed: every node was down when it was due. */
   onSlotMissed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void

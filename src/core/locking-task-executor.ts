@@ -89,13 +89,16 @@ export interface LockingTaskExecutor {
   /**
    * Runs the slots of `request.name` that every node missed, by `options.policy`, under the
    * task's lock: call it when a node starts. Missed slots are the schedule's fire times within
-   * `options.within` after the task's latest slot record; without one (a new task) there is
+   * `options.within` after the task's latest held slot record; without one (a new task) there is
    * nothing to catch up. Needs a provider with an inspector (every provider of shedlock has one).
-   * Two nodes starting together catch up once: the other finds the lock held. Task errors do not
-   * reject: they are in `failed`, and in the run ledger.
+   * Two nodes starting together catch up once: the other finds the lock held. A slot a scheduler
+   * fires meanwhile waits for the catch-up and then runs, once. Each run starts on a lock made
+   * fresh; lost or closed mid-way, the catch-up starts nothing more (`notRun`, `stoppedBy`), and
+   * `close()` waits for it. Task errors do not reject: they are in `failed`, and in the run ledger.
+   * See docs/slots.md.
    *
    * @throws LockConfigurationError for bad options, or a provider without an inspector.
-   * @throws LockProviderError when the store fails.
+   * @throws CatchUpError (a `LockProviderError`) when the store fails; its `result` says what ran.
    */
   catchUp<T>(task: LockedTask<T>, request: LockRequest, options: CatchUpOptions): Promise<CatchUpResult>
 }
