@@ -1,0 +1,160 @@
+import { debuglog } from 'node:util'
+import type { LockExecution } from './diagnostics.ts'
+import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
+import type { SimpleLock } from './lock-provider.ts'
+import { closedBeforeStart, type RunSteps, type SlotClaim } from './run-steps.ts'
+import { catchUpMarkerName } from './slots.ts'
+import { type LockedTask, messageOf, newExecution, type TaskResult } from './task.ts'
+
+const debug = debuglog('shedlock')
+
+// How often a slot waiting for a catch-up to end tries the task's lock again: a few statements a
+// second per waiting node, only while a catch-up runs.
+const CATCH_UP_POLL_MS = 250
+// How often, at most, a task's expired slot records are removed.
+const SWEEP_INTERVAL_MS = 10 * 60_000
+
+/**
+ * Slot runs: the slot's record is claimed first, so that exactly one node decides the slot (runs
+ * it, or records it as skipped when the lock is held), whatever the nodes' clocks. See
+ * docs/slots.md.
+ */
+export class SlotRuns {
+  readonly #steps: RunSteps
+  // When each task's expired slot records were last removed (epoch ms, this process's clock).
+  readonly #swept = new Map<string, number>()
+
+  constructor(steps: RunSteps) {
+    this.#steps = steps
+  }
+
+  /** Runs `task` for `slot`, unless some node claimed the slot already (`'slot-done'`). */
+  async run<T>(
+    task: LockedTask<T>,
+    configuration: LockConfiguration,
+    signal: AbortSignal | undefined,
+    slot: Date,
+    slotName: string,
+    retention: number,
+  ): Promise<TaskResult<T>> {
+    const steps = this.#steps
+    const execution = newExecution(steps.providerName, false)
+    steps.emit('onLockAttempt', execution, configuration)
+    const claim = lockConfiguration({ name: slotName, lockAtMostFor: retention, createdAt: new Date(steps.clock.now()) })
+    // Once the slot is decided, the claim is never released: its record stays until the
+    // retention ends, and tells every later attempt that the slot is done.
+    const handle = await steps.acquire(steps.claimer, claim, configuration, execution)
+    if (!handle) {
+      debug('Lock "%s": slot %s ran or was skipped on some node already; the task is skipped', configuration.name, slot.toISOString())
+      steps.emit('onSlotDone', execution, configuration, slot)
+      return { executed: false, reason: 'slot-done' }
+    }
+    steps.emit('onSlotClaimed', execution, configuration, slot)
+    this.#sweep(configuration)
+    const claimed: SlotClaim = { slot, execution, owner: steps.ownerOf(handle), decided: false }
+    try {
+      const locked = await this.#lockForSlot(configuration, execution, signal)
+      if (locked === 'closed') return closedBeforeStart(configuration)
+      if (!locked) return await this.#skip(configuration, claimed)
+      return await steps.runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
+    } finally {
+      // Not decided (the store failed, or the executor closed, before the task could start): the
+      // slot did not run, so another node or a catch-up may take it.
+      if (!claimed.decided)
+        await handle
+          .unlock()
+          .catch((error: unknown) => debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)))
+    }
+  }
+
+  /**
+   * The task's lock for a claimed slot. Held by a catch-up (its marker is held), the slot waits
+   * for the catch-up to end, polling, instead of being skipped: the catch-up passes over a slot
+   * claimed here, so skipping it would leave it never run. Held by anything else (a long run of an
+   * earlier slot): `undefined`, the slot is skipped. `'closed'` when the executor closed while it
+   * waited.
+   */
+  async #lockForSlot(
+    configuration: LockConfiguration,
+    execution: LockExecution,
+    signal: AbortSignal | undefined,
+  ): Promise<{ configuration: LockConfiguration; handle: SimpleLock } | 'closed' | undefined> {
+    const steps = this.#steps
+    let current = configuration
+    // One more attempt after the marker is found free: the catch-up may have released both
+    // between this node's attempt and its look at the marker.
+    let lastChance = false
+    for (;;) {
+      const handle = await steps.acquire(steps.provider, current, current, execution)
+      if (handle) return { configuration: current, handle }
+      if (steps.closed()) return 'closed'
+      signal?.throwIfAborted()
+      if (await this.#catchUpRunning(current.name)) {
+        lastChance = false
+        debug('Lock "%s": a catch-up holds it; the slot waits for it to end', current.name)
+        await sleep(CATCH_UP_POLL_MS)
+        if (steps.closed()) return 'closed'
+        signal?.throwIfAborted()
+      } else if (lastChance) {
+        return undefined
+      } else {
+        lastChance = true
+      }
+      // A fresh configuration: the first one's deadlines count from before the wait.
+      current = lockConfiguration({
+        name: configuration.name,
+        lockAtMostFor: configuration.lockAtMostFor,
+        lockAtLeastFor: configuration.lockAtLeastFor,
+        createdAt: new Date(steps.clock.now()),
+      })
+    }
+  }
+
+  /** True when a catch-up of `name` runs: its marker record is held. A failed look counts as no. */
+  async #catchUpRunning(name: string): Promise<boolean> {
+    try {
+      const marker = await this.#steps.inspector()?.get(catchUpMarkerName(name))
+      return marker?.held === true
+    } catch (error) {
+      debug('Lock "%s": could not look for a running catch-up: %s', name, messageOf(error))
+      return false
+    }
+  }
+
+  /** The slot could not run: the lock is held by a run of an earlier slot. Recorded as skipped, once. */
+  async #skip(configuration: LockConfiguration, claimed: SlotClaim): Promise<TaskResult<never>> {
+    const steps = this.#steps
+    const { execution } = claimed
+    debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
+    steps.emit('onLockNotAcquired', execution, configuration)
+    claimed.decided = true
+    steps.emit('onSlotSkipped', execution, configuration, claimed.slot)
+    await steps.recorder.skipped(configuration, execution, claimed.slot, claimed.owner)
+    return { executed: false, reason: 'held' }
+  }
+
+  /**
+   * Removes the task's expired slot records, at most once per SWEEP_INTERVAL_MS and name, in the
+   * background: on stores that keep records (SQL, MongoDB, DynamoDB, ZooKeeper, NATS) they would
+   * otherwise pile up, one per slot. A failure only delays the next sweep.
+   */
+  #sweep(configuration: LockConfiguration): void {
+    const { name } = configuration
+    const now = this.#steps.clock.now()
+    if (now - (this.#swept.get(name) ?? Number.NEGATIVE_INFINITY) < SWEEP_INTERVAL_MS) return
+    this.#swept.set(name, now)
+    // A sweep is housekeeping: whatever it throws (a client without the calls an inspector
+    // needs, a store failure), the slot run goes on.
+    Promise.resolve()
+      .then(() => this.#steps.inspector()?.removeExpired({ prefix: `${name}@` }))
+      .then(
+        (removed) => debug('Lock "%s": removed %d expired slot records', name, removed ?? 0),
+        (error: unknown) => debug('Lock "%s": could not remove expired slot records: %s', name, messageOf(error)),
+      )
+  }
+}
+
+/** Resolves after `ms` milliseconds. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
