@@ -25,7 +25,11 @@ and exit 0 (or --skipped-exit-code) at once: they never wait. COMMAND gets
 this process's stdin, stdout and stderr; its exit code is shedlock's, and a
 COMMAND killed by a signal makes shedlock exit 128 + the signal's number
 (SIGTERM: 143). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to shedlock are
-passed on to COMMAND.
+passed on to COMMAND. One that comes before COMMAND started (while shedlock
+connects or takes the lock) stops it from starting: shedlock prints
+  shedlock run: SIGTERM before the command started: the command will not be run
+on stderr and exits 128 + the signal's number. With --slot, the slot is given
+back: a later run for it (on any host) still runs COMMAND.
 
 When COMMAND exits the lock is released, but held until --lock-at-least-for
 after the start. If this host dies, the lock frees itself after
@@ -59,7 +63,9 @@ ${URL_HELP}
   --json                   print the skip as one JSON line instead: { skipped:
                            true, reason: "held" or "slot-done", name, slot,
                            lockedBy, lockedAt, lockUntil } (ISO times; null
-                           where unknown)
+                           where unknown); stopped by a signal before COMMAND
+                           started: reason "stopped" and signal (e.g.
+                           "SIGTERM")
   --skipped-exit-code N    exit N (0-255) when skipped (default: 0), so that a
                            script can tell a skip from a run, as flock -E does
   -h, --help               show this help
@@ -71,6 +77,7 @@ Crontab (every host, every night at 02:00):
 Exit codes: COMMAND's exit code when it ran (128 + N when killed by signal N),
             0 (or --skipped-exit-code) skipped because another host holds
             the lock, or ran the slot,
+            128 + N stopped by signal N before COMMAND started (not run),
             1 the store failed (COMMAND was not run), 2 usage error,
             126 COMMAND is not executable, 127 COMMAND not found
 `
@@ -124,7 +131,6 @@ export const runCommand: Command = {
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
 
-    // Signals that arrive before the command starts stop it from starting; later ones go to it.
     const signals = new SignalRelay()
     try {
       return await withStore(url, { table }, async (store) => {
@@ -139,6 +145,9 @@ export const runCommand: Command = {
               warn(`could not release lock "${configuration.name}" (${messageOf(error)}); it stays held until ${configuration.lockAtMostUntil.toISOString()}`),
           },
         })
+        // A signal before the command started: the executor runs nothing more, so the task never
+        // starts, and a slot claimed for it is given back for another host or a later run.
+        signals.beforeStart(() => void executor.close())
         let outcome
         try {
           outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), slot === undefined ? options : { ...options, slot })
@@ -150,6 +159,15 @@ export const runCommand: Command = {
           throw new CliError(`${why}; the command was not run`, { cause: error })
         }
         if (outcome.executed) return outcome.result
+        if (outcome.reason === 'closed') {
+          // Only a signal closes this executor: its line went to stderr when it arrived.
+          const signal = signals.received ?? 'SIGTERM'
+          if (json) {
+            const stop = { skipped: true, reason: 'stopped', signal, name, slot: slot?.toISOString() ?? null, lockedBy: null, lockedAt: null, lockUntil: null }
+            process.stdout.write(`${JSON.stringify(stop)}\n`)
+          }
+          return 128 + signalNumber(signal)
+        }
         if (json) {
           const record = outcome.reason === 'slot-done' ? undefined : await store.inspector.get(name).catch(() => undefined)
           const held = record?.held === true
@@ -208,24 +226,44 @@ function signalNumber(signal: NodeJS.Signals): number {
   return constants.signals[signal] ?? 0
 }
 
-/** Catches the forwarded signals for the whole command, and passes them to the child once it runs. */
+/**
+ * Catches the forwarded signals for the whole command: one that arrives before the command
+ * started stops it from starting (`beforeStart`), later ones are passed on to it.
+ */
 class SignalRelay {
   /** The last signal received, if any. */
   received: NodeJS.Signals | undefined
+  #started = false
   #child: ChildProcess | undefined
+  #stop: (() => void) | undefined
   readonly #handler = (signal: NodeJS.Signals): void => {
+    const first = this.received === undefined
     this.received = signal
-    // The child may have exited already; kill() then fails quietly.
-    this.#child?.kill(signal)
+    if (this.#started) {
+      // The child may have exited already; kill() then fails quietly.
+      this.#child?.kill(signal)
+      return
+    }
+    // Said at once: taking the lock may still take a while (a store that is slow to answer).
+    if (first) process.stderr.write(`shedlock run: ${signal} before the command started: the command will not be run\n`)
+    this.#stop?.()
   }
 
   constructor() {
     for (const signal of FORWARDED) process.on(signal, this.#handler)
   }
 
+  /** Calls `stop` on a signal that arrives before the command starts; at once if one already has. */
+  beforeStart(stop: () => void): void {
+    this.#stop = stop
+    if (this.received !== undefined && !this.#started) stop()
+  }
+
   /** Runs the command with inherited stdio; resolves to the exit code shedlock should have. */
   run(file: string, args: readonly string[]): Promise<number> {
+    // beforeStart's stop keeps the task from starting; this is the last guard.
     if (this.received !== undefined) return Promise.resolve(128 + signalNumber(this.received))
+    this.#started = true
     return new Promise((resolve) => {
       let settled = false
       const done = (code: number): void => {
