@@ -9,6 +9,8 @@ import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { CliError, type Command, EXIT_OK, integerOption, messageOf, parseOptions, UsageError } from './command.ts'
 import { describeHolder } from './lock-table.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
+import type { RunLedger } from '../core/run-ledger.ts'
+import type { StoreAdmin } from '../support/store-admin.ts'
 import { redactSecrets } from '../support/store-url.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
@@ -16,7 +18,8 @@ import { storeUrlOption, URL_HELP } from './store-url.ts'
 const HELP = `Usage: shedlock run [--url URL] [--table NAME] --name NAME
                     --lock-at-most-for D [--lock-at-least-for D] [--keep-alive]
                     [--slot minute|hour|day|ISO] [--quiet | --json]
-                    [--skipped-exit-code N] -- COMMAND [ARGS...]
+                    [--skipped-exit-code N] [--runs-table T | --no-history]
+                    -- COMMAND [ARGS...]
 
 Runs COMMAND under the lock NAME: put it in the crontab of every host, and at
 each tick exactly one host runs COMMAND; the others print one line
@@ -25,12 +28,22 @@ and exit 0 (or --skipped-exit-code) at once: they never wait. COMMAND gets
 this process's stdin, stdout and stderr; its exit code is shedlock's, and a
 COMMAND killed by a signal makes shedlock exit 128 + the signal's number
 (SIGTERM: 143). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to shedlock are
-passed on to COMMAND.
+passed on to COMMAND. One that comes before COMMAND started (while shedlock
+connects or takes the lock) stops it from starting: shedlock prints
+  shedlock run: SIGTERM before the command started: the command will not be run
+on stderr and exits 128 + the signal's number. With --slot, the slot is given
+back: a later run for it (on any host) still runs COMMAND.
 
 When COMMAND exits the lock is released, but held until --lock-at-least-for
 after the start. If this host dies, the lock frees itself after
 --lock-at-most-for: set it well above COMMAND's longest run, or use
 --keep-alive.
+
+Where the store keeps a run history for the URL (SQL: once "shedlock init"
+created its table; Redis: always), each run is recorded there, as executors
+record theirs: outcome ok when COMMAND exits 0, failed otherwise (the error
+says the exit code or the signal), skipped for a --slot run that found the
+lock held. "shedlock history NAME" and "shedlock status --stale" read it.
 
 Options:
 ${URL_HELP}
@@ -59,9 +72,14 @@ ${URL_HELP}
   --json                   print the skip as one JSON line instead: { skipped:
                            true, reason: "held" or "slot-done", name, slot,
                            lockedBy, lockedAt, lockUntil } (ISO times; null
-                           where unknown)
+                           where unknown); stopped by a signal before COMMAND
+                           started: reason "stopped" and signal (e.g.
+                           "SIGTERM")
   --skipped-exit-code N    exit N (0-255) when skipped (default: 0), so that a
                            script can tell a skip from a run, as flock -E does
+  --runs-table T           the run history's table (SQL; default:
+                           shedlock_runs); a missing one is a warning
+  --no-history             record nothing in the run history
   -h, --help               show this help
 
 Crontab (every host, every night at 02:00):
@@ -71,6 +89,7 @@ Crontab (every host, every night at 02:00):
 Exit codes: COMMAND's exit code when it ran (128 + N when killed by signal N),
             0 (or --skipped-exit-code) skipped because another host holds
             the lock, or ran the slot,
+            128 + N stopped by signal N before COMMAND started (not run),
             1 the store failed (COMMAND was not run), 2 usage error,
             126 COMMAND is not executable, 127 COMMAND not found
 `
@@ -98,6 +117,8 @@ export const runCommand: Command = {
       quiet: { type: 'boolean' },
       json: { type: 'boolean' },
       'skipped-exit-code': { type: 'string' },
+      'runs-table': { type: 'string' },
+      'no-history': { type: 'boolean' },
     })
     const [file, ...fileArgs] = commandLine
     if (file === undefined || file === '')
@@ -123,26 +144,35 @@ export const runCommand: Command = {
     const skippedExitCode = integerOption(values, 'skipped-exit-code', EXIT_OK, 0, 255)
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
+    const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
+    const history = values['no-history'] !== true
 
-    // Signals that arrive before the command starts stop it from starting; later ones go to it.
     const signals = new SignalRelay()
     try {
-      return await withStore(url, { table }, async (store) => {
+      return await withStore(url, { table, runsTable }, async (store) => {
         if (keepAlive && !store.extensible) throw new UsageError(`--keep-alive needs a store whose locks can be extended; ${store.kind} locks cannot be`)
         const provider = keepAlive ? keepAliveLockProvider(store.provider() as ExtensibleLockProvider) : store.provider()
         const warn = (line: string): void => void process.stderr.write(redactSecrets(`shedlock run: warning: ${line}\n`))
+        const runLedger = history ? await readyLedger(store, runsTable, url.redacted, warn) : undefined
         const executor = createLockingTaskExecutor(provider, {
+          runLedger,
           listener: {
+            onRunLedgerFailed: (configuration, error) =>
+              warn(`could not record this run of "${configuration.name}" in the run history (${messageOf(error)}); the command ran as usual`),
             onLockLost: (configuration, reason) =>
               warn(`${reason.message}; lock "${configuration.name}" may be taken by another host while the command still runs`),
             onUnlockFailed: (configuration, error) =>
               warn(`could not release lock "${configuration.name}" (${messageOf(error)}); it stays held until ${configuration.lockAtMostUntil.toISOString()}`),
           },
         })
+        // A signal before the command started: the executor runs nothing more, so the task never
+        // starts, and a slot claimed for it is given back for another host or a later run.
+        signals.beforeStart(() => void executor.close())
         let outcome
         try {
           outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), slot === undefined ? options : { ...options, slot })
         } catch (error) {
+          if (error instanceof CommandFailedError) return error.exitCode
           if (!(error instanceof LockProviderError)) throw error
           // A missing table says how to create it, rather than quoting the DDL.
           const broken = (await store.structure().catch(() => [])).find((check) => check.status === 'fail')
@@ -150,6 +180,15 @@ export const runCommand: Command = {
           throw new CliError(`${why}; the command was not run`, { cause: error })
         }
         if (outcome.executed) return outcome.result
+        if (outcome.reason === 'closed') {
+          // Only a signal closes this executor: its line went to stderr when it arrived.
+          const signal = signals.received ?? 'SIGTERM'
+          if (json) {
+            const stop = { skipped: true, reason: 'stopped', signal, name, slot: slot?.toISOString() ?? null, lockedBy: null, lockedAt: null, lockUntil: null }
+            process.stdout.write(`${JSON.stringify(stop)}\n`)
+          }
+          return 128 + signalNumber(signal)
+        }
         if (json) {
           const record = outcome.reason === 'slot-done' ? undefined : await store.inspector.get(name).catch(() => undefined)
           const held = record?.held === true
@@ -204,35 +243,85 @@ async function skippedLine(get: () => Promise<LockRecord | undefined>, name: str
   }
 }
 
+/**
+ * The store's run ledger when it is set up for this URL, else `undefined`: without one, `run`
+ * records nothing, as before there was a history. Not being able to tell is no history either:
+ * the lock attempt that follows reports a failing store.
+ */
+async function readyLedger(store: StoreAdmin, runsTable: string | undefined, where: string, warn: (line: string) => void): Promise<RunLedger | undefined> {
+  if (!store.runLedger || !store.runLedgerReady) return undefined
+  if (await store.runLedgerReady().catch(() => false)) return store.runLedger
+  // Only a table the user named is worth a line; the default one is simply not set up.
+  if (runsTable !== undefined)
+    warn(`no run history table ${runsTable}; create it with: shedlock init --url ${where} --runs-table ${runsTable}; this run is not recorded`)
+  return undefined
+}
+
+/** A command that did not exit 0: the run history records it as failed, with this message; shedlock exits with `exitCode`. */
+class CommandFailedError extends Error {
+  override name = 'CommandFailedError'
+  readonly exitCode: number
+
+  constructor(message: string, exitCode: number) {
+    super(message)
+    this.exitCode = exitCode
+  }
+}
+
 function signalNumber(signal: NodeJS.Signals): number {
   return constants.signals[signal] ?? 0
 }
 
-/** Catches the forwarded signals for the whole command, and passes them to the child once it runs. */
+/**
+ * Catches the forwarded signals for the whole command: one that arrives before the command
+ * started stops it from starting (`beforeStart`), later ones are passed on to it.
+ */
 class SignalRelay {
   /** The last signal received, if any. */
   received: NodeJS.Signals | undefined
+  #started = false
   #child: ChildProcess | undefined
+  #stop: (() => void) | undefined
   readonly #handler = (signal: NodeJS.Signals): void => {
+    const first = this.received === undefined
     this.received = signal
-    // The child may have exited already; kill() then fails quietly.
-    this.#child?.kill(signal)
+    if (this.#started) {
+      // The child may have exited already; kill() then fails quietly.
+      this.#child?.kill(signal)
+      return
+    }
+    // Said at once: taking the lock may still take a while (a store that is slow to answer).
+    if (first) process.stderr.write(`shedlock run: ${signal} before the command started: the command will not be run\n`)
+    this.#stop?.()
   }
 
   constructor() {
     for (const signal of FORWARDED) process.on(signal, this.#handler)
   }
 
-  /** Runs the command with inherited stdio; resolves to the exit code shedlock should have. */
-  run(file: string, args: readonly string[]): Promise<number> {
-    if (this.received !== undefined) return Promise.resolve(128 + signalNumber(this.received))
-    return new Promise((resolve) => {
+  /** Calls `stop` on a signal that arrives before the command starts; at once if one already has. */
+  beforeStart(stop: () => void): void {
+    this.#stop = stop
+    if (this.received !== undefined && !this.#started) stop()
+  }
+
+  /**
+   * Runs the command with inherited stdio; resolves to 0 when it exits 0, rejects with a
+   * {@link CommandFailedError} holding the exit code shedlock should have otherwise.
+   */
+  run(file: string, args: readonly string[]): Promise<0> {
+    // beforeStart's stop keeps the task from starting; this is the last guard.
+    if (this.received !== undefined)
+      return Promise.reject(new CommandFailedError(`${file}: not started: ${this.received} came first`, 128 + signalNumber(this.received)))
+    this.#started = true
+    return new Promise((resolve, reject) => {
       let settled = false
-      const done = (code: number): void => {
+      const done = (code: number, why: string): void => {
         if (settled) return
         settled = true
         this.#child = undefined
-        resolve(code)
+        if (code === 0) resolve(0)
+        else reject(new CommandFailedError(`${file}: ${why}`, code))
       }
       const child = spawn(file, args, { stdio: 'inherit' })
       this.#child = child
@@ -241,9 +330,14 @@ class SignalRelay {
         const code = error.code === 'ENOENT' ? 127 : error.code === 'EACCES' ? 126 : 1
         const why = code === 127 ? 'command not found' : code === 126 ? 'permission denied' : error.message
         process.stderr.write(`shedlock run: ${file}: ${why}\n`)
-        done(code)
+        done(code, `${why} (exit ${code})`)
       })
-      child.on('exit', (code, signal) => done(code ?? 128 + signalNumber(signal ?? 'SIGKILL')))
+      child.on('exit', (code, signal) => {
+        if (code !== null) return done(code, `exited with code ${code}`)
+        const killedBy = signal ?? 'SIGKILL'
+        const exit = 128 + signalNumber(killedBy)
+        done(exit, `killed by ${killedBy} (exit ${exit})`)
+      })
     })
   }
 

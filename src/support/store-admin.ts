@@ -41,6 +41,12 @@ export interface StoreAdmin {
   readonly inspector: LockInspector
   /** The store's run history over this connection, where the store has one (`shedlock history`, `status`). */
   readonly runLedger?: RunLedger
+  /**
+   * Whether `runLedger` is set up, so that `shedlock run` records its runs in it: SQL, when the
+   * runs table exists (`shedlock init` creates it); Redis, always (it needs no setup). One round
+   * trip at most. Present with `runLedger`.
+   */
+  runLedgerReady?(): Promise<boolean>
   /** Creates what the provider needs (table, bucket, root node) if missing; resolves to what was done, one line each. */
   init(): Promise<string[]>
   /** A round trip; resolves to a description of the server (its version, when it says). */

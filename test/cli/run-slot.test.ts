@@ -1,8 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { postgresSchema } from '../../src/providers/postgres/index.ts'
+import { slotRecordName } from '../../src/index.ts'
+import { postgresLockInspector, postgresSchema } from '../../src/providers/postgres/index.ts'
 import { uniqueTable } from '../support/backends.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
-import { cli } from './support/cli.ts'
+import { cli, type StartedCli, startCli, waitFor } from './support/cli.ts'
 
 // shedlock run --slot, on PostgreSQL (the built bin, as users run it).
 const pool = await postgresPoolOrSkip(2)
@@ -59,6 +60,70 @@ describe.skipIf(!pool)('shedlock run --slot', () => {
       'true',
     ])
     expect(skipped).toMatchObject({ code: 0, stdout: '', stderr: '' })
+  })
+})
+
+describe.skipIf(!pool)('shedlock run --slot stopped by a signal before the command starts', () => {
+  const db = pool!
+  const inspector = postgresLockInspector({ client: db, tableName: table })
+
+  /**
+   * Starts `shedlock run ...args` and sends it SIGTERM while it waits for the lock of `name`: a
+   * transaction of this test holds the lock's row (an expired lock, free to take), so the CLI's
+   * INSERT ... ON CONFLICT waits for it; the transaction ends once the CLI said it got the signal.
+   */
+  async function stoppedWhileLocking(name: string, args: string[]): Promise<Awaited<StartedCli['done']>> {
+    await db.query(
+      `INSERT INTO ${table} (name, lock_until, locked_at, locked_by) VALUES ($1, timezone('utc', now()) - interval '1 minute', timezone('utc', now()) - interval '2 minutes', 'earlier')`,
+      [name],
+    )
+    const hostage = await db.connect()
+    try {
+      await hostage.query('BEGIN')
+      await hostage.query(`SELECT name FROM ${table} WHERE name = $1 FOR UPDATE`, [name])
+      const runner = startCli(['run', '--url', POSTGRES_URL, '--table', table, '--name', name, '--lock-at-most-for', '1m', ...args])
+      const waiting = async (): Promise<boolean> =>
+        (
+          await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE $1`, [
+            `INSERT INTO ${table} %`,
+          ])
+        ).rowCount! > 0
+      expect(await waitFor(waiting, 15_000), runner.stderr()).toBe(true)
+      runner.child.kill('SIGTERM')
+      expect(await waitFor(() => runner.stderr().includes('SIGTERM'), 10_000), runner.stderr()).toBe(true)
+      await hostage.query('ROLLBACK')
+      return await runner.done
+    } finally {
+      hostage.release()
+    }
+  }
+
+  it('SIGTERM while the lock is taken: exit 143, the command never starts, the slot is given back and a later run of it runs the command', async () => {
+    const slot = '2026-11-25T02:00:00Z'
+    const stopped = await stoppedWhileLocking('stopped', ['--slot', slot, '--', process.execPath, '-e', 'console.log("ran")'])
+    expect(stopped).toMatchObject({ code: 143, stdout: '', stderr: 'shedlock run: SIGTERM before the command started: the command will not be run\n' })
+    expect((await inspector.get(slotRecordName('stopped', new Date(slot))))?.held ?? false).toBe(false)
+    expect((await inspector.get('stopped'))?.held).toBe(false)
+    const again = await run('stopped', slot, process.execPath, '-e', 'console.log("ran")')
+    expect(again).toMatchObject({ code: 0, stdout: 'ran\n', stderr: '' })
+    expect((await inspector.get(slotRecordName('stopped', new Date(slot))))?.held).toBe(true)
+  })
+
+  it('--json: one line with reason "stopped" and the signal', async () => {
+    const slot = '2026-11-25T03:00:00Z'
+    const stopped = await stoppedWhileLocking('stopped-json', ['--slot', slot, '--json', '--skipped-exit-code', '75', '--', 'true'])
+    expect(stopped.code).toBe(143)
+    expect(JSON.parse(stopped.stdout)).toEqual({
+      skipped: true,
+      reason: 'stopped',
+      signal: 'SIGTERM',
+      name: 'stopped-json',
+      slot: '2026-11-25T03:00:00.000Z',
+      lockedBy: null,
+      lockedAt: null,
+      lockUntil: null,
+    })
+    expect((await inspector.get(slotRecordName('stopped-json', new Date(slot))))?.held ?? false).toBe(false)
   })
 })
 

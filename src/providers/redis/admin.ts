@@ -54,6 +54,8 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     provider: () => provider,
     inspector,
     runLedger: redisRunLedger({ client: redis.client, environment: space.environment }),
+    // Streams are created by the first run, capped and expired by the ledger itself.
+    runLedgerReady: async () => true,
     init: async () => [`Redis needs no setup: each lock is a key ${space.prefix}<name>, created when the lock is taken`],
     async ping() {
       const info = String(await command(['INFO', 'server']))

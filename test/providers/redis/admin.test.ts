@@ -13,7 +13,8 @@ describe.skipIf(!client)('shedlock CLI on Redis (the built bin)', () => {
   const environment = `cli-test-${process.pid}-${randomBytes(3).toString('hex')}`
   const cliUrl = `${url}${url.includes('?') ? '&' : '?'}environment=${environment}`
   afterAll(async () => {
-    const keys = await redis.keys(`job-lock:${environment}:*`)
+    // The locks, and the run history that shedlock run writes on Redis.
+    const keys = [...(await redis.keys(`job-lock:${environment}:*`)), ...(await redis.keys(`shedlock-runs:${environment}:*`))]
     if (keys.length > 0) await redis.del(...keys)
     redis.disconnect()
   })
