@@ -234,6 +234,64 @@ describe('the docs examples, run as shown', { timeout: 120_000 }, () => {
   })
 })
 
+// docs/orm.md's Prisma 7 schema, generated and compiled as a user does: `prisma generate` (the
+// prisma-client generator writes TypeScript into src/), then tsc, then node. The ES module project
+// resolves as a bundler does, where Prisma writes extensionless imports unless the schema says
+// importFileExtension; the CommonJS one compiles with nodenext.
+describe("docs/orm.md's Prisma 7 set-up", { timeout: 120_000 }, () => {
+  const projects = [
+    ['an ES module project (moduleResolution bundler)', 'module', { module: 'esnext', moduleResolution: 'bundler' }],
+    ['a CommonJS project (module nodenext)', 'commonjs', { module: 'nodenext' }],
+  ] as const
+  it.each(projects)('runs after tsc in %s', async (_label, type, compilerOptions) => {
+    const pool = await postgresPoolOrSkip(1)
+    if (!pool) return
+    await pool.end()
+    const schema = blocksOfSection('docs/orm.md', '## Prisma 7: a client that runs after `tsc`').find((b) => b.info === 'prisma')
+    expect(schema, 'a prisma block').toBeDefined()
+    const app = join(consumer, `prisma-${type}`)
+    mkdirSync(join(app, 'prisma'), { recursive: true })
+    mkdirSync(join(app, 'src'))
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ private: true, type }))
+    writeFileSync(join(app, 'prisma', 'schema.prisma'), schema!.code)
+    const options = { ...compilerOptions, rootDir: 'src', outDir: 'dist', types: ['node'], strict: true, skipLibCheck: true }
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions: options, include: ['src'] }))
+    const table = `prisma_consumer_${type}_${process.pid}`
+    writeFileSync(
+      join(app, 'src', 'index.ts'),
+      [
+        "import { PrismaPg } from '@prisma/adapter-pg'",
+        "import { createLockingTaskExecutor } from 'shedlock'",
+        "import { prismaLockProvider } from 'shedlock/orm/prisma'",
+        "import { postgresSchema } from 'shedlock/postgres'",
+        "import { PrismaClient } from './generated/prisma/client.js'",
+        'async function main(): Promise<void> {',
+        '  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL }) })',
+        `  await prisma.$executeRawUnsafe(postgresSchema({ tableName: '${table}' }))`,
+        `  const executor = createLockingTaskExecutor(prismaLockProvider(prisma, { tableName: '${table}' }))`,
+        "  const outcome = await executor.executeWithLock(async () => 'ran', { name: 'prisma-consumer', lockAtMostFor: '1m' })",
+        "  console.log(outcome.executed ? outcome.result : outcome.reason, typeof module === 'object' ? 'commonjs' : 'esm')",
+        '  await executor.close()',
+        `  await prisma.$executeRawUnsafe('DROP TABLE ${table}')`,
+        '  await prisma.$disconnect()',
+        '}',
+        'void main()',
+        '',
+      ].join('\n'),
+    )
+    // prisma generate checks that the schema engine is installed, which it would download; the
+    // prisma-client generator never runs it (Prisma 7 generates in WebAssembly).
+    const generated = run(process.execPath, [join(consumer, 'node_modules', 'prisma', 'build', 'index.js'), 'generate'], app, {
+      PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false',
+      PRISMA_HIDE_UPDATE_MESSAGE: '1',
+    })
+    expect(generated.status, output(generated)).toBe(0)
+    expectSuccess(tsc(join(app, 'tsconfig.json')))
+    const result = run(process.execPath, ['dist/index.js'], app, { DATABASE_URL: POSTGRES_URL })
+    expect(expectSuccess(result)).toBe(`ran ${type === 'module' ? 'esm' : 'commonjs'}\n`)
+  })
+})
+
 describe('a CommonJS consumer', { timeout: 120_000 }, () => {
   it('compiles with module nodenext and runs: require() loads shedlock through require(esm)', () => {
     expectSuccess(tsc(tsconfig('cjs', 'tsconfig.json', { module: 'nodenext', outDir: 'out' }, ['consumer.ts'])))
