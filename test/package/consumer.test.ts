@@ -1,7 +1,9 @@
 // The packages as a user gets them: both tarballs (`npm pack`) installed into a fresh project in
 // a temporary folder, then publint, are-the-types-wrong, the README's first lock against
-// PostgreSQL, a CommonJS consumer under several TypeScript settings, and every TypeScript code
-// block of the README and docs/ type-checked against the installed packages.
+// PostgreSQL, a CommonJS consumer under several TypeScript settings, the docs' runnable examples
+// (the README's first lock, docs/typescript.md's CommonJS program, docs/orm.md's Prisma 7 set-up)
+// run as shown, and every TypeScript code block of the README and docs/ type-checked against the
+// installed packages (as ES modules, and as CommonJS where marked).
 //
 // The tarballs are packed with --ignore-scripts from the dist/ that `npm test` has just built:
 // `prepack` would rebuild (rm -rf dist) under the feet of the test files running alongside.
