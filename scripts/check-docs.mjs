@@ -19,6 +19,11 @@
 //   node scripts/check-docs.mjs                      check every link
 //   node scripts/check-docs.mjs --snippets-only-list list every ```ts / ```typescript block
 //                                                    with its file and line, check nothing
+//
+// A TypeScript block is type-checked as an ES module. Words after the language on the fence
+// choose the module systems instead (GitHub and npm show only the language): ```ts commonjs
+// compiles it in a CommonJS project, ```ts esm commonjs in both; the list shows them after the
+// language (`--- README.md:70 ts esm commonjs (40 lines)`).
 //   node scripts/check-docs.mjs --root DIR           check another tree (the tests use it)
 //
 // Plain Node, no dependencies.
@@ -89,15 +94,15 @@ function scanFences(text) {
       inCode[i] = true
       const close = /^ {0,3}(`{3,}|~{3,})\s*$/.exec(line)
       if (close && close[1][0] === open.fence[0] && close[1].length >= open.fence.length) {
-        blocks.push({ info: open.info, line: open.line + 1, code: lines.slice(open.line, i).join('\n') })
+        blocks.push({ info: open.info, words: open.words, line: open.line + 1, code: lines.slice(open.line, i).join('\n') })
         open = undefined
       }
       continue
     }
-    const start = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$/.exec(line)
+    const start = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)([^`]*)$/.exec(line)
     if (start) {
       inCode[i] = true
-      open = { fence: start[1], info: start[2].toLowerCase(), line: i + 1 }
+      open = { fence: start[1], info: start[2].toLowerCase(), words: start[3].trim().toLowerCase().split(/\s+/).filter(Boolean), line: i + 1 }
     }
   }
   return { lines, inCode, blocks, unclosed: open ? open.line : undefined }
@@ -305,18 +310,29 @@ function linkProblem(root, file, target, { scanOf, packages, owner }) {
   return `no heading with anchor #${wanted} in ${targetFile}`
 }
 
+/** The module systems a TypeScript block may name after its language; anything else is refused, so that a typo does not silently drop a check. */
+const MODULE_WORDS = new Set(['esm', 'commonjs'])
+
 function listSnippets(root) {
   let count = 0
+  const problems = []
   for (const file of markdownFiles(root)) {
     const scan = scanFences(readFileSync(join(root, file), 'utf8'))
     for (const block of scan.blocks) {
       if (block.info !== 'ts' && block.info !== 'typescript') continue
       count++
+      const unknown = block.words.filter((word) => !MODULE_WORDS.has(word))
+      if (unknown.length > 0) problems.push(`${file}:${block.line - 1}: unknown word ${JSON.stringify(unknown[0])} after ${block.info}: only esm and commonjs`)
       const lineCount = block.code === '' ? 0 : block.code.split('\n').length
-      process.stdout.write(`--- ${file}:${block.line} ${block.info} (${lineCount} lines)\n${block.code}${lineCount === 0 ? '' : '\n'}`)
+      const words = block.words.length === 0 ? '' : ` ${block.words.join(' ')}`
+      process.stdout.write(`--- ${file}:${block.line} ${block.info}${words} (${lineCount} lines)\n${block.code}${lineCount === 0 ? '' : '\n'}`)
     }
   }
   process.stderr.write(`check-docs: ${count} TypeScript code blocks\n`)
+  if (problems.length > 0) {
+    for (const problem of problems) process.stderr.write(`  ${problem}\n`)
+    process.exitCode = 1
+  }
 }
 
 // `| head` closes the pipe early: that is no error.

@@ -109,3 +109,24 @@ describe('the link checker', () => {
     expect(result.stdout).toBe('--- docs/a.md:15 ts (2 lines)\n[not a link](missing.md)\nconst x: number = 1\n')
   })
 })
+
+describe('the snippet list', () => {
+  const fixture = mkdtempSync(join(tmpdir(), 'shedlock-check-docs-modules-'))
+  afterAll(() => rmSync(fixture, { recursive: true, force: true }))
+  const list = (markdown: string) => {
+    writeFileSync(join(fixture, 'README.md'), markdown)
+    return spawnSync(process.execPath, [script, '--root', fixture, '--snippets-only-list'], { encoding: 'utf8' })
+  }
+
+  it('shows the module systems named after the language (```ts esm commonjs)', () => {
+    const result = list('```ts esm commonjs\nconst a = 1\n```\n\n```typescript commonjs\nconst b = 2\n```\n')
+    expect(result.status).toBe(0)
+    expect(result.stdout).toBe('--- README.md:2 ts esm commonjs (1 lines)\nconst a = 1\n--- README.md:6 typescript commonjs (1 lines)\nconst b = 2\n')
+  })
+
+  it('refuses any other word there, so that a typo does not drop a check', () => {
+    const result = list('```ts cjs\nconst a = 1\n```\n')
+    expect(result.status).toBe(1)
+    expect(result.stderr).toMatch(/README\.md:1: unknown word "cjs" after ts: only esm and commonjs/)
+  })
+})

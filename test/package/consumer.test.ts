@@ -1,7 +1,9 @@
 // The packages as a user gets them: both tarballs (`npm pack`) installed into a fresh project in
 // a temporary folder, then publint, are-the-types-wrong, the README's first lock against
-// PostgreSQL, a CommonJS consumer under several TypeScript settings, and every TypeScript code
-// block of the README and docs/ type-checked against the installed packages.
+// PostgreSQL, a CommonJS consumer under several TypeScript settings, the docs' runnable examples
+// (the README's first lock, docs/typescript.md's CommonJS program, docs/orm.md's Prisma 7 set-up)
+// run as shown, and every TypeScript code block of the README and docs/ type-checked against the
+// installed packages (as ES modules, and as CommonJS where marked).
 //
 // The tarballs are packed with --ignore-scripts from the dist/ that `npm test` has just built:
 // `prepack` would rebuild (rm -rf dist) under the feet of the test files running alongside.
@@ -14,8 +16,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startNode, waitFor } from '../support/processes.ts'
 import { postgresPoolOrSkip, POSTGRES_URL } from '../support/sql-pools.ts'
-import { writeSnippets } from './snippets.ts'
+import { snippetsOf, writeSnippets } from './snippets.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const fixtures = fileURLToPath(new URL('./fixtures', import.meta.url))
@@ -162,6 +165,135 @@ describe('an ES module consumer', { timeout: 120_000 }, () => {
   })
 })
 
+/** The fenced blocks of a Markdown section (from its heading to the next heading of its level or above), with their language. */
+function blocksOfSection(file: string, heading: string): { info: string; code: string }[] {
+  const text = readFileSync(join(root, file), 'utf8')
+  const start = text.indexOf(`\n${heading}\n`)
+  if (start === -1) throw new Error(`${file} has no heading ${JSON.stringify(heading)}`)
+  const level = /^#+/.exec(heading)![0]
+  const rest = text.slice(start + heading.length + 2)
+  const end = rest.search(new RegExp(`\\n#{1,${level.length}} `))
+  const section = end === -1 ? rest : rest.slice(0, end)
+  return [...section.matchAll(/^```(\w+)[^\n]*\n([\s\S]*?)^```$/gm)].map((m) => ({ info: m[1]!, code: m[2]! }))
+}
+
+// The README's first lock and docs/typescript.md's CommonJS program, as a reader runs them: in a
+// project that installed the packed tarball, each on a database of its own that nothing else
+// created (the README's task must not need a table of its own).
+describe('the docs examples, run as shown', { timeout: 120_000 }, () => {
+  const database = `shedlock_docs_${process.pid}`
+  const url = new URL(POSTGRES_URL)
+  url.pathname = `/${database}`
+  let admin: Awaited<ReturnType<typeof postgresPoolOrSkip>>
+  beforeAll(async () => {
+    admin = await postgresPoolOrSkip(1)
+    if (admin) await admin.query(`CREATE DATABASE ${database}`)
+  })
+  afterAll(async () => {
+    if (!admin) return
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    await admin.end()
+  })
+
+  it("the README's first lock prints on its first tick, a second copy skips, and SIGTERM stops both", async () => {
+    if (!admin) return
+    const [block, ...others] = snippetsOf(root).filter((s) => s.file === 'README.md' && s.modules.includes('commonjs'))
+    expect(others, 'one README block is marked commonjs: the first lock').toEqual([])
+    // As the README says: saved as first-lock.mjs in a project of npm init (CommonJS by default).
+    const app = join(consumer, 'first-lock')
+    mkdirSync(app)
+    writeFileSync(join(app, 'first-lock.mjs'), block!.code)
+    const env = { DATABASE_URL: url.href }
+    const first = startNode(['first-lock.mjs'], { cwd: app, env, killAfterMs: 60_000 })
+    expect(await waitFor(() => first.stdout().includes('\n'), 20_000), first.stderr()).toBe(true)
+    const second = startNode(['first-lock.mjs'], { cwd: app, env, killAfterMs: 60_000 })
+    expect(await waitFor(() => second.stdout().includes('\n'), 20_000), second.stderr()).toBe(true)
+    for (const copy of [first, second]) copy.child.kill('SIGTERM')
+    const [a, b] = await Promise.all([first.done, second.done])
+    expect(a.stdout).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z ran: the database holds \d+ \w+\n$/)
+    expect(b.stdout).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z skipped: held\n$/)
+    expect([a.code, a.stderr, b.code, b.stderr]).toEqual([0, '', 0, ''])
+  })
+
+  it("docs/typescript.md's CommonJS program builds with its tsconfig.json under TypeScript 6 and runs", async () => {
+    if (!admin) return
+    const blocks = blocksOfSection('docs/typescript.md', '## A complete CommonJS program')
+    const json = blocks.filter((b) => b.info === 'json').map((b) => JSON.parse(b.code) as Record<string, unknown>)
+    const manifest = json.find((j) => 'scripts' in j)
+    const config = json.find((j) => 'compilerOptions' in j)
+    const program = blocks.find((b) => b.info === 'ts')
+    expect([manifest, config, program].every(Boolean), 'a package.json, a tsconfig.json and a ts block').toBe(true)
+    const app = join(consumer, 'commonjs-program')
+    mkdirSync(join(app, 'src'), { recursive: true })
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'report', private: true, ...manifest }))
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(config))
+    writeFileSync(join(app, 'src', 'report.ts'), program!.code)
+    expectSuccess(tsc(join(app, 'tsconfig.json')))
+    const env = { DATABASE_URL: url.href }
+    const once = () => run('npm', ['start', '--silent'], app, env)
+    expect(expectSuccess(once())).toMatch(/^connections: \d+\n$/)
+    expect(expectSuccess(once())).toBe('skipped: held\n')
+  })
+})
+
+// docs/orm.md's Prisma 7 schema, generated and compiled as a user does: `prisma generate` (the
+// prisma-client generator writes TypeScript into src/), then tsc, then node. The ES module project
+// resolves as a bundler does, where Prisma writes extensionless imports unless the schema says
+// importFileExtension; the CommonJS one compiles with nodenext.
+describe("docs/orm.md's Prisma 7 set-up", { timeout: 120_000 }, () => {
+  const projects = [
+    ['an ES module project (moduleResolution bundler)', 'module', { module: 'esnext', moduleResolution: 'bundler' }],
+    ['a CommonJS project (module nodenext)', 'commonjs', { module: 'nodenext' }],
+  ] as const
+  it.each(projects)('runs after tsc in %s', async (_label, type, compilerOptions) => {
+    const pool = await postgresPoolOrSkip(1)
+    if (!pool) return
+    await pool.end()
+    const schema = blocksOfSection('docs/orm.md', '## Prisma 7: a client that runs after `tsc`').find((b) => b.info === 'prisma')
+    expect(schema, 'a prisma block').toBeDefined()
+    const app = join(consumer, `prisma-${type}`)
+    mkdirSync(join(app, 'prisma'), { recursive: true })
+    mkdirSync(join(app, 'src'))
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ private: true, type }))
+    writeFileSync(join(app, 'prisma', 'schema.prisma'), schema!.code)
+    const options = { ...compilerOptions, rootDir: 'src', outDir: 'dist', types: ['node'], strict: true, skipLibCheck: true }
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions: options, include: ['src'] }))
+    const table = `prisma_consumer_${type}_${process.pid}`
+    writeFileSync(
+      join(app, 'src', 'index.ts'),
+      [
+        "import { PrismaPg } from '@prisma/adapter-pg'",
+        "import { createLockingTaskExecutor } from 'shedlock'",
+        "import { prismaLockProvider } from 'shedlock/orm/prisma'",
+        "import { postgresSchema } from 'shedlock/postgres'",
+        "import { PrismaClient } from './generated/prisma/client.js'",
+        'async function main(): Promise<void> {',
+        '  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL }) })',
+        `  await prisma.$executeRawUnsafe(postgresSchema({ tableName: '${table}' }))`,
+        `  const executor = createLockingTaskExecutor(prismaLockProvider(prisma, { tableName: '${table}' }))`,
+        "  const outcome = await executor.executeWithLock(async () => 'ran', { name: 'prisma-consumer', lockAtMostFor: '1m' })",
+        "  console.log(outcome.executed ? outcome.result : outcome.reason, typeof module === 'object' ? 'commonjs' : 'esm')",
+        '  await executor.close()',
+        `  await prisma.$executeRawUnsafe('DROP TABLE ${table}')`,
+        '  await prisma.$disconnect()',
+        '}',
+        'void main()',
+        '',
+      ].join('\n'),
+    )
+    // prisma generate checks that the schema engine is installed, which it would download; the
+    // prisma-client generator never runs it (Prisma 7 generates in WebAssembly).
+    const generated = run(process.execPath, [join(consumer, 'node_modules', 'prisma', 'build', 'index.js'), 'generate'], app, {
+      PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false',
+      PRISMA_HIDE_UPDATE_MESSAGE: '1',
+    })
+    expect(generated.status, output(generated)).toBe(0)
+    expectSuccess(tsc(join(app, 'tsconfig.json')))
+    const result = run(process.execPath, ['dist/index.js'], app, { DATABASE_URL: POSTGRES_URL })
+    expect(expectSuccess(result)).toBe(`ran ${type === 'module' ? 'esm' : 'commonjs'}\n`)
+  })
+})
+
 describe('a CommonJS consumer', { timeout: 120_000 }, () => {
   it('compiles with module nodenext and runs: require() loads shedlock through require(esm)', () => {
     expectSuccess(tsc(tsconfig('cjs', 'tsconfig.json', { module: 'nodenext', outDir: 'out' }, ['consumer.ts'])))
@@ -231,5 +363,21 @@ describe('the TypeScript code blocks of the README and docs/', { timeout: 120_00
       tsconfig(folder, 'tsconfig.legacy.json', { ...options, experimentalDecorators: true, emitDecoratorMetadata: true }, ['legacy-decorators/*.ts']),
     )
     expect(legacy.status, output(legacy)).toBe(0)
+  })
+
+  // Blocks marked ```ts commonjs (the README's first lock, docs/typescript.md's program): what a
+  // project of "type": "commonjs" compiles, where top-level await is TS1309.
+  it('type-check as CommonJS (module nodenext, "type": "commonjs") where marked commonjs', () => {
+    const folder = 'snippets-commonjs'
+    const files = writeSnippets(root, join(consumer, folder)).filter((f) => f.includes(join(folder, 'commonjs')))
+    expect(files.some((f) => f.includes('README.md-'))).toBe(true)
+    expect(files.some((f) => f.includes('docs-typescript.md-'))).toBe(true)
+    const project = tsconfig(folder, 'tsconfig.commonjs.json', { module: 'nodenext', noEmit: true, skipLibCheck: true }, ['commonjs/*.ts'])
+    const result = tsc(project)
+    expect(result.status, output(result)).toBe(0)
+    // The same project refuses a top-level await: the check would catch one in a marked block.
+    writeFileSync(join(consumer, folder, 'commonjs', 'top-level-await.ts'), 'await Promise.resolve()\nexport {}\n')
+    const refused = tsc(project)
+    expect(output(refused)).toMatch(/top-level-await\.ts.*TS1309/)
   })
 })
