@@ -67,9 +67,9 @@ describe('docs/cli.md', () => {
 
 describe('docs/usage.md', () => {
   it('names every skip reason of executeWithLock() (the SkipReason type), and only those', () => {
-    const source = read('src/core/locking-task-executor.ts')
+    const source = read('src/core/task.ts')
     const type = /export type SkipReason =([^\n]+)/.exec(source)
-    if (!type) throw new Error('src/core/locking-task-executor.ts: no `export type SkipReason = ...` found')
+    if (!type) throw new Error('src/core/task.ts: no `export type SkipReason = ...` found')
     const reasons = [...type[1]!.matchAll(/'([^']+)'/g)].map((m) => m[1])
     expect(reasons).toContain('held')
     const documented = [...read('docs/usage.md').matchAll(/^- `reason: '([^']+)'`/gm)].map((m) => m[1])
