@@ -105,6 +105,8 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(command.help)
     return EXIT_OK
   }
+  redactWrites(process.stdout)
+  redactWrites(process.stderr)
   try {
     return await command.run(rest)
   } catch (error) {
@@ -137,6 +139,25 @@ const FLAGS: readonly (readonly [RegExp, string])[] = [
  */
 function flagNames(message: string): string {
   return FLAGS.reduce((text, [pattern, flag]) => text.replace(pattern, flag), message)
+}
+
+/**
+ * Makes every later write to `stream` pass through redactSecrets(): the commands' output (--json
+ * documents, doctor's details, history's error messages) and whatever a driver logs, so that no
+ * path can print a password. `shedlock run`'s command writes to the file descriptors it
+ * inherits, not through here: its output is its own.
+ */
+function redactWrites(stream: NodeJS.WriteStream): void {
+  const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean
+  stream.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
+    if (typeof chunk === 'string') return write(redactSecrets(chunk), ...rest)
+    if (chunk instanceof Uint8Array) {
+      const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8')
+      const redacted = redactSecrets(text)
+      return write(redacted === text ? chunk : redacted, ...rest)
+    }
+    return write(chunk, ...rest)
+  }) as typeof stream.write
 }
 
 function oneLine(text: string): string {

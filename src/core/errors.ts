@@ -5,10 +5,19 @@
  * Not getting a lock is never an error: `lock()` resolves to `undefined` and `executeWithLock()`
  * to `{ executed: false }`.
  */
+import { redact } from './redact.ts'
 
-/** Base class of every shedlock error; never thrown directly. */
+/**
+ * Base class of every shedlock error; never thrown directly. Its message has its secrets
+ * replaced by `***` (the password of a URL, `password=...`; see `redact()`): a driver's
+ * message quoted in it, or a connection string, never carries them into logs.
+ */
 export class ShedLockError extends Error {
   override name = 'ShedLockError'
+
+  constructor(message?: string, options?: ErrorOptions) {
+    super(message === undefined ? undefined : redact(message), options)
+  }
 }
 
 /** Invalid lock name, duration or provider option; thrown before any store is touched. */

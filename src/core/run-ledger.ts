@@ -1,4 +1,4 @@
-import { redactUrlPasswords } from './redact.ts'
+import { redact } from './redact.ts'
 
 /**
  * How a run ended, as the run ledger records it:
@@ -117,9 +117,9 @@ export function healthOf(name: string, runs: readonly RunRecord[]): TaskHealth {
   return { name, lastRun: runs[0], lastSuccess, lastFailure, consecutiveFailures }
 }
 
-/** What the ledger keeps of an error: its class and the first line of its message, at most 500 characters. */
+/** What the ledger keeps of an error: its class and the first line of its message with its secrets redacted (`redact()`: URL passwords, `password=...`), at most 500 characters. */
 export function runErrorOf(error: unknown): RunError {
   const type = error instanceof Error ? error.name || error.constructor.name : typeof error
-  const message = redactUrlPasswords((error instanceof Error ? error.message : String(error)).split('\n')[0]!).slice(0, 500)
+  const message = redact((error instanceof Error ? error.message : String(error)).split('\n')[0]!).slice(0, 500)
   return { type: type.slice(0, 100), message }
 }

@@ -55,6 +55,25 @@ export function errorName(error: unknown): unknown {
   return (error as { name?: unknown } | null)?.name
 }
 
+/** The HTTP status of what an SDK v3 client threw, when the server answered. */
+export function httpStatusOf(error: unknown): number | undefined {
+  const status = (error as { $metadata?: { httpStatusCode?: unknown } } | null)?.$metadata?.httpStatusCode
+  return typeof status === 'number' ? status : undefined
+}
+
+/**
+ * What an SDK error says, for messages: `Name (HTTP 500): message`. A server error whose body the
+ * SDK cannot parse is `UnknownError: UnknownError`, which says nothing without its status.
+ */
+export function sdkErrorDetail(error: unknown): string {
+  const name = errorName(error)
+  const status = httpStatusOf(error)
+  const message = messageOf(error)
+  const label = `${typeof name === 'string' && name !== 'Error' ? name : ''}${status === undefined ? '' : ` (HTTP ${status})`}`.trim()
+  if (label === '') return message
+  return message === name || message === '' ? label : `${label}: ${message}`
+}
+
 /** An AWS SDK v3 client as the CLI's store admins use it: commands, `destroy()`, and a middleware for the Date header. */
 export interface AwsAdminClient {
   send(command: object): Promise<unknown>

@@ -22,7 +22,8 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }
 
-export { redactUrlPasswords, URL_PASSWORD } from '../core/redact.ts'
+// Providers import redact() under this name, from before it hid more than URL passwords.
+export { redact, redact as redactUrlPasswords } from '../core/redact.ts'
 
 /**
  * The `LockProviderError` of a failed store call: `<provider>: could not <action> lock "<name>":

@@ -1,5 +1,5 @@
 import { UsageError } from './admin-errors.ts'
-import { redactUrlPasswords, URL_PASSWORD } from './store-errors.ts'
+import { redact, urlPasswords } from '../core/redact.ts'
 
 /** A parsed store URL. Print {@link StoreUrl.redacted}, never `raw`. */
 export interface StoreUrl {
@@ -32,6 +32,13 @@ const SECRET_PARAMETER = /^(password|passwd|pass|secret|token|sslpassword|authto
 export function parseStoreUrl(text: string, id: string, parsing: UrlParsing = 'url'): StoreUrl {
   rememberSecrets(text)
   let redacted = redactUrl(text)
+  // A raw '/', '?' or '#' ends the authority for a URL parser: the driver would read part of the
+  // password as the host (and look it up in DNS, and print it in its errors).
+  if (parsing !== 'opaque' && urlPasswords(text).some((password) => /[/?#]/.test(password))) {
+    throw new UsageError(
+      `${JSON.stringify(redacted)}: the password holds a raw "/", "?" or "#", which ends the host part of a URL; percent-encode them (%2F, %3F, %23), and an "@" in the path or query (%40)`,
+    )
+  }
   // nats://TOKEN@host: NATS takes a token in place of the user, with no password after it.
   const token = /^nats:\/\/([^:/@\s]+)@/i.exec(text)?.[1]
   if (token) {
@@ -49,33 +56,30 @@ export function parseStoreUrl(text: string, id: string, parsing: UrlParsing = 'u
   return { scheme: id, raw: text, redacted, url }
 }
 
-/** `raw` with the password of every `scheme://user:password@` and every secret query parameter replaced by `***`. */
+/** `raw` with the password of every `scheme://user:password@` and every secret query parameter replaced by `***` (see `redact()`). */
 export function redactUrl(raw: string): string {
-  const withoutPassword = redactUrlPasswords(raw)
-  const query = withoutPassword.indexOf('?')
-  if (query < 0) return withoutPassword
-  const hashAt = withoutPassword.indexOf('#', query)
-  const end = hashAt < 0 ? withoutPassword.length : hashAt
-  const params = withoutPassword
-    .slice(query + 1, end)
-    .split('&')
-    .map((pair) => {
-      const equals = pair.indexOf('=')
-      return equals > 0 && SECRET_PARAMETER.test(pair.slice(0, equals)) ? `${pair.slice(0, equals)}=***` : pair
-    })
-  return `${withoutPassword.slice(0, query + 1)}${params.join('&')}${withoutPassword.slice(end)}`
+  return redact(raw)
 }
 
-/** `text` with every remembered secret, and the password of any URL in it, replaced by `***`. */
+/** `text` with every remembered secret, and every secret `redact()` recognises, replaced by `***`. */
 export function redactSecrets(text: string): string {
-  let out = redactUrlPasswords(text)
+  let out = redact(text)
   // Longest first, so that a secret containing another is replaced whole.
   for (const secret of [...secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('***')
   return out
 }
 
 function rememberSecrets(text: string): void {
-  for (const match of text.matchAll(URL_PASSWORD)) if (match[2]) rememberSecret(match[2])
+  for (const password of urlPasswords(text)) {
+    rememberSecret(password)
+    // A driver that splits the URL at another '@', ':' or '/' than we do would print the rest.
+    for (let i = 0; i < password.length; i++) {
+      if ('@:/?#'.includes(password[i]!)) {
+        rememberSecret(password.slice(0, i))
+        rememberSecret(password.slice(i + 1))
+      }
+    }
+  }
   const query = text.indexOf('?')
   if (query >= 0) {
     for (const pair of text.slice(query + 1).split(/[&#]/)) {
@@ -89,15 +93,16 @@ function rememberSecret(value: string): void {
   // Replacing one or two characters everywhere would garble every line; such a password is
   // still redacted wherever it appears in a URL, by pattern.
   if (value.length < 3) return
-  secrets.add(value)
+  const forms = [value]
   try {
     const decoded = decodeURIComponent(value)
-    if (decoded.length >= 3) secrets.add(decoded)
-    const encoded = encodeURIComponent(decoded)
-    if (encoded.length >= 3) secrets.add(encoded)
+    forms.push(decoded, encodeURIComponent(decoded))
   } catch {
     // Not valid percent-encoding: the value as given is enough.
   }
+  // As --json output escapes it (a '"' or '\\' in a password).
+  for (const form of [...forms]) forms.push(JSON.stringify(form).slice(1, -1))
+  for (const form of forms) if (form.length >= 3) secrets.add(form)
 }
 
 /**

@@ -166,6 +166,49 @@ describe('SHEDLOCK_URL', () => {
   })
 })
 
+describe('passwords in URLs never appear, in whole or in part', () => {
+  // Unreachable stores (port 1): every command fails, and quotes the URL in its error. Each piece
+  // of these passwords between their '@', ':' and '/' is distinctive, so finding one anywhere is a leak.
+  const PIECES = ['Zq8', 'Wx3', 'Kv5', 'Jm2']
+  const expectNoPiece = (run: { stdout: string; stderr: string }): void => {
+    for (const piece of PIECES) {
+      expect(run.stdout, run.stdout).not.toContain(piece)
+      expect(run.stderr, run.stderr).not.toContain(piece)
+    }
+  }
+
+  it.each([
+    'postgres://app:Zq8@Wx3@127.0.0.1:1/db',
+    'postgres://app:Zq8@Wx3:Kv5@127.0.0.1:1/db',
+    'postgres://app:Zq8%40Wx3%2FKv5%3AJm2@127.0.0.1:1/db',
+    'mysql://root:Zq8@Wx3:Kv5@127.0.0.1:1/test',
+    'redis://:Zq8@Wx3:Kv5@127.0.0.1:1',
+  ])('%s: list, list --json and doctor --json fail without it, from --url and from SHEDLOCK_URL', async (url) => {
+    for (const [args, env] of [
+      [['list', '--url', url], noUrl],
+      [['list', '--json', '--url', url], noUrl],
+      [['doctor', '--json', '--url', url], noUrl],
+      [['list', '--json'], { SHEDLOCK_URL: url }],
+    ] as const) {
+      const run = await cli(args, { env })
+      expect(run.code, run.stderr).toBe(1)
+      expect(`${run.stdout}${run.stderr}`).toContain(':***@127.0.0.1:1')
+      expectNoPiece(run)
+    }
+  })
+
+  it('refuses a raw "/" in a password, which would make part of it the host: exit 2, naming the fix, the password hidden', async () => {
+    for (const url of ['postgres://app:Zq8@Wx3:Kv5/Jm2@127.0.0.1:1/db', 'postgres://app:Zq8/Wx3@127.0.0.1:1/db']) {
+      const run = await cli(['list', '--json', '--url', url], { env: noUrl })
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toMatch(
+        /^shedlock list: "postgres:\/\/app:\*\*\*@127\.0\.0\.1:1\/db": the password holds a raw "\/", "\?" or "#", .*percent-encode them \(%2F, %3F, %23\)/,
+      )
+      expectNoPiece(run)
+    }
+  })
+})
+
 describe('history and status', () => {
   it('take --table as every command that takes --url does (their help lists it)', async () => {
     const url = `sqlite:${join(temp, 'history.db')}`

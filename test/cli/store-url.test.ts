@@ -65,6 +65,26 @@ describe('redaction', () => {
   })
 })
 
+describe('passwords with @, : and /', () => {
+  it('hides all of a raw password up to the last @, and each part of it a driver might print alone', () => {
+    const parsed = parseStoreUrl('postgres://app:Zq8@Wx3:Kv5@127.0.0.1:1/db')
+    expect(parsed.redacted).toBe('postgres://app:***@127.0.0.1:1/db')
+    expect(parsed.url?.hostname).toBe('127.0.0.1')
+    expect(redactSecrets('no route to host Wx3:Kv5, user Zq8@Wx3 refused; decoded Zq8@Wx3:Kv5')).toBe('no route to host ***, user *** refused; decoded ***')
+  })
+
+  it('refuses a raw / ? or # in a password, which a URL parser reads as the end of the host, naming the fix', () => {
+    for (const raw of ['postgres://app:Zq8/Wx3@h/db', 'mysql://root:Zq8?Wx3@h/db', 'redis://:Zq8#Wx3@h', 'mongodb://u:a@b/c@h1,h2/app']) {
+      expect(() => parseStoreUrl(raw)).toThrow(UsageError)
+      expect(() => parseStoreUrl(raw)).toThrow(
+        /the password holds a raw "\/", "\?" or "#", which ends the host part of a URL; percent-encode them \(%2F, %3F, %23\)/,
+      )
+      expect(() => parseStoreUrl(raw)).not.toThrow(/Zq8|Wx3|b\/c/)
+    }
+    expect(parseStoreUrl('postgres://app:Zq8%2FWx3@h/db').redacted).toBe('postgres://app:***@h/db')
+  })
+})
+
 describe('ownParameters', () => {
   it('returns the parameters a scheme defines and refuses the others', () => {
     expect(ownParameters(parseStoreUrl('nats://h:4222?bucket=b'), ['bucket']).get('bucket')).toBe('b')

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto'
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import { type LockMetadata, readLockMetadata } from '../../support/conditional-objects.ts'
 import { nameTooLong } from '../../support/lock-request.ts'
-import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
-import { errorName, SdkLoadError, statusOf } from './sdk.ts'
+import { type DescribeStoreError, outcomeOf } from '../../support/store-errors.ts'
+import { errorName, SdkLoadError, sdkErrorDetail, statusOf } from './sdk.ts'
 
 // Java ShedLock's lock objects in S3 (its S3LockProvider): one object per lock, key = prefix +
 // name, the lock in three user metadata entries, a body of 16 random bytes so that every write
@@ -100,6 +100,15 @@ export function isConditionFailure(error: unknown): boolean {
   return status === 412 || status === 409 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict' || name === 'NoSuchKey'
 }
 
+/**
+ * A server error (5xx) on a write: the write may have been applied or not (Ceph RGW answers a
+ * contended conditional PutObject with 500 now and then), so only a read of the object tells.
+ */
+export function isServerError(error: unknown): boolean {
+  const status = statusOf(error)
+  return status !== undefined && status >= 500
+}
+
 /** `HeadObject` found no object (HEAD has no body, so a missing bucket reads the same; the write that follows says which). */
 export function isNotFound(error: unknown): boolean {
   return statusOf(error) === 404 || errorName(error) === 'NotFound' || errorName(error) === 'NoSuchKey'
@@ -125,7 +134,7 @@ const DENIED = new Set(['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotM
 export function s3Error(error: unknown, what: string, outcome: string, lockName: string | undefined, bucket: string): LockProviderError {
   if (error instanceof LockProviderError) return error
   const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown }
-  const detail = `${typeof name === 'string' && name !== 'Error' ? `${name}: ` : ''}${messageOf(error)}`
+  const detail = sdkErrorDetail(error)
   const options = (cause: unknown) => (lockName === undefined ? { cause, provider: PROVIDER } : { cause, provider: PROVIDER, lockName })
   if (error instanceof SdkLoadError) return new LockProviderError(`s3: could not ${what}: ${error.message}`, options(error.cause))
   let advice: string
@@ -135,6 +144,8 @@ export function s3Error(error: unknown, what: string, outcome: string, lockName:
     advice = `S3 is unreachable (${detail}); ${outcome}. Check the endpoint and the network; the provider recovers by itself once S3 answers again`
   } else if ((typeof name === 'string' && DENIED.has(name)) || statusOf(error) === 403) {
     advice = `S3 refused the client's credentials or permissions (${detail}); the lock objects need s3:GetObject (HEAD) and s3:PutObject (the inspector also s3:ListBucket and s3:DeleteObject)`
+  } else if (isServerError(error)) {
+    advice = `S3 failed the request with a server error (${detail}); ${outcome}. Check the server if it persists`
   } else {
     advice = detail
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { isConditionFailure, isNotFound, lockBody, type LockMetadata, readMetadata } from './format.ts'
+import { isConditionFailure, isNotFound, isServerError, lockBody, type LockMetadata, readMetadata } from './format.ts'
 import type { S3Lib, S3SendClient } from './sdk.ts'
 
 // The three requests a lock needs (HEAD, conditional PUT, conditional DELETE), shared by the
@@ -24,6 +24,15 @@ const unquotedServers = new WeakMap<object, true>()
 
 function unquote(etag: string): string {
   return etag.replace(/^W\//, '').replace(/^"(.*)"$/, '$1')
+}
+
+/** How many times a conditional PutObject is sent while the server answers 5xx and the object shows it was not applied. */
+const PUT_ATTEMPTS = 3
+
+/** Whether the object read holds the metadata of the write `metadata`: the three entries shedlock writes, all equal. */
+function isOurs(object: LockMetadata, metadata: Record<string, string>): boolean {
+  const written = readMetadata(metadata)
+  return object.lockUntil === written.lockUntil && object.lockedAt === written.lockedAt && object.lockedBy === written.lockedBy
 }
 
 /** The object store operations of one bucket and prefix. */
@@ -64,16 +73,35 @@ export function lockObjects(client: S3SendClient, bucket: string, prefix: string
     }
   }
 
+  /**
+   * One conditional PutObject; its ETag, or `undefined` when the condition failed. A server error
+   * (5xx) leaves the outcome unknown: Ceph RGW answers a contended conditional write with 500 now
+   * and then (about 1 in 5,000), applied or not. So is a 412 or 409 after the SDK's own retries,
+   * which may refuse a repeat of a write that landed. Then the object decides, as after a race:
+   * ours (the metadata we wrote, whose locked-by is unique to the acquisition), won; another
+   * version, lost; the version the condition named, nothing happened, and the write goes again,
+   * up to {@link PUT_ATTEMPTS} times, before the server error is thrown.
+   */
   const put = async (name: string, metadata: Record<string, string>, condition: { IfMatch: string } | { IfNoneMatch: '*' }): Promise<string | undefined> => {
     const { PutObjectCommand } = await commands()
-    try {
-      const reply = (await client.send(new PutObjectCommand({ Bucket: bucket, Key: key(name), Body: lockBody(), Metadata: metadata, ...condition }))) as {
-        ETag?: string
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const reply = (await client.send(new PutObjectCommand({ Bucket: bucket, Key: key(name), Body: lockBody(), Metadata: metadata, ...condition }))) as {
+          ETag?: string
+        }
+        return reply.ETag ?? ''
+      } catch (error) {
+        const conflict = isConditionFailure(error)
+        // A conflict on the SDK's first attempt is a race lost; after a retry it may be our own write.
+        if (conflict && ((error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1) <= 1) return undefined
+        if (!conflict && !isServerError(error)) throw error
+        const now = await head(name)
+        if (now && isOurs(now, metadata)) return now.etag
+        if (conflict) return undefined
+        const untouched = 'IfMatch' in condition ? now !== undefined && unquote(now.etag) === unquote(condition.IfMatch) : now === undefined
+        if (!untouched) return undefined
+        if (attempt >= PUT_ATTEMPTS) throw error
       }
-      return reply.ETag ?? ''
-    } catch (error) {
-      if (isConditionFailure(error)) return undefined
-      throw error
     }
   }
 

@@ -48,7 +48,9 @@ export interface S3LockProviderOptions {
  *
  * Acquire is a HEAD, then one conditional PutObject: `If-None-Match: *` when there is no
  * object, or `If-Match: <etag read>` when its `lock-until` has passed (on this node's clock); a
- * 412 or 409 means another node was first. Two requests to take a lock, one (the HEAD) to find
+ * 412 or 409 means another node was first. A 5xx on a conditional write (Ceph RGW answers a
+ * contended one with 500 now and then) is decided by a HEAD: our write, another's, or none, then
+ * sent again. Two requests to take a lock, one (the HEAD) to find
  * it held. Release (to `lockAtLeastUntil`, or now) and extend are one PutObject with `If-Match:
  * <etag of our write>`, so they only touch the version this acquisition wrote: a holder whose
  * lock was taken over finds another ETag and changes nothing. Java ShedLock's extend and release

@@ -67,10 +67,4 @@ export function commandLoader(lib: S3Lib | undefined): () => Promise<S3Lib> {
   return awsCommandLoader('s3', SDK, () => import('@aws-sdk/client-s3'), lib, COMMANDS)
 }
 
-export { errorName, SdkLoadError } from '../../support/aws-sdk.ts'
-
-/** The HTTP status of what the SDK threw, when the server answered. */
-export function statusOf(error: unknown): number | undefined {
-  const status = (error as { $metadata?: { httpStatusCode?: unknown } } | null)?.$metadata?.httpStatusCode
-  return typeof status === 'number' ? status : undefined
-}
+export { errorName, httpStatusOf as statusOf, SdkLoadError, sdkErrorDetail } from '../../support/aws-sdk.ts'

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LockProviderError } from '../../../src/index.ts'
+import { createLockingTaskExecutor, LockProviderError } from '../../../src/index.ts'
 import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { uniqueTable } from '../../support/backends.ts'
@@ -34,6 +34,20 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
     await db.query(postgresRunsSchema({ tableName: runs }))
     const { rows } = await db.query('SELECT indexname FROM pg_indexes WHERE tablename = $1', [runs])
     expect(rows.map((r) => r.indexname)).toContain(`${runs}_name_started`)
+  })
+
+  it('a task error is stored with its URL password and its password=... redacted, no piece of either left', async () => {
+    const name = `ledger-redact-${Date.now()}`
+    const executor = createLockingTaskExecutor(postgresLockProvider({ client: db, tableName: locks }), {
+      runLedger: postgresRunLedger({ client: db, tableName: runs }),
+    })
+    const failure = new Error("copy to postgres://etl:Zq8@Wx3:Kv5@warehouse:5432/dw failed: host=warehouse password='Jm2@Qp4' sslmode=require")
+    await expect(executor.executeWithLock(() => Promise.reject(failure), { name, lockAtMostFor: '1m' })).rejects.toBe(failure)
+    const { rows } = await db.query(`SELECT error_type, error_message FROM ${runs} WHERE name = $1`, [name])
+    expect(rows).toEqual([
+      { error_type: 'Error', error_message: "copy to postgres://etl:***@warehouse:5432/dw failed: host=warehouse password='***' sslmode=require" },
+    ])
+    for (const piece of ['Zq8', 'Wx3', 'Kv5', 'Jm2', 'Qp4']) expect(rows[0].error_message).not.toContain(piece)
   })
 
   it('a missing runs table rejects with LockProviderError saying how to create it', async () => {

@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest'
+import { LockConfigurationError, LockProviderError } from '../../src/core/errors.ts'
+import { redact, urlPasswords } from '../../src/core/redact.ts'
+import { runErrorOf } from '../../src/core/run-ledger.ts'
+
+// Each password's pieces between its '@', ':', '/': none may survive, whatever the split.
+function pieces(password: string): string[] {
+  return password.split(/[@:/]/).filter((piece) => piece.length >= 2)
+}
+
+describe('redact: URL passwords', () => {
+  it.each([
+    ['postgres://app:p@ss@host/db', 'postgres://app:***@host/db', 'p@ss'],
+    ['postgres://app:p@ss:w/rd@127.0.0.1:1/db', 'postgres://app:***@127.0.0.1:1/db', 'p@ss:w/rd'],
+    ['postgres://app:pa:ss@host:5432/db', 'postgres://app:***@host:5432/db', 'pa:ss'],
+    ['postgres://app:pa/ss@host/db', 'postgres://app:***@host/db', 'pa/ss'],
+    ['postgres://app:p%40ss@host/db', 'postgres://app:***@host/db', 'p%40ss'],
+    ['postgres://app:p%2Fs%3As@host/db', 'postgres://app:***@host/db', 'p%2Fs%3As'],
+    ['mysql://root:a@b@c@[::1]:3306/test', 'mysql://root:***@[::1]:3306/test', 'a@b@c'],
+    ['redis://:only-s3cret@cache:6379', 'redis://:***@cache:6379', 'only-s3cret'],
+    ['mongodb://u:pw@x@h1:1,h2:2/app?replicaSet=rs', 'mongodb://u:***@h1:1,h2:2/app?replicaSet=rs', 'pw@x'],
+  ])('%s -> %s', (text, expected, password) => {
+    expect(redact(text)).toBe(expected)
+    for (const piece of pieces(password)) expect(redact(`connect to ${text} failed`)).not.toContain(piece)
+  })
+
+  it('keeps the user of a URL without password, and IPv6 hosts, unchanged', () => {
+    for (const text of [
+      'postgres://app@host/db',
+      'postgres://app@[::1]:5432/db',
+      'postgres://[::1]:5432/db',
+      'postgres://[::1]:5432/db?application_name=a@b',
+      'redis://cache:6379/2',
+      'sqlite:./locks.db',
+      'http://example.com/a:b',
+    ]) {
+      expect(redact(text)).toBe(text)
+    }
+  })
+
+  it('redacts every URL of a text, up to whitespace or the end of a JSON string', () => {
+    const text = 'tried postgres://a:p@1@h1/db, then "mysql://b:p:2@h2/db" and {"url":"redis://:p/3@h3","user":"x@y"}'
+    expect(redact(text)).toBe('tried postgres://a:***@h1/db, then "mysql://b:***@h2/db" and {"url":"redis://:***@h3","user":"x@y"}')
+  })
+
+  it('hides a password whose raw text another reading would split differently', () => {
+    // The URL reading ends the userinfo at the last '@' (in the query); the key reading hides
+    // the value of ?password=: together they leave no part of p@ss.
+    const text = 'postgres://h:1/db?password=p@ss'
+    expect(redact(text)).not.toMatch(/p@ss|ss$/)
+    expect(redact(text)).toBe('postgres://h:***')
+  })
+
+  it('lists the passwords of a text as written', () => {
+    expect(urlPasswords('a postgres://app:p@ss:w/rd@h/db and redis://:x%40y@h2 and postgres://u@h3')).toEqual(['p@ss:w/rd', 'x%40y'])
+  })
+})
+
+describe('redact: key=value secrets', () => {
+  it.each([
+    ['host=db user=app password=p@ss:w/rd dbname=app', 'host=db user=app password=*** dbname=app'],
+    ["host=db password='it\\'s p@ss' dbname=app", "host=db password='***' dbname=app"],
+    ['{"user":"app","password":"p@ss\\"w/rd","db":"x"}', '{"user":"app","password":"***","db":"x"}'],
+    ['{ "password" : "p@ss" }', '{ "password" : "***" }'],
+    ["{ user: 'app', password: 'p@ss' }", "{ user: 'app', password: '***' }"],
+    ['postgres://h/db?sslmode=require&password=p%40ss&x=1', 'postgres://h/db?sslmode=require&password=***&x=1'],
+    ['Server=db;User Id=app;Password=p@ss;Database=x', 'Server=db;User Id=app;Password=***;Database=x'],
+    ['pwd=abc passwd=def pass=ghi secret=jkl token=mno', 'pwd=*** passwd=*** pass=*** secret=*** token=***'],
+    [
+      'apikey=a1 api_key=a2 API-KEY=a3 access_key=a4 aws_secret_access_key=a5 sslpassword=a6',
+      'apikey=*** api_key=*** API-KEY=*** access_key=*** aws_secret_access_key=*** sslpassword=***',
+    ],
+    ['client_secret = s3', 'client_secret = ***'],
+  ])('%s', (text, expected) => {
+    expect(redact(text)).toBe(expected)
+  })
+
+  it('leaves prose and lookalike keys alone', () => {
+    for (const text of [
+      'password authentication failed for user "app"',
+      'token: expired',
+      'max_tokens=5 bypass=1 monkey=2 passes=3',
+      'the key "a=b" is not valid',
+    ]) {
+      expect(redact(text)).toBe(text)
+    }
+  })
+})
+
+describe('errors leave the library redacted', () => {
+  it('a LockProviderError (and every shedlock error) has its secrets replaced in its message', () => {
+    const error = new LockProviderError('postgres: could not acquire lock "a": connect postgres://app:p@ss:w/rd@h/db failed (password=p@ss:w/rd)', {
+      provider: 'postgres',
+    })
+    expect(error.message).toBe('postgres: could not acquire lock "a": connect postgres://app:***@h/db failed (password=***')
+    expect(new LockConfigurationError('token=abc is not valid').message).toBe('token=*** is not valid')
+  })
+
+  it('the run ledger stores a task error with its URL password and password=... redacted', () => {
+    const stored = runErrorOf(new Error('export to postgres://app:q7@z9:k4/m2@warehouse/db failed; retry with password=q7@z9:k4/m2\nsecond line'))
+    expect(stored).toEqual({ type: 'Error', message: 'export to postgres://app:***@warehouse/db failed; retry with password=***' })
+    for (const piece of pieces('q7@z9:k4/m2')) expect(stored.message).not.toContain(piece)
+  })
+})
