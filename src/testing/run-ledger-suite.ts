@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
+import type { Duration } from '../core/duration.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
 
@@ -13,10 +14,9 @@ export interface RunLedgerSuiteOptions {
   /** A lock provider, for the end-to-end case through an executor. */
   provider: () => LockProvider | Promise<LockProvider>
   /**
-   * A new ledger over the same store and runs as `ledger`, with the given `maxAge` (a duration
-   * string): enables the case that a task that no longer runs loses its expired runs too.
+   * A new ledger over the same store and runs as `ledger`, with the given `maxAge`: enables the case that a task that no longer runs loses its expired runs too.
    */
-  withMaxAge?: (maxAge: string) => RunLedger
+  withMaxAge?: (maxAge: Duration) => RunLedger
 }
 
 /** One case of {@link runLedgerSuite}; register it as `it(c.name, c.run, c.timeoutMs)`. */
