@@ -28,9 +28,9 @@ export interface SqlRunDialect {
 }
 
 /** How often one ledger deletes the expired runs of every task (not only of the task that writes), in milliseconds. */
-export const SWEEP_EVERY_MS = 10 * 60_000
+export const SWEEP_EVERY_MS: number = 10 * 60_000
 /** At most this many rows per sweep; when it deletes as many, the next write sweeps again. */
-export const SWEEP_LIMIT = 1_000
+export const SWEEP_LIMIT: number = 1_000
 
 // Names are interpolated into SQL text, so only plain identifiers pass: never quote, never escape.
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/
