@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util'
 import { formatDuration, parseDuration } from '../core/duration.ts'
 import type { TaskHealth } from '../core/run-ledger.ts'
 import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
-import { durationText, healthJson, ledgerOf } from './history.ts'
+import { durationText, healthJson, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
@@ -86,7 +86,7 @@ export const statusCommand: Command = {
       const ledger = ledgerOf(store)
       const now = Date.now()
       const ignored: string[] = []
-      const tasks = (await ledger.tasks()).filter((task) => {
+      const tasks = (await readHistory(store, (l) => l.tasks())).filter((task) => {
         const keep = stale.byName.has(task.name) || !isIgnored(task, ignoreOlderThan, now)
         if (!keep) ignored.push(task.name)
         return keep

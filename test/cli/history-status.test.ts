@@ -1,6 +1,11 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { RunOutcome } from '../../src/core/run-ledger.ts'
 import { postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
+import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../support/backends.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
 import { cli, lines } from './support/cli.ts'
@@ -82,5 +87,90 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
     const bad = await cli(['status', ...url, '--ignore-older-than', 'soon'])
     expect(bad.code).toBe(2)
     expect(bad.stderr).toMatch(/^shedlock status: --ignore-older-than "soon": .*use an AGE like 7d, or 0 to leave no task out/)
+  })
+
+  it('history on a store without the runs table says "history" and names shedlock init --runs-table; status too', async () => {
+    const missing = uniqueTable('shedlock_cli_no_runs')
+    for (const args of [['history', 'report'], ['status']]) {
+      const run = await cli([...args, '--url', POSTGRES_URL, '--runs-table', missing])
+      expect(run.code).toBe(1)
+      expect(lines(run.stderr)).toHaveLength(1)
+      expect(run.stderr).toMatch(
+        new RegExp(
+          `^shedlock ${args[0]}: no run history in postgres://\\S+: its table ${missing} does not exist; create it with: shedlock init --url \\S+ --runs-table ${missing}\\n$`,
+        ),
+      )
+      expect(run.stderr).not.toMatch(/lock "report"/)
+    }
+  })
+
+  it('history: options before or after the task name, and -- ends the options (a name may start with -)', async () => {
+    const url = await store({ report: { outcomes: ['ok', 'failed'] }, '-odd': { outcomes: ['ok'] } })
+    const before = await cli(['history', ...url, '--json', 'report'])
+    const after = await cli(['history', 'report', ...url, '--json'])
+    for (const run of [before, after]) {
+      expect(run.code, run.stderr).toBe(0)
+      expect(JSON.parse(run.stdout).runs.map((r: { outcome: string }) => r.outcome)).toEqual(['failed', 'ok'])
+    }
+    const odd = await cli(['history', ...url, '--json', '--', '-odd'])
+    expect(odd.code, odd.stderr).toBe(0)
+    expect(JSON.parse(odd.stdout)).toMatchObject({ task: '-odd', runs: [{ outcome: 'ok' }] })
+    const unknown = await cli(['history', ...url, '-odd'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toMatch(/^shedlock history: Unknown option '-o'/)
+    const two = await cli(['history', 'a', 'b', ...url])
+    expect(two.code).toBe(2)
+    expect(two.stderr).toMatch(/^shedlock history: one task at a time: got "a", "b"/)
+  })
+
+  it('doctor checks the runs table: a missing one is a note (--), a failure when --runs-table names it', async () => {
+    const url = await store({})
+    const present = await cli(['doctor', ...url, '--json'])
+    expect(present.code, present.stdout).toBe(0)
+    const runsTable = url[url.indexOf('--runs-table') + 1]!
+    expect(JSON.parse(present.stdout).checks).toContainEqual({ label: `table ${runsTable} (run history)`, status: 'ok', detail: 'exists and can be read' })
+    const missing = uniqueTable('shedlock_cli_no_runs')
+    const lockTable = url[url.indexOf('--table') + 1]!
+    // A SQLite file with the lock table only: the default runs table is missing.
+    const dir = mkdtempSync(join(tmpdir(), 'shedlock-cli-doctor-'))
+    try {
+      const database = (await loadSqliteDriver()).open(join(dir, 'locks.db'))
+      database.exec(sqliteSchema())
+      database.close()
+      const note = await cli(['doctor', '--url', `sqlite:${join(dir, 'locks.db')}`])
+      expect(note.code, note.stdout).toBe(0)
+      expect(note.stdout).toMatch(
+        /^ {2}-- {4}table shedlock_runs \(run history\): does not exist \(optional: shedlock history and status read it\); create it with: shedlock init --url sqlite:\S+ --runs-table shedlock_runs$/m,
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+    const asked = await cli(['doctor', '--url', POSTGRES_URL, '--table', lockTable, '--runs-table', missing, '--json'])
+    expect(asked.code).toBe(1)
+    expect(JSON.parse(asked.stdout).checks).toContainEqual({
+      label: `table ${missing} (run history)`,
+      status: 'fail',
+      detail: `does not exist; create it with: shedlock init --url ${POSTGRES_URL} --table ${lockTable} --runs-table ${missing}`,
+    })
+  })
+})
+
+describe('an unknown command', () => {
+  it.each([
+    ['stauts', 'status'],
+    ['hsitory', 'history'],
+    ['lst', 'list'],
+    ['unlok', 'unlock'],
+    ['Doctor', 'doctor'],
+  ])('shedlock %s: did you mean "%s"?', async (typed, meant) => {
+    const run = await cli([typed])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toBe(`shedlock: unknown command "${typed}"; did you mean "${meant}"? (see shedlock --help)\n`)
+  })
+
+  it('far from every command: no guess', async () => {
+    const run = await cli(['frobnicate'])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toBe('shedlock: unknown command "frobnicate" (see shedlock --help)\n')
   })
 })
