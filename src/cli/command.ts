@@ -44,6 +44,21 @@ export function parseOptions(args: string[], options: OptionSpec): OptionValues 
 }
 
 /**
+ * Parses a command's options and its positional arguments (a lock name): options may come before
+ * or after them, and `--` ends the options (what follows is positional, even when it starts with `-`).
+ * @throws UsageError naming the bad argument.
+ */
+export function parseArguments(args: string[], options: OptionSpec): { values: OptionValues; positionals: string[] } {
+  try {
+    const { values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: true })
+    return { values: values as OptionValues, positionals }
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error)
+    throw new UsageError(message)
+  }
+}
+
+/**
  * A whole number option within [min, max], or `fallback` when absent.
  * @throws UsageError for anything else.
  */

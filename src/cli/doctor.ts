@@ -8,8 +8,8 @@ import type { Check, ClockReading, StoreAdmin } from '../support/store-admin.ts'
 import { openStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
-const HELP = `Usage: shedlock doctor [--url URL] [--table NAME] [--max-offset DURATION]
-                       [--json]
+const HELP = `Usage: shedlock doctor [--url URL] [--table NAME] [--runs-table T]
+                       [--max-offset DURATION] [--json]
 
 Checks that the store is ready for shedlock, one line per check:
   reachable   connects and makes a round trip (server version)
@@ -20,6 +20,9 @@ Checks that the store is ready for shedlock, one line per check:
   write       takes and releases a lock named shedlock-doctor-<random>
               through the provider, reads it back in between, then removes
               its record
+  run history where the store keeps one (PostgreSQL, MySQL, SQLite, Redis):
+              the runs table exists and can be read. It is optional: a missing
+              one is a note (--), a failure only when --runs-table names it
   clock       the offset between this host's clock and the store's, where the
               store has a clock to read (PostgreSQL, MySQL, Redis, MongoDB,
               DynamoDB, ZooKeeper, NATS, memcached); a warning beyond
@@ -29,6 +32,8 @@ Checks that the store is ready for shedlock, one line per check:
 
 Options:
 ${URL_HELP}
+  --runs-table T the run history's table (default: shedlock_runs); given, it
+                 must exist
   --max-offset D the clock offset that is still fine (default: 1s)
   --json         print JSON instead: { store, healthy, checks: [{ label,
                  status: "ok", "warn", "fail" or "skip", detail }] }
@@ -46,7 +51,14 @@ export const doctorCommand: Command = {
   summary: 'check the store: reachable, table layout, a lock round trip, clock',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'max-offset': { type: 'string' }, json: { type: 'boolean' } })
+    const values = parseOptions(args, {
+      url: { type: 'string' },
+      table: { type: 'string' },
+      'runs-table': { type: 'string' },
+      'max-offset': { type: 'string' },
+      json: { type: 'boolean' },
+    })
+    const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
     const json = values.json === true
     let maxOffset: number
     try {
@@ -67,14 +79,14 @@ export const doctorCommand: Command = {
     if (!json) process.stdout.write(`shedlock doctor: ${url.redacted}\n`)
     let store: StoreAdmin
     try {
-      store = await openStore(url, { table })
+      store = await openStore(url, { table, runsTable })
     } catch (error) {
       if (error instanceof UsageError || error instanceof LockConfigurationError) throw error
       report({ status: 'fail', label: 'reachable', detail: messageOf(error) })
       return summary()
     }
     try {
-      await runChecks(store, maxOffset, report)
+      await runChecks(store, maxOffset, runsTable !== undefined, report)
     } finally {
       await store.close().catch(() => {})
     }
@@ -82,7 +94,7 @@ export const doctorCommand: Command = {
   },
 }
 
-async function runChecks(store: StoreAdmin, maxOffset: number, report: (check: Check) => void): Promise<void> {
+async function runChecks(store: StoreAdmin, maxOffset: number, runsRequired: boolean, report: (check: Check) => void): Promise<void> {
   const started = Date.now()
   try {
     const server = await store.ping()
@@ -105,6 +117,9 @@ async function runChecks(store: StoreAdmin, maxOffset: number, report: (check: C
 
   if (layoutOk) report(await writeCheck(store))
   else report({ status: 'skip', label: 'write', detail: 'not tried: fix the layout first' })
+
+  const runs = await runsCheck(store, runsRequired)
+  if (runs) report(runs)
 
   report(await clockCheck(store, maxOffset))
 }
@@ -147,6 +162,27 @@ async function writeCheck(store: StoreAdmin): Promise<Check> {
   } catch (error) {
     if (taken) await store.remove(name).catch(() => {})
     return { status: 'fail', label, detail: `${steps.length > 0 ? `${steps.join(', ')}, then: ` : ''}${messageOf(error)}` }
+  }
+}
+
+/** The run history, where the store keeps one: optional, so a missing table is a note unless `required`. */
+async function runsCheck(store: StoreAdmin, required: boolean): Promise<Check | undefined> {
+  const ledger = store.runLedger
+  if (!ledger) return undefined
+  const table = store.runsTable
+  const label = table ? `table ${table.name} (run history)` : 'run history'
+  try {
+    if (table && !(await table.exists())) {
+      return {
+        status: required ? 'fail' : 'skip',
+        label,
+        detail: `does not exist${required ? '' : ' (optional: shedlock history and status read it)'}; create it with: ${table.initCommand}`,
+      }
+    }
+    await ledger.history(`shedlock-doctor-${randomBytes(4).toString('hex')}`, { limit: 1 })
+    return { status: 'ok', label, detail: table ? 'exists and can be read' : 'can be read' }
+  } catch (error) {
+    return { status: 'fail', label, detail: messageOf(error) }
   }
 }
 

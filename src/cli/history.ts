@@ -1,6 +1,6 @@
 import type { RunLedger, RunRecord, TaskHealth } from '../core/run-ledger.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
-import { CliError, type Command, EXIT_OK, integerOption, parseOptions, UsageError } from './command.ts'
+import { CliError, type Command, EXIT_OK, integerOption, parseArguments, UsageError } from './command.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
@@ -9,6 +9,7 @@ const RUNS_HELP = `  --runs-table T  the run history's table (default: shedlock_
 
 const HELP = `Usage: shedlock history NAME [--url URL] [--table NAME] [--runs-table T]
                         [--limit N] [--json]
+       shedlock history [options] -- NAME   (a NAME that starts with -)
 
 Shows the runs of task NAME from the run history, newest first: when each
 started (UTC), the slot it ran for, the node, how it ended (ok, failed,
@@ -35,20 +36,21 @@ export const historyCommand: Command = {
   summary: 'show the recorded runs of one task: when, where, how they ended',
   help: HELP,
   async run(args) {
-    const [name, ...rest] = args
-    if (name === undefined || name.startsWith('-')) throw new UsageError('name the task: shedlock history NAME [--url URL]')
     // --table as every command that takes --url: one set of store options for all of them.
-    const values = parseOptions(rest, {
+    const { values, positionals } = parseArguments(args, {
       url: { type: 'string' },
       table: { type: 'string' },
       'runs-table': { type: 'string' },
       limit: { type: 'string' },
       json: { type: 'boolean' },
     })
+    const [name, ...extra] = positionals
+    if (name === undefined) throw new UsageError('name the task: shedlock history NAME [--url URL] (after --, a name may start with -)')
+    if (extra.length > 0) throw new UsageError(`one task at a time: got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
     const limit = integerOption(values, 'limit', 20, 1, 10_000)
     const url = storeUrlOption(values)
     return withStore(url, { table: stringOption(values.table), runsTable: stringOption(values['runs-table']) }, async (store) => {
-      const runs = await ledgerOf(store).history(name, { limit })
+      const runs = await readHistory(store, (ledger) => ledger.history(name, { limit }))
       if (values.json === true) {
         process.stdout.write(`${JSON.stringify({ task: name, runs: runs.map(runJson) }, null, 2)}\n`)
         return EXIT_OK
@@ -71,6 +73,24 @@ export const historyCommand: Command = {
       return EXIT_OK
     })
   },
+}
+
+/**
+ * Reads the run history with `read`; a store whose runs table is missing fails with a CliError
+ * about the history (not about a lock) that names the `shedlock init --runs-table` line.
+ */
+export async function readHistory<T>(store: StoreAdmin, read: (ledger: RunLedger) => Promise<T>): Promise<T> {
+  const ledger = ledgerOf(store)
+  try {
+    return await read(ledger)
+  } catch (error) {
+    // Asked only after a failure: a read that works costs no statement more.
+    const table = store.runsTable
+    if (table && !(await table.exists().catch(() => true))) {
+      throw new CliError(`no run history in ${store.where}: its table ${table.name} does not exist; create it with: ${table.initCommand}`, { cause: error })
+    }
+    throw error
+  }
 }
 
 /** The run ledger of an open store, or a CliError saying the store keeps none. */

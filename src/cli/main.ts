@@ -98,7 +98,8 @@ async function main(argv: string[]): Promise<number> {
   const command = commands.find((c) => c.name === first)
   if (!command) {
     const what = first.startsWith('-') ? `unknown option ${JSON.stringify(first)}` : `unknown command ${JSON.stringify(first)}`
-    process.stderr.write(`shedlock: ${what} (see shedlock --help)\n`)
+    const nearest = first.startsWith('-') ? undefined : nearestCommand(first)
+    process.stderr.write(`shedlock: ${what}${nearest ? `; did you mean "${nearest}"?` : ''} (see shedlock --help)\n`)
     return EXIT_USAGE
   }
   if (wantsHelp(rest)) {
@@ -122,6 +123,31 @@ async function main(argv: string[]): Promise<number> {
     if (!explained && process.env.SHEDLOCK_DEBUG && error instanceof Error) process.stderr.write(redactSecrets(`${error.stack}\n`))
     return EXIT_FAILURE
   }
+}
+
+/** The visible command nearest to a mistyped one (at most 2 edits, a swap of two letters being one), if any. */
+function nearestCommand(typed: string): string | undefined {
+  let best: { name: string; distance: number } | undefined
+  for (const { name, hidden } of commands) {
+    if (hidden) continue
+    const distance = editDistance(typed.toLowerCase(), name)
+    if (distance <= 2 && distance < name.length && (!best || distance < best.distance)) best = { name, distance }
+  }
+  return best?.name
+}
+
+/** Levenshtein distance with adjacent transpositions (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let value = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) value = Math.min(value, d[i - 2]![j - 2]! + 1)
+      d[i]![j] = value
+    }
+  }
+  return d[a.length]![b.length]!
 }
 
 /** The library's option names, as the command-line flags that set them. */

@@ -2,35 +2,51 @@ import { parseArgs } from 'node:util'
 import { formatDuration, parseDuration } from '../core/duration.ts'
 import type { TaskHealth } from '../core/run-ledger.ts'
 import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
-import { durationText, healthJson, ledgerOf } from './history.ts'
+import { durationText, healthJson, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock status [--url URL] [--table NAME] [--runs-table T]
-                       [--stale [NAME=]AGE]... [--json]
+                       [--stale [NAME=]AGE]... [--ignore-older-than AGE]
+                       [--json]
 
 Shows every task of the run history, one line each: its last run and how it
 ended, its last success and last failure, and how many runs failed in a row.
+A task whose latest finished run failed is FAILING (N in a row), and status
+exits 1.
 
 --stale makes it a health check, for a Kubernetes CronJob monitor or a probe:
 a task that has not succeeded within its AGE (a task with only failures, or
 with no runs at all, included) is STALE, and status exits 1.
   --stale report=26h   the task "report" must have succeeded within 26 hours
   --stale 2h           every task shown must have succeeded within 2 hours
-Give --stale several times; a NAME=AGE beats a bare AGE for its task.
+Give --stale several times; a NAME=AGE beats a bare AGE for its task. With
+only NAME=AGE entries, only those tasks decide the exit code (a failing task
+of another job does not fail the probe of this one).
+
+A task whose last run started longer ago than --ignore-older-than (7d by
+default) is left out: one renamed or removed runs no more, and its old runs
+would fail every check until the run history forgets them. A task --stale
+names is never left out: name a task that may stop running unnoticed.
 
 Options:
 ${URL_HELP}
   --runs-table T the run history's table (default: shedlock_runs)
   --stale S      [NAME=]AGE, as above; AGE like 90s, 30m, 26h, 7d or PT26H
-  --json         print JSON: { now, tasks: [{ name, state, lastRun,
-                 lastSuccess, lastFailure, consecutiveFailures, maxAge }] }
+  --ignore-older-than AGE
+                 leave out tasks not run for AGE (default: 7d; 0: none)
+  --json         print JSON: { now, stale: [names], failing: [names],
+                 ignored: [names], tasks: [{ name, state, lastRun,
+                 lastSuccess, lastFailure, consecutiveFailures, maxAge }] },
+                 state being ok, failing or stale
   -h, --help     show this help
 
-Exit codes: 0 no task is stale, 1 a task is stale or the store failed,
-            2 usage error
+Exit codes: 0 no task checked is stale or failing, 1 a task checked is stale
+            or failing, or the store failed, 2 usage error
 `
+
+const DEFAULT_IGNORE_OLDER_THAN = '7d'
 
 /** What `--stale` asks of the tasks. */
 interface Staleness {
@@ -44,7 +60,7 @@ export const statusCommand: Command = {
   summary: 'show each task: last run, last success, failures in a row',
   help: HELP,
   async run(args) {
-    let values: { url?: string; table?: string; 'runs-table'?: string; stale?: string[]; json?: boolean }
+    let values: { url?: string; table?: string; 'runs-table'?: string; stale?: string[]; 'ignore-older-than'?: string; json?: boolean }
     try {
       ;({ values } = parseArgs({
         args,
@@ -54,6 +70,7 @@ export const statusCommand: Command = {
           table: { type: 'string' },
           'runs-table': { type: 'string' },
           stale: { type: 'string', multiple: true },
+          'ignore-older-than': { type: 'string' },
           json: { type: 'boolean' },
         },
         strict: true,
@@ -63,36 +80,51 @@ export const statusCommand: Command = {
       throw new UsageError(error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error))
     }
     const stale = staleness(values.stale ?? [])
+    const ignoreOlderThan = ignoreBound(values['ignore-older-than'] ?? DEFAULT_IGNORE_OLDER_THAN)
     const url = storeUrlOption({ url: values.url })
     return withStore(url, { table: values.table, runsTable: values['runs-table'] }, async (store) => {
       const ledger = ledgerOf(store)
-      const tasks = await ledger.tasks()
+      const now = Date.now()
+      const ignored: string[] = []
+      const tasks = (await readHistory(store, (l) => l.tasks())).filter((task) => {
+        const keep = stale.byName.has(task.name) || !isIgnored(task, ignoreOlderThan, now)
+        if (!keep) ignored.push(task.name)
+        return keep
+      })
       // A task --stale names must be there, even when it never ran: no run is no success.
       for (const name of stale.byName.keys()) if (!tasks.some((task) => task.name === name)) tasks.push(await ledger.health(name))
       tasks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-      const now = Date.now()
       const rows = tasks.map((task) => ({
         task,
         maxAge: stale.byName.get(task.name) ?? stale.all,
         state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now),
       }))
-      const staleCount = rows.filter((row) => row.state === 'stale').length
+      // Only NAME=AGE entries: a probe of those tasks, which another task's failure must not fail.
+      const checked = stale.byName.size > 0 && stale.all === undefined ? rows.filter((row) => stale.byName.has(row.task.name)) : rows
+      const staleNames = checked.filter((row) => row.state === 'stale').map((row) => row.task.name)
+      const failingNames = checked.filter((row) => row.state === 'failing').map((row) => row.task.name)
+      const code = staleNames.length + failingNames.length > 0 ? EXIT_FAILURE : EXIT_OK
       if (values.json === true) {
         const out = {
           now: isoUtc(now),
+          stale: staleNames,
+          failing: failingNames,
+          ignored,
           tasks: rows.map(({ task, state, maxAge }) => ({ ...healthJson(task), state, maxAge: maxAge === undefined ? null : formatDuration(maxAge) })),
         }
         process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
-        return staleCount > 0 ? EXIT_FAILURE : EXIT_OK
+        return code
       }
+      const staleCount = rows.filter((row) => row.state === 'stale').length
       const failing = rows.filter((row) => row.state === 'failing').length
+      const left = ignored.length === 0 ? '' : `, ${ignored.length} not run for ${formatDuration(ignoreOlderThan)} left out`
       process.stdout.write(
-        `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing; now ${isoUtc(now)}\n`,
+        `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing${left}; now ${isoUtc(now)}\n`,
       )
       if (rows.length > 0) {
         const table = rows.map(({ task, state, maxAge }) => [
           task.name,
-          maxAge === undefined ? state : `${state} (max ${formatDuration(maxAge)})`,
+          `${state === 'failing' ? `failing (${task.consecutiveFailures} in a row)` : state}${maxAge === undefined ? '' : ` (max ${formatDuration(maxAge)})`}`,
           task.lastRun ? `${ago(task.lastRun.startedAt, now)} ${task.lastRun.outcome}` : 'never',
           task.lastSuccess
             ? `${ago(task.lastSuccess.startedAt, now)}${task.lastSuccess.durationMs === undefined ? '' : ` (${durationText(task.lastSuccess.durationMs)})`}`
@@ -104,7 +136,7 @@ export const statusCommand: Command = {
         ])
         process.stdout.write(`\n${formatTable(['TASK', 'STATE', 'LAST RUN', 'LAST SUCCESS', 'LAST FAILURE', 'FAILED IN A ROW'], table)}\n`)
       }
-      return staleCount > 0 ? EXIT_FAILURE : EXIT_OK
+      return code
     })
   },
 }
@@ -116,6 +148,22 @@ export const statusCommand: Command = {
 export function stateOf(task: TaskHealth, maxAge: number | undefined, now: number): 'ok' | 'failing' | 'stale' {
   if (maxAge !== undefined && (!task.lastSuccess || now - task.lastSuccess.startedAt.getTime() > maxAge)) return 'stale'
   return task.consecutiveFailures > 0 ? 'failing' : 'ok'
+}
+
+/** `--ignore-older-than`: milliseconds, `0` leaving no task out. */
+function ignoreBound(given: string): number {
+  try {
+    return parseDuration(given)
+  } catch (error) {
+    throw new UsageError(
+      `--ignore-older-than ${JSON.stringify(given)}: ${error instanceof Error ? error.message : String(error)}; use an AGE like 7d, or 0 to leave no task out`,
+    )
+  }
+}
+
+/** True when the task's last run started longer ago than `bound` (never with `bound` 0). */
+function isIgnored(task: TaskHealth, bound: number, now: number): boolean {
+  return bound > 0 && task.lastRun !== undefined && now - task.lastRun.startedAt.getTime() > bound
 }
 
 function staleness(given: readonly string[]): Staleness {

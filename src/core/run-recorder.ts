@@ -62,7 +62,7 @@ export class RunRecorder {
   }
 
   /** Records `slot` as skipped (it ended without starting), in one write. */
-  skipped(configuration: LockConfiguration, execution: LockExecution, slot: Date, owner: string, at = new Date(this.#clock.now())): Promise<void> {
+  skipped(configuration: LockConfiguration, execution: LockExecution, slot: Date, owner: string, at: Date = new Date(this.#clock.now())): Promise<void> {
     const ledger = this.#ledger
     if (!ledger) return Promise.resolve()
     const { name } = configuration

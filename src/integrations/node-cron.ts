@@ -62,6 +62,16 @@ export interface LockingRunCoordinator extends Required<NodeCronRunCoordinator> 
    */
   catchUp(task: NodeCronTaskLike): Promise<CatchUpResult>
   /**
+   * Listens to the task's `execution:failed`, so that a fire that throws is recorded as `failed`
+   * (with its error) in the run ledger and reported to the listener as a failure. node-cron tells
+   * a run coordinator only that a fire completed (`onComplete(key)`), never how: without this, every
+   * fire the coordinator ran is recorded `ok`. Call it once, with what `cron.schedule()` returned;
+   * `catchUp(task)` calls it too. A second call for the same task does nothing.
+   *
+   * @throws LockConfigurationError when `task` is not a node-cron `ScheduledTask`.
+   */
+  watch(task: NodeCronWatchableTask): void
+  /**
    * Closes the executor the coordinator runs on (see `executor.close()`): later fires are
    * skipped (`'not-elected'`), and the locks of fires in progress are released once they complete.
    */
@@ -77,8 +87,25 @@ export interface NodeCronLockingTaskOptions {
   distributedLease: number
 }
 
+/** What {@link LockingRunCoordinator.watch} needs of a node-cron 4 `ScheduledTask`. */
+export interface NodeCronWatchableTask extends NodeCronTaskLike {
+  /** The task's name: node-cron's coordinator key is `<name>:<fire time>`. */
+  readonly name?: string | undefined
+  on(event: 'execution:failed', listener: (context: NodeCronFailedContext) => void): void
+}
+
+/** What node-cron 4 passes an `execution:failed` listener (the part we read). */
+export interface NodeCronFailedContext {
+  /** The fire time (for a scheduled fire, the time in the coordinator's key). */
+  readonly date: Date
+  readonly execution?: { readonly error?: unknown } | undefined
+}
+
 interface Held {
-  release(): void
+  /** Ends the run as the task ended: `failure` is the task's error, `undefined` when it succeeded. */
+  settle(failure?: { error: unknown }): void
+  /** Set by the task's `execution:failed`, which node-cron emits before `onComplete`. */
+  failure: { error: unknown } | undefined
   readonly execution: Promise<unknown>
 }
 
@@ -96,6 +123,8 @@ interface Held {
  * - Fails closed: when the store fails, `shouldRun` rejects with `LockProviderError`, so node-cron
  *   skips the fire with reason `'coordinator-error'` and logs the error.
  * - node-cron's `ttlMs` (`distributedLease`) is ignored: the lock is held at most `lockAtMostFor`.
+ * - node-cron tells a coordinator when a fire completed, not how: pass the task to `watch(task)`
+ *   (or `catchUp(task)`) so that a fire that throws is recorded `failed`, not `ok`.
  * - The task runs in node-cron's async context, not in the lock's, so `assertLocked()` and
  *   `extendActiveLock()` do not work inside it. For those, schedule `withLock(…)` from `shedlock`
  *   as the task instead.
@@ -105,11 +134,13 @@ interface Held {
  * put every task under the same lock.
  *
  * ```ts
- * cron.schedule('0 3 * * *', backup, {
+ * const coordinator = lockingRunCoordinator(provider, { name: 'nightly-backup', lockAtMostFor: '10m', lockAtLeastFor: '1m' })
+ * const task = cron.schedule('0 3 * * *', backup, {
  *   name: 'nightly-backup',
  *   distributed: true,
- *   runCoordinator: lockingRunCoordinator(provider, { name: 'nightly-backup', lockAtMostFor: '10m', lockAtLeastFor: '1m' }),
+ *   runCoordinator: coordinator,
  * })
+ * coordinator.watch(task)
  * ```
  *
  * @param executorOrProvider a `LockProvider`, or a `LockingTaskExecutor` to keep its listener.
@@ -122,6 +153,23 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
   const slotRetention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
   // shouldRun and onComplete are separate calls: the run's lock waits here, keyed by the fire.
   const held = new Map<string, Held>()
+  const watched = new WeakSet<object>()
+  const watch = (task: NodeCronWatchableTask): void => {
+    if (!isNodeCronTask(task) || typeof (task as Partial<NodeCronWatchableTask>).on !== 'function')
+      throw new LockConfigurationError(`${where}: watch() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
+    if (watched.has(task)) return
+    watched.add(task)
+    // node-cron emits execution:failed synchronously from its error hook, before it calls
+    // onComplete (for a background task too: both cross one IPC channel, in that order). A fire's
+    // key is `<task name>:<fire time>`, the fire time being the context's date.
+    task.on('execution:failed', (context) => {
+      const date = context?.date
+      if (!(date instanceof Date) || typeof task.name !== 'string') return
+      const entry = held.get(`${task.name}:${date.toISOString()}`)
+      // A task that threw nothing still failed: the ledger would read `undefined` as success.
+      if (entry) entry.failure = { error: context.execution?.error ?? new Error('the node-cron task failed without an error') }
+    })
+  }
 
   return {
     async shouldRun(key) {
@@ -131,9 +179,9 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       const acquired = new Promise<true>((resolve) => {
         started = () => resolve(true)
       })
-      let release!: () => void
-      const finished = new Promise<void>((resolve) => {
-        release = resolve
+      let settle!: Held['settle']
+      const finished = new Promise<void>((resolve, reject) => {
+        settle = (failure) => (failure ? reject(failure.error) : resolve())
       })
       const request: LockRequest = options.slot === true ? { ...lock, slot: slotOfKey(where, key), ...slotRetention } : lock
       const execution = executor.executeWithLock(() => {
@@ -146,7 +194,7 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       const run = await Promise.race([acquired, skipped])
       if (run) {
         skipped.catch(() => undefined) // after the lock was taken, onComplete awaits the execution
-        held.set(key, { release, execution })
+        held.set(key, { settle, failure: undefined, execution })
       }
       return run
     },
@@ -154,13 +202,21 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       const entry = held.get(key)
       if (!entry) return
       held.delete(key)
-      entry.release()
-      // The executor reports a failed release to its listener (or as a warning); it never rejects here.
-      await entry.execution
+      const { failure } = entry
+      entry.settle(failure)
+      try {
+        await entry.execution
+      } catch (error) {
+        // The task's own error, which node-cron reported already (execution:failed). The executor
+        // reports a failed release to its listener (or as a warning): it rejects with nothing else.
+        if (!failure || error !== failure.error) throw error
+      }
     },
+    watch,
     async catchUp(task) {
       if (!isNodeCronTask(task))
         throw new LockConfigurationError(`${where}: catchUp() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
+      if (typeof (task as Partial<NodeCronWatchableTask>).on === 'function') watch(task as NodeCronWatchableTask)
       const catchUp = settings.catchUp
       if (!catchUp || executor.closed) return skippedCatchUp()
       try {
@@ -199,7 +255,9 @@ function slotOfKey(where: string, key: string): Date {
  * ```ts
  * import cron from 'node-cron'
  * import { lockingTaskOptions } from 'shedlock/node-cron'
- * cron.schedule('0 3 * * *', backup, { ...lockingTaskOptions(provider, { name: 'nightly-backup', lockAtMostFor: '10m', lockAtLeastFor: '1m' }), noOverlap: true })
+ * const options = lockingTaskOptions(provider, { name: 'nightly-backup', lockAtMostFor: '10m', lockAtLeastFor: '1m' })
+ * const task = cron.schedule('0 3 * * *', backup, { ...options, noOverlap: true })
+ * options.runCoordinator.watch(task) // a fire that throws is recorded failed
  * ```
  *
  * @throws LockConfigurationError at once for a blank name, bad durations or a wrong provider.

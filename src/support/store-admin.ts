@@ -47,6 +47,8 @@ export interface StoreAdmin {
    * trip at most. Present with `runLedger`.
    */
   runLedgerReady?(): Promise<boolean>
+  /** The run history's table, where the store keeps it in one (SQL). */
+  readonly runsTable?: RunsTable
   /** Creates what the provider needs (table, bucket, root node) if missing; resolves to what was done, one line each. */
   init(): Promise<string[]>
   /** A round trip; resolves to a description of the server (its version, when it says). */
@@ -60,6 +62,14 @@ export interface StoreAdmin {
   /** How this store's locks depend on the clocks of the hosts, for doctor's clock line. */
   readonly clockDependence: string
   close(): Promise<void>
+}
+
+/** The run history's table of a SQL store, for `history`, `status` and `doctor`. */
+export interface RunsTable {
+  readonly name: string
+  exists(): Promise<boolean>
+  /** The `shedlock init` line that creates it, with `--runs-table`. */
+  readonly initCommand: string
 }
 
 /** Options of a command that pick where in the store locks live. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
+import type { Duration } from '../core/duration.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
 
@@ -12,6 +13,10 @@ export interface RunLedgerSuiteOptions {
   keep: number
   /** A lock provider, for the end-to-end case through an executor. */
   provider: () => LockProvider | Promise<LockProvider>
+  /**
+   * A new ledger over the same store and runs as `ledger`, with the given `maxAge`: enables the case that a task that no longer runs loses its expired runs too.
+   */
+  withMaxAge?: (maxAge: Duration) => RunLedger
 }
 
 /** One case of {@link runLedgerSuite}; register it as `it(c.name, c.run, c.timeoutMs)`. */
@@ -175,6 +180,24 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     assert.deepEqual(runs[0]!.error, { type: 'RangeError', message: 'out of range' })
     assert.ok(runs.every((r) => r.finishedAt && r.durationMs !== undefined))
   })
+
+  const { withMaxAge } = options
+  if (withMaxAge) {
+    add('maxAge reaches every task: a task that no longer runs loses its expired runs once another task writes', async () => {
+      const [gone, active] = [taskName(), taskName()]
+      const day = 86_400_000
+      const longAgo = new Date(Date.now() - 40 * day)
+      // Written while the age limit was a year: the task then stopped running (renamed, removed).
+      await withMaxAge('365d').record({ name: gone, slot: undefined, node: 'n', startedAt: longAgo, finishedAt: longAgo, outcome: 'failed', durationMs: 1 })
+      const ledger30 = withMaxAge('30d')
+      assert.equal((await withMaxAge('365d').history(gone)).length, 1, 'the old run was not written')
+      await ledger30.record({ name: active, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+      assert.deepEqual(await ledger30.history(gone), [], 'the expired run of a task that no longer runs is still read back')
+      const names = (await ledger30.tasks()).map((t) => t.name)
+      assert.ok(!names.includes(gone), 'tasks() still lists a task whose runs all expired')
+      assert.ok(names.includes(active))
+    })
+  }
 
   return cases
 }

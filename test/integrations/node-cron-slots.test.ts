@@ -1,6 +1,7 @@
 import cron, { type RunCoordinator, type TaskContext } from 'node-cron'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { stateOf } from '../../src/cli/status.ts'
 import { LockConfigurationError } from '../../src/core/errors.ts'
 import { assertLocked } from '../../src/core/lock-context.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
@@ -9,6 +10,10 @@ import { type LockingRunCoordinator, lockingRunCoordinator, lockingTaskOptions }
 import { taskContext } from '../../src/integrations/task-context.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
+import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import { cli } from '../cli/support/cli.ts'
+import { uniqueTable } from '../support/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
 import { deferred, manualClock } from '../support/fakes.ts'
 import { listingStore } from '../support/listing-store.ts'
 
@@ -171,5 +176,64 @@ describe('lockingRunCoordinator close()', () => {
     await expect(closed.promise).resolves.toBe('closed')
     expect(provider.inspect('report')!.lockUntil.getTime()).toBeLessThanOrEqual(Date.now())
     await expect(coordinator.shouldRun(keyOf(T0 + 60_000), 60_000)).resolves.toBe(false)
+  })
+})
+
+const pool = await postgresPoolOrSkip(4)
+
+describe.skipIf(!pool)('lockingTaskOptions with slot: true and a PostgreSQL run ledger', () => {
+  const locks = uniqueTable('shedlock_cron_fail_locks')
+  const runs = uniqueTable('shedlock_cron_fail_runs')
+  afterAll(async () => {
+    await pool!.query(`DROP TABLE IF EXISTS ${locks}`)
+    await pool!.query(`DROP TABLE IF EXISTS ${runs}`)
+    await pool!.end()
+  })
+
+  it('real node-cron: a fire that throws is recorded failed, with its error redacted, and status --stale flags the task', async () => {
+    const db = pool!
+    await db.query(postgresSchema({ tableName: locks }))
+    await db.query(postgresRunsSchema({ tableName: runs }))
+    const runLedger = postgresRunLedger({ client: db, tableName: runs })
+    const executor = createLockingTaskExecutor(postgresLockProvider({ client: db, tableName: locks }), { runLedger })
+    const options = lockingTaskOptions(executor, { name: 'failing-report', lockAtMostFor: '10s', slot: true })
+    const failures: string[] = []
+    const task = cron.schedule(
+      '* * * * * *',
+      () => {
+        throw new TypeError('cannot reach postgres://report:hunter2@db.internal/reports\nsecond line')
+      },
+      { ...options, logger: quiet },
+    )
+    destroy.push(() => task.destroy())
+    task.on('execution:failed', () => void failures.push('failed'))
+    options.runCoordinator.watch(task)
+    options.runCoordinator.watch(task) // twice is once
+    const deadline = Date.now() + 5_000
+    while (Date.now() < deadline && (await runLedger.history('failing-report')).filter((r) => r.finishedAt).length < 2) await sleep(100)
+    await task.destroy()
+    await options.runCoordinator.close({ timeout: '5s' })
+
+    const finished = (await runLedger.history('failing-report')).filter((r) => r.outcome !== 'running')
+    expect(finished.length).toBeGreaterThanOrEqual(2)
+    expect(failures.length).toBeGreaterThanOrEqual(finished.length)
+    for (const run of finished) {
+      expect(run.outcome).toBe('failed')
+      expect(run.slot).toBeInstanceOf(Date)
+      expect(run.error).toEqual({ type: 'TypeError', message: 'cannot reach postgres://report:***@db.internal/reports' })
+    }
+    const health = await runLedger.health('failing-report')
+    expect(health.lastSuccess).toBeUndefined()
+    expect(health.consecutiveFailures).toBe(finished.length)
+    expect(stateOf(health, 3_600_000, Date.now())).toBe('stale')
+
+    const status = await cli(['status', '--url', POSTGRES_URL, '--table', locks, '--runs-table', runs, '--stale', 'failing-report=1h', '--json'])
+    expect(status.code, status.stderr).toBe(1)
+    expect(JSON.parse(status.stdout).tasks).toMatchObject([{ name: 'failing-report', state: 'stale', lastSuccess: null }])
+  })
+
+  it('watch() refuses what is not a node-cron task', () => {
+    const coordinator = lockingRunCoordinator(inMemoryLockProvider(), { name: 'x', lockAtMostFor: '1m' })
+    expect(() => coordinator.watch({} as never)).toThrow(/watch\(\) needs the node-cron ScheduledTask/)
   })
 })

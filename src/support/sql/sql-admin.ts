@@ -64,6 +64,7 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
     inspector: dialect.inspector,
     runLedger: dialect.runLedger,
     runLedgerReady: () => dialect.runsTableExists(),
+    runsTable: { name: dialect.runsTable, exists: () => dialect.runsTableExists(), initCommand: `${dialect.initCommand} --runs-table ${dialect.runsTable}` },
     async init() {
       const lines: string[] = []
       if (await dialect.tableExists()) lines.push(`table ${t.table} already exists: nothing to do (shedlock doctor checks its columns)`)

@@ -32,6 +32,7 @@ describe.skipIf(!pool)('mysqlRunLedger', () => {
       ledger: mysqlRunLedger({ client: db, tableName: runs, keep: 5 }),
       keep: 5,
       provider: () => mysqlLockProvider({ client: db, tableName: locks }),
+      withMaxAge: (maxAge) => mysqlRunLedger({ client: db, tableName: runs, keep: 5, maxAge }),
     }),
   )
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, LockProviderError } from '../../../src/index.ts'
 import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../../src/providers/postgres/index.ts'
+import { SWEEP_LIMIT } from '../../../src/support/sql/sql-run-ledger.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { uniqueTable } from '../../support/backends.ts'
 import { registerRunLedgerSuite } from '../../support/register-suite.ts'
@@ -27,6 +28,7 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
       ledger: postgresRunLedger({ client: db, tableName: runs, keep: 5 }),
       keep: 5,
       provider: () => postgresLockProvider({ client: db, tableName: locks }),
+      withMaxAge: (maxAge) => postgresRunLedger({ client: db, tableName: runs, keep: 5, maxAge }),
     }),
   )
 
@@ -48,6 +50,45 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
       { error_type: 'Error', error_message: "copy to postgres://etl:***@warehouse:5432/dw failed: host=warehouse password='***' sslmode=require" },
     ])
     for (const piece of ['Zq8', 'Wx3', 'Kv5', 'Jm2', 'Qp4']) expect(rows[0].error_message).not.toContain(piece)
+  })
+
+  it("the sweep of every task: at most once per 10 minutes, bounded, and in place of the task's own age DELETE (no statement more per run)", async () => {
+    const table = uniqueTable('shedlock_pg_sweep')
+    await db.query(postgresRunsSchema({ tableName: table }))
+    try {
+      const statements: string[] = []
+      const counting = { query: (text: string, values?: unknown[]) => (statements.push(text), db.query(text, values)) }
+      const old = (name: string, daysAgo: number) => {
+        const at = new Date(Date.now() - daysAgo * 86_400_000)
+        return { name, slot: undefined, node: 'n', startedAt: at, finishedAt: at, outcome: 'ok' as const, durationMs: 1 }
+      }
+      const yearLong = postgresRunLedger({ client: db, tableName: table, maxAge: '365d' })
+      for (let i = 0; i < SWEEP_LIMIT + 5; i++)
+        await db.query(`INSERT INTO ${table} (id, name, node, started_at, outcome) VALUES ($1, 'bulk', 'n', now() - interval '40 days', 'ok')`, [`bulk-${i}`])
+      await yearLong.record(old('renamed', 40))
+      const ledger = postgresRunLedger({ client: counting as never, tableName: table, maxAge: '30d' })
+      const id = await ledger.start({ name: 'current', slot: undefined, node: 'n', startedAt: new Date() })
+      statements.length = 0
+      await ledger.finish(id, { finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+      // UPDATE, SELECT name, the age DELETE (here of every task), the keep DELETE: as before the sweep.
+      expect(statements).toHaveLength(4)
+      expect(statements[2]).toMatch(/^DELETE FROM \w+ WHERE id IN \(SELECT id FROM \(SELECT id FROM \w+ WHERE started_at < /)
+      const count = async (name: string) => Number((await db.query(`SELECT count(*) AS n FROM ${table} WHERE name = $1`, [name])).rows[0].n)
+      // Bounded: 1000 rows, then the next write sweeps again, since more were left.
+      expect((await count('bulk')) + (await count('renamed'))).toBe(6)
+      await ledger.record({ ...old('current', 0) })
+      expect((await count('bulk')) + (await count('renamed'))).toBe(0)
+      // Now at most once per 10 minutes: a task's own write still deletes its own expired runs.
+      await yearLong.record(old('renamed', 40))
+      await yearLong.record(old('current', 40))
+      statements.length = 0
+      await ledger.record({ ...old('current', 0) })
+      expect(statements).toHaveLength(3) // INSERT, the task's age DELETE, the keep DELETE
+      expect(await count('renamed')).toBe(1)
+      expect((await ledger.history('current')).map((r) => r.startedAt.getTime() > Date.now() - 60_000)).toEqual([true, true, true])
+    } finally {
+      await db.query(`DROP TABLE IF EXISTS ${table}`)
+    }
   })
 
   it('a missing runs table rejects with LockProviderError saying how to create it', async () => {

@@ -31,7 +31,12 @@ describe.skipIf(!raw)('redisRunLedger', () => {
 
   describe('ioredis', () => {
     registerRunLedgerSuite(
-      runLedgerSuite({ ledger: redisRunLedger({ client: io, environment, keep: 5 }), keep: 5, provider: () => redisLockProvider({ client: io, environment }) }),
+      runLedgerSuite({
+        ledger: redisRunLedger({ client: io, environment, keep: 5 }),
+        keep: 5,
+        provider: () => redisLockProvider({ client: io, environment }),
+        withMaxAge: (maxAge) => redisRunLedger({ client: io, environment, keep: 5, maxAge }),
+      }),
     )
   })
 

@@ -21,7 +21,14 @@ afterAll(() => {
 })
 
 describe(`sqliteRunLedger (${driver.name})`, () => {
-  registerRunLedgerSuite(runLedgerSuite({ ledger: sqliteRunLedger({ database, keep: 5 }), keep: 5, provider: () => sqliteLockProvider({ database }) }))
+  registerRunLedgerSuite(
+    runLedgerSuite({
+      ledger: sqliteRunLedger({ database, keep: 5 }),
+      keep: 5,
+      provider: () => sqliteLockProvider({ database }),
+      withMaxAge: (maxAge) => sqliteRunLedger({ database, keep: 5, maxAge }),
+    }),
+  )
 
   it('sqliteRunsSchema() is idempotent, also for a table in an attached database', () => {
     database.exec(sqliteRunsSchema())

@@ -1,0 +1,176 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import type { RunOutcome } from '../../src/core/run-ledger.ts'
+import { postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
+import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
+import { uniqueTable } from '../support/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { cli, lines } from './support/cli.ts'
+
+const pool = await postgresPoolOrSkip(2)
+const DAY = 86_400_000
+
+interface StatusJson {
+  stale: string[]
+  failing: string[]
+  ignored: string[]
+  tasks: { name: string; state: string; consecutiveFailures: number }[]
+}
+
+describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQL)', () => {
+  const db = pool!
+  const tables: string[] = []
+  afterAll(async () => {
+    for (const table of tables) await db.query(`DROP TABLE IF EXISTS ${table}`)
+    await db.end()
+  })
+
+  /** A fresh lock table and runs table, with the given runs (outcomes oldest first, `daysAgo` for the newest). */
+  async function store(tasks: Record<string, { outcomes: RunOutcome[]; daysAgo?: number }>): Promise<string[]> {
+    const [locks, runs] = [uniqueTable('shedlock_cli_st_locks'), uniqueTable('shedlock_cli_st_runs')]
+    tables.push(locks, runs)
+    await db.query(postgresSchema({ tableName: locks }))
+    await db.query(postgresRunsSchema({ tableName: runs }))
+    const ledger = postgresRunLedger({ client: db, tableName: runs, maxAge: '365d' })
+    for (const [name, { outcomes, daysAgo = 0 }] of Object.entries(tasks)) {
+      for (const [i, outcome] of outcomes.entries()) {
+        const at = new Date(Date.now() - daysAgo * DAY - (outcomes.length - i) * 60_000)
+        const error = outcome === 'failed' ? { type: 'Error', message: `run ${i} failed` } : undefined
+        await ledger.record({ name, slot: undefined, node: 'n', startedAt: at, finishedAt: at, outcome: outcome as 'ok', durationMs: 5, error })
+      }
+    }
+    return ['--url', POSTGRES_URL, '--table', locks, '--runs-table', runs]
+  }
+
+  it('a task whose latest finished run failed is failing (N in a row): exit 1, and --json says which', async () => {
+    const url = await store({ broken: { outcomes: ['ok', 'failed', 'skipped', 'failed'] }, healed: { outcomes: ['failed', 'ok'] } })
+    const json = await cli(['status', ...url, '--json'])
+    expect(json.code, json.stderr).toBe(1)
+    const out = JSON.parse(json.stdout) as StatusJson
+    expect(out).toMatchObject({ stale: [], failing: ['broken'], ignored: [] })
+    expect(out.tasks).toMatchObject([
+      { name: 'broken', state: 'failing', consecutiveFailures: 2 },
+      { name: 'healed', state: 'ok', consecutiveFailures: 0 },
+    ])
+    const text = await cli(['status', ...url])
+    expect(text.code, text.stderr).toBe(1)
+    expect(lines(text.stdout)[0]).toMatch(/: 2 tasks, 0 stale, 1 failing; now /)
+    expect(text.stdout).toMatch(/^broken +failing \(2 in a row\) /m)
+    // Stale beats failing; a probe of one task (NAME=AGE only) is not failed by another.
+    const probe = await cli(['status', ...url, '--stale', 'healed=1h', '--json'])
+    expect(probe.code, probe.stderr).toBe(0)
+    expect(JSON.parse(probe.stdout)).toMatchObject({ stale: [], failing: [] })
+    const both = await cli(['status', ...url, '--stale', '1h', '--json'])
+    expect(both.code).toBe(1)
+    expect(JSON.parse(both.stdout)).toMatchObject({ failing: ['broken'] })
+  })
+
+  it('--ignore-older-than (7d by default) leaves out a task not run for that long, unless --stale names it; 0 leaves none out', async () => {
+    const url = await store({ renamed: { outcomes: ['failed'], daysAgo: 10 }, current: { outcomes: ['ok'] } })
+    const byDefault = await cli(['status', ...url, '--stale', '26h', '--json'])
+    expect(byDefault.code, byDefault.stderr).toBe(0)
+    expect(JSON.parse(byDefault.stdout)).toMatchObject({ stale: [], failing: [], ignored: ['renamed'], tasks: [{ name: 'current', state: 'ok' }] })
+    const text = await cli(['status', ...url])
+    expect(text.code).toBe(0)
+    expect(lines(text.stdout)[0]).toMatch(/: 1 task, 0 stale, 0 failing, 1 not run for 7d left out; now /)
+    const wider = await cli(['status', ...url, '--stale', '26h', '--ignore-older-than', '30d', '--json'])
+    expect(wider.code).toBe(1)
+    expect(JSON.parse(wider.stdout)).toMatchObject({ stale: ['renamed'], ignored: [] })
+    const none = await cli(['status', ...url, '--ignore-older-than', '0', '--json'])
+    expect(JSON.parse(none.stdout)).toMatchObject({ failing: ['renamed'], ignored: [] })
+    const named = await cli(['status', ...url, '--stale', 'renamed=26h', '--json'])
+    expect(named.code).toBe(1)
+    expect(JSON.parse(named.stdout)).toMatchObject({ stale: ['renamed'], ignored: [] })
+    const bad = await cli(['status', ...url, '--ignore-older-than', 'soon'])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toMatch(/^shedlock status: --ignore-older-than "soon": .*use an AGE like 7d, or 0 to leave no task out/)
+  })
+
+  it('history on a store without the runs table says "history" and names shedlock init --runs-table; status too', async () => {
+    const missing = uniqueTable('shedlock_cli_no_runs')
+    for (const args of [['history', 'report'], ['status']]) {
+      const run = await cli([...args, '--url', POSTGRES_URL, '--runs-table', missing])
+      expect(run.code).toBe(1)
+      expect(lines(run.stderr)).toHaveLength(1)
+      expect(run.stderr).toMatch(
+        new RegExp(
+          `^shedlock ${args[0]}: no run history in postgres://\\S+: its table ${missing} does not exist; create it with: shedlock init --url \\S+ --runs-table ${missing}\\n$`,
+        ),
+      )
+      expect(run.stderr).not.toMatch(/lock "report"/)
+    }
+  })
+
+  it('history: options before or after the task name, and -- ends the options (a name may start with -)', async () => {
+    const url = await store({ report: { outcomes: ['ok', 'failed'] }, '-odd': { outcomes: ['ok'] } })
+    const before = await cli(['history', ...url, '--json', 'report'])
+    const after = await cli(['history', 'report', ...url, '--json'])
+    for (const run of [before, after]) {
+      expect(run.code, run.stderr).toBe(0)
+      expect(JSON.parse(run.stdout).runs.map((r: { outcome: string }) => r.outcome)).toEqual(['failed', 'ok'])
+    }
+    const odd = await cli(['history', ...url, '--json', '--', '-odd'])
+    expect(odd.code, odd.stderr).toBe(0)
+    expect(JSON.parse(odd.stdout)).toMatchObject({ task: '-odd', runs: [{ outcome: 'ok' }] })
+    const unknown = await cli(['history', ...url, '-odd'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toMatch(/^shedlock history: Unknown option '-o'/)
+    const two = await cli(['history', 'a', 'b', ...url])
+    expect(two.code).toBe(2)
+    expect(two.stderr).toMatch(/^shedlock history: one task at a time: got "a", "b"/)
+  })
+
+  it('doctor checks the runs table: a missing one is a note (--), a failure when --runs-table names it', async () => {
+    const url = await store({})
+    const present = await cli(['doctor', ...url, '--json'])
+    expect(present.code, present.stdout).toBe(0)
+    const runsTable = url[url.indexOf('--runs-table') + 1]!
+    expect(JSON.parse(present.stdout).checks).toContainEqual({ label: `table ${runsTable} (run history)`, status: 'ok', detail: 'exists and can be read' })
+    const missing = uniqueTable('shedlock_cli_no_runs')
+    const lockTable = url[url.indexOf('--table') + 1]!
+    // A SQLite file with the lock table only: the default runs table is missing.
+    const dir = mkdtempSync(join(tmpdir(), 'shedlock-cli-doctor-'))
+    try {
+      const database = (await loadSqliteDriver()).open(join(dir, 'locks.db'))
+      database.exec(sqliteSchema())
+      database.close()
+      const note = await cli(['doctor', '--url', `sqlite:${join(dir, 'locks.db')}`])
+      expect(note.code, note.stdout).toBe(0)
+      expect(note.stdout).toMatch(
+        /^ {2}-- {4}table shedlock_runs \(run history\): does not exist \(optional: shedlock history and status read it\); create it with: shedlock init --url sqlite:\S+ --runs-table shedlock_runs$/m,
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+    const asked = await cli(['doctor', '--url', POSTGRES_URL, '--table', lockTable, '--runs-table', missing, '--json'])
+    expect(asked.code).toBe(1)
+    expect(JSON.parse(asked.stdout).checks).toContainEqual({
+      label: `table ${missing} (run history)`,
+      status: 'fail',
+      detail: `does not exist; create it with: shedlock init --url ${POSTGRES_URL} --table ${lockTable} --runs-table ${missing}`,
+    })
+  })
+})
+
+describe('an unknown command', () => {
+  it.each([
+    ['stauts', 'status'],
+    ['hsitory', 'history'],
+    ['lst', 'list'],
+    ['unlok', 'unlock'],
+    ['Doctor', 'doctor'],
+  ])('shedlock %s: did you mean "%s"?', async (typed, meant) => {
+    const run = await cli([typed])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toBe(`shedlock: unknown command "${typed}"; did you mean "${meant}"? (see shedlock --help)\n`)
+  })
+
+  it('far from every command: no guess', async () => {
+    const run = await cli(['frobnicate'])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toBe('shedlock: unknown command "frobnicate" (see shedlock --help)\n')
+  })
+})
