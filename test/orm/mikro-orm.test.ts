@@ -1,13 +1,12 @@
-import type { EntityManager, MikroORM } from '@mikro-orm/core'
 import { MikroORM as MysqlOrm } from '@mikro-orm/mysql'
-import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
+import { MikroORM as PostgresOrm, type SqlEntityManager } from '@mikro-orm/postgresql'
 import { expect } from 'vitest'
 import { mikroOrmLockProvider } from '../../src/orm/mikro-orm.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
-  let orm: MikroORM
+  let fork: () => SqlEntityManager
   await ormTests(
     'mikro_orm',
     dialect,
@@ -18,7 +17,8 @@ for (const dialect of ['postgres', 'mysql'] as const) {
         discovery: { warnWhenNoEntities: false },
         pool: { min: 0, max: 8 },
       }
-      orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
+      const orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
+      fork = () => orm.em.fork()
       return {
         provider: (tableName) => mikroOrmLockProvider(orm, { tableName }),
         transaction: (body) =>
@@ -43,7 +43,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
           what: 'a fork in a transaction of em.begin()',
           escapes: true,
           inTransaction: async (body) => {
-            const em = orm.em.fork()
+            const em = fork()
             await em.begin()
             try {
               await em.execute('SELECT 1')
@@ -53,7 +53,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
               await em.rollback()
             }
           },
-          provider: (handle, tableName) => mikroOrmLockProvider(handle as EntityManager, { tableName }),
+          provider: (handle, tableName) => mikroOrmLockProvider(handle as SqlEntityManager, { tableName }),
         },
       ],
     },
