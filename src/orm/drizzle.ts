@@ -14,6 +14,9 @@ export interface DrizzleDatabaseLike {
   dialect?: unknown
 }
 
+const ONE_CONNECTION =
+  'over a single connection (a pg Client, a PoolClient, a mysql2 connection), a lock would join the transaction open on it, invisible to other nodes until it commits and gone if it rolls back.'
+
 /**
  * Locks in Java ShedLock's table through your Drizzle database: the PostgreSQL provider on a
  * `drizzle-orm/node-postgres` database, the MySQL provider on a `drizzle-orm/mysql2` one, over the
@@ -26,8 +29,9 @@ export interface DrizzleDatabaseLike {
  * const provider = drizzleLockProvider(db)
  * ```
  *
- * @throws LockConfigurationError for a transaction (`tx`: pass `db`), for a database over a single
- *   connection instead of a pool (it would share your transactions), and for other drivers.
+ * @throws LockConfigurationError for a transaction (`tx`, nested ones included: pass `db`), for a
+ *   database over a single connection instead of a pool (a pg `Client` or `PoolClient`, a mysql2
+ *   connection: the lock would join your transactions), and for other drivers.
  */
 export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
   if (!db || typeof db !== 'object') throw new LockConfigurationError('drizzle: pass the database that drizzle() returned')
@@ -44,7 +48,7 @@ export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockPro
     // A pg Pool counts its clients; a single pg Client would run the lock inside your transactions.
     if (typeof client.query !== 'function' || typeof client.totalCount !== 'number') {
       throw new LockConfigurationError(
-        'drizzle: db.$client is not a pg Pool; make the database with drizzle(new pg.Pool(...)) (or drizzle(connectionString)), since a single connection would share your transactions',
+        `drizzle: db.$client is not a pg Pool; ${ONE_CONNECTION} Pass a database made with drizzle(new pg.Pool(...)) (or drizzle(connectionString)) instead`,
       )
     }
     return postgresLockProvider({ ...options, client: client as never })
@@ -54,7 +58,7 @@ export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockPro
     typeof client.promise === 'function' && typeof client.getConnection === 'function' ? (client.promise as () => Record<string, unknown>).call(client) : client
   if (typeof pool.query !== 'function' || typeof pool.getConnection !== 'function') {
     throw new LockConfigurationError(
-      'drizzle: db.$client is not a mysql2 pool; make the database with drizzle(mysql.createPool(...)), since a single connection would share your transactions',
+      `drizzle: db.$client is not a mysql2 pool; ${ONE_CONNECTION} Pass a database made with drizzle(mysql.createPool(...)) instead`,
     )
   }
   return mysqlLockProvider({ ...options, client: pool as never })

@@ -17,7 +17,8 @@ export interface MikroOrmEntityManagerLike {
  * Locks in Java ShedLock's table through MikroORM, with the PostgreSQL or MySQL provider's
  * statements (one `execute` per acquire and per release, database time by default). Each runs on
  * the connection's pool without a transaction context, so on a pooled connection of its own, even
- * when the `EntityManager` given (a fork inside `em.transactional()`) is in a transaction.
+ * when the `EntityManager` given (a fork inside `em.transactional()` or after `em.begin()`) is in a
+ * transaction.
  *
  * ```ts
  * import { mikroOrmLockProvider } from 'shedlock/orm/mikro-orm'

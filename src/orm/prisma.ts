@@ -36,8 +36,9 @@ export function prismaLockProvider(prisma: PrismaClientLike, options: OrmLockPro
   if (!prisma || typeof prisma.$executeRawUnsafe !== 'function' || typeof prisma.$queryRawUnsafe !== 'function') {
     throw new LockConfigurationError('prisma: pass your PrismaClient (an object with $executeRawUnsafe and $queryRawUnsafe)')
   }
-  // The tx client of an interactive transaction has no $disconnect; it cannot reach the pool
-  // outside its transaction.
+  // Prisma makes the tx client of an interactive transaction (of an extended client, or nested,
+  // alike) without $connect, $disconnect, $on, $use and $extends (its itxClientDenyList); it
+  // cannot reach the pool outside its transaction.
   if (typeof prisma.$disconnect !== 'function') throw transactionHandle('prisma', 'the tx client of a $transaction', 'your root PrismaClient')
   const provider = (prisma as { _activeProvider?: unknown })._activeProvider
   const detected = provider === 'postgresql' ? 'postgres' : provider === 'mysql' ? 'mysql' : typeof provider === 'string' ? provider : undefined

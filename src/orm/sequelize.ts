@@ -1,7 +1,7 @@
 // shedlock/orm/sequelize: a lock provider over a Sequelize instance (postgres or mysql dialect).
 import { LockConfigurationError } from '../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
-import { chooseDialect, dollarNumbers, type OrmLockProviderOptions, ormSqlLockProvider } from './sql-client.ts'
+import { chooseDialect, dollarNumbers, type OrmLockProviderOptions, ormSqlLockProvider, transactionHandle } from './sql-client.ts'
 
 export type { OrmDialect, OrmLockProviderOptions } from './sql-client.ts'
 
@@ -23,11 +23,21 @@ export interface SequelizeLike {
  * const provider = sequelizeLockProvider(sequelize)
  * ```
  *
- * @throws LockConfigurationError for dialects other than postgres and mysql.
+ * @throws LockConfigurationError for a `Transaction` or `{ transaction }` in the options (pass
+ *   the `Sequelize` instance, with no transaction), and for dialects other than postgres and mysql.
  */
 export function sequelizeLockProvider(sequelize: SequelizeLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
+  const handle = sequelize as unknown as { sequelize?: unknown; commit?: unknown; rollback?: unknown } | undefined
+  if (handle && typeof handle.commit === 'function' && typeof handle.rollback === 'function' && handle.sequelize)
+    throw transactionHandle('sequelize', 'a Transaction', 'your Sequelize instance (transaction.sequelize)')
   if (!sequelize || typeof sequelize.query !== 'function' || typeof sequelize.getDialect !== 'function')
     throw new LockConfigurationError('sequelize: pass your Sequelize instance')
+  // Typed out, but a JavaScript caller may try it: the statements would ignore it, silently.
+  if (options && 'transaction' in options) {
+    throw new LockConfigurationError(
+      'sequelize: got { transaction } in the options; a lock must never join a transaction (invisible to other nodes until it commits, gone if it rolls back). Leave it out: the provider runs each lock statement with transaction: null, on a pooled connection of its own',
+    )
+  }
   const name = sequelize.getDialect()
   // Sequelize's mariadb dialect runs the mariadb connector, whose replies are shaped otherwise.
   const dialect = chooseDialect('sequelize', options, name === 'postgres' || name === 'mysql' ? name : `its ${name} dialect`)

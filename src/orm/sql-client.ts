@@ -137,9 +137,9 @@ export function dollarNumbers(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`)
 }
 
-/** Internal: the error for a transaction handle, naming the fix. */
+/** Internal: the error for a handle bound to a transaction or to one connection, naming the fix. */
 export function transactionHandle(library: string, handle: string, root: string): LockConfigurationError {
   return new LockConfigurationError(
-    `${library}: got ${handle}; a lock taken through it would join that transaction, invisible to other nodes until it commits and gone if it rolls back. Pass ${root} instead: the provider runs each lock statement on its own connection, outside any transaction`,
+    `${library}: got ${handle}; a lock taken through it would join the transaction open on its connection, invisible to other nodes until it commits and gone if it rolls back. Pass ${root} instead: the provider runs each lock statement on its own connection, outside any transaction`,
   )
 }

@@ -22,9 +22,10 @@ export interface TypeormDataSourceLike {
  * provider's statements (one per acquire and per release, database time by default). Each runs on
  * a query runner of its own, a pooled connection outside any transaction, released at once.
  *
- * An `EntityManager` is accepted too, that of a transaction included: the provider uses its
- * `DataSource`, never its query runner, so a lock taken inside `dataSource.transaction()` is
- * committed on its own (visible to other nodes at once, kept if the transaction rolls back).
+ * An `EntityManager` or a `QueryRunner` is accepted too, those of a transaction included: the
+ * provider uses their `DataSource`, never their query runner, so a lock taken inside
+ * `dataSource.transaction()` or after `queryRunner.startTransaction()` is committed on its own
+ * (visible to other nodes at once, kept if the transaction rolls back).
  *
  * ```ts
  * import { typeormLockProvider } from 'shedlock/orm/typeorm'
@@ -38,13 +39,14 @@ export function typeormLockProvider(
   dataSource: TypeormDataSourceLike | { readonly dataSource: TypeormDataSourceLike } | { readonly connection: TypeormDataSourceLike },
   options: OrmLockProviderOptions = {},
 ): ExtensibleLockProvider & InspectableLockProvider {
-  // An EntityManager (of a transaction or not) escapes to its DataSource.
+  // An EntityManager or a QueryRunner (in a transaction or not) escapes to its DataSource.
   const manager = dataSource as { dataSource?: TypeormDataSourceLike; connection?: TypeormDataSourceLike } | undefined
   const source =
     dataSource && typeof (dataSource as TypeormDataSourceLike).createQueryRunner === 'function'
       ? (dataSource as TypeormDataSourceLike)
       : (manager?.dataSource ?? manager?.connection)
-  if (!source || typeof source.createQueryRunner !== 'function') throw new LockConfigurationError('typeorm: pass your DataSource (or an EntityManager of it)')
+  if (!source || typeof source.createQueryRunner !== 'function')
+    throw new LockConfigurationError('typeorm: pass your DataSource (or an EntityManager or QueryRunner of it)')
   const type = source.options?.type
   const detected = type === 'postgres' ? 'postgres' : type === 'mysql' || type === 'mariadb' || type === 'aurora-mysql' ? 'mysql' : type
   const dialect = chooseDialect('typeorm', options, detected)

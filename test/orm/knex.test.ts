@@ -1,4 +1,4 @@
-import knexFactory from 'knex'
+import knexFactory, { type Knex } from 'knex'
 import { knexLockProvider } from '../../src/orm/knex.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
@@ -7,11 +7,12 @@ import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializ
 const quiet = { warn: () => {}, error: () => {}, debug: () => {}, deprecate: () => {} }
 
 for (const dialect of ['postgres', 'mysql'] as const) {
+  let knex: Knex
   await ormTests(
     'knex',
     dialect,
     async () => {
-      const knex = knexFactory(
+      knex = knexFactory(
         dialect === 'postgres'
           ? { client: 'pg', connection: POSTGRES_URL, pool: { min: 0, max: 8 } }
           : { client: 'mysql2', connection: MYSQL_URL, pool: { min: 0, max: 8 } },
@@ -48,7 +49,40 @@ for (const dialect of ['postgres', 'mysql'] as const) {
         },
       }
     },
-    { deadStore: true },
+    {
+      deadStore: true,
+      boundHandles: [
+        {
+          what: 'the trx of await knex.transaction() (no handler)',
+          escapes: false,
+          inTransaction: async (body) => {
+            const trx = await knex.transaction()
+            try {
+              await body(trx)
+            } finally {
+              await trx.rollback()
+            }
+          },
+          provider: (handle, tableName) => knexLockProvider(handle as Knex.Transaction, { tableName }),
+        },
+        {
+          what: 'a nested trx (a savepoint of trx.transaction())',
+          escapes: false,
+          inTransaction: (body) =>
+            knex
+              .transaction(async (trx) => {
+                await trx.transaction(async (nested) => {
+                  await body(nested)
+                  throw new Error('roll back')
+                })
+              })
+              .catch((error: unknown) => {
+                if ((error as Error).message !== 'roll back') throw error
+              }),
+          provider: (handle, tableName) => knexLockProvider(handle as Knex.Transaction, { tableName }),
+        },
+      ],
+    },
   )
 }
 

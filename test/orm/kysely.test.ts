@@ -5,13 +5,16 @@ import { kyselyLockProvider } from '../../src/orm/kysely.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
+type Db = Kysely<Record<string, never>>
+
 for (const dialect of ['postgres', 'mysql'] as const) {
+  let db: Db
   await ormTests(
     'kysely',
     dialect,
     async () => {
       // CamelCasePlugin would rename the columns the provider reads: the adapter runs without plugins.
-      const db = new Kysely<Record<string, never>>({
+      db = new Kysely<Record<string, never>>({
         dialect:
           dialect === 'postgres'
             ? new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 8 }) })
@@ -48,7 +51,39 @@ for (const dialect of ['postgres', 'mysql'] as const) {
         },
       }
     },
-    { deadStore: true },
+    {
+      deadStore: true,
+      boundHandles: [
+        {
+          // Looks like the root Kysely (isTransaction false); its statements go to the one connection.
+          what: 'the db of db.connection().execute(), with a transaction begun on it',
+          escapes: false,
+          inTransaction: (body) =>
+            db.connection().execute(async (connection) => {
+              await sql.raw(dialect === 'postgres' ? 'BEGIN' : 'START TRANSACTION').execute(connection)
+              try {
+                await body(connection)
+              } finally {
+                await sql.raw('ROLLBACK').execute(connection)
+              }
+            }),
+          provider: (handle, tableName) => kyselyLockProvider(handle as Db, { tableName }),
+        },
+        {
+          what: 'the ControlledTransaction of db.startTransaction()',
+          escapes: false,
+          inTransaction: async (body) => {
+            const trx = await db.startTransaction().execute()
+            try {
+              await body(trx)
+            } finally {
+              await trx.rollback().execute()
+            }
+          },
+          provider: (handle, tableName) => kyselyLockProvider(handle as Db, { tableName }),
+        },
+      ],
+    },
   )
 }
 

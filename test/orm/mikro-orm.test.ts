@@ -1,35 +1,63 @@
 import { MikroORM as MysqlOrm } from '@mikro-orm/mysql'
-import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
+import { MikroORM as PostgresOrm, type SqlEntityManager } from '@mikro-orm/postgresql'
+import { expect } from 'vitest'
 import { mikroOrmLockProvider } from '../../src/orm/mikro-orm.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {
-  await ormTests('mikro_orm', dialect, async () => {
-    const config = {
-      clientUrl: dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL,
-      entities: [],
-      discovery: { warnWhenNoEntities: false },
-      pool: { min: 0, max: 8 },
-    }
-    const orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
-    return {
-      provider: (tableName) => mikroOrmLockProvider(orm, { tableName }),
-      transaction: (body) =>
-        orm.em.fork().transactional((em) =>
-          body({
-            handle: em,
-            read: async (text) => firstValue(await em.execute(text)),
-            write: async (text) => {
-              await em.execute(text)
-            },
-          }),
-        ),
-      // A fork inside em.transactional(): its connection runs the lock without the transaction.
-      fromHandle: { escapes: true, provider: (handle, tableName) => mikroOrmLockProvider(handle as never, { tableName }) },
-      close: () => orm.close(),
-    }
-  })
+  let fork: () => SqlEntityManager
+  await ormTests(
+    'mikro_orm',
+    dialect,
+    async () => {
+      const config = {
+        clientUrl: dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL,
+        entities: [],
+        discovery: { warnWhenNoEntities: false },
+        pool: { min: 0, max: 8 },
+      }
+      const orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
+      fork = () => orm.em.fork()
+      return {
+        provider: (tableName) => mikroOrmLockProvider(orm, { tableName }),
+        transaction: (body) =>
+          orm.em.fork().transactional((em) =>
+            body({
+              handle: em,
+              read: async (text) => firstValue(await em.execute(text)),
+              write: async (text) => {
+                await em.execute(text)
+              },
+            }),
+          ),
+        // A fork inside em.transactional(): its connection runs the lock without the transaction.
+        fromHandle: { escapes: true, provider: (handle, tableName) => mikroOrmLockProvider(handle as never, { tableName }) },
+        close: () => orm.close(),
+      }
+    },
+    {
+      boundHandles: [
+        {
+          // em.isInTransaction() is true: its own statements join the transaction, the lock's do not.
+          what: 'a fork in a transaction of em.begin()',
+          escapes: true,
+          inTransaction: async (body) => {
+            const em = fork()
+            await em.begin()
+            try {
+              await em.execute('SELECT 1')
+              expect(em.isInTransaction()).toBe(true)
+              await body(em)
+            } finally {
+              await em.rollback()
+            }
+          },
+          provider: (handle, tableName) => mikroOrmLockProvider(handle as SqlEntityManager, { tableName }),
+        },
+      ],
+    },
+  )
 }
 
 // MikroORM wraps driver errors in its DriverException classes.

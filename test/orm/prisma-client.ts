@@ -10,6 +10,7 @@ export function prismaClientClass(provider: 'postgresql' | 'mysql'): new (option
   $executeRawUnsafe(query: string, ...values: unknown[]): Promise<number>
   $queryRawUnsafe(query: string, ...values: unknown[]): Promise<unknown>
   $transaction<T>(body: (tx: never) => Promise<T>): Promise<T>
+  $extends(extension: object): { $transaction<T>(body: (tx: never) => Promise<T>): Promise<T> }
   $disconnect(): Promise<void>
 } {
   const config = {

@@ -7,16 +7,39 @@ import { mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { uniqueTable } from '../support/backends.ts'
 import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL } from '../support/sql-pools.ts'
 import { prismaClientClass } from './prisma-client.ts'
-import { DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+import { type BoundHandle, DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
 
+// The tx client of an extended client's interactive transaction, and of one nested in it.
+const prismaHandles = (client: () => { $extends(extension: object): { $transaction<T>(body: (tx: never) => Promise<T>): Promise<T> } }): BoundHandle[] => {
+  const inTransaction = (nest: boolean) => async (body: (handle: unknown) => Promise<void>) => {
+    await client()
+      .$extends({})
+      .$transaction(async (tx: Tx & { $transaction?<T>(body: (tx: never) => Promise<T>): Promise<T> }) => {
+        await tx.$queryRawUnsafe('SELECT 1')
+        await (nest ? tx.$transaction!((inner: never) => body(inner)) : body(tx))
+        throw new Error('roll back')
+      })
+      .catch((error: unknown) => {
+        if ((error as Error).message !== 'roll back') throw error
+      })
+  }
+  const provider = (handle: unknown, tableName: string) => prismaLockProvider(handle as never, { tableName })
+  return [
+    { what: 'the tx client of an extended client ($extends) in $transaction', escapes: false, inTransaction: inTransaction(false), provider },
+    { what: 'the tx client of a $transaction nested in another', escapes: false, inTransaction: inTransaction(true), provider },
+  ]
+}
+
+let pgPrisma: InstanceType<ReturnType<typeof prismaClientClass>>
 await ormTests(
   'prisma',
   'postgres',
   async () => {
     const PrismaClient = prismaClientClass('postgresql')
     const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 8 }) })
+    pgPrisma = prisma
     const dead_: InstanceType<typeof PrismaClient>[] = []
     return {
       provider: (tableName) => prismaLockProvider(prisma, { tableName }),
@@ -43,18 +66,20 @@ await ormTests(
       },
     }
   },
-  { deadStore: true },
+  { deadStore: true, boundHandles: prismaHandles(() => pgPrisma) },
 )
 
 // The mariadb connector counts found rows (an unchanged row counts 1, like an insert) and Prisma
 // reports no insert id: the provider acquires with count-only statements (MysqlAcquireMode).
 const mariadbUrl = (url: string): string => url.replace(/^mysql:/, 'mariadb:')
+let mysqlPrisma: InstanceType<ReturnType<typeof prismaClientClass>>
 await ormTests(
   'prisma',
   'mysql',
   async () => {
     const PrismaClient = prismaClientClass('mysql')
     const prisma = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(MYSQL_URL)}?connectionLimit=8`) })
+    mysqlPrisma = prisma
     const dead_: InstanceType<typeof PrismaClient>[] = []
     return {
       provider: (tableName) => prismaLockProvider(prisma, { tableName }),
@@ -81,7 +106,7 @@ await ormTests(
       },
     }
   },
-  { deadStore: true },
+  { deadStore: true, boundHandles: prismaHandles(() => mysqlPrisma) },
 )
 
 // The suite above runs on the connector's default found-rows count; with foundRows: false an

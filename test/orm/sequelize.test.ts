@@ -1,5 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { QueryTypes, Sequelize, type Transaction } from 'sequelize'
+import { describe, expect, it } from 'vitest'
+import { LockConfigurationError } from '../../src/index.ts'
 import { sequelizeLockProvider } from '../../src/orm/sequelize.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
@@ -19,11 +21,12 @@ Sequelize.useCLS({
 } as never)
 
 for (const dialect of ['postgres', 'mysql'] as const) {
+  let sequelize: Sequelize
   await ormTests(
     'sequelize',
     dialect,
     async () => {
-      const sequelize = new Sequelize(dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, { logging: false, pool: { max: 8 } })
+      sequelize = new Sequelize(dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, { logging: false, pool: { max: 8 } })
       const dead_: Sequelize[] = []
       return {
         provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }),
@@ -51,9 +54,51 @@ for (const dialect of ['postgres', 'mysql'] as const) {
         },
       }
     },
-    { deadStore: true },
+    {
+      deadStore: true,
+      boundHandles: [
+        {
+          // Unmanaged: the caller commits or rolls back.
+          what: 'a Transaction (of sequelize.transaction())',
+          escapes: false,
+          inTransaction: async (body) => {
+            const transaction = await sequelize.transaction()
+            try {
+              await body(transaction)
+            } finally {
+              await transaction.rollback()
+            }
+          },
+          provider: (handle, tableName) => sequelizeLockProvider(handle as never, { tableName }),
+        },
+        {
+          what: 'the Sequelize instance, inside a CLS-managed transaction',
+          escapes: true,
+          inTransaction: async (body) => {
+            await sequelize
+              .transaction(async () => {
+                await sequelize.query('SELECT 1')
+                await body(sequelize)
+                throw new Error('roll back')
+              })
+              .catch((error: unknown) => {
+                if ((error as Error).message !== 'roll back') throw error
+              })
+          },
+          provider: (handle, tableName) => sequelizeLockProvider(handle as Sequelize, { tableName }),
+        },
+      ],
+    },
   )
 }
+
+describe('sequelizeLockProvider', () => {
+  it('refuses { transaction } in the options, naming the fix', () => {
+    const sequelize = new Sequelize(POSTGRES_URL, { logging: false })
+    expect(() => sequelizeLockProvider(sequelize, { transaction: {} } as never)).toThrow(LockConfigurationError)
+    expect(() => sequelizeLockProvider(sequelize, { transaction: null } as never)).toThrow(/Leave it out/)
+  })
+})
 
 // Sequelize wraps driver errors (the pg error is its parent): the adapter hands the provider the driver's code.
 serializableRace('sequelize', async () => {

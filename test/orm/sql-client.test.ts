@@ -62,7 +62,7 @@ describe('ORM adapters: shared parts', () => {
 
   it('transaction handles that cannot escape are refused, naming the root instance to pass', () => {
     expect(() => knexLockProvider({ raw: async () => ({}), isTransaction: true })).toThrow(/trx.*Pass your root knex instance/s)
-    const trx = { isTransaction: true, withoutPlugins: () => trx, executeQuery: async () => ({ rows: [] }), getExecutor: () => ({ adapter: {} }) }
+    const trx = { isTransaction: true, withoutPlugins: () => trx, getExecutor: () => ({ adapter: {}, provideConnection: async () => ({}) as never }) }
     expect(() => kyselyLockProvider(trx)).toThrow(/Transaction.*Pass your root Kysely instance/s)
     expect(() => drizzleLockProvider({ dialect: {}, rollback: () => {} } as never)).toThrow(/tx.*Pass the db that drizzle\(\) returned/s)
   })

@@ -44,12 +44,24 @@ export interface OrmHarness {
   close(): Promise<void>
 }
 
+/** A handle of the library's that binds statements to one connection or to a transaction. */
+export interface BoundHandle {
+  /** What it is, for the test's name: `the db of db.connection().execute()`. */
+  what: string
+  /** `true`: the adapter runs the lock on a pooled connection of its own; `false`: it refuses the handle (at once or on `lock()`). */
+  escapes: boolean
+  /** Opens a transaction on the handle (of the instance `setup` made), runs `body` with the handle while it is open, then rolls it back. */
+  inTransaction(body: (handle: unknown) => Promise<void>): Promise<void>
+  /** The adapter over the handle. */
+  provider(handle: unknown, table: string): LockProvider
+}
+
 /** Registers the adapter's tests for `dialect`, `setup` making the ORM instance once the database answers. */
 export async function ormTests(
   library: string,
   dialect: Dialect,
   setup: () => Promise<OrmHarness>,
-  { deadStore = false }: { deadStore?: boolean } = {},
+  { deadStore = false, boundHandles = [] }: { deadStore?: boolean; boundHandles?: BoundHandle[] } = {},
 ): Promise<void> {
   const pool = dialect === 'postgres' ? await postgresPoolOrSkip(4) : await mysqlPoolOrSkip(4)
   // Concurrent: the cases mostly sleep (expiry, lockAtLeastFor), and use names of their own.
@@ -154,6 +166,42 @@ export async function ormTests(
         ).rejects.toThrow('roll back')
         if (orm.fromHandle.escapes) expect(await isLocked(name)).toBe(true)
       })
+
+      for (const [index, h] of boundHandles.entries()) {
+        const test = h.escapes
+          ? `${h.what}: a lock taken through it while its transaction is open is seen by another node at once, which skips, and survives the rollback`
+          : `${h.what} is refused with an error naming the fix, before anything is sent`
+        it(test, async () => {
+          const name = `bound-${index}-${Math.random()}`
+          const configuration = () => lockConfiguration({ name, lockAtMostFor: '1m' })
+          if (!h.escapes) {
+            let error: unknown
+            await h.inTransaction(async (bound) => {
+              error = await Promise.resolve()
+                .then(() => h.provider(bound, table).lock(configuration()))
+                .then(
+                  () => undefined,
+                  (e: unknown) => e,
+                )
+            })
+            expect(error, h.what).toBeInstanceOf(LockConfigurationError)
+            expect((error as Error).message, h.what).toMatch(/transaction.*Pass /s)
+            expect(await isLocked(name), h.what).toBe(false)
+            return
+          }
+          await h.inTransaction(async (bound) => {
+            expect(await h.provider(bound, table).lock(configuration()), h.what).toBeDefined()
+            expect(await isLocked(name), `${h.what}: seen from another connection`).toBe(true)
+            // Another node skips at once; were the lock inside the open transaction, its acquire
+            // would wait on the row until that transaction ends.
+            const other = orm.provider(table).lock(configuration())
+            const waited = await Promise.race([other.then(() => false), sleep(5_000).then(() => true)])
+            expect(waited, `${h.what}: another node waited for the caller's transaction`).toBe(false)
+            expect(await other).toBeUndefined()
+          })
+          expect(await isLocked(name), `${h.what}: held after the rollback`).toBe(true)
+        })
+      }
 
       it('fuzz: 4 workers, each inside its own ORM transaction, read, sleep and write a counter under the lock: no lost update', {
         timeout: 30_000,
