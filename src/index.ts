@@ -42,6 +42,7 @@ export {
   type HistoryOptions,
   type RunEnd,
   type RunError,
+  type RunHandle,
   type RunLedger,
   type RunOutcome,
   type RunRecord,

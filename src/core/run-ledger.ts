@@ -72,6 +72,17 @@ export interface RunEnd {
 }
 
 /**
+ * A run started in a {@link RunLedger}: it knows its row (or entry), so that recording the end
+ * needs no look-up.
+ */
+export interface RunHandle {
+  /** The run's id in the ledger, as {@link RunRecord.id}. */
+  readonly id: string
+  /** Records the run's end. */
+  finish(end: RunEnd): Promise<void>
+}
+
+/**
  * A run history, kept out of the lock table (Java ShedLock's table stays exactly Java's): give
  * one to `createLockingTaskExecutor(provider, { runLedger })` and every execution is recorded.
  * Writing it never makes a task fail or run twice: a failed write is reported to the listener's
@@ -81,10 +92,8 @@ export interface RunEnd {
 export interface RunLedger {
   /** Short store name, e.g. `"postgres"`. */
   readonly name: string
-  /** Records a run's start; resolves to its id. */
-  start(run: RunStart): Promise<string>
-  /** Records a run's end. */
-  finish(id: string, end: RunEnd): Promise<void>
+  /** Records a run's start; resolves to the run's handle, which records its end. */
+  start(run: RunStart): Promise<RunHandle>
   /** Records a run that ended without starting (a skipped slot), in one write. */
   record(run: RunStart & RunEnd): Promise<void>
   /** The task's runs, newest first. */

@@ -48,15 +48,15 @@ export class RunRecorder {
     if (!ledger) return undefined
     const clock = this.#clock
     const started: RunStart = { name: configuration.name, slot, node: owner, startedAt: new Date(clock.now()) }
-    const runId = ledger.start(started)
-    runId.catch(() => undefined)
+    const run = ledger.start(started)
+    run.catch(() => undefined)
     const startedAt = performance.now()
     return {
       end: (active, failure) => {
         const outcome: Exclude<RunOutcome, 'running'> = active.lost ? 'lock-lost' : failure === undefined ? 'ok' : 'failed'
         const durationMs = performance.now() - startedAt
         const error = failure === undefined ? undefined : runErrorOf(failure)
-        return this.write(configuration, execution, async () => ledger.finish(await runId, { finishedAt: new Date(clock.now()), outcome, durationMs, error }))
+        return this.write(configuration, execution, async () => (await run).finish({ finishedAt: new Date(clock.now()), outcome, durationMs, error }))
       },
     }
   }

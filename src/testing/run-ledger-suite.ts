@@ -44,7 +44,8 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     const name = taskName()
     const slot = new Date('2026-11-24T02:00:00.000Z')
     const startedAt = new Date(Date.now() - 1_000)
-    const id = await ledger.start({ name, slot, node: 'web-1:42:abc', startedAt })
+    const run = await ledger.start({ name, slot, node: 'web-1:42:abc', startedAt })
+    const { id } = run
     const [running] = await ledger.history(name)
     assert.ok(running, 'history() does not show a started run')
     assert.equal(running.id, id)
@@ -53,7 +54,7 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     close(running.slot, slot, 'slot')
     close(running.startedAt, startedAt, 'startedAt')
     const finishedAt = new Date()
-    await ledger.finish(id, { finishedAt, outcome: 'failed', durationMs: 1_000, error: { type: 'TypeError', message: 'boom' } })
+    await run.finish({ finishedAt, outcome: 'failed', durationMs: 1_000, error: { type: 'TypeError', message: 'boom' } })
     const [done] = await ledger.history(name)
     assert.equal(done?.id, id)
     assert.equal(done?.outcome, 'failed')

@@ -62,7 +62,7 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
     expect(results.map((r) => r.outcome).sort()).toEqual(['held', 'ran'])
     expect(observed).toHaveLength(1)
     expect(observed[0]!.others).toBe(false)
-    expect(observed[0]!.left).toBeGreaterThan(1000)
+    expect(observed[0]!.left).toBeGreaterThan(0)
     const ran = results.find((r) => r.outcome === 'ran')!
     expect(ran.missed.length).toBeGreaterThanOrEqual(3000)
     expect(ran.ran).toEqual([ran.missed.at(-1)])

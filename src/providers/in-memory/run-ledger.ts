@@ -52,27 +52,26 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
     name: 'in-memory',
     async start(run) {
       const id = randomUUID()
-      add(
-        Object.freeze({
-          id,
-          name: run.name,
-          slot: run.slot,
-          node: run.node,
-          startedAt: run.startedAt,
-          finishedAt: undefined,
-          outcome: 'running',
-          durationMs: undefined,
-          error: undefined,
-        }),
-      )
-      return id
-    },
-    async finish(id, end) {
-      for (const list of runs.values()) {
-        const index = list.findIndex((run) => run.id === id)
-        if (index < 0) continue
-        list[index] = Object.freeze({ ...list[index]!, finishedAt: end.finishedAt, outcome: end.outcome, durationMs: end.durationMs, error: end.error })
-        return
+      const started: RunRecord = Object.freeze({
+        id,
+        name: run.name,
+        slot: run.slot,
+        node: run.node,
+        startedAt: run.startedAt,
+        finishedAt: undefined,
+        outcome: 'running',
+        durationMs: undefined,
+        error: undefined,
+      })
+      add(started)
+      return {
+        id,
+        finish: async (end) => {
+          const list = runs.get(run.name) ?? []
+          const index = list.indexOf(started)
+          if (index >= 0)
+            list[index] = Object.freeze({ ...started, finishedAt: end.finishedAt, outcome: end.outcome, durationMs: end.durationMs, error: end.error })
+        },
       }
     },
     async record(run) {

@@ -33,8 +33,7 @@ const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'fai
  * trims the stream to `2 × keep` entries and sets its expiry to `maxAge`, in one script on the
  * node that owns the key (Cluster clients route it by the key). Needs Redis 5 or later (streams).
  *
- * `finish(id)` must be called by the process that called `start()`, as the executor does: the
- * ledger keeps the task name of each open run in memory until it ends. `tasks()` SCANs for the
+ * `tasks()` SCANs for the
  * streams, so it needs a client that can send raw commands (ioredis, node-redis, or a port with
  * `command`).
  *
@@ -58,8 +57,6 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
   if (maxAge <= 0 || timeout <= 0) throw new LockConfigurationError('redis: maxAge and timeout must be longer than 0ms')
   const guard = storeGuard((error, action, name) => describeRedisError(error, action, name, commands.client, timeout, 'run ledger'))
   const bounded = <T>(promise: Promise<T>): Promise<T> => withTimeout(promise, timeout, { store: 'Redis' })
-  // Open runs: finish(id) needs the task's key, and a RunLedger's finish() is given the id only.
-  const open = new Map<string, RunStart>()
 
   const append = (run: RunStart, id: string, end: RunEnd | undefined): Promise<unknown> =>
     bounded(runScript(commands, APPEND_RUN, space.prefix + run.name, [id, JSON.stringify(stored(id, run, end)), String(keep * 2), String(Math.ceil(maxAge))]))
@@ -91,18 +88,16 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
       guard('record', run.name, async () => {
         const id = randomUUID()
         await append(run, id, undefined)
-        open.set(id, { name: run.name, slot: run.slot, node: run.node, startedAt: run.startedAt })
-        return id
+        let finished = false
+        return {
+          id,
+          finish: async (end) => {
+            if (finished) throw new LockConfigurationError(`redis: run ${JSON.stringify(id)} has already finished; finish() records a run's end once`)
+            finished = true
+            await guard('record', run.name, async () => void (await append(run, id, end)))
+          },
+        }
       }),
-    finish: async (id, end) => {
-      const run = open.get(id)
-      if (!run)
-        throw new LockConfigurationError(
-          `redis: run ${JSON.stringify(id)} was not started by this run ledger (or has already finished); finish() takes an id that start() of the same ledger returned`,
-        )
-      open.delete(id)
-      await guard('record', run.name, async () => void (await append(run, id, end)))
-    },
     record: (run) => guard('record', run.name, async () => void (await append(run, randomUUID(), run))),
     history: (name, historyOptions = {}) => guard('inspect', name, () => read(name, Math.max(0, historyOptions.limit ?? 50))),
     health: (name) => guard('inspect', name, async () => healthOf(name, await read(name, keep))),

@@ -9,7 +9,7 @@ import { utcTimestamp } from './sql-table.ts'
 export interface SqlRunLedgerOptions {
   /** The runs table, optionally schema-qualified; create it with the store's `…RunsSchema()` or `shedlock init`. Plain SQL identifiers only. @default "shedlock_runs" */
   tableName?: string
-  /** Runs kept per task name; older ones are deleted. @default 100 */
+  /** Runs kept per task name; older ones are deleted (every `keep / 10` writes of the task, so up to 10 % more rows stay between two deletes; reads return at most `keep`). @default 100 */
   keep?: number
   /** Runs older than this are deleted, of every task (also of a task that no longer runs, within 10 minutes of a write), in milliseconds or a duration string. @default "30d" */
   maxAge?: Duration
@@ -31,6 +31,8 @@ export interface SqlRunDialect {
 export const SWEEP_EVERY_MS: number = 10 * 60_000
 /** At most this many rows per sweep; when it deletes as many, the next write sweeps again. */
 export const SWEEP_LIMIT: number = 1_000
+/** A task's rows beyond `keep` are deleted once per this share of `keep` writes of it (every 10th write with the default 100). */
+export const PRUNE_SHARE: number = 0.1
 
 // Names are interpolated into SQL text, so only plain identifiers pass: never quote, never escape.
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/
@@ -57,9 +59,10 @@ export const RUN_COLUMNS = ['id', 'name', 'slot', 'node', 'started_at', 'finishe
 
 /**
  * The {@link RunLedger} over a SQL runs table, kept out of the lock table (Java ShedLock's table
- * stays exactly Java's). Each run is one `INSERT` when it starts and one `UPDATE` when it ends;
- * after each end, the task's runs beyond `keep` or older than `maxAge` are deleted (two `DELETE`s
- * on the `(name, started_at)` index). The first end, and then one every {@link SWEEP_EVERY_MS},
+ * stays exactly Java's). Each run is one `INSERT` when it starts and one `UPDATE` when it ends
+ * (its handle knows the row); after every {@link PRUNE_SHARE} of `keep` ends of a task, the task's
+ * runs beyond `keep` or older than `maxAge` are deleted (two `DELETE`s on the `(name, started_at)`
+ * index), and reads never return more than `keep`. The first end, and then one every {@link SWEEP_EVERY_MS},
  * deletes the runs older than `maxAge` of every task instead (at most {@link SWEEP_LIMIT} rows),
  * so that a task that no longer runs loses its rows too.
  */
@@ -82,10 +85,22 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   // (1,000 tasks × 100 runs), none expired, it took 1.2 ms against 0.7 ms for the task's own DELETE,
   // and it grows with the table.
   let nextSweep = 0
+  // A task's own rows are pruned on every PRUNE_SHARE-th of `keep` writes of it, not on each:
+  // two DELETEs a run were most of what a run cost the store (8 statements a slot run, with the
+  // claim, the lock, the start, the release and the end). Reads never return more than `keep`
+  // runs, so the few rows over it between two prunes are never seen.
+  const pruneEvery = Math.max(1, Math.ceil(keep * PRUNE_SHARE))
+  const writes = new Map<string, number>()
   const prune = async (name: string): Promise<void> => {
     const now = Date.now()
+    const sweepDue = now >= nextSweep
+    const count = (writes.get(name) ?? 0) + 1
+    const due = count >= pruneEvery
+    if (due) writes.delete(name)
+    else writes.set(name, count)
+    if (!sweepDue && !due) return
     const cutoff = utcTimestamp(now - maxAge)
-    if (now >= nextSweep) {
+    if (sweepDue) {
       nextSweep = now + SWEEP_EVERY_MS
       // The derived table lets MySQL read the table it deletes from, with a LIMIT.
       const deleted = await dialect.execute(
@@ -96,6 +111,7 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
     } else {
       await dialect.execute(`DELETE FROM ${table} WHERE name = ? AND started_at < ${ts}`, [name, cutoff])
     }
+    if (!due) return
     // The derived table lets MySQL read the table it deletes from.
     await dialect.execute(
       `DELETE FROM ${table} WHERE name = ? AND started_at < (SELECT started_at FROM (SELECT started_at FROM ${table} WHERE name = ? ORDER BY started_at DESC LIMIT 1 OFFSET ?) kept)`,
@@ -119,8 +135,15 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
       end?.error?.type ?? null,
       end?.error?.message ?? null,
     ])
+  // Runs older than maxAge are never read back, whether or not a prune has deleted them yet.
   const read = async (where: string, params: unknown[], limit: number): Promise<RunRecord[]> =>
-    (await dialect.query(`SELECT ${columns} FROM ${table}${where} ORDER BY name, started_at DESC, id LIMIT ?`, [...params, limit])).map(recordOf)
+    (
+      await dialect.query(`SELECT ${columns} FROM ${table}${where} AND started_at >= ${ts} ORDER BY name, started_at DESC, id LIMIT ?`, [
+        ...params,
+        utcTimestamp(Date.now() - maxAge),
+        limit,
+      ])
+    ).map(recordOf)
 
   return {
     name: dialect.provider,
@@ -128,31 +151,36 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
       guard('record', run.name, async () => {
         const id = randomUUID()
         await insert(id, run)
-        return id
-      }),
-    finish: (id, end) =>
-      guard('record', id, async () => {
-        await dialect.execute(`UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ? WHERE id = ?`, [
-          utcTimestamp(end.finishedAt.getTime()),
-          end.outcome,
-          Math.round(end.durationMs),
-          end.error?.type ?? null,
-          end.error?.message ?? null,
+        return {
           id,
-        ])
-        const name = (await dialect.query(`SELECT name FROM ${table} WHERE id = ?`, [id]))[0]?.name
-        if (typeof name === 'string') await prune(name)
+          // The handle knows the task: no statement to find its name again.
+          finish: (end) =>
+            guard('record', run.name, async () => {
+              await dialect.execute(`UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ? WHERE id = ?`, [
+                utcTimestamp(end.finishedAt.getTime()),
+                end.outcome,
+                Math.round(end.durationMs),
+                end.error?.type ?? null,
+                end.error?.message ?? null,
+                id,
+              ])
+              await prune(run.name)
+            }),
+        }
       }),
     record: (run) =>
       guard('record', run.name, async () => {
         await insert(randomUUID(), run, run)
         await prune(run.name)
       }),
-    history: (name, historyOptions = {}) => guard('inspect', name, () => read(' WHERE name = ?', [name], Math.max(0, historyOptions.limit ?? 50))),
+    history: (name, historyOptions = {}) =>
+      guard('inspect', name, () => read(' WHERE name = ?', [name], Math.min(keep, Math.max(0, historyOptions.limit ?? 50)))),
     health: (name) => guard('inspect', name, async () => healthOf(name, await read(' WHERE name = ?', [name], keep))),
     tasks: () =>
       guard('list', '', async () => {
-        const names = (await dialect.query(`SELECT DISTINCT name FROM ${table} ORDER BY name`, [])).map((row) => String(row.name))
+        const names = (
+          await dialect.query(`SELECT DISTINCT name FROM ${table} WHERE started_at >= ${ts} ORDER BY name`, [utcTimestamp(Date.now() - maxAge)])
+        ).map((row) => String(row.name))
         const health: TaskHealth[] = []
         for (const name of names) health.push(healthOf(name, await read(' WHERE name = ?', [name], keep)))
         return health

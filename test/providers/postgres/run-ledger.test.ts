@@ -67,25 +67,32 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
         await db.query(`INSERT INTO ${table} (id, name, node, started_at, outcome) VALUES ($1, 'bulk', 'n', now() - interval '40 days', 'ok')`, [`bulk-${i}`])
       await yearLong.record(old('renamed', 40))
       const ledger = postgresRunLedger({ client: counting as never, tableName: table, maxAge: '30d' })
-      const id = await ledger.start({ name: 'current', slot: undefined, node: 'n', startedAt: new Date() })
+      const run = await ledger.start({ name: 'current', slot: undefined, node: 'n', startedAt: new Date() })
       statements.length = 0
-      await ledger.finish(id, { finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
-      // UPDATE, SELECT name, the age DELETE (here of every task), the keep DELETE: as before the sweep.
-      expect(statements).toHaveLength(4)
-      expect(statements[2]).toMatch(/^DELETE FROM \w+ WHERE id IN \(SELECT id FROM \(SELECT id FROM \w+ WHERE started_at < /)
+      await run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+      // UPDATE (the handle knows the row: no SELECT of its name), and the first write's sweep of
+      // every task in place of the task's own age DELETE; no keep DELETE before its 10th write.
+      expect(statements).toHaveLength(2)
+      expect(statements[1]).toMatch(/^DELETE FROM \w+ WHERE id IN \(SELECT id FROM \(SELECT id FROM \w+ WHERE started_at < /)
       const count = async (name: string) => Number((await db.query(`SELECT count(*) AS n FROM ${table} WHERE name = $1`, [name])).rows[0].n)
       // Bounded: 1000 rows, then the next write sweeps again, since more were left.
       expect((await count('bulk')) + (await count('renamed'))).toBe(6)
       await ledger.record({ ...old('current', 0) })
       expect((await count('bulk')) + (await count('renamed'))).toBe(0)
-      // Now at most once per 10 minutes: a task's own write still deletes its own expired runs.
+      // Now at most once per 10 minutes: a task's own rows are pruned on its 10th write (keep 100).
       await yearLong.record(old('renamed', 40))
       await yearLong.record(old('current', 40))
-      statements.length = 0
-      await ledger.record({ ...old('current', 0) })
-      expect(statements).toHaveLength(3) // INSERT, the task's age DELETE, the keep DELETE
+      const perWrite: number[] = []
+      for (let write = 3; write <= 10; write++) {
+        statements.length = 0
+        await ledger.record({ ...old('current', 0) })
+        perWrite.push(statements.length)
+      }
+      // INSERT alone, then on the 10th: INSERT, the task's age DELETE, the keep DELETE.
+      expect(perWrite).toEqual([1, 1, 1, 1, 1, 1, 1, 3])
       expect(await count('renamed')).toBe(1)
-      expect((await ledger.history('current')).map((r) => r.startedAt.getTime() > Date.now() - 60_000)).toEqual([true, true, true])
+      expect(await count('current')).toBe(10)
+      expect((await ledger.history('current', { limit: 20 })).every((r) => r.startedAt.getTime() > Date.now() - 60_000)).toBe(true)
     } finally {
       await db.query(`DROP TABLE IF EXISTS ${table}`)
     }

@@ -89,9 +89,11 @@ describe.skipIf(!raw)('redisRunLedger', () => {
     expect((await ledger.tasks()).map((t) => t.name)).not.toContain(name)
   })
 
-  it('a run ends on the node that started it; an id it did not start is refused, naming the fix', async () => {
+  it("a run's handle records its end once; a second finish() is refused, naming why", async () => {
     const ledger = redisRunLedger({ client: io, environment })
-    await expect(ledger.finish('no-such-run', { finishedAt: new Date(), outcome: 'ok', durationMs: 1 })).rejects.toThrow(/was not started by this run ledger/)
+    const run = await ledger.start({ name: `twice-${Date.now()}`, slot: undefined, node: 'n', startedAt: new Date() })
+    await run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+    await expect(run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })).rejects.toThrow(/has already finished/)
   })
 
   it('a port without command() records and reads, and tasks() says what it needs', async () => {
