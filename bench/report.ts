@@ -62,6 +62,10 @@ export function markdownTable(headers: readonly string[], rows: readonly (readon
   return [line(headers), `| ${rule.join(' | ')} |`, ...rows.map((r) => line(headers.map((_, i) => r[i] ?? '')))].join('\n')
 }
 
+function meanAndMax(count: CallCount): string {
+  return `${Number.isInteger(count.mean) ? count.mean : count.mean.toFixed(2)}, ${count.max}`
+}
+
 function calls(count: CallCount): string {
   const methods = Object.entries(count.methods)
     .map(([method, n]) => (n === 1 ? method : `${n}× ${method}`))
@@ -211,6 +215,19 @@ export function formatReport(result: BenchResult): string {
     out.push('### 2. Round trips', '')
     out.push('Store calls per operation, counted by a proxy around the client (mean over the samples; the methods of the last one).', '')
     out.push(roundTripTable(result.roundTrips), '')
+    const slotRows = result.roundTrips.filter((r) => r.slotRun)
+    if (slotRows.length > 0) {
+      out.push(
+        "A slot run through the executor with the store's run ledger (claim, lock, run start, release, run end; the ledger prunes a task's rows every tenth run): store calls of the node that runs the slot, and of a node that finds it done. Goal: at most 4 and 1.",
+        '',
+        markdownTable(
+          ['store', 'slot run: winner (mean, max)', 'loser (mean, max)'],
+          slotRows.map((r) => [r.store, meanAndMax(r.slotRun!.winner), meanAndMax(r.slotRun!.loser)]),
+          [1, 2],
+        ),
+        '',
+      )
+    }
   }
   if (result.herd.length > 0) {
     out.push('### 3. Herd', '')

@@ -48,6 +48,12 @@ export interface RoundTripRow {
   readonly samples: number
   readonly ours: { readonly acquire: CallCount; readonly release: CallCount; readonly losingAcquire: CallCount }
   readonly baseline: { readonly acquire: CallCount; readonly release: CallCount; readonly losingAcquire: CallCount }
+  /**
+   * A slot run through the executor with the store's run ledger, on stores that have one: every
+   * store call of the node that runs the slot (claim, lock, run start, release, run end, and the
+   * ledger's periodic prune), and of a node that finds the slot done. Absent elsewhere.
+   */
+  readonly slotRun?: { readonly winner: CallCount; readonly loser: CallCount }
 }
 
 /** The herd: contenders on separate connections racing for one name, round after round. */

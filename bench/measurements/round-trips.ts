@@ -1,4 +1,7 @@
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
+import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
+import type { RunLedger } from '../../src/core/run-ledger.ts'
+import type { LockProvider } from '../../src/core/lock-provider.ts'
 import type { CallCounter } from '../counting.ts'
 import type { CallCount, RoundTripRow } from '../result.ts'
 import type { RawOperations, StoreSetup } from '../setups/setup.ts'
@@ -44,7 +47,7 @@ async function countSide(side: Side, counter: CallCounter, names: (i: number) =>
  * another acquisition), counted by a proxy around the client, for ours and for the baseline.
  */
 export async function measureRoundTrips(setup: StoreSetup, runId: string, samples: number): Promise<RoundTripRow> {
-  const { provider, raw, counter } = setup.counted()
+  const { provider, raw, counter, runLedger } = setup.counted()
   const ours: Side = {
     async acquire(name) {
       const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
@@ -57,5 +60,39 @@ export async function measureRoundTrips(setup: StoreSetup, runId: string, sample
     samples,
     ours: await countSide(ours, counter, (i) => `${runId}-rt-o${i}`, samples),
     baseline: await countSide(baseline, counter, (i) => `${runId}-rt-b${i}`, samples),
+    ...(runLedger ? { slotRun: await countSlotRuns(provider, runLedger, counter, `${runId}-rt-slot`, samples) } : {}),
   }
+}
+
+/**
+ * A slot run with a run ledger, as a scheduler's tick does it: one node runs each slot, another
+ * finds it done. One task name for every sample (its slots a second apart), as a scheduled task
+ * has: the ledger's prune of a task's rows every few runs shows in the mean and the max.
+ */
+async function countSlotRuns(provider: LockProvider, runLedger: RunLedger, counter: CallCounter, name: string, samples: number) {
+  const executor = createLockingTaskExecutor(provider, { runLedger })
+  const base = Math.floor(Date.now() / 1000) * 1000 - samples * 1000
+  const request = { name, lockAtMostFor: 60_000 }
+  // An untimed first slot: the executor's first sweep of the task's slot records, and the ledger's
+  // first sweep of every task, are once-per-10-minutes costs.
+  await executor.executeWithLock(() => undefined, { ...request, slot: new Date(base - 1000) })
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  const winner: number[] = []
+  const loser: number[] = []
+  let winnerMethods: Record<string, number> = {}
+  let loserMethods: Record<string, number> = {}
+  for (let i = 0; i < samples; i++) {
+    const slot = new Date(base + i * 1000)
+    counter.reset()
+    const ran = await executor.executeWithLock(() => undefined, { ...request, slot })
+    if (!ran.executed) throw new Error(`slot ${slot.toISOString()} of "${name}" did not run`)
+    winner.push(counter.total)
+    winnerMethods = { ...counter.byMethod }
+    counter.reset()
+    const done = await executor.executeWithLock(() => undefined, { ...request, slot })
+    if (done.executed || done.reason !== 'slot-done') throw new Error(`slot ${slot.toISOString()} of "${name}" ran twice`)
+    loser.push(counter.total)
+    loserMethods = { ...counter.byMethod }
+  }
+  return { winner: countOf(winner, winnerMethods), loser: countOf(loser, loserMethods) }
 }

@@ -1,5 +1,5 @@
 import mysql from 'mysql2/promise'
-import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../src/providers/mysql/index.ts'
+import { type MysqlQueryable, mysqlLockProvider, mysqlRunLedger, mysqlRunsSchema, mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { chunks, packageVersion, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 
@@ -56,6 +56,9 @@ export async function mysqlSetup(context: SetupContext): Promise<StoreSetup> {
     return table
   }
   const table = await newTable('main')
+  const runs = `${table}_runs`
+  tables.push(runs)
+  await pool.query(mysqlRunsSchema({ tableName: runs }))
   const [rows] = (await pool.query('SELECT VERSION() AS version')) as [{ version: string }[], unknown]
 
   return {
@@ -66,7 +69,12 @@ export async function mysqlSetup(context: SetupContext): Promise<StoreSetup> {
     raw: rawMysql(pool, table),
     counted() {
       const { client, counter } = countingProxy(pool, COUNT)
-      return { provider: mysqlLockProvider({ client, tableName: table }), raw: rawMysql(client, table), counter }
+      return {
+        provider: mysqlLockProvider({ client, tableName: table }),
+        raw: rawMysql(client, table),
+        counter,
+        runLedger: mysqlRunLedger({ client, tableName: runs }),
+      }
     },
     async separateNode() {
       const own = await openPool(url, 1)

@@ -1,6 +1,6 @@
 import advisoryLockModule from 'advisory-lock'
 import pg from 'pg'
-import { postgresLockProvider, postgresSchema, type PostgresQueryable } from '../../src/providers/postgres/index.ts'
+import { postgresLockProvider, type PostgresQueryable, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type Peer, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 
@@ -53,6 +53,9 @@ export async function postgresSetup(context: SetupContext): Promise<StoreSetup> 
     return table
   }
   const table = await newTable('main')
+  const runs = `${table}_runs`
+  tables.push(runs)
+  await pool.query(postgresRunsSchema({ tableName: runs }))
   const server = String((await pool.query('SHOW server_version')).rows[0]?.server_version)
 
   return {
@@ -63,7 +66,12 @@ export async function postgresSetup(context: SetupContext): Promise<StoreSetup> 
     raw: rawPostgres(pool, table),
     counted() {
       const { client, counter } = countingProxy(pool, COUNT)
-      return { provider: postgresLockProvider({ client, tableName: table }), raw: rawPostgres(client, table), counter }
+      return {
+        provider: postgresLockProvider({ client, tableName: table }),
+        raw: rawPostgres(client, table),
+        counter,
+        runLedger: postgresRunLedger({ client, tableName: runs }),
+      }
     },
     async separateNode() {
       const own = await openPool(url, 1)

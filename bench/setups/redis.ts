@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { Redis } from 'ioredis'
 import { Mutex } from 'redis-semaphore'
-import { redisLockProvider } from '../../src/providers/redis/index.ts'
+import { redisLockProvider, redisRunLedger } from '../../src/providers/redis/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type Peer, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
 
@@ -84,7 +84,7 @@ export async function redisSetup(context: SetupContext): Promise<StoreSetup> {
     raw: rawRedis(client, environment),
     counted() {
       const { client: counted, counter } = countingProxy(client, COUNT)
-      return { provider: provider(counted), raw: rawRedis(counted, environment), counter }
+      return { provider: provider(counted), raw: rawRedis(counted, environment), counter, runLedger: redisRunLedger({ client: counted, environment }) }
     },
     async separateNode() {
       const own = await open(url)

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
+import type { RunLedger } from '../../src/core/run-ledger.ts'
 import type { CallCounter } from '../counting.ts'
 import type { Operation } from '../harness.ts'
 import type { Store } from '../options.ts'
@@ -26,6 +27,8 @@ export interface CountedClient {
   readonly provider: LockProvider
   readonly raw: RawOperations
   readonly counter: CallCounter
+  /** The store's run ledger on the same counted client, for the slot-run counts (stores that have one). */
+  readonly runLedger?: RunLedger
 }
 
 /** A provider on a connection of its own, as another node would have. */

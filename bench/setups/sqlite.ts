@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadSqliteDriver, type SqliteConnection } from '../../src/providers/sqlite/driver.ts'
-import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite/index.ts'
+import { type SqliteDatabase, sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
 
@@ -51,6 +51,8 @@ export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
     return table
   }
   const table = newTable('main')
+  const runs = `${table}_runs`
+  database.exec(sqliteRunsSchema({ tableName: runs }))
   const version = String((database.prepare('SELECT sqlite_version() AS v') as unknown as { get(): { v: string } }).get().v)
 
   return {
@@ -64,7 +66,12 @@ export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
     raw: rawSqlite(database, table),
     counted() {
       const { client, counter } = countingProxy(database, COUNT)
-      return { provider: sqliteLockProvider({ database: client, tableName: table }), raw: rawSqlite(client, table), counter }
+      return {
+        provider: sqliteLockProvider({ database: client, tableName: table }),
+        raw: rawSqlite(client, table),
+        counter,
+        runLedger: sqliteRunLedger({ database: client, tableName: runs }),
+      }
     },
     async separateNode() {
       const own = open()
