@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs'
 import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
+import { STORES } from '../providers/registry.ts'
 import { type Command, CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, wantsHelp } from './command.ts'
 import { demoCommand, demoWorkerCommand } from './demo.ts'
 import { doctorCommand } from './doctor.ts'
@@ -54,16 +55,26 @@ The store is a URL (--url, or the SHEDLOCK_URL environment variable):
 ${URL_FORMS}
 Passwords in URLs are never printed. Each store needs its driver package,
 installed in your project (looked for from the current directory first, then
-next to shedlock): pg, mysql2, ioredis or redis, mongodb,
-@aws-sdk/client-dynamodb, @aws-sdk/client-s3, etcd3, node-zookeeper-client,
-@nats-io/transport-node and @nats-io/kv, memjs; SQLite: node:sqlite,
-better-sqlite3 or libsql.
+next to shedlock):
+${driverLines()}
 
 Start with: shedlock demo
 
 Exit codes: 0 ok, 1 failure, 2 usage error (shedlock run: the command's own;
 skipped: 0, or --skipped-exit-code)
 `
+}
+
+/** Each store's drivers, from the registry, wrapped within 80 columns. */
+function driverLines(): string {
+  const items = STORES.map((store) => `${store.title}: ${store.drivers.join(store.driversTogether ? ' and ' : store.drivers.length > 2 ? ', ' : ' or ')}`)
+  const lines: string[] = []
+  for (const item of items) {
+    const last = lines.at(-1)
+    if (last !== undefined && last.length + item.length + 2 <= 78) lines[lines.length - 1] = `${last}; ${item}`
+    else lines.push(`  ${item}`)
+  }
+  return lines.join('\n')
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -3,15 +3,22 @@ import { STORES, storeNamed } from '../providers/registry.ts'
 import { type Command, EXIT_OK, UsageError } from './command.ts'
 import { parseStoreUrl } from './store-url.ts'
 
+/** The stores grouped by what `schema` prints for them, one line a group, from the registry. */
+function storesByOutput(): string {
+  const groups = new Map<string, string[]>()
+  for (const store of STORES) {
+    groups.set(store.schemaPrints, [...(groups.get(store.schemaPrints) ?? []), store.id])
+  }
+  const rows = [...groups].map(([prints, names]) => [names.join(', '), prints] as const)
+  const width = Math.max(...rows.map(([names]) => names.length))
+  return rows.map(([names, prints]) => `  ${names.padEnd(width)}   ${prints}`).join('\n')
+}
+
 const HELP = `Usage: shedlock schema STORE [--table NAME]
 
 Prints what the store's provider needs, to put in your migrations:
-  postgres, mysql (or mariadb), sqlite   the CREATE TABLE statement
-  mongodb                                a mongosh command creating it
-  dynamodb                               an AWS CLI command creating the table
-  nats                                   a nats CLI command creating the bucket
-  s3                                     an AWS CLI command creating the bucket
-  redis, etcd, zookeeper, memcached      the key format (nothing to create)
+${storesByOutput()}
+Aliases: ${STORES.flatMap((s) => (s.aliases ?? []).map((alias) => `${alias} (${s.id})`)).join(', ')}.
 STORE may also be a store URL; without STORE, the scheme of $SHEDLOCK_URL.
 "shedlock init --url URL" creates the same directly.
 
@@ -38,7 +45,7 @@ export const schemaCommand: Command = {
     const { values, positionals } = parsed
     if (positionals.length > 1) throw new UsageError(`one STORE at a time, got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
     const given = positionals[0] ?? process.env.SHEDLOCK_URL
-    if (given === undefined || given === '') throw new UsageError('name the store: shedlock schema postgres (or mysql, sqlite, mongodb, dynamodb, nats, ...)')
+    if (given === undefined || given === '') throw new UsageError(`name the store: shedlock schema ${STORES.map((s) => s.id).join(', ')}`)
     const store = storeNamed(given) ?? (given.includes(':') ? parseStoreUrl(given).store : undefined)
     if (!store) throw new UsageError(`unknown store ${JSON.stringify(given)}: use ${STORES.flatMap((s) => [s.id, ...(s.aliases ?? [])]).join(', ')}`)
     if (values.table !== undefined && !store.table)

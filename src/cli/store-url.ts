@@ -8,7 +8,7 @@ export const URL_FORMS: string = STORES.map((store) => {
     store.schemes.length > 1
       ? `(also ${store.schemes
           .slice(1)
-          .map((s) => (s === 'sqlite:' ? s : `${s}//`))
+          .map((scheme) => schemeForm(store, scheme, false))
           .join(', ')})`
       : ''
   const line = `  ${store.urlForm}${also ? `  ${also}` : ''}`
@@ -26,10 +26,16 @@ export function parseStoreUrl(raw: string): StoreUrl & { readonly store: StoreEn
   const protocol = /^([a-z][a-z0-9+.-]*:)/i.exec(text)?.[1]?.toLowerCase()
   const store = protocol === undefined ? undefined : storeOfScheme(protocol)
   if (!store) {
-    const accepted = STORES.flatMap((s) => s.schemes.map((scheme) => (scheme === 'sqlite:' ? 'sqlite:PATH' : `${scheme}//`)))
+    const accepted = STORES.flatMap((s) => s.schemes.map((scheme) => schemeForm(s, scheme, true)))
     throw new UsageError(`unknown store URL ${JSON.stringify(redactUrl(text))}: use ${accepted.slice(0, -1).join(', ')} or ${accepted.at(-1)}`)
   }
-  return { ...parseUrlOf(text, store.id, store.id === 'sqlite' ? 'opaque' : store.id === 'mongodb' ? 'lenient' : 'url'), store }
+  return { ...parseUrlOf(text, store.id, store.urlKind), store }
+}
+
+/** A scheme as help texts show it: `redis://`, or `sqlite:` (`sqlite:PATH` with `withPath`) for an opaque URL. */
+function schemeForm(store: StoreEntry, scheme: string, withPath: boolean): string {
+  if (store.urlKind !== 'opaque') return `${scheme}//`
+  return withPath ? `${scheme}PATH` : scheme
 }
 
 /**

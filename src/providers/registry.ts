@@ -16,8 +16,18 @@ export interface StoreEntry {
   readonly table?: { readonly what: string; readonly default: string }
   /** Where the URL names what `--table` would, for stores without a table. */
   readonly insteadOfTable?: string
-  /** The driver packages the store's URLs need, as `npm install` takes them. */
+  /**
+   * How the URL is read: `url`, by the WHATWG URL parser; `opaque`, a path after the scheme
+   * (`sqlite:./locks.db`); `lenient`, the store's own driver reads it (MongoDB's several hosts and
+   * `mongodb+srv:`), so only the password is looked for.
+   */
+  readonly urlKind: 'url' | 'opaque' | 'lenient'
+  /** What `shedlock schema ID` prints, for its help text. */
+  readonly schemaPrints: string
+  /** The driver packages the store's URLs need, as `npm install` takes them: any one of them, unless `driversTogether`. */
   readonly drivers: readonly string[]
+  /** True when the store needs every package of `drivers`, not one of them. */
+  readonly driversTogether?: boolean
   /** Whether its locks can be extended (`run --keep-alive` needs it). */
   readonly extensible: boolean
   /** Loads the store's `admin.ts` (and, when opened, its driver): only the store a URL names. */
@@ -25,7 +35,8 @@ export interface StoreEntry {
 }
 
 // Literal import specifiers, one per store, so that bundlers and `tsc` see them and only the
-// store asked for is loaded. Adding a store: its folder, and one entry here.
+// store asked for is loaded. Adding a store: its folder, one entry here, and what
+// test/structure/stores.test.ts asks for (CONTRIBUTING.md, "Adding a store").
 /** Every store, in the order help texts list them. */
 export const STORES: readonly StoreEntry[] = [
   {
@@ -35,6 +46,8 @@ export const STORES: readonly StoreEntry[] = [
     aliases: ['postgresql'],
     urlForm: 'postgres://USER[:PASSWORD]@HOST[:PORT]/DB',
     table: { what: 'SQL table', default: 'shedlock' },
+    urlKind: 'url',
+    schemaPrints: 'the CREATE TABLE statement',
     drivers: ['pg'],
     extensible: true,
     load: () => import('./postgres/admin.ts'),
@@ -46,6 +59,8 @@ export const STORES: readonly StoreEntry[] = [
     aliases: ['mariadb'],
     urlForm: 'mysql://USER[:PASSWORD]@HOST[:PORT]/DB',
     table: { what: 'SQL table', default: 'shedlock' },
+    urlKind: 'url',
+    schemaPrints: 'the CREATE TABLE statement',
     drivers: ['mysql2'],
     extensible: true,
     load: () => import('./mysql/admin.ts'),
@@ -56,6 +71,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['sqlite:'],
     urlForm: 'sqlite:PATH',
     table: { what: 'SQL table', default: 'shedlock' },
+    urlKind: 'opaque',
+    schemaPrints: 'the CREATE TABLE statement',
     drivers: ['node:sqlite (Node 22.13+)', 'better-sqlite3', 'libsql'],
     extensible: true,
     load: () => import('./sqlite/admin.ts'),
@@ -66,6 +83,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['redis:', 'rediss:'],
     urlForm: 'redis://[USER:PASSWORD@]HOST[:PORT][/DB][?environment=E&keyPrefix=P]',
     insteadOfTable: 'separate fleets with ?environment= in the URL',
+    urlKind: 'url',
+    schemaPrints: 'the key format (nothing to create)',
     drivers: ['ioredis', 'redis'],
     extensible: true,
     load: () => import('./redis/admin.ts'),
@@ -76,6 +95,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['mongodb:', 'mongodb+srv:'],
     urlForm: 'mongodb://[USER:PASSWORD@]HOST[:PORT]/DB',
     table: { what: 'MongoDB collection', default: 'shedLock' },
+    urlKind: 'lenient',
+    schemaPrints: 'a mongosh command creating it',
     drivers: ['mongodb'],
     extensible: true,
     load: () => import('./mongodb/admin.ts'),
@@ -86,6 +107,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['dynamodb:'],
     urlForm: 'dynamodb://[HOST:PORT][?region=R&table=T]',
     table: { what: 'DynamoDB table', default: 'Shedlock' },
+    urlKind: 'url',
+    schemaPrints: 'an AWS CLI command creating the table',
     drivers: ['@aws-sdk/client-dynamodb'],
     extensible: true,
     load: () => import('./dynamodb/admin.ts'),
@@ -96,6 +119,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['s3:'],
     urlForm: 's3://BUCKET[/PREFIX][?endpoint=http://HOST:PORT&region=R]',
     insteadOfTable: 'name the bucket and the key prefix in the URL',
+    urlKind: 'url',
+    schemaPrints: 'an AWS CLI command creating the bucket',
     drivers: ['@aws-sdk/client-s3'],
     extensible: true,
     load: () => import('./s3/admin.ts'),
@@ -106,6 +131,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['etcd:'],
     urlForm: 'etcd://HOST:PORT[?environment=E]',
     insteadOfTable: 'separate fleets with ?environment= in the URL',
+    urlKind: 'url',
+    schemaPrints: 'the key format (nothing to create)',
     drivers: ['etcd3'],
     extensible: true,
     load: () => import('./etcd/admin.ts'),
@@ -116,6 +143,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['zookeeper:'],
     urlForm: 'zookeeper://HOST:PORT[/CHROOT][?path=/shedlock]',
     insteadOfTable: 'name the parent node with ?path= in the URL',
+    urlKind: 'url',
+    schemaPrints: 'the key format (nothing to create)',
     drivers: ['node-zookeeper-client'],
     extensible: true,
     load: () => import('./zookeeper/admin.ts'),
@@ -126,7 +155,10 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['nats:'],
     urlForm: 'nats://HOST:PORT[?bucket=shedlock-locks]',
     insteadOfTable: 'name the bucket with ?bucket= in the URL',
+    urlKind: 'url',
+    schemaPrints: 'a nats CLI command creating the bucket',
     drivers: ['@nats-io/transport-node', '@nats-io/kv'],
+    driversTogether: true,
     extensible: true,
     load: () => import('./nats/admin.ts'),
   },
@@ -136,6 +168,8 @@ export const STORES: readonly StoreEntry[] = [
     schemes: ['memcached:'],
     urlForm: 'memcached://HOST:PORT[?environment=E]',
     insteadOfTable: 'separate fleets with ?environment= in the URL',
+    urlKind: 'url',
+    schemaPrints: 'the key format (nothing to create)',
     drivers: ['memjs'],
     extensible: false,
     load: () => import('./memcached/admin.ts'),
@@ -151,4 +185,9 @@ export function storeOfScheme(scheme: string): StoreEntry | undefined {
 export function storeNamed(name: string): StoreEntry | undefined {
   const wanted = name.toLowerCase()
   return STORES.find((store) => store.id === wanted || store.aliases?.includes(wanted))
+}
+
+/** Every driver package of every store, in registry order, each once: for help texts. */
+export function driverPackages(): string[] {
+  return [...new Set(STORES.flatMap((store) => store.drivers))]
 }
