@@ -6,7 +6,7 @@ import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, etcdLockName, MAX_KEY_BYTES, PROVIDER } from './format.ts'
-import type { EtcdDeleteBuilder, EtcdTransaction } from './provider.ts'
+import type { EtcdDeleteBuilder, EtcdTransaction } from './client.ts'
 import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
 
 /** One key as an etcd3 range read returns it (`IKeyValue`). */

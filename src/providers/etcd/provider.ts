@@ -8,49 +8,10 @@ import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
+import type { EtcdClient, EtcdLease } from './client.ts'
 import { type EtcdLockInspectorOptions, etcdLockInspector } from './inspector.ts'
+export type { EtcdClient, EtcdDeleteBuilder, EtcdLease, EtcdOperation, EtcdPutBuilder, EtcdTransaction } from './client.ts'
 import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, MAX_KEY_BYTES, PROVIDER } from './format.ts'
-
-/** One operation of a transaction: an etcd3 `PutBuilder` or `DeleteBuilder`. Never awaited here (builders are thenables that run themselves). */
-export interface EtcdOperation {
-  op(): Promise<object>
-}
-
-/** The part of an etcd3 `PutBuilder` this provider calls. */
-export interface EtcdPutBuilder extends EtcdOperation {
-  value(value: string): EtcdPutBuilder
-  lease(id: string): EtcdPutBuilder
-}
-
-/** The part of an etcd3 `DeleteBuilder` this provider calls. */
-export interface EtcdDeleteBuilder {
-  key(key: string): EtcdOperation
-}
-
-/** The part of an etcd3 `ComparatorBuilder` (a transaction) this provider calls. */
-export interface EtcdTransaction {
-  then(...operations: EtcdOperation[]): EtcdTransaction
-  commit(): Promise<{ succeeded: boolean }>
-}
-
-/** The part of an etcd3 `Lease` this provider calls. */
-export interface EtcdLease {
-  /** Resolves to the lease ID once etcd granted it. */
-  grant(): Promise<string>
-  /** Revokes the lease, deleting the keys attached to it. */
-  revoke(): Promise<void>
-}
-
-/**
- * The part of an `Etcd3` client (etcd3 1.x) that this provider calls. We don't import etcd3: any
- * client with these methods works. The provider never closes it.
- */
-export interface EtcdClient {
-  lease(ttl: number, options: { autoKeepAlive: boolean }): EtcdLease
-  if(key: string, column: 'Version' | 'Value', cmp: '==', value: string | number): EtcdTransaction
-  put(key: string): EtcdPutBuilder
-  delete(): EtcdDeleteBuilder
-}
 
 /** Options of {@link etcdLockProvider}. */
 export interface EtcdLockProviderOptions {

@@ -1,7 +1,6 @@
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
-import type { InMemoryLockProvider } from './provider.ts'
-import { type InMemoryEntry, inMemoryStoreOf } from './store.ts'
+import { type InMemoryEntry, type InMemoryLockProvider, inMemoryStoreOf } from './store.ts'
 
 /**
  * Reads and force-releases the locks of one {@link InMemoryLockProvider}: for tests, and for the

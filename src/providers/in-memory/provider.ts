@@ -1,30 +1,16 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
-import type { ExtensibleLockProvider } from '../../core/lock-provider.ts'
-import type { LockInspector } from '../../core/lock-inspector.ts'
 import { defineLock } from '../../core/define-lock.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { inMemoryLockInspector } from './inspector.ts'
-import { type InMemoryEntry, registerStore } from './store.ts'
+import { type InMemoryEntry, type InMemoryLockProvider, registerStore } from './store.ts'
+
+export type { InMemoryLockProvider, InMemoryLockRecord } from './store.ts'
 
 /** Options of {@link inMemoryLockProvider}. */
 export interface InMemoryLockProviderOptions {
   /** @default systemClock */
   clock?: Clock
-}
-
-/** What {@link InMemoryLockProvider.inspect} reports about one lock. */
-export interface InMemoryLockRecord {
-  readonly lockUntil: Date
-  readonly lockedAt: Date
-}
-
-/** An extensible provider that keeps locks in this process's memory. */
-export interface InMemoryLockProvider extends ExtensibleLockProvider {
-  /** Lists and cleans this provider's locks (see `inMemoryLockInspector`). */
-  inspector(): LockInspector
-  /** The stored record of `name` (held or not), or `undefined` if it was never locked. */
-  inspect(name: string): InMemoryLockRecord | undefined
 }
 
 /**

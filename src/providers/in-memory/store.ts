@@ -1,5 +1,20 @@
 import type { Clock } from '../../core/clock.ts'
-import type { InMemoryLockProvider } from './provider.ts'
+import type { LockInspector } from '../../core/lock-inspector.ts'
+import type { ExtensibleLockProvider } from '../../core/lock-provider.ts'
+
+/** What {@link InMemoryLockProvider.inspect} reports about one lock. */
+export interface InMemoryLockRecord {
+  readonly lockUntil: Date
+  readonly lockedAt: Date
+}
+
+/** An extensible provider that keeps locks in this process's memory. */
+export interface InMemoryLockProvider extends ExtensibleLockProvider {
+  /** Lists and cleans this provider's locks (see `inMemoryLockInspector`). */
+  inspector(): LockInspector
+  /** The stored record of `name` (held or not), or `undefined` if it was never locked. */
+  inspect(name: string): InMemoryLockRecord | undefined
+}
 
 /** One lock's state. Internal: shared with the inspector, which force-releases by changing `owner`. */
 export interface InMemoryEntry {
