@@ -123,8 +123,11 @@ interface Held {
  * - Fails closed: when the store fails, `shouldRun` rejects with `LockProviderError`, so node-cron
  *   skips the fire with reason `'coordinator-error'` and logs the error.
  * - node-cron's `ttlMs` (`distributedLease`) is ignored: the lock is held at most `lockAtMostFor`.
- * - node-cron tells a coordinator when a fire completed, not how: pass the task to `watch(task)`
- *   (or `catchUp(task)`) so that a fire that throws is recorded `failed`, not `ok`.
+ * - node-cron tells a coordinator when a fire completed, not how: the coordinator finds the task
+ *   by its name in node-cron's registry (`getTasks()`) at its first fire and listens to its
+ *   `execution:failed`, so that a fire that throws is recorded `failed`, not `ok`. Where
+ *   node-cron cannot be imported from shedlock's location (a second copy of it), pass the task to
+ *   `watch(task)` (or `catchUp(task)`).
  * - The task runs in node-cron's async context, not in the lock's, so `assertLocked()` and
  *   `extendActiveLock()` do not work inside it. For those, schedule `withLock(…)` from `shedlock`
  *   as the task instead.
@@ -171,10 +174,28 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
     })
   }
 
+  // The tasks of each name this coordinator was asked about, found once in node-cron's own
+  // registry and watched: so that a failing fire is recorded failed without a watch() call.
+  const looked = new Map<string, Promise<void>>()
+  const watchByName = (key: string): Promise<void> => {
+    const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
+    const name = match ? key.slice(0, match.index) : undefined
+    if (!name) return Promise.resolve()
+    let found = looked.get(name)
+    if (!found) {
+      found = registeredTasks().then((tasks) => {
+        for (const task of tasks) if (task.name === name && isNodeCronTask(task) && typeof task.on === 'function') watch(task)
+      })
+      looked.set(name, found)
+    }
+    return found
+  }
+
   return {
     async shouldRun(key) {
       // The same fire asked twice while it runs (two tasks sharing this coordinator and a name).
       if (held.has(key)) return false
+      await watchByName(key)
       let started!: () => void
       const acquired = new Promise<true>((resolve) => {
         started = () => resolve(true)
@@ -238,6 +259,28 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
 const KEY_SLOT = /:(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/
 
 /** The fire time in node-cron's key. @throws LockConfigurationError when the key holds none. */
+let nodeCronTasks: Promise<() => Iterable<NodeCronWatchableTask>> | undefined
+
+/**
+ * The tasks of node-cron's registry (`getTasks()`), where node-cron can be imported from here
+ * (one copy of it in the application, the usual install); none otherwise, and then only the
+ * tasks given to `watch()` report their failures.
+ */
+async function registeredTasks(): Promise<NodeCronWatchableTask[]> {
+  nodeCronTasks ??= import('node-cron' as string).then(
+    (module: { getTasks?: () => Map<string, NodeCronWatchableTask>; default?: { getTasks?: () => Map<string, NodeCronWatchableTask> } }) => {
+      const getTasks = module.getTasks ?? module.default?.getTasks
+      return typeof getTasks === 'function' ? () => getTasks().values() : () => []
+    },
+    () => () => [],
+  )
+  try {
+    return [...(await nodeCronTasks)()]
+  } catch {
+    return []
+  }
+}
+
 function slotOfKey(where: string, key: string): Date {
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
   const slot = match ? new Date(match[1]!) : undefined

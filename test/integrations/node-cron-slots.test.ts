@@ -190,6 +190,32 @@ describe.skipIf(!pool)('lockingTaskOptions with slot: true and a PostgreSQL run 
     await pool!.end()
   })
 
+  it("real node-cron, without watch(): the coordinator finds the task in node-cron's registry, and a fire that throws is recorded failed", async () => {
+    const db = pool!
+    await db.query(postgresSchema({ tableName: locks }))
+    await db.query(postgresRunsSchema({ tableName: `${runs}_auto` }))
+    const runLedger = postgresRunLedger({ client: db, tableName: `${runs}_auto` })
+    const executor = createLockingTaskExecutor(postgresLockProvider({ client: db, tableName: locks }), { runLedger })
+    const options = lockingTaskOptions(executor, { name: 'unwatched-report', lockAtMostFor: '10s', slot: true })
+    const task = cron.schedule(
+      '* * * * * *',
+      () => {
+        throw new RangeError('no report today')
+      },
+      { ...options, name: 'unwatched-report', logger: quiet },
+    )
+    destroy.push(() => task.destroy())
+    const deadline = Date.now() + 5_000
+    while (Date.now() < deadline && (await runLedger.history('unwatched-report')).filter((r) => r.finishedAt).length < 2) await sleep(100)
+    await task.destroy()
+    await options.runCoordinator.close({ timeout: '5s' })
+    destroy.push(() => db.query(`DROP TABLE IF EXISTS ${runs}_auto`))
+    const finished = (await runLedger.history('unwatched-report')).filter((r) => r.outcome !== 'running')
+    expect(finished.length).toBeGreaterThanOrEqual(2)
+    for (const run of finished) expect(run.error).toEqual({ type: 'RangeError', message: 'no report today' })
+    expect(finished.map((r) => r.outcome)).toEqual(finished.map(() => 'failed'))
+  })
+
   it('real node-cron: a fire that throws is recorded failed, with its error redacted, and status --stale flags the task', async () => {
     const db = pool!
     await db.query(postgresSchema({ tableName: locks }))
