@@ -29,7 +29,15 @@ function importsOf(file: string, types: boolean): string[] {
       if (clause?.isTypeOnly && !types) continue
       const bindings = clause?.namedBindings
       // `import { type A, type B } from` brings no value either (a bare `import 'x'` does).
-      if (!types && clause && !clause.name && bindings && ts.isNamedImports(bindings) && bindings.elements.length > 0 && bindings.elements.every((e) => e.isTypeOnly))
+      if (
+        !types &&
+        clause &&
+        !clause.name &&
+        bindings &&
+        ts.isNamedImports(bindings) &&
+        bindings.elements.length > 0 &&
+        bindings.elements.every((e) => e.isTypeOnly)
+      )
         continue
       specifier = statement.moduleSpecifier
     } else if (ts.isExportDeclaration(statement)) {
