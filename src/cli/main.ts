@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs'
 import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
 import { type Command, CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, wantsHelp } from './command.ts'
+import { dashboardCommand } from './dashboard.ts'
 import { demoCommand, demoWorkerCommand } from './demo.ts'
 import { doctorCommand } from './doctor.ts'
 import { historyCommand } from './history.ts'
@@ -22,6 +23,7 @@ const commands: readonly Command[] = [
   unlockCommand,
   historyCommand,
   statusCommand,
+  dashboardCommand,
   doctorCommand,
   initCommand,
   schemaCommand,
