@@ -15,6 +15,9 @@ import { SECRET, type SeededStore, seedMain, seedSecond } from './support/seed.t
 // playwright-core. Each page's screenshot goes to test-results/dashboard/ (a CI artefact), and
 // to docs/images/ with SHEDLOCK_UPDATE_SCREENSHOTS=1.
 
+// What the page functions below read in the browser (the tests compile without the DOM library).
+declare const document: { activeElement: { id: string; textContent: string | null } | null }
+
 const CHROMIUM = process.env.SHEDLOCK_CHROMIUM ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path))
 const ARTEFACTS = fileURLToPath(new URL('../../test-results/dashboard/', import.meta.url))
 const DOCS_IMAGES = fileURLToPath(new URL('../../docs/images/', import.meta.url))
