@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts, on loopback, the stores the provider tests use, unless they already run, and waits
 # until each answers. Installs missing Debian packages (needs root, as on the CI machines).
-# Usage: scripts/services.sh [postgres] [mysql] [redis] [nats] [etcd] [zookeeper] [memcached]
+# Usage: scripts/services.sh [postgres] [mysql] [redis] [nats] [etcd] [zookeeper] [memcached] [chromium]
 # (no argument: all of them). Exits non-zero, naming the store, if one does not come up.
 set -euo pipefail
 STATE=${SHEDLOCK_SERVICES_DIR:-/tmp/shedlock-services}
@@ -107,11 +107,17 @@ memcached() {
   wait_for "memcached (127.0.0.1:11211)" 30 port_open 11211
 }
 
+# Not a store: the browser the dashboard's tests drive (test/dashboard/browser.test.ts, through
+# playwright-core; Debian's build, as no other download works offline).
+chromium() {
+  need chromium chromium
+}
+
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(postgres mysql redis nats etcd zookeeper memcached)
+[ ${#services[@]} -gt 0 ] || services=(postgres mysql redis nats etcd zookeeper memcached chromium)
 for service in "${services[@]}"; do
   case $service in
-    postgres | mysql | redis | nats | etcd | zookeeper | memcached) "$service" ;;
+    postgres | mysql | redis | nats | etcd | zookeeper | memcached | chromium) "$service" ;;
     *) fail "unknown service '$service'" ;;
   esac
 done

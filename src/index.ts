@@ -37,6 +37,7 @@ export {
   type TaskOutcome,
   type TaskResult,
 } from './core/locking-task-executor.ts'
+export { type LogMethod, loggerListener, type ShedlockLogger } from './core/logger.ts'
 export {
   healthOf,
   type HistoryOptions,

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
 import { STORES } from '../providers/registry.ts'
 import { type Command, CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, wantsHelp } from './command.ts'
+import { dashboardCommand } from './dashboard.ts'
 import { demoCommand, demoWorkerCommand } from './demo.ts'
 import { doctorCommand } from './doctor.ts'
 import { historyCommand } from './history.ts'
@@ -23,6 +24,7 @@ const commands: readonly Command[] = [
   unlockCommand,
   historyCommand,
   statusCommand,
+  dashboardCommand,
   doctorCommand,
   initCommand,
   schemaCommand,

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { formatDuration, parseDuration } from '../core/duration.ts'
-import type { TaskHealth } from '../core/run-ledger.ts'
+import type { RunLedger, TaskHealth } from '../core/run-ledger.ts'
 import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
 import { durationText, healthJson, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
@@ -46,10 +46,11 @@ Exit codes: 0 no task checked is stale or failing, 1 a task checked is stale
             or failing, or the store failed, 2 usage error
 `
 
-const DEFAULT_IGNORE_OLDER_THAN = '7d'
+/** `--ignore-older-than` when not given. */
+export const DEFAULT_IGNORE_OLDER_THAN = '7d'
 
-/** What `--stale` asks of the tasks. */
-interface Staleness {
+/** What `--stale` asks of the tasks: a maximum age in milliseconds per task name, and for every other task. */
+export interface Staleness {
   readonly byName: ReadonlyMap<string, number>
   readonly all: number | undefined
 }
@@ -83,26 +84,10 @@ export const statusCommand: Command = {
     const ignoreOlderThan = ignoreBound(values['ignore-older-than'] ?? DEFAULT_IGNORE_OLDER_THAN)
     const url = storeUrlOption({ url: values.url })
     return withStore(url, { table: values.table, runsTable: values['runs-table'] }, async (store) => {
-      const ledger = ledgerOf(store)
       const now = Date.now()
-      const ignored: string[] = []
-      const tasks = (await readHistory(store, (l) => l.tasks())).filter((task) => {
-        const keep = stale.byName.has(task.name) || !isIgnored(task, ignoreOlderThan, now)
-        if (!keep) ignored.push(task.name)
-        return keep
-      })
-      // A task --stale names must be there, even when it never ran: no run is no success.
-      for (const name of stale.byName.keys()) if (!tasks.some((task) => task.name === name)) tasks.push(await ledger.health(name))
-      tasks.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-      const rows = tasks.map((task) => ({
-        task,
-        maxAge: stale.byName.get(task.name) ?? stale.all,
-        state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now),
-      }))
-      // Only NAME=AGE entries: a probe of those tasks, which another task's failure must not fail.
-      const checked = stale.byName.size > 0 && stale.all === undefined ? rows.filter((row) => stale.byName.has(row.task.name)) : rows
-      const staleNames = checked.filter((row) => row.state === 'stale').map((row) => row.task.name)
-      const failingNames = checked.filter((row) => row.state === 'failing').map((row) => row.task.name)
+      const all = await readHistory(store, (l) => l.tasks())
+      const { rows, ignored, staleNames, failingNames } = await statusVerdict(ledgerOf(store), all, stale, ignoreOlderThan, now)
+      const tasks = rows.map((row) => row.task)
       const code = staleNames.length + failingNames.length > 0 ? EXIT_FAILURE : EXIT_OK
       if (values.json === true) {
         const out = {
@@ -141,6 +126,55 @@ export const statusCommand: Command = {
   },
 }
 
+/** One task of `status`: its health, its maximum age (`--stale`, milliseconds) and its state. */
+export interface StatusRow {
+  readonly task: TaskHealth
+  readonly maxAge: number | undefined
+  readonly state: 'ok' | 'failing' | 'stale'
+}
+
+/** The verdict of `status`: the tasks shown, and which of the tasks checked are stale or failing. */
+export interface StatusVerdict {
+  /** Sorted by name. */
+  readonly rows: StatusRow[]
+  /** Tasks left out: not run for `ignoreOlderThan`. */
+  readonly ignored: string[]
+  readonly staleNames: string[]
+  readonly failingNames: string[]
+}
+
+/**
+ * The verdict of `status` on `tasks` (the ledger's `tasks()`) at `now` (epoch ms): exit 1 when
+ * `staleNames` or `failingNames` is not empty. The dashboard's /healthz serves the same.
+ */
+export async function statusVerdict(
+  ledger: RunLedger,
+  tasks: readonly TaskHealth[],
+  stale: Staleness,
+  ignoreOlderThan: number,
+  now: number,
+): Promise<StatusVerdict> {
+  const ignored: string[] = []
+  const kept = tasks.filter((task) => {
+    const keep = stale.byName.has(task.name) || !isIgnored(task, ignoreOlderThan, now)
+    if (!keep) ignored.push(task.name)
+    return keep
+  })
+  // A task --stale names must be there, even when it never ran: no run is no success.
+  for (const name of stale.byName.keys()) if (!kept.some((task) => task.name === name)) kept.push(await ledger.health(name))
+  kept.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  const rows = kept.map((task) => ({
+    task,
+    maxAge: stale.byName.get(task.name) ?? stale.all,
+    state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now),
+  }))
+  // Only NAME=AGE entries: a probe of those tasks, which another task's failure must not fail.
+  const checked = stale.byName.size > 0 && stale.all === undefined ? rows.filter((row) => stale.byName.has(row.task.name)) : rows
+  const staleNames = checked.filter((row) => row.state === 'stale').map((row) => row.task.name)
+  const failingNames = checked.filter((row) => row.state === 'failing').map((row) => row.task.name)
+  return { rows, ignored, staleNames, failingNames }
+}
+
 /**
  * `stale` when a maximum age is set and the last success is older than it (or there is none);
  * else `failing` when the latest runs failed; else `ok` (a task whose only run is still running).
@@ -166,7 +200,11 @@ function isIgnored(task: TaskHealth, bound: number, now: number): boolean {
   return bound > 0 && task.lastRun !== undefined && now - task.lastRun.startedAt.getTime() > bound
 }
 
-function staleness(given: readonly string[]): Staleness {
+/**
+ * Parses `--stale` values (`NAME=AGE` or `AGE`, AGE like 26h or PT26H).
+ * @throws UsageError naming the bad entry.
+ */
+export function staleness(given: readonly string[]): Staleness {
   const byName = new Map<string, number>()
   let all: number | undefined
   for (const entry of given) {

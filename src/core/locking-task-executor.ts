@@ -8,6 +8,7 @@ import type { LockingTaskExecutorListener } from './executor-events.ts'
 import { configurationAt, isLockConfiguration, type LockConfiguration } from './lock-configuration.ts'
 import { findActiveLock } from './lock-context.ts'
 import type { LockProvider } from './lock-provider.ts'
+import type { ShedlockLogger } from './logger.ts'
 import type { RunLedger } from './run-ledger.ts'
 import { RunSteps } from './run-steps.ts'
 import { SlotRuns } from './slot-runs.ts'
@@ -45,6 +46,8 @@ export interface LockingTaskExecutorOptions {
   slotRetention?: Duration
   /** How this process names itself in the run ledger where the store keeps no holder. @default `<host>:<pid>` */
   node?: string
+  /** Logs runs, skips, lock losses and store errors (`console`, or a pino logger), beside `listener`. @default no logging */
+  logger?: ShedlockLogger
 }
 
 /** Runs tasks under locks. See {@link createLockingTaskExecutor}. */

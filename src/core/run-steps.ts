@@ -11,6 +11,7 @@ import { callHook, type Emit, eventEmitter, type LockingTaskExecutorListener } f
 import type { LockConfiguration } from './lock-configuration.ts'
 import { ActiveLock, runWithActiveLock } from './lock-context.ts'
 import type { LockInspector } from './lock-inspector.ts'
+import { type ShedlockLogger, withLogger } from './logger.ts'
 import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-provider.ts'
 import { Registry } from './registry.ts'
 import { RunRecorder } from './run-recorder.ts'
@@ -30,6 +31,7 @@ export interface RunStepsOptions {
   runLedger?: RunLedger | undefined
   slotRetention?: Duration | undefined
   node?: string | undefined
+  logger?: ShedlockLogger | undefined
 }
 
 /** A slot this node claimed; `decided` once it ran or was recorded as skipped. */
@@ -73,8 +75,8 @@ export class RunSteps implements CatchUpRuntime {
     this.clock = options.clock ?? systemClock
     this.node = options.node ?? `${hostname()}:${process.pid}`
     this.defaultRetention = parseDuration(options.slotRetention ?? DEFAULT_SLOT_RETENTION)
-    this.#listener = options.listener
-    this.emit = eventEmitter(options.listener)
+    this.#listener = withLogger(options.listener, options.logger)
+    this.emit = eventEmitter(this.#listener)
     this.recorder = new RunRecorder(options.runLedger, this.clock, this.emit)
   }
 

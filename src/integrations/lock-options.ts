@@ -1,6 +1,7 @@
 import { type Duration, formatDuration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
+import type { ShedlockLogger } from '../core/logger.ts'
 import {
   type CatchUpPolicy,
   type CatchUpResult,
@@ -35,18 +36,18 @@ export function isExecutorOrProvider(value: unknown): value is ExecutorOrProvide
 
 /**
  * The executor to run tasks with: `value` itself when it is one, else a new executor over the
- * provider (with `listener`, if given).
+ * provider (with `listener` and `logger`, if given).
  *
  * @throws LockConfigurationError naming `where` when `value` is neither.
  */
-export function toExecutor(where: string, value: unknown, listener?: LockingTaskExecutorListener): LockingTaskExecutor {
+export function toExecutor(where: string, value: unknown, listener?: LockingTaskExecutorListener, logger?: ShedlockLogger): LockingTaskExecutor {
   if (isExecutor(value)) return value
   if (!isExecutorOrProvider(value)) {
     throw new LockConfigurationError(
       `${where}: expected a LockProvider (such as postgresLockProvider({ client })) or a LockingTaskExecutor (createLockingTaskExecutor(provider)), got ${kindOf(value)}`,
     )
   }
-  return createLockingTaskExecutor(value as LockProvider, listener === undefined ? {} : { listener })
+  return createLockingTaskExecutor(value as LockProvider, { ...(listener === undefined ? {} : { listener }), ...(logger === undefined ? {} : { logger }) })
 }
 
 /**

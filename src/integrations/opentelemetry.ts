@@ -93,6 +93,17 @@ export interface OpenTelemetryListenerOptions {
    * collection). Without it, the gauge reports the successes of this process only.
    */
   runLedger?: RunLedger
+  /**
+   * Emit the meters of Java ShedLock's Micrometer integration (`MicrometerLockingTaskExecutorListener`,
+   * ShedLock 7.7), with its names and its `lock.name` attribute, so that a fleet of Java and Node
+   * nodes fills one dashboard: `shedlock.lock.attempts`, `shedlock.lock.acquired`,
+   * `shedlock.lock.not.acquired` (counters), `shedlock.execution.duration` (histogram, `s`; a
+   * Micrometer Timer) and `shedlock.execution.active` (up-down counter; a Micrometer Gauge). They
+   * replace `shedlock.lock.attempts` (with `shedlock.lock.result`), `shedlock.task.duration` and
+   * `shedlock.task.active`; the meters Java has no counterpart of stay, with `lock.name` as well.
+   * @default false
+   */
+  javaMetricNames?: boolean
 }
 
 // Scheduled tasks last from milliseconds to hours; the SDK's default boundaries (0 to 10 000)
@@ -115,6 +126,8 @@ const SPAN_STATUS_ERROR = 2
  * - `shedlock.task.duration` (histogram, `s`): tasks run under a lock; `error.type` when the task
  *   threw.
  * - `shedlock.task.active` (up-down counter, `{task}`): tasks running under a lock right now.
+ * - `shedlock.task.runs` (counter, `{run}`): tasks run under a lock, by `shedlock.run.outcome`:
+ *   `ok`, `failed` (the task threw) or `lock_lost` (the lock could no longer be trusted while it ran).
  * - `shedlock.task.last_success` (gauge, `s`): when each task last succeeded, in seconds since
  *   the epoch; from `runLedger` when given (every node's runs), else this process's runs. Alert
  *   on `time() - shedlock_task_last_success_seconds > max age`.
@@ -123,6 +136,9 @@ const SPAN_STATUS_ERROR = 2
  *   on some node already), `skipped` (claimed while a run of an earlier slot held the lock),
  *   `missed` (a catch-up found it missed while every node was down) and `caught_up` (a catch-up
  *   ran it).
+ *
+ * With `javaMetricNames`, Java ShedLock's Micrometer meters instead of the first, third and fourth
+ * (see that option).
  *
  * Spans: one per attempt, named `shedlock <lock name>`, a child of the span active where
  * `executeWithLock()` was called. It ends when the task finishes, or at once when the lock is not
@@ -145,23 +161,42 @@ const SPAN_STATUS_ERROR = 2
  */
 export function openTelemetryListener(options: OpenTelemetryListenerOptions): LockingTaskExecutorListener {
   const { meter, tracer, api } = validate(options)
+  const java = options.javaMetricNames === true
   const instruments = meter && {
-    attempts: meter.createCounter('shedlock.lock.attempts', {
-      unit: '{attempt}',
-      description: 'Lock attempts, by result: acquired, not_acquired (another node holds the lock) or failed (the store failed)',
-    }),
+    attempts: java
+      ? undefined
+      : meter.createCounter('shedlock.lock.attempts', {
+          unit: '{attempt}',
+          description: 'Lock attempts, by result: acquired, not_acquired (another node holds the lock) or failed (the store failed)',
+        }),
     losses: meter.createCounter('shedlock.lock.losses', { unit: '{loss}', description: 'Locks that could no longer be trusted while their task still ran' }),
-    duration: meter.createHistogram('shedlock.task.duration', {
+    duration: meter.createHistogram(java ? 'shedlock.execution.duration' : 'shedlock.task.duration', {
       unit: 's',
       description: 'Duration of tasks run under a lock',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
     }),
-    active: meter.createUpDownCounter('shedlock.task.active', { unit: '{task}', description: 'Tasks running under a lock in this process' }),
+    active: meter.createUpDownCounter(java ? 'shedlock.execution.active' : 'shedlock.task.active', {
+      unit: '{task}',
+      description: 'Tasks running under a lock in this process',
+    }),
+    runs: meter.createCounter('shedlock.task.runs', { unit: '{run}', description: 'Tasks run under a lock, by outcome: ok, failed or lock_lost' }),
     slots: meter.createCounter('shedlock.slot.outcomes', {
       unit: '{slot}',
       description: 'Slot runs, by outcome: run, done_elsewhere, skipped (lock held), missed (every node was down) or caught_up',
     }),
   }
+  // Java ShedLock's Micrometer counters (MicrometerLockingTaskExecutorListener), same names.
+  const javaCounters =
+    !meter || !java
+      ? undefined
+      : {
+          attempts: meter.createCounter('shedlock.lock.attempts', { description: 'Lock attempts (Java ShedLock Micrometer name)' }),
+          acquired: meter.createCounter('shedlock.lock.acquired', { description: 'Locks acquired (Java ShedLock Micrometer name)' }),
+          notAcquired: meter.createCounter('shedlock.lock.not.acquired', { description: 'Locks not acquired: held elsewhere (Java ShedLock Micrometer name)' }),
+        }
+  const lockAttributes = java ? javaAttributes : shedlockAttributes
+  // Runs whose lock was lost while they ran, for the outcome of shedlock.task.runs.
+  const lost = new WeakSet<LockExecution>()
   // Epoch milliseconds of each task's last success in this process, for the gauge without a ledger.
   const lastSuccess = new Map<string, number>()
   const { runLedger } = options
@@ -177,7 +212,7 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
           if (at && at.getTime() > (seen.get(task.name) ?? 0)) seen.set(task.name, at.getTime())
         }
       }
-      for (const [name, at] of seen) result.observe(at / 1000, { 'shedlock.lock.name': name })
+      for (const [name, at] of seen) result.observe(at / 1000, java ? { 'lock.name': name } : { 'shedlock.lock.name': name })
     })
   // Slot runs claimed here and not yet started or skipped.
   const claimed = new WeakSet<LockExecution>()
@@ -202,6 +237,7 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
 
   return {
     onLockAttempt(configuration, execution) {
+      javaCounters?.attempts.add(1, lockAttributes(configuration, execution))
       if (!tracer) return
       const attributes: OpenTelemetryAttributes = {
         ...lockAttributes(configuration, execution),
@@ -211,15 +247,17 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       spans.set(execution, tracer.startSpan(`shedlock ${configuration.name}`, { attributes }))
     },
     onLockAcquired(configuration, execution) {
-      instruments?.attempts.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'acquired' })
+      instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'acquired' })
+      javaCounters?.acquired.add(1, lockAttributes(configuration, execution))
       spans.get(execution)?.addEvent('shedlock.lock.acquired', deadlines(configuration))
     },
     onLockNotAcquired(configuration, execution) {
-      instruments?.attempts.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'not_acquired' })
+      instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'not_acquired' })
+      javaCounters?.notAcquired.add(1, lockAttributes(configuration, execution))
       endSpan(execution, 'skipped')
     },
     onLockFailed(configuration, error, execution) {
-      instruments?.attempts.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'failed', 'error.type': errorType(error) })
+      instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'failed', 'error.type': errorType(error) })
       endSpan(execution, 'error', error)
     },
     aroundTask(_configuration, start, execution) {
@@ -237,7 +275,10 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       if (instruments) {
         const attributes = lockAttributes(configuration, execution)
         instruments.active.add(-1, attributes)
-        instruments.duration.record(outcome.durationMs / 1000, outcome.failed ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes)
+        // Java's Timer has lock.name alone: a failed run is one more sample of the same series.
+        instruments.duration.record(outcome.durationMs / 1000, outcome.failed && !java ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes)
+        const result = lost.has(execution) ? 'lock_lost' : outcome.failed ? 'failed' : 'ok'
+        instruments.runs.add(1, { ...attributes, 'shedlock.run.outcome': result })
       }
       if (outcome.failed) endSpan(execution, 'failed', outcome.error)
       else {
@@ -265,16 +306,22 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       spans.get(execution)?.addEvent('shedlock.lock.extended', deadlines(configuration))
     },
     onLockLost(configuration, reason, execution) {
+      lost.add(execution)
       instruments?.losses.add(1, lockAttributes(configuration, execution))
       spans.get(execution)?.recordException(reason)
     },
   }
 }
 
-function lockAttributes(configuration: LockConfiguration, execution: LockExecution): OpenTelemetryAttributes {
+function shedlockAttributes(configuration: LockConfiguration, execution: LockExecution): OpenTelemetryAttributes {
   return execution.provider === undefined
     ? { 'shedlock.lock.name': configuration.name }
     : { 'shedlock.lock.name': configuration.name, 'shedlock.provider.name': execution.provider }
+}
+
+// Java ShedLock's one tag (MicrometerLockingTaskExecutorListener.LOCK_NAME_TAG).
+function javaAttributes(configuration: LockConfiguration, _execution: LockExecution): OpenTelemetryAttributes {
+  return { 'lock.name': configuration.name }
 }
 
 function deadlines(configuration: LockConfiguration): OpenTelemetryAttributes {

@@ -1,6 +1,7 @@
 import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
+import type { ShedlockLogger } from '../core/logger.ts'
 import type { CatchUpResult, CloseOptions, LockingTaskExecutor, LockingTaskExecutorListener, LockRequest } from '../core/locking-task-executor.ts'
 import {
   type CatchUpSettings,
@@ -36,6 +37,8 @@ export interface ConfigureSchedulerLockOptions {
   defaultLockAtLeastFor?: Duration
   /** Listener of the executors built for the providers given as `LockProvider`s (executors keep their own). */
   listener?: LockingTaskExecutorListener
+  /** Logger of the executors built for the providers given as `LockProvider`s (`console` or pino): runs, skips, lock losses, store errors. @default none */
+  logger?: ShedlockLogger
 }
 
 /** Options of {@link SchedulerLock}. */
@@ -160,7 +163,7 @@ export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): 
   if (options === null || typeof options !== 'object') {
     throw new LockConfigurationError(`${CONFIGURE}: options are missing; pass { provider, defaultLockAtMostFor: '10m' }`)
   }
-  const { provider, providers = {}, defaultLockAtMostFor, defaultLockAtLeastFor, listener } = options
+  const { provider, providers = {}, defaultLockAtMostFor, defaultLockAtLeastFor, listener, logger } = options
   if (defaultLockAtMostFor === undefined || defaultLockAtMostFor === null) {
     throw new LockConfigurationError(`${CONFIGURE}: defaultLockAtMostFor is required; set it well above your tasks' normal duration, e.g. '10m'`)
   }
@@ -176,7 +179,7 @@ export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): 
   const executors = new Map<object, LockingTaskExecutor>()
   const executorOf = (where: string, value: unknown): LockingTaskExecutor => {
     if (isExecutorOrProvider(value) && executors.has(value)) return executors.get(value)!
-    const executor = toExecutor(where, value, listener)
+    const executor = toExecutor(where, value, listener, logger)
     executors.set(value as object, executor)
     return executor
   }

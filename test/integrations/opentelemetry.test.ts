@@ -613,3 +613,67 @@ describe.skipIf(!pool)('on PostgreSQL', () => {
     })
   })
 })
+
+describe('openTelemetryListener metrics by run outcome, and with Java ShedLock names', () => {
+  function withJava(javaMetricNames: boolean) {
+    const reader = new CollectingReader()
+    const meter = new MeterProvider({ readers: [reader] }).getMeter('shedlock')
+    const listener = openTelemetryListener({ meter, javaMetricNames })
+    const metrics = async () => {
+      const { resourceMetrics } = await reader.collect()
+      return resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics)
+    }
+    return { listener, metrics }
+  }
+
+  async function ok_failed_lost_held(listener: LockingTaskExecutorListener): Promise<void> {
+    const clock = manualClock(Date.UTC(2024, 0, 1))
+    const provider = inMemoryLockProvider({ clock })
+    const executor = createLockingTaskExecutor(provider, { listener, clock })
+    await executor.executeWithLock(() => undefined, opts('report'))
+    await executor
+      .executeWithLock(() => {
+        throw new Error('boom')
+      }, opts('report'))
+      .catch(() => undefined)
+    await executor.executeWithLock(async () => {
+      clock.advance(11 * 60_000)
+      await extendActiveLock('20m').catch(() => undefined)
+    }, opts('report'))
+    // Held by this executor while another one tries: not acquired.
+    const release = deferred<void>()
+    const holding = executor.executeWithLock(() => release.promise, opts('report'))
+    await createLockingTaskExecutor(provider, { listener, clock }).executeWithLock(() => undefined, opts('report'))
+    release.resolve()
+    await holding
+  }
+
+  it('counts runs by outcome: ok, failed, lock_lost', async () => {
+    const { listener, metrics } = withJava(false)
+    await ok_failed_lost_held(listener)
+    const runs = (await metrics()).find((m) => m.descriptor.name === 'shedlock.task.runs')!
+    const byOutcome = Object.fromEntries(runs.dataPoints.map((p) => [p.attributes['shedlock.run.outcome'], p.value]))
+    expect(byOutcome).toEqual({ ok: 2, failed: 1, lock_lost: 1 })
+    expect(runs.dataPoints[0]!.attributes['shedlock.lock.name']).toBe('report')
+  })
+
+  it("javaMetricNames: Java ShedLock 7.7's Micrometer meters, tagged lock.name", async () => {
+    const { listener, metrics } = withJava(true)
+    await ok_failed_lost_held(listener)
+    const all = await metrics()
+    const value = (name: string) => {
+      const metric = all.find((m) => m.descriptor.name === name)
+      expect(metric, name).toBeDefined()
+      expect(metric!.dataPoints.map((p) => p.attributes)).toEqual([{ 'lock.name': 'report' }])
+      return metric!.dataPoints[0]!.value
+    }
+    // Java's names (MicrometerLockingTaskExecutorListener): attempts, acquired, not.acquired, execution.duration/active.
+    expect(value('shedlock.lock.attempts')).toBe(5)
+    expect(value('shedlock.lock.acquired')).toBe(4)
+    expect(value('shedlock.lock.not.acquired')).toBe(1)
+    expect((value('shedlock.execution.duration') as Histogram).count).toBe(4)
+    expect(value('shedlock.execution.active')).toBe(0)
+    expect(all.map((m) => m.descriptor.name)).not.toContain('shedlock.task.duration')
+    expect(all.map((m) => m.descriptor.name)).not.toContain('shedlock.task.active')
+  })
+})

@@ -1,0 +1,109 @@
+import { parseArgs } from 'node:util'
+import { authFromEnv } from '../dashboard/auth.ts'
+import { maxAgeOfStale } from '../dashboard/handler.ts'
+import { startDashboard } from '../dashboard/server.ts'
+import type { StoreAdmin } from '../support/store-admin.ts'
+import { type Command, EXIT_INTERRUPTED, EXIT_OK, integerOption, UsageError } from './command.ts'
+import { openStore } from './open-store.ts'
+import { parseStoreUrl, storeUrlOption, URL_HELP } from './store-url.ts'
+
+const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
+                          [--port N] [--host ADDR] [--stale [NAME=]AGE]...
+                          [--allow-release] [--refresh S]
+
+Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
+lock (held by whom, since, until), last run, last success, last failure and
+failures in a row, STALE when it has not succeeded within its --stale age;
+a timeline per task, one lane per node (runs ok, failed or lock lost, slots
+skipped, missed or caught up) over the last hour, day or week; every lock,
+held or expired, slot records apart. Give --url several times for several
+stores on one page. It also answers GET /healthz with JSON: HTTP 200, or 503
+when a task is stale (the verdict of "shedlock status --stale").
+
+It listens on 127.0.0.1 and is read-only by default. Any other --host needs
+authentication, from the environment: SHEDLOCK_DASHBOARD_USER and
+SHEDLOCK_DASHBOARD_PASSWORD (basic auth) or SHEDLOCK_DASHBOARD_TOKEN (bearer).
+
+Options:
+${URL_HELP}
+  --runs-table T   the run history's table (default: shedlock_runs)
+  --port N         the port (default: 7070; 0 picks a free one)
+  --host ADDR      the address to listen on (default: 127.0.0.1)
+  --stale S        [NAME=]AGE, as in "shedlock status": a task that has not
+                   succeeded within AGE is stale
+  --allow-release  a Release button per held lock, with a confirmation; each
+                   release prints an audit line (who, when, which lock)
+  --refresh S      seconds between live refreshes of the page (default: 5;
+                   0 for none)
+  -h, --help       show this help
+
+Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 a store failed to open or the
+            port is taken, 2 usage error
+`
+
+/** `shedlock dashboard`. */
+export const dashboardCommand: Command = {
+  name: 'dashboard',
+  summary: 'serve a web page of locks, tasks, runs and /healthz',
+  help: HELP,
+  async run(args) {
+    let values: {
+      url?: string[]
+      table?: string
+      'runs-table'?: string
+      port?: string
+      host?: string
+      stale?: string[]
+      'allow-release'?: boolean
+      refresh?: string
+    }
+    try {
+      ;({ values } = parseArgs({
+        args,
+        options: {
+          url: { type: 'string', multiple: true },
+          table: { type: 'string' },
+          'runs-table': { type: 'string' },
+          port: { type: 'string' },
+          host: { type: 'string' },
+          stale: { type: 'string', multiple: true },
+          'allow-release': { type: 'boolean' },
+          refresh: { type: 'string' },
+        },
+        strict: true,
+        allowPositionals: false,
+      }))
+    } catch (error) {
+      throw new UsageError(error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error))
+    }
+    const port = integerOption({ port: values.port }, 'port', 7070, 0, 65_535)
+    const refreshSeconds = integerOption({ refresh: values.refresh }, 'refresh', 5, 0, 3600)
+    const maxAge = maxAgeOfStale(values.stale ?? [])
+    const urls = values.url && values.url.length > 0 ? values.url.map(parseStoreUrl) : [storeUrlOption({})]
+    const opened: StoreAdmin[] = []
+    try {
+      for (const url of urls) opened.push(await openStore(url, { table: values.table, runsTable: values['runs-table'] }))
+      const dashboard = await startDashboard({
+        stores: opened.map((store) => ({ label: `${store.kind} ${store.where}`, inspector: store.inspector, runLedger: store.runLedger })),
+        maxAge,
+        auth: authFromEnv(),
+        allowRelease: values['allow-release'] === true,
+        audit: (line) => process.stderr.write(`${line}\n`),
+        refreshSeconds,
+        port,
+        host: values.host ?? '127.0.0.1',
+      })
+      process.stdout.write(
+        `shedlock dashboard on ${dashboard.url} (${opened.length} store${opened.length === 1 ? '' : 's'}, ${values['allow-release'] === true ? 'releases allowed' : 'read-only'}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
+      )
+      const signal = await new Promise<NodeJS.Signals>((resolve) => {
+        process.once('SIGINT', () => resolve('SIGINT'))
+        process.once('SIGTERM', () => resolve('SIGTERM'))
+      })
+      await dashboard.close()
+      return signal === 'SIGINT' ? EXIT_INTERRUPTED : EXIT_OK
+    } finally {
+      await Promise.all(opened.map((store) => store.close().catch(() => {})))
+    }
+  },
+}

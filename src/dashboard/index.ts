@@ -1,0 +1,5 @@
+export { type DashboardAuth, authFromEnv } from './auth.ts'
+export { createDashboard, type DashboardHandler, type DashboardOptions, type HealthReport } from './handler.ts'
+export { type RunningDashboard, type StartDashboardOptions, startDashboard } from './server.ts'
+export type { DashboardStore, DashboardWindow } from './snapshot.ts'
+export { LATE_MS, type MarkKind } from './timeline.ts'

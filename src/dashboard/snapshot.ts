@@ -1,0 +1,107 @@
+import type { LockInspector, LockRecord } from '../core/lock-inspector.ts'
+import { redact } from '../core/redact.ts'
+import type { RunLedger, RunRecord } from '../core/run-ledger.ts'
+import { catchUpMarkerName, parseSlotRecordName } from '../core/slots.ts'
+import { type Staleness, type StatusRow, statusVerdict } from '../cli/status.ts'
+
+/**
+ * One store the dashboard shows: its inspector (locks) and, where the store keeps one, its run
+ * ledger (tasks, runs, health). Build it from the store's subpath, e.g.
+ * `{ label: 'orders db', inspector: postgresLockInspector({ client }), runLedger: postgresRunLedger({ client }) }`.
+ */
+export interface DashboardStore {
+  /** What the page names the store by. Never put a password here: it is shown as it is (URL passwords are masked anyway). */
+  readonly label: string
+  readonly inspector: LockInspector
+  /** The store's run history; without it, the page shows locks only. */
+  readonly runLedger?: RunLedger | undefined
+}
+
+/** The time window of the timeline. */
+export type DashboardWindow = 'hour' | 'day' | 'week'
+
+/** Each window's length in milliseconds. */
+export const WINDOW_MS: Readonly<Record<DashboardWindow, number>> = { hour: 3_600_000, day: 86_400_000, week: 604_800_000 }
+
+/** A task as the page shows it: the verdict of `shedlock status`, its lock, and its runs within the window. */
+export interface TaskView extends StatusRow {
+  /** The task's lock record, when the store has one. */
+  readonly lock: LockRecord | undefined
+  /** Runs that started within the window, newest first (at most {@link RUNS_PER_TASK}). */
+  readonly runs: readonly RunRecord[]
+}
+
+/** What one store holds at one read. */
+export interface StoreSnapshot {
+  readonly label: string
+  /** Whose clock `now` is read on, as the inspector says. */
+  readonly clock: string
+  /** The store's now at the read (this host's when the locks could not be listed). */
+  readonly now: Date
+  /** Task locks, sorted by name: every record but slot records and catch-up markers. */
+  readonly locks: readonly LockRecord[]
+  /** Slot records (`<name>@<slot>`) and catch-up markers, apart from the task locks. */
+  readonly slotRecords: readonly LockRecord[]
+  /** `undefined` when the store keeps no run ledger. */
+  readonly tasks: readonly TaskView[] | undefined
+  /** The tasks `shedlock status` would fail for (stale or failing, among those it checks). */
+  readonly staleNames: readonly string[]
+  readonly failingNames: readonly string[]
+  /** Tasks left out: not run for the `ignoreOlderThan` age. */
+  readonly ignored: readonly string[]
+  /** Why the locks or the runs could not be read, one line, secrets masked. */
+  readonly errors: readonly string[]
+}
+
+/** At most this many runs per task are read for the timeline. */
+export const RUNS_PER_TASK = 1000
+
+/**
+ * Reads one store: its locks, the health of its tasks (the verdict of `shedlock status` with
+ * `stale`), and each task's runs since `from`. A failing read becomes an entry of `errors`, never
+ * an exception: one broken store does not hide the others.
+ */
+export async function readStore(store: DashboardStore, stale: Staleness, ignoreOlderThan: number, from: number): Promise<StoreSnapshot> {
+  const errors: string[] = []
+  let now = new Date()
+  let records: readonly LockRecord[] = []
+  try {
+    const listed = await store.inspector.list()
+    now = listed.now
+    records = listed.locks
+  } catch (error) {
+    errors.push(`locks: ${oneLine(error)}`)
+  }
+  const isSlot = (record: LockRecord): boolean => parseSlotRecordName(record.name) !== undefined || isCatchUpMarker(record)
+  const locks = records.filter((record) => !isSlot(record))
+  const slotRecords = records.filter(isSlot)
+  let tasks: TaskView[] | undefined
+  let verdict = { staleNames: [] as string[], failingNames: [] as string[], ignored: [] as string[] }
+  if (store.runLedger) {
+    const ledger = store.runLedger
+    try {
+      const { rows, ...rest } = await statusVerdict(ledger, await ledger.tasks(), stale, ignoreOlderThan, now.getTime())
+      verdict = rest
+      tasks = await Promise.all(
+        rows.map(async (row) => {
+          const runs = (await ledger.history(row.task.name, { limit: RUNS_PER_TASK })).filter((run) => run.startedAt.getTime() >= from)
+          return { ...row, lock: locks.find((lock) => lock.name === row.task.name), runs }
+        }),
+      )
+    } catch (error) {
+      errors.push(`runs: ${oneLine(error)}`)
+    }
+  }
+  return { label: redact(store.label), clock: store.inspector.clock, now, locks, slotRecords, tasks, ...verdict, errors }
+}
+
+/** True when `record` is the catch-up marker of some task (`<name>@catch-up`). */
+export function isCatchUpMarker(record: LockRecord): boolean {
+  const at = record.name.lastIndexOf('@')
+  return at > 0 && catchUpMarkerName(record.name.slice(0, at)) === record.name
+}
+
+function oneLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error)
+  return redact(text.split('\n')[0]!).slice(0, 300)
+}
