@@ -4,6 +4,10 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import * as root from '../src/index.ts'
 
+// A plain ES module that scripts/oldest-drivers.sh reads too; the specifier is a string so that tsc leaves it alone.
+const driversModule: string = '../scripts/drivers.mjs'
+const { DRIVERS } = (await import(driversModule)) as { DRIVERS: Record<string, { range: string; oldest: string; pages: string[]; tests: string[] }> }
+
 const rootDir = fileURLToPath(new URL('..', import.meta.url))
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   type?: string
@@ -24,20 +28,12 @@ describe('package.json', () => {
     expect(pkg.dependencies ?? {}).toEqual({})
   })
 
-  it('declares every driver as an optional peer, with the range the tests run against', () => {
-    const peers = Object.entries(pkg.peerDependencies ?? {})
-    expect(peers.length).toBeGreaterThan(0)
-    for (const [name, range] of peers) {
-      expect(pkg.peerDependenciesMeta?.[name], name).toEqual({ optional: true })
-      // better-sqlite3 is no devDependency (npm ci would compile it): its range is the one its
-      // tests ran against where it was installed (CONTRIBUTING.md), and its types are a devDependency.
-      if (name === 'better-sqlite3') expect(pkg.devDependencies['@types/better-sqlite3'], name).toBeDefined()
-      else expect(range, name).toBe(pkg.devDependencies[name])
-    }
-    expect(Object.keys(pkg.peerDependenciesMeta ?? {}).sort()).toEqual(Object.keys(pkg.peerDependencies ?? {}).sort())
+  it("has no peer dependencies: the drivers are the application's, and scripts/drivers.mjs holds the ranges they are tested in", () => {
+    expect(pkg.peerDependencies).toBeUndefined()
+    expect(pkg.peerDependenciesMeta).toBeUndefined()
   })
 
-  it('declares as a peer every driver the CLI imports', () => {
+  it('gives every driver the CLI imports a tested range in scripts/drivers.mjs', () => {
     const sources = readdirSync(join(rootDir, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
     const wanted = new Set<string>()
     const packageOf = (specifier: string): string =>
@@ -51,7 +47,36 @@ describe('package.json', () => {
       for (const match of text.matchAll(/^const SDK = '([^']+)'/gm)) wanted.add(packageOf(match[1]!))
     }
     expect(wanted.size).toBeGreaterThanOrEqual(10)
-    for (const name of wanted) expect(pkg.peerDependencies?.[name], `${name} is not a peer`).toBeDefined()
+    // better-sqlite3 compiles on install, so neither npm ci nor scripts/oldest-drivers.sh installs it:
+    // its tests run where it is installed (CONTRIBUTING.md), on libsql's API otherwise.
+    wanted.delete('better-sqlite3')
+    for (const name of wanted) expect(DRIVERS[name], `${name} has no range in scripts/drivers.mjs`).toBeDefined()
+  })
+
+  it("tests each driver range from its lowest version: oldest is the first alternative's floor", () => {
+    for (const [name, d] of Object.entries(DRIVERS)) {
+      const alternatives = d.range.split('||').map((a) => a.trim())
+      expect(alternatives[0], name).toBe(`^${d.oldest}`)
+      for (const a of alternatives) expect(a, name).toMatch(/^\^\d+\.\d+\.\d+$/)
+      // The newest the lockfile installs for npm test is inside the range too (its major is listed).
+      const installed = JSON.parse(readFileSync(join(rootDir, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
+      expect(
+        alternatives.map((a) => a.slice(1).split('.')[0]),
+        `${name} ${installed.version}`,
+      ).toContain(installed.version.split('.')[0])
+    }
+  })
+
+  it("each store's docs page states its drivers' ranges exactly as scripts/drivers.mjs does", () => {
+    const byPage = new Map<string, string[]>()
+    for (const [name, d] of Object.entries(DRIVERS)) for (const page of d.pages) byPage.set(page, [...(byPage.get(page) ?? []), `\`${name}\` \`${d.range}\``])
+    expect(byPage.size).toBeGreaterThanOrEqual(12)
+    for (const [page, pairs] of byPage) {
+      const text = readFileSync(join(rootDir, page), 'utf8')
+      const line = /^Tested drivers: (.*)\.$/m.exec(text)
+      expect(line, `${page} has no "Tested drivers:" line`).not.toBeNull()
+      expect(line![1]!.split(', '), page).toEqual(pairs)
+    }
   })
 
   it('has a types fallback for node10 resolution: one typesVersions entry per subpath', () => {

@@ -5,8 +5,10 @@
 // run as shown, and every TypeScript code block of the README and docs/ type-checked against the
 // installed packages (as ES modules, and as CommonJS where marked).
 //
-// The tarballs are packed with --ignore-scripts from the dist/ that `npm test` has just built:
-// `prepack` would rebuild (rm -rf dist) under the feet of the test files running alongside.
+// The tarballs are packed from a copy of each package (package.json and its `files`, from the
+// dist/ that `npm test` has just built), with prepack's `npm run build` left out: it would rebuild
+// (rm -rf dist) under the feet of the test files running alongside. The rest of prepack and
+// postpack runs as on a publish, so the tarballs' package.json is the cleaned one.
 // They install with `npm install --offline`: they have no dependencies. The registry packages a
 // consumer adds (pg, typescript, the drivers and frameworks the docs import) are linked from this
 // repository's node_modules, which holds exactly the versions the tests run against.
@@ -32,8 +34,30 @@ interface Packed {
   name: string
   tarball: string
   files: string[]
+  /** The package.json in the tarball. */
+  manifest: Record<string, unknown>
+  /** Whether postpack put the staged package.json back as it was. */
+  restored: boolean
 }
 const packed: Packed[] = []
+
+/**
+ * Copies the package in `folder` (its package.json and `files`) and scripts/pack-manifest.mjs to
+ * the same place under a staging folder, with `npm run build && ` cut from the copy's prepack.
+ */
+function stage(folder: string): string {
+  const to = join(work, 'stage', folder)
+  mkdirSync(to, { recursive: true })
+  mkdirSync(join(work, 'stage', 'scripts'), { recursive: true })
+  cpSync(join(root, 'scripts', 'pack-manifest.mjs'), join(work, 'stage', 'scripts', 'pack-manifest.mjs'))
+  const pkg = JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')) as { files: string[]; scripts: Record<string, string> }
+  for (const entry of pkg.files) if (existsSync(join(root, folder, entry))) cpSync(join(root, folder, entry), join(to, entry), { recursive: true })
+  expect(pkg.scripts.prepack, folder).toMatch(/^npm run build && node \S*scripts\/pack-manifest\.mjs clean$/)
+  expect(pkg.scripts.postpack, folder).toMatch(/^node \S*scripts\/pack-manifest\.mjs restore$/)
+  pkg.scripts.prepack = String(pkg.scripts.prepack).replace('npm run build && ', '')
+  writeFileSync(join(to, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`)
+  return to
+}
 
 /** Runs a command; npm's own variables of the `npm test` around us are left out, so they do not steer the nested npm. */
 function run(command: string, args: readonly string[], cwd: string, env: Record<string, string> = {}): SpawnSyncReturns<string> {
@@ -88,9 +112,19 @@ beforeAll(() => {
   for (const folder of ['', 'packages/nestjs']) {
     const dist = join(root, folder, 'dist', 'index.js')
     if (!existsSync(dist)) throw new Error(`${dist} is missing: run "npm run build && npm run build:nestjs" first (npm test does)`)
-    const result = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], join(root, folder))
-    const [info] = JSON.parse(expectSuccess(result)) as { name: string; filename: string; files: { path: string }[] }[]
-    packed.push({ name: info!.name, tarball: join(work, info!.filename), files: info!.files.map((f) => f.path) })
+    const staged = stage(folder)
+    const before = readFileSync(join(staged, 'package.json'), 'utf8')
+    const result = run('npm', ['pack', '--json', '--pack-destination', work], staged)
+    const [info] = JSON.parse(expectSuccess(result).slice(result.stdout.indexOf('[\n'))) as { name: string; filename: string; files: { path: string }[] }[]
+    const tarball = join(work, info!.filename)
+    const inTarball = run('tar', ['-xOzf', tarball, 'package/package.json'], work)
+    packed.push({
+      name: info!.name,
+      tarball,
+      files: info!.files.map((f) => f.path),
+      manifest: JSON.parse(expectSuccess(inTarball)) as Record<string, unknown>,
+      restored: readFileSync(join(staged, 'package.json'), 'utf8') === before,
+    })
   }
   mkdirSync(consumer)
   writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'shedlock-consumer', private: true, version: '1.0.0' }))
@@ -119,6 +153,30 @@ describe('the tarballs', { timeout: 120_000 }, () => {
         name,
       ).toEqual([])
     }
+  })
+
+  it('carry a package.json without what only this repository uses, and the repository keeps its own', () => {
+    for (const { name, manifest, restored } of packed) {
+      for (const field of ['workspaces', 'overrides', 'allowScripts', 'devDependencies', 'scripts']) expect(manifest[field], `${name} ${field}`).toBeUndefined()
+      expect(manifest.exports, name).toBeDefined()
+      expect(restored, `${name}: postpack restores package.json`).toBe(true)
+    }
+    const repository = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>
+    expect(repository.workspaces).toBeDefined()
+  })
+
+  it('install next to the drivers a project already has (pg 8.11, ioredis 5, redis 4, mongodb 6), without --legacy-peer-deps', () => {
+    const app = join(work, 'existing-app')
+    mkdirSync(app)
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'existing-app', private: true, version: '1.0.0' }))
+    const npmInstall = (...specs: string[]) =>
+      run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', ...specs], app, { npm_config_legacy_peer_deps: 'false' })
+    expectSuccess(npmInstall('pg@8.11.0', 'ioredis@5', 'redis@4', 'mongodb@6'))
+    expectSuccess(npmInstall(packed[0]!.tarball))
+    // No "UNMET OPTIONAL DEPENDENCY" lines: shedlock declares no peers.
+    const ls = run('npm', ['ls'], app)
+    expect(output(ls)).not.toMatch(/UNMET/)
+    expect(ls.status, output(ls)).toBe(0)
   })
 
   it('run no script at install, and the installed bin is executable', () => {

@@ -97,14 +97,17 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
   const release = (untilSql: string): string => `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`
   const extension = (untilSql: string, nowSql: string): string =>
     `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}`
-  const dbUntil = `${DB_NOW} + make_interval(secs => $3)`
+  // A float8 number of seconds times an interval, not make_interval(), which CockroachDB lacks:
+  // the same statements serve PostgreSQL and CockroachDB (Java ShedLock 7.3 casts for CockroachDB).
+  const seconds = `$3::float8 * interval '1 second'`
+  const dbUntil = `${DB_NOW} + ${seconds}`
 
   let accessor: SqlAccessor
   if (useDbTime) {
     const acquire = upsert(dbUntil, DB_NOW)
     const extend = extension(dbUntil, DB_NOW)
-    const unlockFromLockedAt = release(`GREATEST(${lockedAt} + make_interval(secs => $3), ${DB_NOW})`)
-    const unlockFromNow = release(`GREATEST(${DB_NOW} + make_interval(secs => $3), ${DB_NOW})`)
+    const unlockFromLockedAt = release(`GREATEST(${lockedAt} + ${seconds}, ${DB_NOW})`)
+    const unlockFromNow = release(`GREATEST(${DB_NOW} + ${seconds}, ${DB_NOW})`)
     accessor = {
       readLimits,
       acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),

@@ -123,6 +123,12 @@ async function connectIoredis(Redis: new (url: string, options: object) => Iored
     client.disconnect()
     throw failure ?? error
   }
+  // ioredis before 5.10 resolves connect() when AUTH is refused and only emits the refusal
+  // (WRONGPASS); its next command would fail with a bare "Connection is closed".
+  if (failure) {
+    client.disconnect()
+    throw failure
+  }
   return {
     library: 'ioredis',
     client: client as unknown as RedisClientLike,

@@ -287,6 +287,29 @@ describe.skipIf(!pool)('postgres', () => {
       }
     })
 
+    it('sends no make_interval, which CockroachDB lacks, and keeps durations to the millisecond', async () => {
+      const table = await newTable()
+      const sent: string[] = []
+      const client: PostgresQueryable = {
+        query: (text, values) => {
+          sent.push(text)
+          return db.query(text, values)
+        },
+      }
+      const provider = postgresLockProvider({ client, tableName: table })
+      const lock = await provider.lock(lockConfiguration({ name: 'durations', lockAtMostFor: 90_500, lockAtLeastFor: 30_250 }))
+      assert.ok(lock)
+      const span = async (): Promise<number> => {
+        const { rows } = await db.query(`SELECT extract(epoch FROM lock_until - locked_at) * 1000 AS ms FROM ${table} WHERE name = 'durations'`)
+        return Number((rows[0] as { ms: string }).ms)
+      }
+      expect(Math.abs((await span()) - 90_500)).toBeLessThan(50)
+      await lock.unlock()
+      expect(Math.abs((await span()) - 30_250)).toBeLessThan(50)
+      expect(sent.length).toBeGreaterThanOrEqual(2)
+      for (const text of sent) expect(text).not.toMatch(/make_interval/i)
+    })
+
     it('respects a lock written by Java ShedLock and takes over an expired one', async () => {
       const table = await newTable()
       await db.query(
