@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config'
-import { inCI } from './test/support/backends.ts'
+import { inCI } from './test/helpers/backends.ts'
 
 export default defineConfig({
   test: {
@@ -16,7 +16,7 @@ export default defineConfig({
     // In CI a failed test runs once more: a whole CI run (three suites, 25 minutes) must not be
     // lost to one stall of a shared VM. `.ci/run` lists every test that passed only on its retry,
     // so a flaky test stays visible. Tests that count double runs never pass on a retry after
-    // finding one (test/support/double-runs.ts).
+    // finding one (test/helpers/double-runs.ts).
     retry: inCI ? 1 : 0,
   },
 })

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { noDoubleRunInAnyAttempt } from '../support/double-runs.ts'
+import { noDoubleRunInAnyAttempt } from '../helpers/double-runs.ts'
 import { startCli, waitFor } from './support/cli.ts'
 
 const TICK_LINE = /^\d\d:\d\d:\d\d {2}(.*)$/gm

@@ -6,8 +6,8 @@ import type { RunOutcome } from '../../src/core/run-ledger.ts'
 import { postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
 import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
 import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli, lines } from './support/cli.ts'
 
 const pool = await postgresPoolOrSkip(2)

@@ -8,8 +8,8 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { mysqlRunsSchema, mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
 import { sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
-import { connectOrSkip } from '../support/backends.ts'
-import { REDIS_URL } from '../support/kv-clients.ts'
+import { connectOrSkip } from '../helpers/backends.ts'
+import { REDIS_URL } from '../helpers/kv-clients.ts'
 import { cli, lines, MAIN } from './support/cli.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))

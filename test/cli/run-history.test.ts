@@ -7,9 +7,9 @@ import { lockConfiguration } from '../../src/index.ts'
 import { postgresLockProvider } from '../../src/providers/postgres/index.ts'
 import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
 import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { REDIS_URL, redisOrSkip } from '../support/kv-clients.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli } from './support/cli.ts'
 
 // shedlock run records its runs in the store's run history when there is one for the URL (the

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { slotRecordName } from '../../src/index.ts'
 import { postgresLockInspector, postgresSchema } from '../../src/providers/postgres/index.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli, type StartedCli, startCli, waitFor } from './support/cli.ts'
 
 // shedlock run --slot, on PostgreSQL (the built bin, as users run it).

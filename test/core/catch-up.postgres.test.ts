@@ -4,8 +4,8 @@ import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, LockProviderError, type LockProvider, lockConfiguration } from '../../src/index.ts'
 import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 
 const pool = await postgresPoolOrSkip(6)
 const SECOND = 1000

@@ -6,8 +6,8 @@ import { CatchUpError, type CatchUpPolicy, createLockingTaskExecutor, type LockR
 import { slotRecordName } from '../../src/core/slots.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/provider.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
-import { manualClock, recordingListener } from '../support/fakes.ts'
-import { listingStore } from '../support/listing-store.ts'
+import { manualClock, recordingListener } from '../helpers/fakes.ts'
+import { listingStore } from '../helpers/listing-store.ts'
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2026, 10, 24, 2, 0, 0)

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { atDeadline, beforeDeadline } from '../../src/core/deadline.ts'
-import { dateClock, deferred, manualClock } from '../support/fakes.ts'
+import { dateClock, deferred, manualClock } from '../helpers/fakes.ts'
 
 afterEach(() => {
   vi.useRealTimers()

@@ -4,7 +4,7 @@ import { LockConfigurationError, LockProviderError, LockStateError } from '../..
 import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import type { ExtensibleLock } from '../../src/core/lock-provider.ts'
 import { defineLock, type ReleaseReport, REPORTS_RELEASE } from '../../src/core/define-lock.ts'
-import { deferred, manualClock } from '../support/fakes.ts'
+import { deferred, manualClock } from '../helpers/fakes.ts'
 
 const clock = manualClock(Date.UTC(2024, 0, 1))
 const config = (): LockConfiguration => lockConfiguration({ name: 'job', lockAtMostFor: '1m', lockAtLeastFor: '10s', createdAt: new Date(clock.now()) })

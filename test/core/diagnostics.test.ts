@@ -10,8 +10,8 @@ import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { ExtensibleLock, LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { deferred, manualClock, fakeHandle } from '../support/fakes.ts'
-import { startNode } from '../support/processes.ts'
+import { deferred, manualClock, fakeHandle } from '../helpers/fakes.ts'
+import { startNode } from '../helpers/processes.ts'
 
 interface Received {
   event: LockEventName

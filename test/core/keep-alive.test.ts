@@ -7,7 +7,7 @@ import { extendActiveLock } from '../../src/core/lock-context.ts'
 import { type ExtensibleLock, type ExtensibleLockProvider, isKeepAliveLock, type KeepAliveLock } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
+import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../helpers/fakes.ts'
 
 type ExtendBehaviour = (atMost: number | string, atLeast: number | string) => Promise<boolean>
 

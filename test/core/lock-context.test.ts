@@ -15,7 +15,7 @@ import { assertLocked, extendActiveLock } from '../../src/core/lock-context.ts'
 import type { ExtensibleLock, ExtensibleLockProvider, LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
+import { deferred, manualClock, recordingListener, fakeHandle } from '../helpers/fakes.ts'
 
 const opts = (name = 'job', lockAtMostFor: Duration = '10m'): LockConfigurationOptions => ({ name, lockAtMostFor })
 

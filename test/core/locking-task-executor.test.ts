@@ -10,8 +10,8 @@ import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider, SimpleLock } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor, type LockingTaskExecutorListener, type TaskContext } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../support/fakes.ts'
-import { startNode } from '../support/processes.ts'
+import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../helpers/fakes.ts'
+import { startNode } from '../helpers/processes.ts'
 
 /** A provider that grants every lock (or what `grant` says) and logs lock/unlock into `log`. */
 function recordingProvider(log: string[] = [], grant: (configuration: LockConfiguration) => boolean = () => true) {

@@ -9,7 +9,7 @@ import type { RunLedger } from '../../src/core/run-ledger.ts'
 import { parseSlotRecordName, slotRecordName } from '../../src/core/slots.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/provider.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
-import { deferred, manualClock, recordingListener } from '../support/fakes.ts'
+import { deferred, manualClock, recordingListener } from '../helpers/fakes.ts'
 
 const T = new Date('2026-11-24T02:00:00.000Z')
 const next = (slot: Date, seconds = 60): Date => new Date(slot.getTime() + seconds * 1000)

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { markOf } from '../../src/dashboard/timeline.ts'
 import { parseSlotRecordName } from '../../src/core/slots.ts'
 import { cli, startCli, type StartedCli } from '../cli/support/cli.ts'
-import { waitFor } from '../support/processes.ts'
+import { waitFor } from '../helpers/processes.ts'
 import { SECRET, type SeededStore, seedMain, seedSecond } from './support/seed.ts'
 
 // The dashboard as a user starts it (`shedlock dashboard --url ... --url ...`, the built bin),

@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config'
-import { inCI } from '../support/backends.ts'
+import { inCI } from '../helpers/backends.ts'
 
 // The fault suite (`npm run test:faults`): real servers of its own, killed, restarted and cut
 // off; child processes as nodes. Two files at a time: each file's servers sit on ports and
@@ -20,7 +20,7 @@ export default defineConfig({
     // In CI a failed fault test runs once more, so that one stall of a shared VM does not fail a
     // 25-minute run; .ci/run lists every test that passed only on its retry. A retry cannot hide
     // a double run: the groups that count them call noDoubleRunInAnyAttempt()
-    // (test/support/double-runs.ts).
+    // (test/helpers/double-runs.ts).
     retry: inCI ? 1 : 0,
   },
 })

@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { connectOrSkip } from '../support/backends.ts'
+import { connectOrSkip } from '../helpers/backends.ts'
 import { ensureNestjsBuilt, tsc } from './support/build.ts'
 import { runProofProcess, stderrErrors } from './support/proof.ts'
-import { killStartedProcesses } from '../support/processes.ts'
+import { killStartedProcesses } from '../helpers/processes.ts'
 
 // Keeps examples/ working: compiles them with tsc (as `npm run example` does), then runs each one
 // twice at once for a few seconds over one store, as a user would in two terminals. Needs the

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { analyse, countDoubleRuns, readLedger, runProofProcess, stderrErrors, summary } from './support/proof.ts'
-import { killStartedProcesses } from '../support/processes.ts'
+import { killStartedProcesses } from '../helpers/processes.ts'
 
 // Three processes of a small app per scheduler, sharing one SQLite file, a job every second for
 // 6 s: every tick of the window must run exactly once, on some node, never overlapping. The apps

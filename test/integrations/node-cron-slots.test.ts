@@ -12,10 +12,10 @@ import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
 import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
 import { cli } from '../cli/support/cli.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
-import { deferred, manualClock } from '../support/fakes.ts'
-import { listingStore } from '../support/listing-store.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
+import { deferred, manualClock } from '../helpers/fakes.ts'
+import { listingStore } from '../helpers/listing-store.ts'
 
 const T0 = Date.UTC(2026, 10, 24, 2, 0, 0)
 const iso = (ms: number): string => new Date(ms).toISOString()

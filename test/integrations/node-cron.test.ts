@@ -9,7 +9,7 @@ import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { lockingRunCoordinator, lockingTaskOptions, type NodeCronRunCoordinator } from '../../src/integrations/node-cron.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { manualClock, recordingListener } from '../support/fakes.ts'
+import { manualClock, recordingListener } from '../helpers/fakes.ts'
 
 const key = (second: number) => `report:2024-01-01T00:00:0${second}.000Z`
 const failingProvider: LockProvider = {

@@ -16,9 +16,9 @@ import { postgresLockProvider, postgresSchema } from '../../src/providers/postgr
 import type { RunLedger } from '../../src/core/run-ledger.ts'
 import { inMemoryLockProvider, inMemoryRunLedger } from '../../src/providers/in-memory/index.ts'
 import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite/index.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { deferred, manualClock, fakeHandle } from '../support/fakes.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { deferred, manualClock, fakeHandle } from '../helpers/fakes.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 
 // What @opentelemetry/context-async-hooks provides (not installed here): the active context
 // follows async calls, so spans nest the way they do in an application.

@@ -10,8 +10,8 @@ import { catchUpSchedulerLock, closeSchedulerLock, configureSchedulerLock, reset
 import { taskContext } from '../../src/integrations/task-context.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import type * as Fixture from '../fixtures/decorators/slots.ts'
-import { deferred, recordingListener } from '../support/fakes.ts'
-import { listingStore } from '../support/listing-store.ts'
+import { deferred, recordingListener } from '../helpers/fakes.ts'
+import { listingStore } from '../helpers/listing-store.ts'
 import { importCompiled, removeCompiled } from './support/compile-decorators.ts'
 
 const FIXTURE = new URL('../fixtures/decorators/slots.ts', import.meta.url)

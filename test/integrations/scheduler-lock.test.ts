@@ -9,7 +9,7 @@ import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.
 import { configureSchedulerLock, resetSchedulerLock, SchedulerLock } from '../../src/integrations/scheduler-lock.ts'
 import { type InMemoryLockProvider, inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import type * as Fixture from '../fixtures/decorators/classes.ts'
-import { deferred, recordingListener } from '../support/fakes.ts'
+import { deferred, recordingListener } from '../helpers/fakes.ts'
 import { tsc } from './support/build.ts'
 import { type DecoratorMode, importCompiled, removeCompiled } from './support/compile-decorators.ts'
 

@@ -21,7 +21,7 @@ import {
 } from '../../src/integrations/schedules.ts'
 import { taskContext } from '../../src/integrations/task-context.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { manualClock } from '../support/fakes.ts'
+import { manualClock } from '../helpers/fakes.ts'
 
 const iso = (date: Date | undefined): string | undefined => date?.toISOString()
 const at = (value: string): Date => new Date(value)

@@ -11,8 +11,8 @@ import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { lockConfiguration, type SimpleLock } from '../../src/index.ts'
 import { postgresLockProvider, postgresSchema } from '../../src/providers/postgres/index.ts'
-import { type NodeProcess, startNode, waitFor } from '../support/processes.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { type NodeProcess, startNode, waitFor } from '../helpers/processes.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const table = `shedlock_shutdown_${process.pid}`

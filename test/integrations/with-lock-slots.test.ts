@@ -15,8 +15,8 @@ import { taskContext } from '../../src/integrations/task-context.ts'
 import { withLock } from '../../src/integrations/with-lock.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
-import { deferred, manualClock } from '../support/fakes.ts'
-import { listingStore } from '../support/listing-store.ts'
+import { deferred, manualClock } from '../helpers/fakes.ts'
+import { listingStore } from '../helpers/listing-store.ts'
 
 const stop: Array<() => unknown> = []
 afterEach(async () => {

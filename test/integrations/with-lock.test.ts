@@ -6,7 +6,7 @@ import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { withLock } from '../../src/integrations/with-lock.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
-import { deferred, manualClock, recordingListener } from '../support/fakes.ts'
+import { deferred, manualClock, recordingListener } from '../helpers/fakes.ts'
 
 const failingProvider = (message = 'connection refused'): LockProvider => ({
   lock: async (configuration) => {

@@ -6,7 +6,7 @@ import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError } from '../../src/index.ts'
 import { drizzleLockProvider } from '../../src/orm/drizzle.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 let pgPool: pg.Pool

@@ -1,6 +1,6 @@
 import knexFactory, { type Knex } from 'knex'
 import { knexLockProvider } from '../../src/orm/knex.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 // The pool retries a dead database and logs each refusal: expected here.

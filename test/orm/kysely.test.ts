@@ -2,7 +2,7 @@ import { CamelCasePlugin, Kysely, MysqlDialect, PostgresDialect, sql } from 'kys
 import mysql from 'mysql2'
 import pg from 'pg'
 import { kyselyLockProvider } from '../../src/orm/kysely.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 type Db = Kysely<Record<string, never>>

@@ -2,7 +2,7 @@ import { MikroORM as MysqlOrm } from '@mikro-orm/mysql'
 import { MikroORM as PostgresOrm, type SqlEntityManager } from '@mikro-orm/postgresql'
 import { expect } from 'vitest'
 import { mikroOrmLockProvider } from '../../src/orm/mikro-orm.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {

@@ -3,7 +3,7 @@ import { QueryTypes, Sequelize, type Transaction } from 'sequelize'
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError } from '../../src/index.ts'
 import { sequelizeLockProvider } from '../../src/orm/sequelize.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 // Continuation-local storage, as cls-hooked gives it: with it, every query inside

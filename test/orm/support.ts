@@ -13,9 +13,9 @@ import {
 import { mysqlSchema } from '../../src/providers/mysql/index.ts'
 import { postgresSchema } from '../../src/providers/postgres/index.ts'
 import { lockProviderSuite } from '../../src/testing/index.ts'
-import { uniqueTable } from '../support/backends.ts'
-import { registerSuite } from '../support/register-suite.ts'
-import { mysqlPoolOrSkip, postgresPoolOrSkip } from '../support/sql-pools.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { registerSuite } from '../helpers/register-suite.ts'
+import { mysqlPoolOrSkip, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 
 // The tests every ORM adapter passes, on PostgreSQL and on MySQL/MariaDB: the provider
 // conformance suite, the transaction tests (a lock taken inside the caller's ORM transaction is

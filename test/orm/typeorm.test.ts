@@ -1,6 +1,6 @@
 import { DataSource, type EntityManager, type QueryRunner } from 'typeorm'
 import { typeormLockProvider } from '../../src/orm/typeorm.ts'
-import { MYSQL_URL, POSTGRES_URL } from '../support/sql-pools.ts'
+import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 for (const dialect of ['postgres', 'mysql'] as const) {

@@ -18,8 +18,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startNode, waitFor } from '../support/processes.ts'
-import { postgresPoolOrSkip, POSTGRES_URL } from '../support/sql-pools.ts'
+import { startNode, waitFor } from '../helpers/processes.ts'
+import { postgresPoolOrSkip, POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { snippetsOf, writeSnippets } from './snippets.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))

@@ -6,7 +6,7 @@ import { assertLocked, extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { runLocked } from '../../src/testing/index.ts'
-import { deferred, fakeHandle } from '../support/fakes.ts'
+import { deferred, fakeHandle } from '../helpers/fakes.ts'
 
 /** A nightly job as a user would write it: it insists on running under a lock. */
 async function nightlyReport(): Promise<string> {

@@ -6,10 +6,10 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { postgresSchema } from 'shedlock/postgres'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { connectOrSkip, uniqueTable } from '../../../test/support/backends.ts'
+import { connectOrSkip, uniqueTable } from '../../../test/helpers/backends.ts'
 import { ensureNestjsBuilt, tsc } from '../../../test/integrations/support/build.ts'
 import { analyse, countDoubleRuns, readLedger, runProofProcess, stderrErrors, summary } from '../../../test/integrations/support/proof.ts'
-import { killStartedProcesses } from '../../../test/support/processes.ts'
+import { killStartedProcesses } from '../../../test/helpers/processes.ts'
 
 // Three processes of a NestJS app (test/fixtures/proof-app/main.ts, compiled here with tsc for
 // its decorator metadata) share one PostgreSQL database, with @Cron jobs every second for 6 s:

@@ -15,8 +15,8 @@ import {
 } from 'shedlock'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 // The fake store of the root tests, over the built package's in-memory provider.
-import { listingStore } from '../../../test/support/listing-store.ts'
-import { startNode, waitFor } from '../../../test/support/processes.ts'
+import { listingStore } from '../../../test/helpers/listing-store.ts'
+import { startNode, waitFor } from '../../../test/helpers/processes.ts'
 import { SchedulerLock, SHEDLOCK_EXECUTOR, ShedLockModule, type ShedLockModuleOptions, ShedLockService } from '../src/index.ts'
 
 // In-process tests of the catch-up on bootstrap, the shutdown and the service, through Nest's own

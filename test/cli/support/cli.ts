@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterAll } from 'vitest'
-import { killStartedProcesses, type NodeProcess, type ProcessRun, startNode } from '../../support/processes.ts'
+import { killStartedProcesses, type NodeProcess, type ProcessRun, startNode } from '../../helpers/processes.ts'
 
 /** The CLI as users run it: the built bin (`npm test` builds first; while developing, `npm run build`). */
 export const MAIN: string = fileURLToPath(new URL('../../../dist/cli/main.js', import.meta.url))
@@ -40,7 +40,7 @@ export function cli(args: readonly string[], options: CliOptions = {}): Promise<
   return startCli(args, options).done
 }
 
-export { waitFor } from '../../support/processes.ts'
+export { waitFor } from '../../helpers/processes.ts'
 
 /** The lines of a text, without the final newline. */
 export function lines(text: string): string[] {

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type LockProvider, lockConfiguration, type SimpleLock, slotRecordName } from '../../../src/index.ts'
-import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
+import { noDoubleRunInAnyAttempt } from '../../helpers/double-runs.ts'
 import { cli, type CliRun, type ListJson, lines, startCli, waitFor } from './cli.ts'
 
 /** A store under test, as the proof needs it. */

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
 import { recordFigure } from '../support/figures.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
 import { freePort, SECRET_PASSWORD, SECRET_USER, startPostgres, startRedis } from '../support/servers.ts'
 
 const run = promisify(execFile)

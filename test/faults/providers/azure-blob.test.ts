@@ -1,7 +1,7 @@
 import { azureBlobLockProvider } from 'shedlock/azure-blob'
 import { describe } from 'vitest'
 import { hostileOptions } from '../support/bad-input.ts'
-import { azuriteService } from '../../support/object-stores.ts'
+import { azuriteService } from '../../helpers/object-stores.ts'
 import { holderKilled, storeRestart } from '../support/fault-groups.ts'
 import { secrets } from '../support/secrets.ts'
 import { freePort, SECRET_PASSWORD } from '../support/servers.ts'

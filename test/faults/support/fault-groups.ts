@@ -16,8 +16,8 @@ import {
   systemClock,
 } from 'shedlock'
 import { expect, it } from 'vitest'
-import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
-import { waitFor } from '../../support/processes.ts'
+import { noDoubleRunInAnyAttempt } from '../../helpers/double-runs.ts'
+import { waitFor } from '../../helpers/processes.ts'
 import { badLockNames } from './bad-input.ts'
 import { exclusively } from './exclusive.ts'
 import { recordFigure } from './figures.ts'
@@ -195,7 +195,7 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
       await o.up()
     }
     const upAt = Date.now()
-    // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
+    // Before any other check, so that a retry sees what this attempt found (test/helpers/double-runs.ts).
     noDoubleRunInAnyAttempt('tasks that ran while the store was down', ran.length)
 
     for (const error of failures) {
@@ -494,7 +494,7 @@ export function taskOutlivesLock(sut: Sut): void {
     }
     const aOutcome = await outcome
     // A's release ran after B took the lock. Before any other check, so that a retry sees what
-    // this attempt found (test/support/double-runs.ts): B's record as it is now, and whether a
+    // this attempt found (test/helpers/double-runs.ts): B's record as it is now, and whether a
     // third node can take the lock B holds.
     const recordAfterLateUnlock = bLock ? await s.record(name) : undefined
     const third = bLock ? await c.lock(config(name, '30s')) : undefined
@@ -585,7 +585,7 @@ export function soak(sut: Sut): void {
 
           const { executions, malformed } = readLedgers(ledgers)
           const check = checkLedger(executions, malformed)
-          // Before any other check, so that a retry sees what this attempt found (test/support/double-runs.ts).
+          // Before any other check, so that a retry sees what this attempt found (test/helpers/double-runs.ts).
           noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
           const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
           const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { freePort, portOpen } from '../../support/processes.ts'
+import { freePort, portOpen } from '../../helpers/processes.ts'
 
 /**
  * Store servers of the fault suite's own: each on free loopback ports and a data folder of its

@@ -1,5 +1,5 @@
 import { afterAll, afterEach } from 'vitest'
-import { connectOrSkip } from '../../support/backends.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
 import type { StoreUnderTest } from './stores.ts'
 import { WorkerProcess } from './workers.ts'
 

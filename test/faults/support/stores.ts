@@ -22,8 +22,8 @@ import { postgresSchema } from 'shedlock/postgres'
 import { memcachedLockKey } from 'shedlock/memcached'
 import { sqliteSchema } from 'shedlock/sqlite'
 import { zookeeperNodeName } from 'shedlock/zookeeper'
-import { FakeMongoCollection } from '../../support/fake-mongo-collection.ts'
-import { azuriteService, s3Client } from '../../support/object-stores.ts'
+import { FakeMongoCollection } from '../../helpers/fake-mongo-collection.ts'
+import { azuriteService, s3Client } from '../../helpers/object-stores.ts'
 import * as servers from './servers.ts'
 import type { OwnServer } from './servers.ts'
 import { type NodeOptions, openNode, openSqlite, replacingZooKeeperClient, type SqliteConnection, type StoreName, type StoreSpec } from './store-clients.mjs'
@@ -537,7 +537,7 @@ export async function azureBlobUnderTest(): Promise<StoreUnderTest> {
 
 /**
  * MongoDB: no server can run on this machine, so the in-memory fake of the one Collection
- * method the provider calls (test/support/fake-mongo-collection.ts). Nodes share the fake; only
+ * method the provider calls (test/helpers/fake-mongo-collection.ts). Nodes share the fake; only
  * the in-process groups (clock skew, a task outliving its lock, bad input) apply.
  */
 export function mongodbUnderTest(): StoreUnderTest {

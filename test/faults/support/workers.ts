@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { type NodeProcess, startNode } from '../../support/processes.ts'
+import { type NodeProcess, startNode } from '../../helpers/processes.ts'
 
 const WORKER = fileURLToPath(new URL('./worker.mjs', import.meta.url))
 

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs'
-import { noDoubleRunInAnyAttempt } from '../../support/double-runs.ts'
-import { startNode } from '../../support/processes.ts'
+import { noDoubleRunInAnyAttempt } from '../../helpers/double-runs.ts'
+import { startNode } from '../../helpers/processes.ts'
 
 /** One line of a proof app's ledger: a run of the job. Times are epoch milliseconds. */
 export interface LedgerRecord {

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { azureBlobLockInspector, azureBlobLockProvider } from '../../../src/providers/azure-blob/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { azuriteOrSkip, azuriteService, uniqueBucket } from '../../support/object-stores.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { azuriteOrSkip, azuriteService, uniqueBucket } from '../../helpers/object-stores.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 const service = await azuriteOrSkip()
 const HOUR = 3_600_000

@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { azureBlobLockProvider } from '../../../src/providers/azure-blob/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { azuriteOrSkip, azuriteService, uniqueBucket } from '../../support/object-stores.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { azuriteOrSkip, azuriteService, uniqueBucket } from '../../helpers/object-stores.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 const HOUR = 3_600_000
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/

@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { d1LockInspector, d1LockProvider, d1Schema } from '../../../src/providers/cloudflare-d1/index.ts'
 import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { loadMiniflare, type MiniflareInstance } from '../../support/miniflare.ts'
-import { registerInspectorSuite, registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { loadMiniflare, type MiniflareInstance } from '../../helpers/miniflare.ts'
+import { registerInspectorSuite, registerSuite } from '../../helpers/register-suite.ts'
 
 // D1 as Miniflare runs it: a workerd process holding the database, and a D1 binding in Node
 // that proxies each call to it (one round trip per statement, as from a Worker to D1).

@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { d1Schema } from '../../../src/providers/cloudflare-d1/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { loadMiniflare, type MiniflareInstance, type MiniflareWorkerOptions } from '../../support/miniflare.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { loadMiniflare, type MiniflareInstance, type MiniflareWorkerOptions } from '../../helpers/miniflare.ts'
 
 // The core and shedlock/cloudflare-d1 inside workerd: worker/worker.mjs, a Worker with a
 // scheduled() handler that runs a task under the D1 provider, deployed as 8 Workers (8 isolates)

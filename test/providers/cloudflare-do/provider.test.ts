@@ -5,9 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { durableObjectLockInspector, durableObjectLockProvider, type DurableObjectLockNamespace } from '../../../src/providers/cloudflare-do/index.ts'
 import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { loadMiniflare, type MiniflareInstance } from '../../support/miniflare.ts'
-import { registerInspectorSuite, registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { loadMiniflare, type MiniflareInstance } from '../../helpers/miniflare.ts'
+import { registerInspectorSuite, registerSuite } from '../../helpers/register-suite.ts'
 
 // ShedLockDurableObject from the built package, in workerd (Miniflare), bound as LOCKS; the
 // provider runs in Node on the namespace binding Miniflare proxies to workerd.

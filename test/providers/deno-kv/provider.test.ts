@@ -8,7 +8,7 @@ import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, lockConfiguration } from '../../../src/index.ts'
 import { denoKvLockInspector, denoKvLockProvider } from '../../../src/providers/deno-kv/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
 
 // shedlock/deno-kv runs in Deno, so its suites run there: conformance.ts, on the built package,
 // spawned here. Deno comes from SHEDLOCK_DENO (a path to the binary), the npm package `deno`

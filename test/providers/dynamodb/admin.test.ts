@@ -4,7 +4,7 @@ import { createRequire } from 'node:module'
 import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb'
 import { afterAll, describe, expect, it } from 'vitest'
 import { dynamoDBLockProvider } from '../../../src/providers/dynamodb/index.ts'
-import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
+import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
 import { cli, lines } from '../../cli/support/cli.ts'
 import { cliBasics } from '../../cli/support/proof.ts'
 

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { createDynamoDBLockTable, type DynamoDBInspectorLib, dynamoDBLockInspector, dynamoDBLockProvider } from '../../../src/providers/dynamodb/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 // dynalite ships no types: it exports one function that returns an http.Server.
 const dynalite = createRequire(import.meta.url)('dynalite') as (options?: { createTableMs?: number }) => Server

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { createDynamoDBLockTable, type DynamoDBSendClient, dynamoDBLockProvider } from '../../../src/providers/dynamodb/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 // dynalite ships no types: it exports one function that returns an http.Server.
 const dynalite = createRequire(import.meta.url)('dynalite') as (options?: { createTableMs?: number; deleteTableMs?: number }) => Server

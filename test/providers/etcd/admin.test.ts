@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, describe } from 'vitest'
 import { etcdLockProvider } from '../../../src/providers/etcd/index.ts'
-import { ETCD_URL, etcdOrSkip } from '../../support/kv-clients.ts'
+import { ETCD_URL, etcdOrSkip } from '../../helpers/kv-clients.ts'
 import { cliBasics } from '../../cli/support/proof.ts'
 
 const url = ETCD_URL

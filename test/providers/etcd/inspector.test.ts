@@ -5,8 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { etcdLockInspector, etcdLockProvider } from '../../../src/providers/etcd/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { etcdOrSkip } from '../../support/kv-clients.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { etcdOrSkip } from '../../helpers/kv-clients.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 const etcd = await etcdOrSkip()
 

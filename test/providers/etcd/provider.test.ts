@@ -11,9 +11,9 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { etcdLockProvider } from '../../../src/providers/etcd/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { ETCD_URL, etcdOrSkip } from '../../support/kv-clients.ts'
-import { freePort } from '../../support/processes.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { ETCD_URL, etcdOrSkip } from '../../helpers/kv-clients.ts'
+import { freePort } from '../../helpers/processes.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 const url = ETCD_URL
 const etcd = await etcdOrSkip()

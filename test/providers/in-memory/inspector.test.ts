@@ -3,8 +3,8 @@ import { LockConfigurationError, lockConfiguration } from '../../../src/index.ts
 import * as root from '../../../src/index.ts'
 import { type InMemoryLockProvider, inMemoryLockInspector, inMemoryLockProvider } from '../../../src/providers/in-memory/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { manualClock } from '../../support/fakes.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { manualClock } from '../../helpers/fakes.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 describe('inMemoryLockInspector', () => {
   describe('the inspector contract', () => {

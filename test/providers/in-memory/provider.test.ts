@@ -5,8 +5,8 @@ import { LockStateError } from '../../../src/core/errors.ts'
 import { lockConfiguration } from '../../../src/core/lock-configuration.ts'
 import { inMemoryLockProvider } from '../../../src/providers/in-memory/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { manualClock } from '../../support/fakes.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { manualClock } from '../../helpers/fakes.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 describe('inMemoryLockProvider: conformance suite', () => {
   // One store: every "node" of the suite is the same in-memory provider.

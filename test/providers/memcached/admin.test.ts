@@ -4,7 +4,7 @@ import memjs from 'memjs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { lockConfiguration } from '../../../src/index.ts'
 import { memcachedLockKey, memcachedLockProvider } from '../../../src/providers/memcached/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
 import { cli, lines } from '../../cli/support/cli.ts'
 
 const where = (process.env.SHEDLOCK_MEMCACHED_URL ?? '127.0.0.1:11211').replace(/^memcached:\/\//, '')

@@ -7,8 +7,8 @@ import { LockConfigurationError, LockProviderError, lockConfiguration } from '..
 import { memcachedLockName } from '../../../src/providers/memcached/format.ts'
 import { memcachedLockInspector, memcachedLockKey, memcachedLockProvider } from '../../../src/providers/memcached/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 const where = (process.env.SHEDLOCK_MEMCACHED_URL ?? '127.0.0.1:11211').replace(/^memcached:\/\//, '')
 // memjs logs every failed request to the console; the failures here are on purpose.

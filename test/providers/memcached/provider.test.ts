@@ -11,8 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { memcachedLockKey, memcachedLockProvider } from '../../../src/providers/memcached/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 const where = (process.env.SHEDLOCK_MEMCACHED_URL ?? '127.0.0.1:11211').replace(/^memcached:\/\//, '')
 const [host = '127.0.0.1', port = '11211'] = where.split(':')

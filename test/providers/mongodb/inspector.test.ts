@@ -4,9 +4,9 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { type MongoInspectorCollection, type MongoLockDocument, mongoLockInspector, mongoLockProvider } from '../../../src/providers/mongodb/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
-import { type Document, FakeMongoCollection, MongoServerError } from '../../support/fake-mongo-collection.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
+import { type Document, FakeMongoCollection, MongoServerError } from '../../helpers/fake-mongo-collection.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 /** A place lock documents live: the fake, or a real server's collection. */
 interface Backend {

@@ -5,9 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { type MongoLockCollection, type MongoLockDocument, mongoLockProvider } from '../../../src/providers/mongodb/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
-import { type Document, FakeMongoCollection, MongoNetworkError, MongoServerError } from '../../support/fake-mongo-collection.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
+import { type Document, FakeMongoCollection, MongoNetworkError, MongoServerError } from '../../helpers/fake-mongo-collection.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 /** Exactly the driver call the semantics tests make, typed loosely enough for the fake and a real Collection. */
 interface RawCollection {
@@ -63,7 +63,7 @@ const real = url
   : undefined
 if (!url) {
   console.warn(
-    'SKIPPED mongodb real-server tests: SHEDLOCK_MONGODB_URL is not set (no MongoDB server can run on this machine); the provider runs the whole suite against test/support/fake-mongo-collection.ts instead.',
+    'SKIPPED mongodb real-server tests: SHEDLOCK_MONGODB_URL is not set (no MongoDB server can run on this machine); the provider runs the whole suite against test/helpers/fake-mongo-collection.ts instead.',
   )
 }
 

@@ -1,8 +1,8 @@
 import { afterAll, describe } from 'vitest'
 import { mysqlLockProvider } from '../../../src/providers/mysql/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
 import { cliProof } from '../../cli/support/proof.ts'
-import { MYSQL_URL, mysqlPoolOrSkip } from '../../support/sql-pools.ts'
+import { MYSQL_URL, mysqlPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const url = MYSQL_URL
 const pool = await mysqlPoolOrSkip(4)

@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { type MysqlColumnType, type MysqlQueryable, mysqlLockInspector, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
-import { MYSQL_URL, mysqlPoolOrSkip } from '../../support/sql-pools.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
+import { MYSQL_URL, mysqlPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const pool = await mysqlPoolOrSkip(4)
 

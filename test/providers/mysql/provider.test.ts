@@ -7,8 +7,8 @@ import { type ExtensibleLock, LockConfigurationError, LockProviderError, type Lo
 import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { createMysqlLockProvider } from '../../../src/providers/mysql/provider.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip, uniqueTable } from '../../support/backends.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 const url = process.env.SHEDLOCK_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 const database = decodeURIComponent(new URL(url).pathname.slice(1)) || 'test'

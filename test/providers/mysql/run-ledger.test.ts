@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError } from '../../../src/index.ts'
 import { mysqlLockProvider, mysqlRunLedger, mysqlRunsSchema, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
-import { registerRunLedgerSuite } from '../../support/register-suite.ts'
-import { MYSQL_URL, mysqlPoolOrSkip } from '../../support/sql-pools.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
+import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
+import { MYSQL_URL, mysqlPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const pool = await mysqlPoolOrSkip(4)
 

@@ -4,7 +4,7 @@ import { type KV, Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
 import { cli, lines } from '../../cli/support/cli.ts'
 import { cliBasics } from '../../cli/support/proof.ts'
 

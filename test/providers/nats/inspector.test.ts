@@ -7,8 +7,8 @@ import type { LockInspector } from '../../../src/core/lock-inspector.ts'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration, type SimpleLock } from '../../../src/index.ts'
 import { type NatsInspectableKv, natsLockInspector, natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 const url = process.env.SHEDLOCK_NATS_URL ?? 'nats://127.0.0.1:4222'
 const bucket = `shedlock-inspect-${process.pid}-${Math.floor(Math.random() * 1e9).toString(36)}`

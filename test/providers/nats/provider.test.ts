@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 const url = process.env.SHEDLOCK_NATS_URL ?? 'nats://127.0.0.1:4222'
 const bucket = `shedlock-test-${process.pid}-${Math.floor(Math.random() * 1e9).toString(36)}`

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { postgresLockProvider } from '../../../src/providers/postgres/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
 import { startCli, waitFor } from '../../cli/support/cli.ts'
 import { cliProof } from '../../cli/support/proof.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../../support/sql-pools.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const url = POSTGRES_URL
 const pool = await postgresPoolOrSkip(4)

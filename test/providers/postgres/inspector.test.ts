@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { postgresLockInspector, postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
-import { postgresPoolOrSkip } from '../../support/sql-pools.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
+import { postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const pool = await postgresPoolOrSkip(4)
 

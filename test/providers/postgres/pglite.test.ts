@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, lockConfiguration } from '../../../src/index.ts'
 import { postgresLockInspector, postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { lockInspectorSuite, lockProviderSuite, runLedgerSuite } from '../../../src/testing/index.ts'
-import { registerInspectorSuite, registerRunLedgerSuite, registerSuite } from '../../support/register-suite.ts'
+import { registerInspectorSuite, registerRunLedgerSuite, registerSuite } from '../../helpers/register-suite.ts'
 
 // PGlite: PostgreSQL compiled to WebAssembly, in this process, with nothing to install or start.
 // pglite-socket serves it over the wire protocol on a loopback port, so the provider talks to it

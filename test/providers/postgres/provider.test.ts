@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { type PostgresQueryable, postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
-import { registerSuite } from '../../support/register-suite.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../../support/sql-pools.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const pool = await postgresPoolOrSkip(12)
 

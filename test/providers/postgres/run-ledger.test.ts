@@ -3,9 +3,9 @@ import { createLockingTaskExecutor, LockProviderError } from '../../../src/index
 import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { SWEEP_LIMIT } from '../../../src/support/sql/sql-run-ledger.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
-import { uniqueTable } from '../../support/backends.ts'
-import { registerRunLedgerSuite } from '../../support/register-suite.ts'
-import { postgresPoolOrSkip } from '../../support/sql-pools.ts'
+import { uniqueTable } from '../../helpers/backends.ts'
+import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
+import { postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const pool = await postgresPoolOrSkip(4)
 

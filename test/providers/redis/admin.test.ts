@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, describe } from 'vitest'
 import { redisLockProvider } from '../../../src/providers/redis/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../support/kv-clients.ts'
+import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
 import { cliProof } from '../../cli/support/proof.ts'
 
 const url = REDIS_URL

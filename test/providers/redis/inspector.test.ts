@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { fromIoredis, type RedisCommands, redisLockInspector, redisLockProvider } from '../../../src/providers/redis/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../support/kv-clients.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 // A raw connection that reads and writes the store behind the inspector's back.
 const raw = await redisOrSkip()

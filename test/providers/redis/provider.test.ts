@@ -15,9 +15,9 @@ import { LockConfigurationError, LockProviderError, lockConfiguration } from '..
 import type { LockInspector } from '../../../src/core/lock-inspector.ts'
 import { fromIoredis, fromNodeRedis, type RedisCommands, redisLockInspector, redisLockProvider, toRedisCommands } from '../../../src/providers/redis/index.ts'
 import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../support/kv-clients.ts'
-import { assertFailsClosed } from '../../support/fail-closed.ts'
-import { registerInspectorSuite, registerSuite } from '../../support/register-suite.ts'
+import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { assertFailsClosed } from '../../helpers/fail-closed.ts'
+import { registerInspectorSuite, registerSuite } from '../../helpers/register-suite.ts'
 
 const url = REDIS_URL
 // A raw connection that reads the store behind the providers' backs.

@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, LockConfigurationError } from '../../../src/index.ts'
 import { type RedisCommands, fromIoredis, redisLockInspector, redisLockProvider, redisRunLedger } from '../../../src/providers/redis/index.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../support/kv-clients.ts'
-import { registerRunLedgerSuite } from '../../support/register-suite.ts'
+import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
 
 const raw = await redisOrSkip()
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { s3LockProvider } from '../../../src/providers/s3/index.ts'
 import { cli } from '../../cli/support/cli.ts'
 import { cliBasics } from '../../cli/support/proof.ts'
-import { createBucket, dropBucket, S3_URL, s3OrSkip, uniqueBucket } from '../../support/object-stores.ts'
+import { createBucket, dropBucket, S3_URL, s3OrSkip, uniqueBucket } from '../../helpers/object-stores.ts'
 
 const client = await s3OrSkip()
 // The throwaway test user of scripts/ceph-rgw.sh; the CLI reads credentials from the environment, as the SDK does.

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { s3LockInspector, s3LockProvider } from '../../../src/providers/s3/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { createBucket, dropBucket, s3Client, s3OrSkip, uniqueBucket } from '../../support/object-stores.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { createBucket, dropBucket, s3Client, s3OrSkip, uniqueBucket } from '../../helpers/object-stores.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 const client = await s3OrSkip()
 const HOUR = 3_600_000

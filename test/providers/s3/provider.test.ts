@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { s3LockProvider } from '../../../src/providers/s3/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { createBucket, dropBucket, s3Client, s3OrSkip, uniqueBucket } from '../../support/object-stores.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { createBucket, dropBucket, s3Client, s3OrSkip, uniqueBucket } from '../../helpers/object-stores.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 const HOUR = 3_600_000
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/

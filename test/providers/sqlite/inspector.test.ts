@@ -6,7 +6,7 @@ import { LockConfigurationError, LockProviderError, lockConfiguration } from '..
 import { loadSqliteDriver, type SqliteConnection, type SqliteDriver, type SqliteDriverName } from '../../../src/providers/sqlite/driver.ts'
 import { sqliteLockInspector, sqliteLockProvider, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 // Each driver this Node can load: node:sqlite (Node >= 22.13), better-sqlite3 (whose native
 // binary must match this Node) and libsql (prebuilt, required everywhere). The provider's tests

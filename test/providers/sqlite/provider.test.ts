@@ -11,8 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { type NodeProcess, startNode } from '../../support/processes.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { type NodeProcess, startNode } from '../../helpers/processes.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 // ---- the two drivers ----
 

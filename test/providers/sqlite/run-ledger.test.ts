@@ -6,7 +6,7 @@ import { LockProviderError } from '../../../src/index.ts'
 import { loadSqliteDriver, type SqliteConnection } from '../../../src/providers/sqlite/driver.ts'
 import { sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
-import { registerRunLedgerSuite } from '../../support/register-suite.ts'
+import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
 
 // The CLI's driver choice: node:sqlite where this Node has it, else better-sqlite3, else libsql.
 const driver = await loadSqliteDriver()

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import zookeeper from 'node-zookeeper-client'
 import { afterAll, describe } from 'vitest'
 import { zookeeperLockProvider, zookeeperNodeName } from '../../../src/providers/zookeeper/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
 import { cliBasics } from '../../cli/support/proof.ts'
 
 const where = process.env.SHEDLOCK_ZOOKEEPER_URL ?? '127.0.0.1:2181'

@@ -5,8 +5,8 @@ import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockCon
 import { zookeeperLockInspector, zookeeperLockProvider, zookeeperNodeName } from '../../../src/providers/zookeeper/index.ts'
 import { slotRecordName } from '../../../src/core/slots.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { registerInspectorSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { registerInspectorSuite } from '../../helpers/register-suite.ts'
 
 type Client = zookeeper.Client
 

@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { zookeeperLockProvider, zookeeperNodeName } from '../../../src/providers/zookeeper/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
-import { connectOrSkip } from '../../support/backends.ts'
-import { freePort } from '../../support/processes.ts'
-import { registerSuite } from '../../support/register-suite.ts'
+import { connectOrSkip } from '../../helpers/backends.ts'
+import { freePort } from '../../helpers/processes.ts'
+import { registerSuite } from '../../helpers/register-suite.ts'
 
 type Client = zookeeper.Client
 

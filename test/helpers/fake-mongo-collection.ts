@@ -260,7 +260,7 @@ export class MongoInvalidArgumentError extends Error {
 }
 
 function notSupported(what: string): Error {
-  return new Error(`${what} is not supported by the fake MongoDB collection; extend test/support/fake-mongo-collection.ts (and check it against a real server)`)
+  return new Error(`${what} is not supported by the fake MongoDB collection; extend test/helpers/fake-mongo-collection.ts (and check it against a real server)`)
 }
 
 function checkOptions(options: FindOneAndUpdateOptions): void {
