@@ -62,7 +62,7 @@ Exit codes: 0 every tick ran at most once and nothing failed,
 /** `shedlock demo`: the parent, which starts the nodes and checks what they report. */
 export const demoCommand: Command = {
   name: 'demo',
-  summary: 'N processes share one SQLite lock table: each tick runs exactly once',
+  summary: 'N processes share one SQLite lock table; each tick runs once',
   help: DEMO_HELP,
   run: runDemo,
 }

@@ -10,7 +10,7 @@ import { cli } from './support/cli.ts'
 const temp = mkdtempSync(join(tmpdir(), 'shedlock-cli-scripting-'))
 afterAll(() => rmSync(temp, { recursive: true, force: true }))
 const noUrl = { SHEDLOCK_URL: undefined }
-const COMMANDS = ['run', 'list', 'unlock', 'history', 'status', 'doctor', 'init', 'schema', 'demo']
+const COMMANDS = ['run', 'list', 'unlock', 'history', 'status', 'dashboard', 'doctor', 'init', 'schema', 'demo']
 
 async function sqliteStore(name: string): Promise<string> {
   const url = `sqlite:${join(temp, `${name}.db`)}`
