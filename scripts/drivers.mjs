@@ -1,5 +1,5 @@
 // The driver versions shedlock is tested with, one place for all of them: each store's docs
-// page states its drivers' ranges (test/package/drivers.test.ts checks them against this table),
+// page states its drivers' ranges (test/package-exports.test.ts checks them against this table),
 // and scripts/oldest-drivers.sh installs each range's lowest version and runs the tests named
 // here (CI, after `npm test`, which runs them on the newest versions package-lock.json pins).
 //
@@ -8,8 +8,10 @@
 // install (ERESOLVE) for a project whose driver is outside it, even a newer major that works, and
 // `npm ls` lists every optional peer a project does not use as "UNMET OPTIONAL DEPENDENCY".
 //
-// `range`: what the docs state, lowest alternative first; `oldest`: the version CI installs, the
-// lowest the range allows; `why`: why the range starts there (what breaks below it).
+// `range`: what the docs state, lowest alternative first (`^x.y.z` alternatives, or one
+// `>=x.y.z <a.b.c` for a 0.x library whose every minor is a caret range of its own); `oldest`:
+// the version CI installs, the lowest the range allows; `why`: why the range starts there (what
+// breaks below it). The ORMs and query builders of shedlock/orm/* are here too: docs/orm.md.
 
 /** @type {Record<string, { range: string, oldest: string, pages: string[], tests: string[], why: string }>} */
 export const DRIVERS = {
@@ -110,5 +112,82 @@ export const DRIVERS = {
     pages: ['docs/providers/sqlite.md'],
     tests: ['test/providers/sqlite'],
     why: 'the 0.5 line (0.4.0 does not install its native part on Node 20)',
+  },
+  '@prisma/client': {
+    range: '^7.5.0',
+    oldest: '7.5.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/prisma.test.ts'],
+    why: '7.4.0 (and 7.0.0) fail the suite on MariaDB: the inspector\'s SELECT rejects with "Cannot serialize value of type string as Bytes"; and tx.$transaction (nested, refused by the adapter) is missing. 7.5.0 passes',
+  },
+  '@prisma/adapter-pg': {
+    range: '^7.5.0',
+    oldest: '7.5.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/prisma.test.ts'],
+    why: "the release of @prisma/client's floor (Prisma's packages go together)",
+  },
+  '@prisma/adapter-mariadb': {
+    range: '^7.5.0',
+    oldest: '7.5.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/prisma.test.ts'],
+    why: "the release of @prisma/client's floor (Prisma's packages go together)",
+  },
+  'drizzle-orm': {
+    range: '>=0.34.0 <0.46.0',
+    oldest: '0.34.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/drizzle.test.ts'],
+    why: 'db.$client, which the adapter hands to the provider, appeared in 0.34.0 (0.33.0 has none); 0.45 is the newest tested, and each 0.x minor may break',
+  },
+  kysely: {
+    range: '>=0.26.0 <0.29.0',
+    oldest: '0.26.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/kysely.test.ts'],
+    why: '0.26 (mid-2023) passes the suite (db.startTransaction(), whose handle the tests refuse, came in 0.28); 0.28 is the newest tested, and each 0.x minor may break',
+  },
+  knex: {
+    range: '^2.0.0 || ^3.0.0',
+    oldest: '2.0.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/knex.test.ts'],
+    why: 'the 2.x and 3.x lines; 2.0.0 passes the suite',
+  },
+  typeorm: {
+    range: '^0.3.0 || ^1.0.0',
+    oldest: '0.3.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/typeorm.test.ts'],
+    why: 'the DataSource API the adapter takes came in 0.3.0, which passes the suite',
+  },
+  sequelize: {
+    range: '^6.1.0',
+    oldest: '6.1.0',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/sequelize.test.ts'],
+    why: 'the 6.x line; 6.1.0 passes the suite (6.0.0 could not be installed from the registry mirror, so it is not claimed)',
+  },
+  '@mikro-orm/core': {
+    range: '^6.0.5',
+    oldest: '6.0.5',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/mikro-orm.test.ts'],
+    why: 'the 6.x line; 6.0.5 is the first release of all three packages on the registry CI installs from (it has no @mikro-orm/mysql 6.0.0), and passes the suite; MikroORM 7 is not tested',
+  },
+  '@mikro-orm/postgresql': {
+    range: '^6.0.5',
+    oldest: '6.0.5',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/mikro-orm.test.ts'],
+    why: "the release of @mikro-orm/core's floor",
+  },
+  '@mikro-orm/mysql': {
+    range: '^6.0.5',
+    oldest: '6.0.5',
+    pages: ['docs/orm.md'],
+    tests: ['test/orm/mikro-orm.test.ts'],
+    why: "the release of @mikro-orm/core's floor",
   },
 }

@@ -20,6 +20,20 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
   types?: string
 }
 
+// `^x.y.z` (0.x: the minor is fixed) or `>=x.y.z <a.b.c`, the two forms scripts/drivers.mjs uses; a release version only.
+function satisfies(version: string, range: string): boolean {
+  const parse = (v: string): number[] => v.split('.').map(Number)
+  const compare = (a: number[], b: number[]): number => a.map((n, i) => n - b[i]!).find((d) => d !== 0) ?? 0
+  const v = parse(version)
+  if (range.startsWith('^')) {
+    const floor = parse(range.slice(1))
+    const fixed = floor[0] === 0 ? 2 : 1
+    return compare(v, floor) >= 0 && v.slice(0, fixed).join('.') === floor.slice(0, fixed).join('.')
+  }
+  const [low, high] = range.split(' ').map((part) => parse(part.replace(/^[<>]=?/, '')))
+  return compare(v, low!) >= 0 && compare(v, high!) < 0
+}
+
 const entries = Object.entries(pkg.exports).filter(([key]) => key !== './package.json')
 
 describe('package.json', () => {
@@ -56,25 +70,36 @@ describe('package.json', () => {
   it("tests each driver range from its lowest version: oldest is the first alternative's floor", () => {
     for (const [name, d] of Object.entries(DRIVERS)) {
       const alternatives = d.range.split('||').map((a) => a.trim())
-      expect(alternatives[0], name).toBe(`^${d.oldest}`)
-      for (const a of alternatives) expect(a, name).toMatch(/^\^\d+\.\d+\.\d+$/)
-      // The newest the lockfile installs for npm test is inside the range too (its major is listed).
+      expect([`^${d.oldest}`, `>=${d.oldest}`], name).toContain(alternatives[0]!.split(' ')[0])
+      for (const a of alternatives) expect(a, name).toMatch(/^(\^\d+\.\d+\.\d+|>=\d+\.\d+\.\d+ <\d+\.\d+\.\d+)$/)
+      // The newest the lockfile installs for npm test is inside the range too.
       const installed = JSON.parse(readFileSync(join(rootDir, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
       expect(
-        alternatives.map((a) => a.slice(1).split('.')[0]),
-        `${name} ${installed.version}`,
-      ).toContain(installed.version.split('.')[0])
+        alternatives.some((a) => satisfies(installed.version, a)),
+        `${name} ${installed.version} is outside ${d.range}`,
+      ).toBe(true)
     }
+  })
+
+  it('reads the ranges as npm does', () => {
+    expect(satisfies('6.2.0', '^6.0.0')).toBe(true)
+    expect(satisfies('7.0.0', '^6.0.0')).toBe(false)
+    expect(satisfies('0.28.18', '^0.28.0')).toBe(true)
+    expect(satisfies('0.29.0', '^0.28.0')).toBe(false)
+    expect(satisfies('0.45.4', '>=0.34.0 <0.46.0')).toBe(true)
+    expect(satisfies('0.46.0', '>=0.34.0 <0.46.0')).toBe(false)
+    expect(satisfies('0.33.9', '>=0.34.0 <0.46.0')).toBe(false)
   })
 
   it("each store's docs page states its drivers' ranges exactly as scripts/drivers.mjs does", () => {
     const byPage = new Map<string, string[]>()
     for (const [name, d] of Object.entries(DRIVERS)) for (const page of d.pages) byPage.set(page, [...(byPage.get(page) ?? []), `\`${name}\` \`${d.range}\``])
-    expect(byPage.size).toBeGreaterThanOrEqual(12)
+    expect(byPage.size).toBeGreaterThanOrEqual(13)
+    expect(byPage.has('docs/orm.md')).toBe(true)
     for (const [page, pairs] of byPage) {
       const text = readFileSync(join(rootDir, page), 'utf8')
-      const line = /^Tested drivers: (.*)\.$/m.exec(text)
-      expect(line, `${page} has no "Tested drivers:" line`).not.toBeNull()
+      const line = /^Tested (?:drivers|versions): (.*)\.$/m.exec(text)
+      expect(line, `${page} has no "Tested drivers:" (or "Tested versions:") line`).not.toBeNull()
       expect(line![1]!.split(', '), page).toEqual(pairs)
     }
   })

@@ -39,7 +39,7 @@ export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockPro
   if (client === undefined) {
     if (typeof (db as { rollback?: unknown }).rollback === 'function')
       throw transactionHandle('drizzle', 'a transaction (the tx of db.transaction())', 'the db that drizzle() returned')
-    throw new LockConfigurationError('drizzle: the database has no $client; pass the database that drizzle() returned (drizzle-orm 0.36 or later)')
+    throw new LockConfigurationError('drizzle: the database has no $client; pass the database that drizzle() returned (drizzle-orm 0.34 or later)')
   }
   const kind = (db.dialect as { constructor?: Record<symbol, unknown> } | undefined)?.constructor?.[Symbol.for('drizzle:entityKind')]
   const detected = kind === 'PgDialect' ? 'postgres' : kind === 'MySqlDialect' ? 'mysql' : typeof kind === 'string' ? kind : undefined

@@ -3,7 +3,7 @@ import mysql from 'mysql2'
 import pg from 'pg'
 import { kyselyLockProvider } from '../../src/orm/kysely.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
-import { DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+import { type BoundHandle, DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
 type Db = Kysely<Record<string, never>>
 
@@ -69,19 +69,24 @@ for (const dialect of ['postgres', 'mysql'] as const) {
             }),
           provider: (handle, tableName) => kyselyLockProvider(handle as Db, { tableName }),
         },
-        {
-          what: 'the ControlledTransaction of db.startTransaction()',
-          escapes: false,
-          inTransaction: async (body) => {
-            const trx = await db.startTransaction().execute()
-            try {
-              await body(trx)
-            } finally {
-              await trx.rollback().execute()
-            }
-          },
-          provider: (handle, tableName) => kyselyLockProvider(handle as Db, { tableName }),
-        },
+        // db.startTransaction() came in kysely 0.28; scripts/oldest-drivers.sh runs this file on 0.26.
+        ...(typeof Kysely.prototype.startTransaction !== 'function'
+          ? []
+          : ([
+              {
+                what: 'the ControlledTransaction of db.startTransaction()',
+                escapes: false,
+                inTransaction: async (body) => {
+                  const trx = await db.startTransaction().execute()
+                  try {
+                    await body(trx)
+                  } finally {
+                    await trx.rollback().execute()
+                  }
+                },
+                provider: (handle, tableName) => kyselyLockProvider(handle as Db, { tableName }),
+              },
+            ] satisfies BoundHandle[])),
       ],
     },
   )
