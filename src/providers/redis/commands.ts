@@ -76,7 +76,7 @@ export interface NodeRedisEvalOptions {
 }
 
 /**
- * The part of a node-redis (the `redis` package, 4 to 6) client, from `createClient()` or
+ * The part of a node-redis (the `redis` package, 5 or 6) client, from `createClient()` or
  * `createCluster()`, that {@link fromNodeRedis} calls. We don't import redis: any object with
  * these methods works. Legacy-mode clients (`legacyMode: true`, `client.legacy()`) are callback
  * based and do not fit; pass the regular client.
@@ -159,7 +159,7 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
 }
 
 /**
- * Adapts a node-redis (`redis` 4 to 6) client from `createClient()` or `createCluster()`. The
+ * Adapts a node-redis (`redis` 5 or 6) client from `createClient()` or `createCluster()`. The
  * client must be connected (`await client.connect()`) before locks are taken: node-redis rejects
  * commands of a client that is not open with "The client is closed".
  *

@@ -26,7 +26,7 @@ import {
 /** Options of {@link redisLockProvider}. */
 export interface RedisLockProviderOptions {
   /**
-   * Your connected client: an ioredis (5 or 6) `Redis` or `Cluster`, a node-redis (4 to 6)
+   * Your connected client: an ioredis (5 or 6) `Redis` or `Cluster`, a node-redis (5 or 6)
    * client from `createClient()` or `createCluster()`, or a {@link RedisCommands} port (see
    * `fromIoredis`, `fromNodeRedis`). The kind is recognised by shape: see `toRedisCommands`.
    * The provider never connects, closes or configures it.
