@@ -56,8 +56,8 @@ export function verdict(ok: boolean | undefined): string {
  * `right` are right-aligned (numbers), the others left-aligned.
  */
 export function markdownTable(headers: readonly string[], rows: readonly (readonly string[])[], right: readonly number[] = []): string {
-  const escape = (cell: string): string => cell.replaceAll('|', '\\|').replaceAll('\n', ' ')
-  const line = (cells: readonly string[]): string => `| ${cells.map(escape).join(' | ')} |`
+  const escapeCell = (cell: string): string => cell.replaceAll('|', '\\|').replaceAll('\n', ' ')
+  const line = (cells: readonly string[]): string => `| ${cells.map(escapeCell).join(' | ')} |`
   const rule = headers.map((_, i) => (right.includes(i) ? '---:' : '---'))
   return [line(headers), `| ${rule.join(' | ')} |`, ...rows.map((r) => line(headers.map((_, i) => r[i] ?? '')))].join('\n')
 }

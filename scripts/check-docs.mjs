@@ -178,7 +178,7 @@ function linksOf(line) {
 }
 
 /** What npm puts in a package's tarball: its `files` (folders include their content), README, LICENSE, package.json. */
-function shippedBy(packageFolder, packageJson) {
+function shippedBy(packageJson) {
   const entries = (Array.isArray(packageJson.files) ? packageJson.files : []).map((entry) =>
     posix.normalize(String(entry).replace(/^\.\//, '')).replace(/\/$/, ''),
   )
@@ -197,7 +197,7 @@ function packagesOf(root) {
     const file = join(root, folder, 'package.json')
     if (!existsSync(file)) return
     const json = JSON.parse(readFileSync(file, 'utf8'))
-    packages.push({ folder, name: json.name ?? folder, isShipped: shippedBy(folder, json), repository: repositoryOf(json) })
+    packages.push({ folder, name: json.name ?? folder, isShipped: shippedBy(json), repository: repositoryOf(json) })
   }
   read('')
   const nested = join(root, 'packages')

@@ -26,7 +26,7 @@ for (const [path, entry] of Object.entries(pk)) {
     let p = path
     while (p.includes('node_modules/')) {
       p = p.slice(0, p.lastIndexOf('/node_modules/'))
-      candidates.push(`${p ? p + '/' : ''}node_modules/${dep}`)
+      candidates.push(`${p ? `${p}/` : ''}node_modules/${dep}`)
     }
     candidates.push(`node_modules/${dep}`)
     if (candidates.some((c) => pk[c])) continue
@@ -47,5 +47,5 @@ for (const [path, entry] of Object.entries(pk)) {
   }
 }
 lock.packages = Object.fromEntries(Object.entries(pk).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a.localeCompare(b))))
-writeFileSync(file, JSON.stringify(lock, null, 2) + '\n')
+writeFileSync(file, `${JSON.stringify(lock, null, 2)}\n`)
 console.log(`added ${added} entries`)

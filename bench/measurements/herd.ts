@@ -80,6 +80,7 @@ export async function measureHerd(setup: StoreSetup, runId: string, options: Her
       if (winners.length === 1) exactlyOneWinner++
       else if (winners.length === 0) noWinner++
       else severalWinners++
+      // biome-ignore lint/complexity/useMathMinMax: tookNs is a bigint, which Math.max refuses.
       if (losers.length > 0) losersKnow.push(Number(losers.reduce((max, o) => (o.tookNs > max ? o.tookNs : max), 0n)) / 1000)
       for (const w of winners) winnerKnows.push(Number(w.tookNs) / 1000)
       for (const l of losers) loserCalls.push(l.calls)

@@ -32,7 +32,7 @@ function rawNats(kv: NatsKv): RawOperations {
       const value = lockUntilBytes(Date.now() + 60_000)
       const entry = await kv.get(key)
       let revision: number | undefined
-      if (!entry || entry.operation !== 'PUT') revision = await conditional(() => kv.create(key, value))
+      if (entry?.operation !== 'PUT') revision = await conditional(() => kv.create(key, value))
       else if (Number(new DataView(entry.value.buffer, entry.value.byteOffset, 8).getBigInt64(0)) > Date.now()) return undefined
       else revision = await conditional(() => kv.update(key, value, entry.revision))
       if (revision === undefined) return undefined

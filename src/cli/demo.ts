@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { sqliteLockProvider, sqliteSchema } from '../providers/sqlite/index.ts'
 import { CliError, type Command, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, integerOption, parseOptions, UsageError } from './command.ts'
-import { loadSqliteDriver, type SqliteDriver, type SqliteDriverName } from '../providers/sqlite/driver.ts'
+import { loadSqliteDriver, type SqliteConnection, type SqliteDriver, type SqliteDriverName } from '../providers/sqlite/driver.ts'
 
 /** The lock every demo node asks for. */
 const TASK = { name: 'demo-task', lockAtMostFor: '10s', lockAtLeastFor: '500ms' } as const
@@ -248,7 +248,7 @@ async function runDemo(args: string[]): Promise<number> {
 
 /** Creates the lock table (and turns on WAL) before the nodes start. */
 function prepareDatabase(driver: SqliteDriver, path: string): void {
-  let connection
+  let connection: SqliteConnection | undefined
   try {
     connection = driver.open(path)
     connection.exec('PRAGMA journal_mode = WAL')
@@ -368,7 +368,7 @@ async function runWorker(args: string[]): Promise<number> {
     void sent.then(() => sends.delete(sent))
   }
 
-  let connection
+  let connection: SqliteConnection
   try {
     connection = (await loadSqliteDriver(driverName as SqliteDriverName)).open(db)
   } catch (error) {
@@ -410,7 +410,10 @@ async function runWorker(args: string[]): Promise<number> {
   }
   // A scheduler firing on every wall-clock second, from firstTick to lastTick.
   const schedule = (tick: number, lastTick: number): void => {
-    if (tick > lastTick) return finish()
+    if (tick > lastTick) {
+      finish()
+      return
+    }
     timer = setTimeout(
       () => {
         const run = runTick(tick)

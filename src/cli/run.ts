@@ -10,6 +10,7 @@ import { CliError, type Command, EXIT_OK, integerOption, messageOf, parseOptions
 import { describeHolder } from './lock-table.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
+import type { TaskResult } from '../core/task.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { redactSecrets } from '../support/store-url.ts'
 import { withStore } from './open-store.ts'
@@ -168,7 +169,7 @@ export const runCommand: Command = {
         // A signal before the command started: the executor runs nothing more, so the task never
         // starts, and a slot claimed for it is given back for another host or a later run.
         signals.beforeStart(() => void executor.close())
-        let outcome
+        let outcome: TaskResult<0>
         try {
           outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), slot === undefined ? options : { ...options, slot })
         } catch (error) {

@@ -36,7 +36,7 @@ export const schemaCommand: Command = {
   summary: 'print the CREATE TABLE (or what a store needs) for migrations',
   help: HELP,
   async run(args) {
-    let parsed
+    let parsed: { values: { table?: string | undefined }; positionals: string[] }
     try {
       parsed = parseArgs({ args, options: { table: { type: 'string' } }, strict: true, allowPositionals: true })
     } catch (error) {

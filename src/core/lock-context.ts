@@ -101,7 +101,8 @@ export class ActiveLock {
       () => undefined,
       () => undefined,
     )
-    const joined = (this.#joined ??= new Set())
+    this.#joined ??= new Set()
+    const joined = this.#joined
     joined.add(tracked)
     void tracked.then(() => joined.delete(tracked))
     return running

@@ -249,10 +249,7 @@ async function serve(
     if (!store || name === '') return send(response, 400, 'text/plain; charset=utf-8', 'shedlock dashboard: the form names no lock\n')
     const current = await store.inspector.get(name)
     const unchanged =
-      current !== undefined &&
-      current.held &&
-      (current.lockedBy ?? '') === (form.get('lockedBy') ?? '') &&
-      (current.lockUntil?.toISOString() ?? '') === (form.get('lockUntil') ?? '')
+      current?.held && (current.lockedBy ?? '') === (form.get('lockedBy') ?? '') && (current.lockUntil?.toISOString() ?? '') === (form.get('lockUntil') ?? '')
     let notice: string
     if (!unchanged) notice = `Lock "${name}" changed since the page showed it (or is no longer held): nothing was released. Look again.`
     else if (form.get('step') !== 'release') {

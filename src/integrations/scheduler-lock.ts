@@ -47,7 +47,7 @@ export interface SchedulerLockOptions {
    * The lock's name, the same on every node. A function computes it from each call's arguments,
    * with the instance as `this` (ShedLock's lock names with method arguments).
    */
-  // `any`: the arguments are the decorated method's, which the options cannot know.
+  // biome-ignore lint/suspicious/noExplicitAny: the arguments are the decorated method's, which the options cannot know (`unknown[]` would refuse `(id: number) => string`).
   name: string | ((...args: any[]) => string)
   /** @default the `defaultLockAtMostFor` of {@link configureSchedulerLock} */
   lockAtMostFor?: Duration
@@ -68,6 +68,7 @@ export interface SchedulerLockOptions {
    * - a function of the call's arguments (`this` = the instance) that returns the slot. Anything
    *   but a valid `Date` rejects the call with `LockConfigurationError`.
    */
+  // biome-ignore lint/suspicious/noExplicitAny: the arguments are the decorated method's, as for `name`.
   slot?: true | ((...args: any[]) => Date | undefined)
   /** How long a slot's record is kept (with `slot`). @default the executor's, else "24h" */
   slotRetention?: Duration
@@ -97,8 +98,10 @@ export interface SchedulerLockConfiguration {
   readonly closed: boolean
 }
 
-type AnyMethod = (...args: any[]) => any
+type AnyMethod = (...args: unknown[]) => unknown
 /** The methods `@SchedulerLock` accepts: they return a promise (or nothing), since a locked call is asynchronous. */
+// biome-ignore lint/suspicious/noExplicitAny: any method's parameters must match; `unknown[]` would refuse `(id: number) => ...`.
+// biome-ignore lint/suspicious/noConfusingVoidType: `void` accepts a method declared `(): void`, which `undefined` would refuse.
 export type LockableMethod = (...args: any[]) => PromiseLike<unknown> | void
 
 /**
@@ -411,7 +414,7 @@ function lockedMethod(
   return locked
 }
 
-function slotOfFunction(slot: (...args: any[]) => Date | undefined, self: unknown, args: unknown[], where: string): Date {
+function slotOfFunction(slot: Exclude<SchedulerLockOptions['slot'], true | undefined>, self: unknown, args: unknown[], where: string): Date {
   let computed: unknown
   try {
     computed = slot.apply(self, args)

@@ -283,6 +283,7 @@ export function withTimeout<T>(promise: PromiseLike<T>, ms: number, options: Wit
 }
 
 /** What {@link timedStoreCall} needs besides the call itself. */
+// biome-ignore lint/correctness/noUnusedVariables: T only names at the call sites what the call returns; dropping it means editing every provider that uses it.
 export interface TimedStoreCall<T> {
   /** The store's name, for the timeout's message. */
   readonly store: string

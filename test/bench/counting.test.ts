@@ -40,6 +40,7 @@ describe('countingProxy', () => {
     let commits = 0
     const builder = {
       steps: [] as string[],
+      // biome-ignore lint/suspicious/noThenProperty: a builder chain whose `then` returns the builder, as query builders' do.
       then(step: string) {
         this.steps.push(step)
         return this

@@ -4,7 +4,12 @@ import { blockOrder, type Contender, calibrate, compare, interleave, opsForBlock
 /** A clock that advances only when an operation says so: the harness's arithmetic, without real time. */
 function fakeClock() {
   let now = 0n
-  return { clock: () => now, advance: (ns: number) => void (now += BigInt(ns)) }
+  return {
+    clock: () => now,
+    advance: (ns: number) => {
+      now += BigInt(ns)
+    },
+  }
 }
 
 describe('bench harness', () => {
@@ -91,8 +96,20 @@ describe('bench harness', () => {
     const counts = { a: 0, b: 0 }
     const { results, opsPerBlock } = await compare(
       [
-        { label: 'a', operation: async () => void (counts.a++, advance(1e6)) },
-        { label: 'b', operation: async () => void (counts.b++, advance(2e6)) },
+        {
+          label: 'a',
+          operation: async () => {
+            counts.a++
+            advance(1e6)
+          },
+        },
+        {
+          label: 'b',
+          operation: async () => {
+            counts.b++
+            advance(2e6)
+          },
+        },
       ],
       { blocks: 3, blockMs: 40, warmupOps: 4, concurrency: 1 },
       clock,
@@ -105,7 +122,10 @@ describe('bench harness', () => {
   it('warms up until both the operations and the wall time have passed', async () => {
     const { clock, advance } = fakeClock()
     let ops = 0
-    const operation = async (): Promise<void> => void (ops++, advance(1e6))
+    const operation = async (): Promise<void> => {
+      ops++
+      advance(1e6)
+    }
     await warmUp(operation, 10, 35, 1, clock)
     // Blocks of 10 operations of 1 ms each, until 35 ms had passed: four blocks.
     expect(ops).toBe(40)

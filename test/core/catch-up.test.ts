@@ -142,7 +142,13 @@ describe('catchUp', () => {
 
 /** A provider over `inner` whose `lock()` runs `before(configuration)` first (to fail or slow a call). */
 function intercepted(inner: LockProvider, before: (configuration: LockConfiguration) => void): LockProvider {
-  return { ...inner, lock: async (configuration) => (before(configuration), inner.lock(configuration)) }
+  return {
+    ...inner,
+    lock: async (configuration) => {
+      before(configuration)
+      return inner.lock(configuration)
+    },
+  }
 }
 
 /** Resolves once `check()` is true, polling; fails after 5 s. */
@@ -367,7 +373,7 @@ describe('catchUp after an outage (issue 26)', () => {
   })
 
   it('defect 7: works with hundreds of thousands of slot records', async () => {
-    const { node, provider, clock } = await outage(5)
+    const { provider, clock } = await outage(5)
     const records = Array.from({ length: 200_000 }, (_, i) => {
       const slot = new Date(at(0).getTime() - i * 500)
       return {

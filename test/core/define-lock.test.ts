@@ -106,6 +106,7 @@ describe('defineLock', () => {
       unlock: () => {
         calls++
         if (calls === 1) throw thrown
+        // biome-ignore lint/suspicious/noThenProperty: a thenable that rejects is what this test hands the lock.
         if (calls === 2) return { then: (_resolve: () => void, reject: (error: unknown) => void) => reject(new Error('thenable rejected')) } as never
         return undefined as never
       },

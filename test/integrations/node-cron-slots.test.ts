@@ -74,7 +74,9 @@ describe('lockingRunCoordinator with slot: true', () => {
       cron.schedule('* * * * * *', record('b'), { name: 'every-second', distributed: true, runCoordinator: b }),
     ]
     for (const task of tasks) task.on('execution:skipped', (context) => void skipped.push(`${String(context.reason)} ${context.date.toISOString()}`))
-    destroy.push(() => tasks.forEach((task) => task.destroy()))
+    destroy.push(() => {
+      for (const task of tasks) task.destroy()
+    })
     await sleep(2_700)
     for (const task of tasks) await task.destroy()
     await sleep(400)

@@ -18,7 +18,7 @@ import { inMemoryLockProvider, inMemoryRunLedger } from '../../src/providers/in-
 import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../helpers/backends.ts'
 import { deferred, manualClock, fakeHandle } from '../helpers/fakes.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
+import { postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 
 // What @opentelemetry/context-async-hooks provides (not installed here): the active context
 // follows async calls, so spans nest the way they do in an application.
@@ -590,7 +590,6 @@ describe(`on SQLite (${sqlite.name}, two connections to one file)`, () => {
   })
 })
 
-const url = POSTGRES_URL
 const pool = await postgresPoolOrSkip(4)
 
 describe.skipIf(!pool)('on PostgreSQL', () => {

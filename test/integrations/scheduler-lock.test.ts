@@ -356,7 +356,7 @@ describe('a dynamic name that is bad at the call (decorator applied by hand, leg
   beforeEach(() => configureSchedulerLock({ provider: inMemoryLockProvider(), defaultLockAtMostFor: '1m' }))
   afterEach(resetSchedulerLock)
 
-  function locked(name: (...args: any[]) => string): { run(...args: unknown[]): Promise<unknown> } {
+  function locked(name: (...args: unknown[]) => string): { run(...args: unknown[]): Promise<unknown> } {
     class Manual {
       async run(): Promise<number> {
         return 1

@@ -64,7 +64,9 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
           new Cron('* * * * * *', (job: Cron) => void a(job as never)),
           new Cron('* * * * * *', (job: Cron) => void setTimeout(() => b(job as never), LATE_MS)),
         ]
-        stop.push(() => jobs.forEach((job) => job.stop()))
+        stop.push(() => {
+          for (const job of jobs) job.stop()
+        })
       },
     ],
     [
@@ -80,7 +82,9 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
             start: true,
           }),
         ]
-        stop.push(() => jobs.forEach((job) => job.stop()))
+        stop.push(() => {
+          for (const job of jobs) job.stop()
+        })
       },
     ],
     [
@@ -90,7 +94,9 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
           schedule.scheduleJob('* * * * * *', (date: Date) => void a(date as never)),
           schedule.scheduleJob('* * * * * *', (date: Date) => void setTimeout(() => b(date as never), LATE_MS)),
         ]
-        stop.push(() => jobs.forEach((job) => job.cancel()))
+        stop.push(() => {
+          for (const job of jobs) job.cancel()
+        })
       },
     ],
     [
@@ -100,7 +106,9 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
           cron.schedule('* * * * * *', (context) => a(context as never)),
           cron.schedule('* * * * * *', (context) => void setTimeout(() => b(context as never), LATE_MS)),
         ]
-        stop.push(() => tasks.forEach((task) => task.destroy()))
+        stop.push(() => {
+          for (const task of tasks) task.destroy()
+        })
       },
     ],
   ])('%s', async (_, start) => {
@@ -266,7 +274,12 @@ describe('shutdown', () => {
     const fn = withLock(provider, { name: 'long', lockAtMostFor: '1m', lockAtLeastFor: 0 }, async () => {
       const { signal } = taskContext()
       started.resolve()
-      await new Promise((_, reject) => signal.addEventListener('abort', () => reject((reason = signal.reason))))
+      await new Promise((_, reject) =>
+        signal.addEventListener('abort', () => {
+          reason = signal.reason
+          reject(reason)
+        }),
+      )
     })
     const call = fn()
     await started.promise

@@ -194,7 +194,7 @@ describe('withLock', () => {
 
     it.each([
       ['a missing name', { lockAtMostFor: '1m' }, /^withLock\(\): the lock name is missing; pass name: "nightly-report"/],
-      ['a blank name', { name: '  ', lockAtMostFor: '1m' }, /^withLock\(\): the lock name "  " is blank/],
+      ['a blank name', { name: '  ', lockAtMostFor: '1m' }, /^withLock\(\): the lock name " {2}" is blank/],
       ['a non-string name', { name: 42, lockAtMostFor: '1m' }, /^withLock\(\): the lock name is number 42, not a string/],
       ['a missing lockAtMostFor', { name: 'job' }, /^withLock\(\) of lock "job": lockAtMostFor is required; set it well above/],
       [

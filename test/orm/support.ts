@@ -220,7 +220,11 @@ export async function ormTests(
               // see it until the commit, and their reads would race.
               const lock = await orm.transaction(async (tx) => {
                 let held: SimpleLock | undefined
-                while (!(held = await provider.lock(lockConfiguration({ name, lockAtMostFor: '30s' })))) await sleep(2)
+                for (;;) {
+                  held = await provider.lock(lockConfiguration({ name, lockAtMostFor: '30s' }))
+                  if (held) break
+                  await sleep(2)
+                }
                 const n = await tx.read(`SELECT n FROM ${counters} WHERE id = ${id}`)
                 await sleep(3)
                 await tx.write(`UPDATE ${counters} SET n = ${n + 1} WHERE id = ${id}`)

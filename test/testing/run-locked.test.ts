@@ -19,7 +19,12 @@ async function nightlyReport(): Promise<string> {
 
 describe('runLocked', () => {
   it('makes assertLocked pass inside, synchronously and across awaits', async () => {
-    expect(runLocked(() => (assertLocked(), 'sync'))).toBe('sync')
+    expect(
+      runLocked(() => {
+        assertLocked()
+        return 'sync'
+      }),
+    ).toBe('sync')
     await expect(runLocked(() => nightlyReport())).resolves.toBe('report')
   })
 

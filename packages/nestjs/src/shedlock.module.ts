@@ -9,6 +9,8 @@ import {
   type OnApplicationShutdown,
   type OnModuleDestroy,
 } from '@nestjs/common'
+// Nest injects constructor parameters by the classes emitDecoratorMetadata records: they must stay values.
+// biome-ignore lint/style/useImportType: DiscoveryService and MetadataScanner are injected by class.
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core'
 import {
   type CatchUpResult,
@@ -49,7 +51,7 @@ export interface ShedLockModuleAsyncOptions {
   imports?: ModuleMetadata['imports']
   /** Tokens whose values are passed to `useFactory`, in order (a `pg` Pool, a `ConfigService`…). */
   inject?: FactoryProvider['inject']
-  // `any`: the injected values' types are the caller's, as in Nest's own FactoryProvider.
+  // biome-ignore lint/suspicious/noExplicitAny: the injected values' types are the caller's, as in Nest's own FactoryProvider.
   useFactory: (...args: any[]) => ShedLockModuleOptions | Promise<ShedLockModuleOptions>
 }
 

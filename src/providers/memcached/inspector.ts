@@ -68,9 +68,9 @@ export function memcachedLockInspector(options: MemcachedLockInspectorOptions): 
   // The value a record was read with: release(record) deletes the key only while it holds that.
   const readAs = new WeakMap<LockRecord, string>()
 
-  const valueOf = async (key: string): Promise<string | undefined> => textOf((await bounded(() => client.get(key))).value)
+  const valueAt = async (key: string): Promise<string | undefined> => textOf((await bounded(() => client.get(key))).value)
   const read = async (name: string, key: string): Promise<LockRecord | undefined> => {
-    const value = await valueOf(key)
+    const value = await valueAt(key)
     if (value === undefined) return undefined
     const added = parseAddedValue(value)
     const record: LockRecord = Object.freeze({
@@ -109,7 +109,7 @@ export function memcachedLockInspector(options: MemcachedLockInspectorOptions): 
         if (typeof lock !== 'string' && !lock.held) return false
         const expected = typeof lock === 'string' ? undefined : readAs.get(lock)
         // Given a record read here, only the value it was read with; given a name, the value it holds now.
-        const current = await valueOf(key)
+        const current = await valueAt(key)
         if (current === undefined || (expected !== undefined && current !== expected)) return false
         return bounded(() => client.delete(key))
       })

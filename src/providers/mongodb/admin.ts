@@ -34,7 +34,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const { MongoClient } = await importDriver<MongoModule>('mongodb', 'mongodb', 'mongodb://')
   // A CLI command should fail within seconds when no server answers, unless the URL says otherwise.
   const selection = /[?&]serverSelectionTimeoutMS=/i.test(url.raw) ? {} : { serverSelectionTimeoutMS: 10_000 }
-  let client
+  let client: InstanceType<MongoModule['MongoClient']> | undefined
   try {
     client = new MongoClient(url.raw, selection)
     await client.connect()

@@ -155,7 +155,8 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   const built: Partial<Record<MysqlColumnType, Statements>> = {}
   const statements = (): Statements => {
     const type = columnType ?? 'datetime'
-    return (built[type] ??= buildStatements(t, type, useDbTime))
+    built[type] ??= buildStatements(t, type, useDbTime)
+    return built[type]
   }
 
   // App time. Timestamps never go over the wire as Date objects, which mysql2 would convert with

@@ -125,7 +125,7 @@ export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLo
       const value = encodeLockUntil(configuration.lockAtMostUntil.getTime())
       const revision = await guard('acquire', name, async () => {
         const entry = await kv.get(key)
-        if (!entry || entry.operation !== 'PUT') {
+        if (entry?.operation !== 'PUT') {
           // create() also writes over a delete marker, conditionally on the marker's revision.
           return conditional(() => kv.create(key, value))
         }

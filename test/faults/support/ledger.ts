@@ -66,7 +66,10 @@ export function checkLedger(executions: Execution[], malformed = 0): LedgerRepor
   const perNode: Record<string, number> = {}
   for (const e of executions) {
     let list = byName.get(e.name)
-    if (!list) byName.set(e.name, (list = []))
+    if (!list) {
+      list = []
+      byName.set(e.name, list)
+    }
     list.push(e)
     perNode[e.node] = (perNode[e.node] ?? 0) + 1
   }

@@ -84,8 +84,14 @@ export class TcpProxy {
       this.#pairs.delete(pair)
       pair.upstream?.destroy()
     })
-    if (this.#mode === 'reset') return this.#reset(pair)
-    if (this.#mode === 'blackhole') return void client.pause()
+    if (this.#mode === 'reset') {
+      this.#reset(pair)
+      return
+    }
+    if (this.#mode === 'blackhole') {
+      client.pause()
+      return
+    }
     const upstream = connect({ host: '127.0.0.1', port: this.#target })
     pair.upstream = upstream
     upstream.on('error', () => this.#reset(pair))

@@ -133,9 +133,18 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
         getBlockBlobClient: (name: string) => {
           const blob = container.getBlockBlobClient(name)
           return {
-            upload: (...args: Parameters<typeof blob.upload>) => (sent.push('upload'), blob.upload(...args)),
-            getProperties: () => (sent.push('getProperties'), blob.getProperties()),
-            delete: (options: Parameters<typeof blob.delete>[0]) => (sent.push('delete'), blob.delete(options)),
+            upload: (...args: Parameters<typeof blob.upload>) => {
+              sent.push('upload')
+              return blob.upload(...args)
+            },
+            getProperties: () => {
+              sent.push('getProperties')
+              return blob.getProperties()
+            },
+            delete: (options: Parameters<typeof blob.delete>[0]) => {
+              sent.push('delete')
+              return blob.delete(options)
+            },
           }
         },
       }

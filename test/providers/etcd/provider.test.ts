@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Etcd3 } from 'etcd3'
 import { afterAll, describe, expect, it } from 'vitest'
-import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import { LockConfigurationError, LockProviderError, lockConfiguration, type SimpleLock } from '../../../src/index.ts'
 import { etcdLockProvider } from '../../../src/providers/etcd/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { ETCD_URL, etcdOrSkip } from '../../helpers/kv-clients.ts'
@@ -344,7 +344,7 @@ describe.skipIf(!etcd)('etcd', () => {
           expect(unlockError).toBeInstanceOf(LockProviderError)
           await server.restart()
           // etcd3 opens its circuit breaker for 5 s after failures: poll until it lets calls through.
-          let after
+          let after: SimpleLock | undefined
           for (const deadline = Date.now() + 40_000; !after && Date.now() < deadline; ) {
             after = await locks.lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' })).catch(() => undefined)
             if (!after) await sleep(500)

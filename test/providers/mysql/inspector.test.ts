@@ -160,7 +160,10 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
     const table = await newTable('timestamp')
     const sent: string[] = []
     const counting = (client: mysql.Pool): MysqlQueryable => ({
-      query: (sql: string, values: unknown[]) => (sent.push(sql), client.query(sql, values)) as Promise<[unknown, unknown]>,
+      query: (sql: string, values: unknown[]) => {
+        sent.push(sql)
+        return client.query(sql, values) as Promise<[unknown, unknown]>
+      },
     })
     const arrays = zonedPool('+05:00', { rowsAsArray: true })
     await mysqlLockProvider({ client: arrays, tableName: table }).lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))

@@ -57,7 +57,12 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
     await db.query(postgresRunsSchema({ tableName: table }))
     try {
       const statements: string[] = []
-      const counting = { query: (text: string, values?: unknown[]) => (statements.push(text), db.query(text, values)) }
+      const counting = {
+        query: (text: string, values?: unknown[]) => {
+          statements.push(text)
+          return db.query(text, values)
+        },
+      }
       const old = (name: string, daysAgo: number) => {
         const at = new Date(Date.now() - daysAgo * 86_400_000)
         return { name, slot: undefined, node: 'n', startedAt: at, finishedAt: at, outcome: 'ok' as const, durationMs: 1 }

@@ -313,7 +313,11 @@ describe.skipIf(!raw)('redis', () => {
       const keys = new Map<string, string>()
       const double = {
         isCluster: false,
-        set: (key: string, value: string) => (keys.has(key) ? null : (keys.set(key, value), 'OK')),
+        set: (key: string, value: string) => {
+          if (keys.has(key)) return null
+          keys.set(key, value)
+          return 'OK'
+        },
         evalsha: (_sha: string, _keys: number, key: string, value: string) => (keys.get(key) === value ? Number(keys.delete(key)) : 0),
         eval: () => 0,
       }
@@ -435,14 +439,28 @@ describe.skipIf(!raw)('redis', () => {
     it('an acquisition that answers after the timeout rejects, and its late SET is released', async () => {
       const real = fromIoredis(io)
       // The real client, slowed down: the SET reaches Redis after the provider gave up on it.
-      const slow: RedisCommands = { ...real, client: 'slow ioredis', setIfAbsent: async (...args) => (await sleep(600), real.setIfAbsent(...args)) }
+      const slow: RedisCommands = {
+        ...real,
+        client: 'slow ioredis',
+        setIfAbsent: async (...args) => {
+          await sleep(600)
+          return real.setIfAbsent(...args)
+        },
+      }
       const name = `late-${randomUUID()}`
       const error = await redisLockProvider({ client: slow, environment, timeout: 100 })
         .lock(config(name))
         .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
       expect(error.message).toMatch(/did not answer within 100ms/)
-      await eventually(async () => (await sleep(700), !(await exists(keyOf(name)))), 5_000, 'the late SET to be released')
+      await eventually(
+        async () => {
+          await sleep(700)
+          return !(await exists(keyOf(name)))
+        },
+        5_000,
+        'the late SET to be released',
+      )
       const lock = await redisLockProvider({ client: io, environment }).lock(config(name))
       assert.ok(lock, 'the late acquisition still blocks the name')
       await lock.unlock()
@@ -474,7 +492,10 @@ describe.skipIf(!raw)('redis', () => {
           const calls: string[] = []
           const counting: RedisCommands = {
             client: base.client,
-            setIfAbsent: (...args) => (calls.push('SET'), base.setIfAbsent(...args)),
+            setIfAbsent: (...args) => {
+              calls.push('SET')
+              return base.setIfAbsent(...args)
+            },
             evalSha: async (...args) => {
               calls.push('EVALSHA')
               try {
@@ -484,7 +505,10 @@ describe.skipIf(!raw)('redis', () => {
                 throw error
               }
             },
-            eval: (...args) => (calls.push('EVAL'), base.eval(...args)),
+            eval: (...args) => {
+              calls.push('EVAL')
+              return base.eval(...args)
+            },
           }
           await client.script('FLUSH')
           const provider = redisLockProvider({ client: counting })

@@ -147,7 +147,12 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
   describe('requests per lock (docs/providers/s3.md)', () => {
     it('acquire 2 (HEAD, PUT), held 1 (HEAD), release 1 (PUT), extend 1 (PUT), take over 2 (HEAD, PUT)', async () => {
       const sent: string[] = []
-      const counting = { send: (command: object) => (sent.push(command.constructor.name.replace('ObjectCommand', '')), s3.send(command as never)) }
+      const counting = {
+        send: (command: object) => {
+          sent.push(command.constructor.name.replace('ObjectCommand', ''))
+          return s3.send(command as never)
+        },
+      }
       const node = s3LockProvider({ client: counting, bucket })
       // Learn the server's ETag form first (RGW: once per client, one HEAD and one PUT more).
       await (await node.lock(lockConfiguration({ name: 'count-warm', lockAtMostFor: '1m' })))!.unlock()
@@ -177,7 +182,8 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
     it('the server refuses the quoted ETag on If-Match and takes it bare (Ceph RGW), and the provider handles both', async () => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'quirk', Body: Buffer.from('a') }))
       const { ETag } = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'quirk' }))
-      assert.ok(ETag !== undefined && ETag.startsWith('"'))
+      assert.ok(ETag !== undefined)
+      assert.ok(ETag.startsWith('"'))
       const status = async (IfMatch: string) =>
         s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'quirk', Body: Buffer.from('a'), IfMatch })).then(
           () => 200,
@@ -243,7 +249,7 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
 
     it('wrong credentials reject with LockProviderError naming the permissions, without the secret', async () => {
       const wrong = new sdk.S3Client({
-        endpoint: (await s3.config.endpoint!()).protocol + '//' + (await s3.config.endpoint!()).hostname + ':' + (await s3.config.endpoint!()).port,
+        endpoint: `${(await s3.config.endpoint!()).protocol}//${(await s3.config.endpoint!()).hostname}:${(await s3.config.endpoint!()).port}`,
         region: 'us-east-1',
         forcePathStyle: true,
         maxAttempts: 1,

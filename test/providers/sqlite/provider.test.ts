@@ -13,41 +13,11 @@ import { type SqliteDatabase, sqliteLockProvider, sqliteSchema } from '../../../
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { type NodeProcess, startNode } from '../../helpers/processes.ts'
 import { registerSuite } from '../../helpers/register-suite.ts'
+import type { NodeSqliteModule } from './drivers.ts'
 
 // ---- the two drivers ----
 
-/**
- * `node:sqlite` as @types/node 22+ declares it (the parts used here). This repository pins
- * @types/node 20, which has no `node:sqlite`, so the declaration is repeated: `DatabaseSync` is
- * passed to the provider below without a cast, as better-sqlite3's `Database` is.
- */
-type NodeSqliteInput = null | number | bigint | string | NodeJS.ArrayBufferView
-type NodeSqliteOutput = null | number | bigint | string | Uint8Array
-interface NodeSqliteChanges {
-  changes: number | bigint
-  lastInsertRowid: number | bigint
-}
-interface NodeSqliteStatement {
-  run(...anonymousParameters: NodeSqliteInput[]): NodeSqliteChanges
-  run(namedParameters: Record<string, NodeSqliteInput>, ...anonymousParameters: NodeSqliteInput[]): NodeSqliteChanges
-  get(...anonymousParameters: NodeSqliteInput[]): Record<string, NodeSqliteOutput> | undefined
-  get(namedParameters: Record<string, NodeSqliteInput>, ...anonymousParameters: NodeSqliteInput[]): Record<string, NodeSqliteOutput> | undefined
-}
-interface NodeSqliteDatabase {
-  prepare(sql: string): NodeSqliteStatement
-  exec(sql: string): void
-  close(): void
-}
-interface NodeSqliteModule {
-  DatabaseSync: new (path: string, options?: { open?: boolean; readOnly?: boolean; timeout?: number }) => NodeSqliteDatabase
-}
 type BetterSqlite3Constructor = typeof BetterSqlite3
-
-// Both drivers' connections are SqliteDatabases, checked by the compiler.
-type IsSqliteDatabase<T extends SqliteDatabase> = T
-export type BetterSqlite3IsSqliteDatabase = IsSqliteDatabase<BetterSqlite3.Database>
-export type NodeSqliteIsSqliteDatabase = IsSqliteDatabase<NodeSqliteDatabase>
-export type LibsqlIsSqliteDatabase = IsSqliteDatabase<InstanceType<typeof Libsql>>
 
 /** One open connection, driver-neutral for the tests; `database` is the driver's own object. */
 interface Connection {

@@ -461,7 +461,7 @@ describe.skipIf(!store)('zookeeper', () => {
         expect(ran).toBe(false)
         expect(await before.unlock().catch((e: unknown) => e)).toBeInstanceOf(LockProviderError)
         await outage.restore()
-        let after
+        let after: ExtensibleLock | undefined
         for (const deadline = Date.now() + 20_000; !after && Date.now() < deadline; ) {
           after = await locks.lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' })).catch(() => undefined)
           if (!after) await sleep(200)
