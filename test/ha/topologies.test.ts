@@ -143,7 +143,7 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
   afterAll(async () => {
     for (const client of clients) client.disconnect()
     await net.down()
-    if (dir) rmSync(dir, { recursive: true, force: true })
+    if (dir && !process.env.SHEDLOCK_HA_KEEP) rmSync(dir, { recursive: true, force: true })
   })
 
   const fleet = (waitForReplicas: number): FleetNode[] =>
@@ -170,16 +170,24 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
     },
     killPrimary: async () => {
       net.crash(primary)
+      // Both ends: the cut's blackhole routes live in the namespaces, which outlive the crash, and
+      // one left in the killed node's would keep it from ever reaching the new primary.
       net.heal(replica)
+      net.heal(primary)
     },
     restore: async () => {
       const old = primary
-      // Sentinel promoted the replica; the killed one comes back as its replica.
+      // Sentinel promoted the replica; the killed one comes back as its replica (started as one,
+      // as an operator would: Sentinel would convert a returning old primary too, but later).
       await until(async () => (await role(replica)).includes('role:master'), 20_000, 'Sentinel to promote the replica')
       primary = replica
       replica = old
-      startRedis(old, [])
-      await until(async () => (await role(old)).includes('master_link_status:up'), 20_000, 'the old primary to rejoin as a replica')
+      startRedis(old, ['--replicaof', net.address(primary), '6379'])
+      await until(
+        async () => (await role(old)).includes('master_link_status:up'),
+        20_000,
+        () => `the old primary to rejoin as a replica (${tail(join(dir, `${old}.log`), 5)})`,
+      )
     },
   }
 
@@ -199,6 +207,8 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
         )
         rows.push(row)
         if (replicas > 0 || !beforeReplication) expect(row.doubleGrants).toBe(0)
+        // The window the option closes: a harness whose fault does not lose the lock proves nothing.
+        else expect(row.doubleGrants).toBeGreaterThan(0)
         expect(row.stuckAfterRecovery).toBe(0)
       })
     }
@@ -281,9 +291,19 @@ for (const mode of ['async', 'sync'] as const) {
         execFileSync(bin('initdb'), ['-D', join(dir, 'p0'), '-U', 'postgres', '--auth=trust', '--no-sync'], asPostgres)
         writeFileSync(
           join(dir, 'p0', 'postgresql.auto.conf'),
-          ['wal_level = replica', 'max_wal_senders = 5', 'hot_standby = on', 'fsync = off', 'shared_buffers = 16MB', "synchronous_commit = 'on'", ''].join(
-            '\n',
-          ),
+          [
+            'wal_level = replica',
+            'max_wal_senders = 5',
+            'hot_standby = on',
+            'fsync = off',
+            'shared_buffers = 16MB',
+            "synchronous_commit = 'on'",
+            // Before the clone, so that the standby (promoted later) and every standby rebuilt
+            // from it are synchronous topologies too: set on p0 alone, the first failover would
+            // leave an asynchronous one.
+            ...(mode === 'sync' ? ["synchronous_standby_names = '*'"] : []),
+            '',
+          ].join('\n'),
         )
         writeFileSync(
           join(dir, 'p0', 'pg_hba.conf'),
@@ -308,10 +328,6 @@ for (const mode of ['async', 'sync'] as const) {
           30_000,
           () => `the standby (${tail(join(dir, 'p1.log'))})`,
         )
-        if (mode === 'sync') {
-          await sql('p0', "ALTER SYSTEM SET synchronous_standby_names = '*'")
-          await sql('p0', 'SELECT pg_reload_conf()')
-        }
         await until(
           async () => (await sql('p0', 'SELECT sync_state FROM pg_stat_replication')).some((r) => r.sync_state === (mode === 'sync' ? 'sync' : 'async')),
           30_000,
@@ -351,7 +367,10 @@ for (const mode of ['async', 'sync'] as const) {
         killPrimary: async () => {
           // The postmaster and its backends: a backend outlives a killed postmaster.
           net.crash(primary)
+          // Both ends: a blackhole route left in the killed node's namespace keeps its rebuilt
+          // standby from ever reaching the promoted primary.
           net.heal(standby)
+          net.heal(primary)
           // What a failover manager (Patroni, repmgr) does once it has seen the primary die.
           net.exec(standby, [bin('pg_ctl'), 'promote', '-D', join(dir, standby), '-w'], 'postgres')
           await until(async () => (await sql(standby, 'SELECT pg_is_in_recovery() AS r'))[0]?.r === false, 20_000, 'the promotion')
@@ -380,7 +399,8 @@ for (const mode of ['async', 'sync'] as const) {
       }
 
       for (const safe of [false, true]) {
-        for (const beforeReplication of [true, false]) {
+        // On an asynchronous standby the option refuses every acquisition, whatever the fault: one row shows it.
+        for (const beforeReplication of safe && mode === 'async' ? [true] : [true, false]) {
           const option = safe ? 'requireSynchronousStandby' : 'off'
           it(`${option}: ${beforeReplication ? 'primary killed before the lock replicated' : 'primary killed after the lock replicated'}`, async () => {
             const row = await killPrimaryScenario(
@@ -393,8 +413,13 @@ for (const mode of ['async', 'sync'] as const) {
             )
             rows.push(row)
             if (safe || mode === 'sync' || !beforeReplication) expect(row.doubleGrants).toBe(0)
-            expect(row.stuckAfterRecovery).toBe(0)
-            if (safe && mode === 'async') expect(row.grants).toBe(0)
+            // The window the option closes: a harness whose fault does not lose the lock proves nothing.
+            else expect(row.doubleGrants).toBeGreaterThan(0)
+            if (safe && mode === 'async') {
+              // By design: no synchronous standby, no lock; every attempt fails with the reason.
+              expect(row.grants).toBe(0)
+              expect(row.errors).toBe(row.attempts)
+            } else expect(row.stuckAfterRecovery).toBe(0)
           })
         }
       }

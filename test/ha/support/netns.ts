@@ -18,7 +18,7 @@ export class PrivateNetwork {
   readonly bridge: string
   readonly prefix: string
   readonly #tag: string
-  readonly #nodes = new Map<string, { ns: string; veth: string; ip: string }>()
+  readonly #nodes = new Map<string, Node>()
   readonly #children = new Set<ChildProcess>()
 
   constructor(subnet: number) {
@@ -38,18 +38,27 @@ export class PrivateNetwork {
   /** A namespace for store node `name`, reachable at the returned address. */
   add(name: string): string {
     const i = this.#nodes.size
-    const ns = `sh${this.#tag}-${name}`
-    const veth = `sv${this.#tag}${i}`
-    const address = `${this.prefix}.${10 + i}`
-    ip(['netns', 'add', ns])
-    ip(['link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns])
-    ip(['link', 'set', veth, 'master', this.bridge])
-    ip(['link', 'set', veth, 'up'])
-    ip(['-n', ns, 'addr', 'add', `${address}/24`, 'dev', 'eth0'])
-    ip(['-n', ns, 'link', 'set', 'eth0', 'up'])
-    ip(['-n', ns, 'link', 'set', 'lo', 'up'])
-    this.#nodes.set(name, { ns, veth, ip: address })
-    return address
+    const node = {
+      ns: `sh${this.#tag}-${name}`,
+      veth: `sv${this.#tag}${i}`,
+      ip: `${this.prefix}.${10 + i}`,
+      mac: `02:00:0a:e7:${hex(Number(this.prefix.split('.')[2]))}:${hex(10 + i)}`,
+    }
+    this.#plug(node)
+    this.#nodes.set(name, node)
+    return node.ip
+  }
+
+  #plug(node: Node): void {
+    ip(['netns', 'add', node.ns])
+    ip(['link', 'add', node.veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', node.ns])
+    ip(['link', 'set', node.veth, 'master', this.bridge])
+    ip(['link', 'set', node.veth, 'up'])
+    // A fixed MAC: a node rebuilt by crash() answers the others' ARP caches at once.
+    ip(['-n', node.ns, 'link', 'set', 'eth0', 'address', node.mac])
+    ip(['-n', node.ns, 'addr', 'add', `${node.ip}/24`, 'dev', 'eth0'])
+    ip(['-n', node.ns, 'link', 'set', 'eth0', 'up'])
+    ip(['-n', node.ns, 'link', 'set', 'lo', 'up'])
   }
 
   address(name: string): string {
@@ -75,17 +84,27 @@ export class PrivateNetwork {
     return execFileSync('ip', ['netns', 'exec', this.#node(name).ns, ...as, ...command], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
   }
 
-  /** Kills every process in node `name`'s namespace (SIGKILL), as a crash of that machine would: a server and its children. */
+  /**
+   * Crashes node `name`'s machine: kills every process in its namespace (SIGKILL) and replaces the
+   * namespace with a fresh one at the same address, as a reboot would. Killing the processes alone
+   * is not a crash: their kernel survives and still sends what they had written (a lock the
+   * primary had queued for its replica reaches it once a cut heals), and closes their connections
+   * cleanly. With the namespace gone, unsent data is lost and peers get nothing until they next
+   * send and the fresh kernel answers with a reset.
+   */
   crash(name: string): void {
-    for (const pid of ip(['netns', 'pids', this.#node(name).ns])
-      .split('\n')
-      .filter(Boolean)) {
+    const node = this.#node(name)
+    for (const pid of ip(['netns', 'pids', node.ns]).split('\n').filter(Boolean)) {
       try {
         process.kill(Number(pid), 'SIGKILL')
       } catch {
         // Gone already.
       }
     }
+    // The old stack lingers while its orphaned sockets retransmit, cut off: its veth goes with it.
+    ip(['link', 'del', node.veth])
+    ip(['netns', 'del', node.ns])
+    this.#plug(node)
   }
 
   /** Cuts node `name` off the bridge: a partition of that node from everything else. */
@@ -129,11 +148,22 @@ export class PrivateNetwork {
     quiet(() => ip(['link', 'del', this.bridge]))
   }
 
-  #node(name: string): { ns: string; veth: string; ip: string } {
+  #node(name: string): Node {
     const node = this.#nodes.get(name)
     if (!node) throw new Error(`no node ${name} in ${this.bridge}`)
     return node
   }
+}
+
+interface Node {
+  ns: string
+  veth: string
+  ip: string
+  mac: string
+}
+
+function hex(n: number): string {
+  return n.toString(16).padStart(2, '0')
 }
 
 function ip(args: string[]): string {

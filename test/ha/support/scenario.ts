@@ -38,7 +38,9 @@ export interface Row {
   stuckAfterRecovery: number
 }
 
-const LOCK_AT_MOST_FOR = 6_000
+// Longer than a failover takes here (Sentinel 2-3 s, a promotion about 4 s), with room for a
+// loaded machine: shorter, a lost lock could expire before the new primary serves, hiding the window.
+const LOCK_AT_MOST_FOR = 10_000
 
 /**
  * The scenario of a row: node 0 takes the lock (after `cutReplication()` when `beforeReplication`),
