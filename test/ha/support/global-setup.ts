@@ -1,4 +1,7 @@
 import { execFileSync } from 'node:child_process'
+import { readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 /**
  * Removes what a killed run of this suite left behind (its namespaces `sh<tag>-<node>`, their
@@ -7,6 +10,16 @@ import { execFileSync } from 'node:child_process'
  */
 export default function setup(): () => void {
   sweep()
+  // A Ctrl-C or a kill of the run ends vitest without its teardown, and the worker without its
+  // afterAll: sweep on the way out then too (synchronous, so it also runs in 'exit').
+  process.once('exit', sweep)
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      sweep()
+      // Vitest's own handler (if any) ends the run; otherwise end as the signal would have.
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+    })
+  }
   return sweep
 }
 
@@ -35,5 +48,9 @@ function sweep(): void {
   for (const line of run(['-o', 'link', 'show', 'type', 'bridge']).split('\n')) {
     const name = /^\d+: (shb\d+):/.exec(line)?.[1]
     if (name) run(['link', 'del', name])
+  }
+  // The servers' data folders (test/ha/topologies.test.ts names them shedlock-ha-*).
+  for (const entry of readdirSync(tmpdir())) {
+    if (!process.env.SHEDLOCK_HA_KEEP && entry.startsWith('shedlock-ha-')) rmSync(join(tmpdir(), entry), { recursive: true, force: true })
   }
 }
