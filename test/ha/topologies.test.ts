@@ -34,7 +34,9 @@ afterAll(() => {
 async function until(check: () => boolean | Promise<boolean>, ms: number, what: string | (() => string)): Promise<void> {
   const deadline = Date.now() + ms
   for (;;) {
-    if (await Promise.resolve(check()).catch(() => false)) return
+    // Each check is bounded too: a probe stuck on a dead peer's connection must not outlast the deadline unnoticed.
+    const left = Math.max(deadline - Date.now(), 100)
+    if (await Promise.race([Promise.resolve(check()).catch(() => false), sleep(Math.min(left, 5_000)).then(() => false)])) return
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`)
     await sleep(100)
   }
@@ -85,6 +87,30 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
     clients.push(client)
     return client
   }
+  const sentinelAdmins: Redis[] = []
+  // Each Sentinel names the current primary as the master, knows the replica and sees it healthy,
+  // and knows the other Sentinels: the state a scenario starts from. A Sentinel that has not yet
+  // seen the rejoined replica (it asks the master every 10 s) cannot fail over to it, and one
+  // that still names the old primary sends the fleet there.
+  const settled = async () => {
+    const deadline = Date.now() + 30_000
+    for (const client of sentinelAdmins) {
+      await until(
+        async () => {
+          const master = (await client.call('SENTINEL', 'MASTER', 'm')) as string[]
+          const field = (k: string) => master[master.indexOf(k) + 1]
+          if (field('ip') !== net.address(primary) || field('num-other-sentinels') !== '2' || field('flags') !== 'master') return false
+          const replicas = (await client.call('SENTINEL', 'REPLICAS', 'm')) as string[][]
+          return replicas.some((r) => {
+            const f = (k: string) => r[r.indexOf(k) + 1]
+            return f('ip') === net.address(replica) && f('flags') === 'slave' && f('master-link-status') === 'ok' && f('master-host') === net.address(primary)
+          })
+        },
+        Math.max(deadline - Date.now(), 0),
+        () => `the Sentinels to agree on ${primary} as the primary and ${replica} as its healthy replica`,
+      )
+    }
+  }
   const role = async (name: string): Promise<string> => {
     const probe = new Redis({ host: net.address(name), port: 6379, maxRetriesPerRequest: 0, connectTimeout: 500, retryStrategy: () => null })
     probe.on('error', () => {})
@@ -125,19 +151,8 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
       servers.set(s, net.spawn(s, ['redis-server', conf, '--sentinel'], { dir, log: `${s}.log` }))
       sentinels.push({ host: net.address(s), port: 26379 })
     }
-    // Each Sentinel has found the replica and the other Sentinels.
-    for (const s of sentinels) {
-      const client = admin(s.host, s.port)
-      await until(
-        async () => {
-          const master = (await client.call('SENTINEL', 'MASTER', 'm')) as string[]
-          const field = (k: string) => master[master.indexOf(k) + 1]
-          return field('num-slaves') === '1' && field('num-other-sentinels') === '2'
-        },
-        30_000,
-        'the Sentinels to know each other',
-      )
-    }
+    for (const s of sentinels) sentinelAdmins.push(admin(s.host, s.port))
+    await settled()
   }, 90_000)
 
   afterAll(async () => {
@@ -188,6 +203,7 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
         20_000,
         () => `the old primary to rejoin as a replica (${tail(join(dir, `${old}.log`), 5)})`,
       )
+      await settled()
     },
   }
 

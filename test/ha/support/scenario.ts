@@ -99,7 +99,10 @@ export async function killPrimaryScenario(
   // The killed node comes back as a replica while the others try; the scenario ends 3 s after
   // both that and lockAtMostFor, and a lock no node could take since the recovery is stuck.
   let recoveredAt = Number.POSITIVE_INFINITY
-  const restored = faults.restore().then(() => {
+  // A failed restore ends the loop too (and fails the row below): without it the loop waited
+  // for a recovery that never came until the test's timeout, which hid the restore's error and
+  // left the loop running into the next scenario.
+  const restored = faults.restore().finally(() => {
     recoveredAt = Date.now()
   })
   restored.catch(() => {})
