@@ -158,6 +158,7 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
   afterAll(async () => {
     for (const client of clients) client.disconnect()
     await net.down()
+    // SHEDLOCK_HA_KEEP=1 keeps the servers' logs and data in the temporary folder, to read after a failure.
     if (dir && !process.env.SHEDLOCK_HA_KEEP) rmSync(dir, { recursive: true, force: true })
   })
 
@@ -355,7 +356,7 @@ for (const mode of ['async', 'sync'] as const) {
       afterAll(async () => {
         for (const p of pools) await p.end().catch(() => {})
         await net.down()
-        if (dir) rmSync(dir, { recursive: true, force: true })
+        if (dir && !process.env.SHEDLOCK_HA_KEEP) rmSync(dir, { recursive: true, force: true })
       })
 
       const fleet = (requireSynchronousStandby: boolean): FleetNode[] =>
