@@ -4,8 +4,9 @@ import { inCI } from './test/helpers/backends.ts'
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
-    // The fault suite has its own config and command (npm run test:faults).
-    exclude: ['test/faults/**', '**/node_modules/**'],
+    // The fault suite and the topology suite have their own configs and commands (npm run
+    // test:faults, npm run test:ha): run here, the topologies would fail on this file's timeouts.
+    exclude: ['test/faults/**', 'test/ha/**', '**/node_modules/**'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Four files at a time on a 2-core machine: most of the suite's time is spent sleeping on

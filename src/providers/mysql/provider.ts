@@ -1,5 +1,6 @@
 import { systemClock } from '../../core/clock.ts'
-import { LockConfigurationError } from '../../core/errors.ts'
+import { LockConfigurationError, type LockProviderError } from '../../core/errors.ts'
+import { storeError } from '../../support/store-errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryAfterFirst, retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
@@ -39,6 +40,18 @@ export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
    * @default 64, the `VARCHAR(64)` of {@link mysqlSchema} and of Java ShedLock's DDL
    */
   maxNameLength?: number
+  /**
+   * Replication-safe acquisition, for a primary with semi-synchronous replication
+   * (`rpl_semi_sync_master_enabled`): the provider reads the semi-sync status before and after
+   * each acquisition (`SHOW GLOBAL STATUS`, two more queries) and keeps the lock only when
+   * semi-sync was on throughout and no commit fell back to asynchronous meanwhile
+   * (`Rpl_semi_sync_master_no_tx` unchanged: a replica acknowledged every commit, ours included).
+   * Otherwise the row is given back (deleted) and `lock()` rejects with `LockProviderError`: the
+   * task does not run. MariaDB gives up waiting after `rpl_semi_sync_master_timeout` and goes on
+   * asynchronously, which this detects. Extensions and releases are not checked.
+   * @default false
+   */
+  requireSemiSync?: boolean
 }
 
 // Reported as insertId by the statements below when they found the row but must not count as a
@@ -249,6 +262,25 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     return retryAfterFirst(first, attempt, isConcurrencyFailure)
   }
 
+  const requireSemiSync = options.requireSemiSync ?? false
+  if (typeof requireSemiSync !== 'boolean') {
+    throw new LockConfigurationError(`mysql: requireSemiSync must be true or false, got ${JSON.stringify(options.requireSemiSync)}`)
+  }
+  const plainAcquire = mode === 'countOnly' ? acquireCountOnly : acquire
+  const semiSyncAcquire = async (c: LockConfiguration, owner: string): Promise<boolean> => {
+    const before = await semiSyncState(client)
+    if (before.problem !== undefined) throw semiSyncError(c, `${before.problem}; nothing was written`)
+    if (!(await plainAcquire(c, owner))) return false
+    const after = await semiSyncState(client).catch((error: unknown) => ({ problem: `its status could not be read (${String(error)})`, noTx: undefined }))
+    if (after.problem === undefined && after.noTx === before.noTx) return true
+    // Maybe on the primary alone: a failover could grant it again. Given back, not run.
+    await client.query(`DELETE FROM ${t.table} WHERE ${name} = ? AND ${t.columns.lockedBy} = ?`, [c.name, owner]).catch(() => {})
+    const why =
+      after.problem ??
+      `a commit went unacknowledged meanwhile (Rpl_semi_sync_master_no_tx ${before.noTx} -> ${after.noTx}: a replica did not answer within rpl_semi_sync_master_timeout)`
+    throw semiSyncError(c, `${why}; the lock was given back`)
+  }
+
   const accessor: SqlAccessor = {
     readLimits,
     // VARCHAR comparisons under PAD SPACE collations (utf8mb4_bin, and Java ShedLock's tables)
@@ -260,13 +292,41 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
         )
       }
     },
-    acquire: mode === 'countOnly' ? acquireCountOnly : acquire,
+    acquire: requireSemiSync ? semiSyncAcquire : plainAcquire,
     extend,
     unlock,
   }
   const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
   const inspect = { client, tableName: t.table, columnNames: t.columns, ...(options.columnType === undefined ? {} : { columnType: options.columnType }) }
   return { name: provider.name, inspector: () => mysqlLockInspector(inspect), lock: provider.lock }
+}
+
+/** The semi-sync status of the server: `problem` says why a commit may not be on a replica. */
+async function semiSyncState(client: MysqlQueryable): Promise<{ problem?: string; noTx?: number }> {
+  // MariaDB and MySQL before 8.0.26 say master, later MySQL source.
+  const [rows] = await client.query(
+    "SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_no_tx', 'Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_no_tx')",
+    [],
+  )
+  const status = new Map<string, string>()
+  for (const row of Array.isArray(rows) ? (rows as { Variable_name?: unknown; Value?: unknown }[]) : []) {
+    status.set(String(row.Variable_name).toLowerCase().replace('_source_', '_master_'), String(row.Value))
+  }
+  const on = status.get('rpl_semi_sync_master_status')
+  const noTx = Number(status.get('rpl_semi_sync_master_no_tx'))
+  if (on === undefined)
+    return { problem: 'the server has no semi-synchronous replication (no Rpl_semi_sync_master_status; MySQL needs the rpl_semi_sync_source plugin)' }
+  if (on !== 'ON')
+    return {
+      problem:
+        'semi-synchronous replication is off (Rpl_semi_sync_master_status OFF: rpl_semi_sync_master_enabled is off, or no replica acknowledged in time and the primary went on asynchronously)',
+      noTx,
+    }
+  return { noTx }
+}
+
+function semiSyncError(c: LockConfiguration, why: string): LockProviderError {
+  return storeError(PROVIDER, 'acquire', c.name, `requireSemiSync is on, but ${why}; the task was not run`, undefined)
 }
 
 /** The statements of one column type and time mode; see {@link buildStatements}. */

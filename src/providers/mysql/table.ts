@@ -206,6 +206,15 @@ export function describeMysqlError(t: SqlTable): DescribeStoreError {
       advice = `the name is too long for the ${t.columns.name} column (${detail}); use a shorter lock name or widen the column`
     } else if (isConcurrencyFailure(error)) {
       advice = `a deadlock or lock wait timeout with concurrent lock statements persisted through ${CONCURRENCY_RETRIES + 1} attempts (${detail}); ${outcomeOf(action)}`
+    } else if (
+      errno === 1290 ||
+      errno === 1792 ||
+      errno === 1836 ||
+      code === 'ER_OPTION_PREVENTS_STATEMENT' ||
+      code === 'ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION' ||
+      code === 'ER_READ_ONLY_MODE'
+    ) {
+      advice = `the server is read-only (${detail}): a replica, or a primary that was demoted; ${outcomeOf(action)}. Point the pool at the primary (after a failover, at the promoted replica)`
     } else if (errno === 1292 || code === 'ER_TRUNCATED_WRONG_VALUE') {
       advice = `the database rejected a timestamp (${detail}); TIMESTAMP columns reject times in a daylight-saving gap of the session time zone: use DATETIME(3) columns (see mysqlSchema) or a UTC session time zone`
     } else if (detail === 'Pool is closed.') {

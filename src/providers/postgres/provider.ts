@@ -21,6 +21,17 @@ export interface PostgresQueryable {
 export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
   /** Your `pg` Pool. The provider never opens connections of its own. */
   client: PostgresQueryable
+  /**
+   * Replication-safe acquisition: every acquire and extend statement checks, in the same
+   * statement and session, that its commit waits for a synchronous standby, and fails with
+   * `LockProviderError` (the task does not run) when it would not: `synchronous_standby_names`
+   * empty, the session's `synchronous_commit` `off` or `local`, a `statement_timeout` (whose
+   * cancel ends the wait for the standby and reports the commit as done), or no standby in
+   * `sync` or `quorum` state in `pg_stat_replication` (the role needs `pg_read_all_stats`, or
+   * `pg_monitor`, to see it). So a lock row that a promoted standby lacks was never handed out.
+   * @default false
+   */
+  requireSynchronousStandby?: boolean
 }
 
 /**
@@ -89,14 +100,16 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
   }
 
   // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left alone.
+  const guard = requireSynchronousStandby(options.requireSynchronousStandby)
   const upsert = (untilSql: string, nowSql: string): string =>
-    `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES ($1, ${untilSql}, ${nowSql}, $2) ` +
+    `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) ` +
+    (guard === undefined ? `VALUES ($1, ${untilSql}, ${nowSql}, $2) ` : `SELECT $1, ${untilSql}, ${nowSql}, $2 WHERE ${guard} `) +
     `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy} ` +
     `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}`
   // Built once: building them for every acquisition showed in the CPU per lock.
   const release = (untilSql: string): string => `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`
   const extension = (untilSql: string, nowSql: string): string =>
-    `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}`
+    `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}${guard === undefined ? '' : ` AND ${guard}`}`
   // A float8 number of seconds times an interval, not make_interval(), which CockroachDB lacks:
   // the same statements serve PostgreSQL and CockroachDB (Java ShedLock 7.3 casts for CockroachDB).
   const seconds = `$3::float8 * interval '1 second'`
@@ -132,6 +145,33 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
   }
   const inspect = { client: client as PostgresRowsQueryable, tableName: t.table, columnNames: t.columns }
   return { ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), inspector: () => postgresLockInspector(inspect) }
+}
+
+/** What starts the message of a failed replication check, inside PostgreSQL's cast error; see {@link describePostgresError}. */
+export const REPLICATION_CHECK = 'shedlock requireSynchronousStandby: '
+
+/**
+ * The check of `requireSynchronousStandby`, a boolean SQL expression that raises an error naming
+ * the problem: PostgreSQL has no RAISE outside PL/pgSQL, so the message is cast to an integer,
+ * which fails with it. `current_setting()` is stable, so the planner cannot fold the cast away
+ * and raise it when the check passes.
+ */
+function requireSynchronousStandby(on: unknown): string | undefined {
+  if (on === undefined || on === false) return undefined
+  if (on !== true) throw new LockConfigurationError(`postgres: requireSynchronousStandby must be true or false, got ${JSON.stringify(on)}`)
+  const fail = (problem: string): string => `(${sqlText(REPLICATION_CHECK + problem)} || current_setting('synchronous_commit'))::int = 0`
+  return (
+    '(SELECT CASE ' +
+    `WHEN current_setting('synchronous_standby_names') = '' THEN ${fail('synchronous_standby_names is empty, so commits do not wait for a standby; synchronous_commit=')} ` +
+    `WHEN current_setting('synchronous_commit') NOT IN ('on', 'remote_write', 'remote_apply') THEN ${fail("the session's commits do not wait for the standby; set synchronous_commit to on, remote_write or remote_apply instead of ")} ` +
+    `WHEN current_setting('statement_timeout') <> '0' THEN ${fail("statement_timeout is set, and its cancel ends a commit's wait for the standby while reporting the commit as done; set statement_timeout to 0 for the lock pool; synchronous_commit=")} ` +
+    `WHEN NOT EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')) THEN ${fail('no synchronous standby is connected (none in sync or quorum state in pg_stat_replication; the role needs pg_read_all_stats to see them); synchronous_commit=')} ` +
+    'ELSE true END)'
+  )
+}
+
+function sqlText(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`
 }
 
 /** A serialization failure (40001, at `repeatable read` or `serializable`) or a deadlock (40P01): the statement rolled back. */

@@ -58,6 +58,15 @@ export function describePostgresError(t: SqlTable): DescribeStoreError {
       case '40P01':
         advice = `${code === '40001' ? 'a serialization failure' : 'a deadlock'} with concurrent lock statements persisted through ${CONCURRENCY_RETRIES + 1} attempts (${detail}); ${outcomeOf(action)}`
         break
+      case '25006':
+        advice = `the server is read-only (${detail}): a standby, or a primary that was demoted; ${outcomeOf(action)}. Point the pool at the primary (after a failover, at the promoted standby)`
+        break
+      case '22P02': {
+        // requireSynchronousStandby's check raises its message through a failing cast.
+        const check = /shedlock requireSynchronousStandby: (.*)"/.exec(detail)?.[1]
+        advice = check === undefined ? detail : `requireSynchronousStandby is on, but ${check}; ${outcomeOf(action)}`
+        break
+      }
       case '22001':
         advice = `the name is too long for the ${t.columns.name} column (${detail}); use a shorter lock name or widen the column`
         break

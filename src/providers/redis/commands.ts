@@ -37,11 +37,29 @@ export interface RedisCommands {
    */
   masters?(): Promise<readonly RedisCommand[]>
   /**
+   * Optional, for the provider's `waitForReplicas`: `SET key value NX PX milliseconds`, then
+   * `WAIT replicas waitMilliseconds` on the same connection, sent together. `WAIT` counts the
+   * replicas that have every write of its own connection, so it must follow the `SET` on the
+   * connection that sent it, with nothing in between that could reconnect. Resolves to whether
+   * the key was set and how many replicas acknowledged it. `fromIoredis` sends both in one
+   * pipeline (a Cluster client sends a pipeline to the node of its key), `fromNodeRedis` back to
+   * back on the client (on a cluster, the key's node).
+   */
+  setIfAbsentAndWait?(key: string, value: string, milliseconds: number, replicas: number, waitMilliseconds: number): Promise<ReplicatedSet>
+  /**
    * Optional: the prefix the client itself adds to every key it sends (ioredis's and node-redis's
    * `keyPrefix` option). Clients do not add it to SCAN patterns, nor strip it from the keys SCAN
    * returns, so the inspector does both. `fromIoredis` and `fromNodeRedis` read it from the client.
    */
   readonly keyPrefix?: string
+}
+
+/** What {@link RedisCommands.setIfAbsentAndWait} resolves to. */
+export interface ReplicatedSet {
+  /** Whether Redis replied `OK` to the `SET … NX` (the key was absent and is now set). */
+  readonly set: boolean
+  /** The reply of `WAIT`: how many replicas acknowledged the connection's writes within its timeout. */
+  readonly replicas: number
 }
 
 /**
@@ -67,6 +85,13 @@ export interface IoredisClient {
   set(key: string, value: string, millisecondsToken: 'PX', milliseconds: number, nx: 'NX'): Promise<unknown>
   evalsha(sha1: string, numkeys: number, ...args: string[]): Promise<unknown>
   eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>
+}
+
+/** The part of an ioredis pipeline that `setIfAbsentAndWait` uses. */
+interface IoredisPipeline {
+  set(key: string, value: string, millisecondsToken: 'PX', milliseconds: number, nx: 'NX'): IoredisPipeline
+  wait(replicas: number, milliseconds: number): IoredisPipeline
+  exec(): Promise<[Error | null, unknown][] | null>
 }
 
 /** `keys` and `arguments` of a node-redis `eval`/`evalSha` call. */
@@ -110,6 +135,7 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
     isCluster?: unknown
     nodes?: (role: 'master') => readonly { call(command: string, ...args: string[]): Promise<unknown> }[]
     options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } }
+    pipeline?: () => IoredisPipeline
   }
   const call = c.call
   const keyPrefix = prefixText(c.options?.keyPrefix ?? c.options?.redisOptions?.keyPrefix)
@@ -144,6 +170,17 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
       }
     },
     ...(typeof call === 'function' && { command: ([name, ...args]) => call.call(client, name!, ...args) }),
+    ...(typeof c.pipeline === 'function' && {
+      // One pipeline: on one connection, in order; a Cluster client sends it to the node of the
+      // SET's key, which is where WAIT must run. Not MULTI: inside a transaction WAIT does not wait.
+      setIfAbsentAndWait: async (key, value, milliseconds, replicas, waitMilliseconds) => {
+        const replies = await c.pipeline!().set(key, value, 'PX', milliseconds, 'NX').wait(replicas, waitMilliseconds).exec()
+        const [[setError, setReply] = [], [waitError, waitReply] = []] = replies ?? []
+        if (setError) throw setError
+        if (waitError) throw waitError
+        return { set: setReply === 'OK', replicas: Number(waitReply) }
+      },
+    }),
     ...(c.isCluster === true &&
       typeof c.nodes === 'function' && {
         masters: async () =>
@@ -218,6 +255,17 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
       }
     },
     ...(typeof send === 'function' && { command: (args) => (cluster ? send.call(client, undefined, true, [...args]) : send.call(client, [...args])) }),
+    ...(typeof send === 'function' && {
+      // Both sent in this turn, so that they leave on the same connection one after the other (on
+      // a cluster, the connection to the key's node: WAIT is routed by the key passed with it).
+      setIfAbsentAndWait: async (key, value, milliseconds, replicas, waitMilliseconds) => {
+        const wait = ['WAIT', String(replicas), String(waitMilliseconds)]
+        const set = client.set(key, value, { PX: milliseconds, NX: true })
+        const acked = cluster ? send.call(client, key, false, wait) : send.call(client, wait)
+        const [setAnswer, waitAnswer] = await Promise.all([set, acked])
+        return { set: setReply.acquired(setAnswer), replicas: Number(waitAnswer) }
+      },
+    }),
     ...(cluster && { masters }),
     ...(keyPrefix !== undefined && { keyPrefix }),
   }

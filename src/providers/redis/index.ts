@@ -8,6 +8,7 @@ export {
   type RedisClientLike,
   type RedisCommand,
   type RedisCommands,
+  type ReplicatedSet,
   toRedisCommands,
 } from './commands.ts'
 export { type RedisLockInspectorOptions, redisLockInspector } from './inspector.ts'

@@ -7,8 +7,9 @@ import { defineLock, type LockOperations, type ReleaseReport, REPORTS_RELEASE } 
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
+import { storeError } from '../../support/store-errors.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
-import { type RedisClientLike, SET_REPLY, type SetReply, toRedisCommands } from './commands.ts'
+import { type RedisClientLike, type ReplicatedSet, SET_REPLY, type SetReply, toRedisCommands } from './commands.ts'
 import { redisLockInspector } from './inspector.ts'
 import {
   DELETE_IF_OWNED,
@@ -50,6 +51,21 @@ export interface RedisLockProviderOptions {
   timeout?: Duration
   /** Clock used to turn `lockAtMostUntil` and `lockAtLeastUntil` into relative expiries. @default systemClock */
   clock?: Clock
+  /**
+   * Replication-safe acquisition: after the `SET … NX`, `WAIT` on the same connection until this
+   * many replicas have the key. An acquisition that fewer replicas confirm within
+   * `waitForReplicasTimeout` is given back (owner-checked delete) and rejects with
+   * `LockProviderError`: the task does not run. So a failover to a replica that was confirmed
+   * cannot grant the lock again. Use the number of replicas that Sentinel or Cluster may promote
+   * (at least 1); with no replica reachable, no lock is granted. Extensions and releases are not
+   * waited for. 0 turns it off. @default 0
+   */
+  waitForReplicas?: number
+  /**
+   * How long `WAIT` may take, in milliseconds or a duration string; shorter than `timeout`.
+   * @default "1s"
+   */
+  waitForReplicasTimeout?: Duration
 }
 
 /**
@@ -78,7 +94,7 @@ export interface RedisLockProviderOptions {
  *
  * Caveats, none of which the provider can detect:
  * - Redis replicates asynchronously, so a failover can promote a replica that has not seen a
- *   lock yet and grant it again;
+ *   lock yet and grant it again, unless `waitForReplicas` makes each acquisition wait for them;
  * - a Redis without persistence (RDB/AOF) forgets every lock when it restarts;
  * - every lock key has a TTL, so a `maxmemory-policy` that evicts (`volatile-*`, `allkeys-*`) may
  *   drop a held lock under memory pressure; use `noeviction` for a Redis that holds locks.
@@ -116,6 +132,23 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   const timeout = parseDuration(options.timeout ?? '5s')
   if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
   const clock = options.clock ?? systemClock
+  const replicas = options.waitForReplicas ?? 0
+  if (!Number.isSafeInteger(replicas) || replicas < 0) {
+    throw new LockConfigurationError(`redis: waitForReplicas must be a whole number of replicas, 0 or more, got ${JSON.stringify(options.waitForReplicas)}`)
+  }
+  const waitMs = parseDuration(options.waitForReplicasTimeout ?? '1s')
+  if (replicas > 0) {
+    if (waitMs <= 0 || waitMs >= timeout) {
+      throw new LockConfigurationError(
+        `redis: waitForReplicasTimeout must be longer than 0ms and shorter than timeout (${timeout}ms), got ${waitMs}ms; raise timeout or lower waitForReplicasTimeout`,
+      )
+    }
+    if (typeof commands.setIfAbsentAndWait !== 'function') {
+      throw new LockConfigurationError(
+        `redis: waitForReplicas needs a client that can send SET and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port setIfAbsentAndWait()`,
+      )
+    }
+  }
 
   const call: TimedStoreCall<unknown> = {
     store: 'Redis',
@@ -176,16 +209,33 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     }
 
     start(): PromiseLike<unknown> {
+      if (replicas > 0) return commands.setIfAbsentAndWait!(this.key, this.value, this.ttl, replicas, waitMs)
       return setReply !== undefined ? setReply.send(this.key, this.value, this.ttl) : commands.setIfAbsent(this.key, this.value, this.ttl)
     }
 
     #acquired(reply: unknown): boolean {
+      if (replicas > 0) return (reply as ReplicatedSet).set
       // A port's setIfAbsent() resolves to whether it set the key; truthy counts, as it always did.
       return setReply !== undefined ? setReply.acquired(reply) : Boolean(reply)
     }
 
     map(reply: unknown): ExtensibleLock | undefined {
-      return this.#acquired(reply) ? defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] }) : undefined
+      if (!this.#acquired(reply)) return undefined
+      if (replicas > 0) {
+        const confirmed = (reply as ReplicatedSet).replicas
+        if (!(confirmed >= replicas)) {
+          // Only the primary has it: a failover now would grant it again. Given back, not run.
+          runScript(commands, DELETE_IF_OWNED, this.key, [this.value]).catch(() => {})
+          throw storeError(
+            PROVIDER,
+            'acquire',
+            this.configuration.name,
+            `the lock was set on the primary but ${confirmed} of the ${replicas} replicas of waitForReplicas confirmed it within ${waitMs}ms (WAIT); it was given back and the task was not run. Check the replicas' link to the primary, or lower waitForReplicas`,
+            undefined,
+          )
+        }
+      }
+      return defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] })
     }
 
     late(reply: unknown): void {
