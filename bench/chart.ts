@@ -21,7 +21,9 @@ function escapeXml(text: string): string {
  * written beside the bars. Returns `undefined` when there is nothing to draw.
  */
 export function p50Chart(rows: readonly OverheadRow[], title: string): string | undefined {
-  const drawable = rows.filter((r) => Number.isFinite(r.ours.latency.p50) && Number.isFinite(r.baseline.latency.p50) && r.baseline.latency.p50 > 0)
+  const drawable = rows.filter(
+    (r) => Number.isFinite(r.ours.latency.p50) && Number.isFinite(r.baseline.latency.p50) && r.baseline.latency.p50 > 0,
+  )
   if (drawable.length === 0) return undefined
   // Ours may be slower than the baseline: the longest ratio sets the scale (at least 1.5×).
   const maxRatio = Math.max(1.5, ...drawable.map((r) => r.ours.latency.p50 / r.baseline.latency.p50))
@@ -37,7 +39,9 @@ export function p50Chart(rows: readonly OverheadRow[], title: string): string | 
   out.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`)
   out.push(`<text x="10" y="18" font-size="13" font-weight="bold">${escapeXml(title)}</text>`)
   out.push(`<rect x="10" y="28" width="10" height="10" fill="${COLORS.ours}"/><text x="24" y="37">shedlock</text>`)
-  out.push(`<rect x="90" y="28" width="10" height="10" fill="${COLORS.baseline}"/><text x="104" y="37">baseline (same commands, raw)</text>`)
+  out.push(
+    `<rect x="90" y="28" width="10" height="10" fill="${COLORS.baseline}"/><text x="104" y="37">baseline (same commands, raw)</text>`,
+  )
   drawable.forEach((r, i) => {
     const y = top + i * groupHeight
     const ratio = r.ours.latency.p50 / r.baseline.latency.p50
@@ -50,15 +54,21 @@ export function p50Chart(rows: readonly OverheadRow[], title: string): string | 
     bars.forEach(([side, length, p50], j) => {
       const barY = y + j * ROW_HEIGHT
       const w = Math.max(1, length * unit)
-      out.push(`<rect x="${LABEL_WIDTH}" y="${barY}" width="${w.toFixed(1)}" height="${ROW_HEIGHT - 3}" fill="${COLORS[side]}"/>`)
+      out.push(
+        `<rect x="${LABEL_WIDTH}" y="${barY}" width="${w.toFixed(1)}" height="${ROW_HEIGHT - 3}" fill="${COLORS[side]}"/>`,
+      )
       const text = side === 'ours' ? `${formatLatency(p50)} (${ratio.toFixed(2)}×)` : formatLatency(p50)
       out.push(`<text x="${(LABEL_WIDTH + w + 4).toFixed(1)}" y="${barY + ROW_HEIGHT - 5}">${escapeXml(text)}</text>`)
     })
   })
   // The baseline's length, for the eye: ratios right of this line are slower than the baseline.
   const x1 = LABEL_WIDTH + unit
-  out.push(`<line x1="${x1.toFixed(1)}" y1="${top - 4}" x2="${x1.toFixed(1)}" y2="${height - 26}" stroke="#718096" stroke-dasharray="3,3"/>`)
-  out.push(`<text x="10" y="${height - 10}" fill="#4a5568">p50 of acquire + release; each pair scaled to its baseline (dashed line = 1×)</text>`)
+  out.push(
+    `<line x1="${x1.toFixed(1)}" y1="${top - 4}" x2="${x1.toFixed(1)}" y2="${height - 26}" stroke="#718096" stroke-dasharray="3,3"/>`,
+  )
+  out.push(
+    `<text x="10" y="${height - 10}" fill="#4a5568">p50 of acquire + release; each pair scaled to its baseline (dashed line = 1×)</text>`,
+  )
   out.push('</svg>')
   return `${out.join('\n')}\n`
 }

@@ -164,7 +164,13 @@ export async function interleave(
  * Untimed operations until the code under test reaches a steady state: blocks of `ops`, repeated
  * until `ms` of wall time have passed (at least one block when `ops` > 0).
  */
-export async function warmUp(operation: Operation, ops: number, ms: number, concurrency: number, clock: NanoClock = process.hrtime.bigint): Promise<void> {
+export async function warmUp(
+  operation: Operation,
+  ops: number,
+  ms: number,
+  concurrency: number,
+  clock: NanoClock = process.hrtime.bigint,
+): Promise<void> {
   if (ops <= 0) return
   const until = clock() + BigInt(Math.round(ms * 1e6))
   do await runBlock(operation, ops, concurrency, undefined, clock)
@@ -187,7 +193,11 @@ export interface CalibrateOptions {
  * Operations per block such that the slowest contender's block takes about `blockMs`. Every
  * contender then runs that same number, so ours and the baseline are compared on equal work.
  */
-export async function calibrate(contenders: readonly Contender[], options: CalibrateOptions, clock: NanoClock = process.hrtime.bigint): Promise<number> {
+export async function calibrate(
+  contenders: readonly Contender[],
+  options: CalibrateOptions,
+  clock: NanoClock = process.hrtime.bigint,
+): Promise<number> {
   let slowest = 0
   for (const c of contenders) {
     const took = await runBlock(c.operation, options.probeOps, options.concurrency, undefined, clock)
@@ -197,7 +207,10 @@ export async function calibrate(contenders: readonly Contender[], options: Calib
 }
 
 /** The block size for a measured `msPerOp` (wall time per operation at the given concurrency). */
-export function opsForBlock(msPerOp: number, options: Pick<CalibrateOptions, 'blockMs' | 'minOps' | 'maxOps' | 'concurrency'>): number {
+export function opsForBlock(
+  msPerOp: number,
+  options: Pick<CalibrateOptions, 'blockMs' | 'minOps' | 'maxOps' | 'concurrency'>,
+): number {
   const raw = msPerOp > 0 ? Math.round(options.blockMs / msPerOp) : options.maxOps
   // A multiple of the concurrency, so that every caller runs the same share.
   const rounded = Math.max(options.concurrency, Math.round(raw / options.concurrency) * options.concurrency)
@@ -235,9 +248,19 @@ export async function compare(
   const probeOps = Math.max(concurrency * 4, Math.ceil(options.warmupOps / 2), 8)
   const opsPerBlock = await calibrate(
     contenders,
-    { blockMs: options.blockMs, concurrency, probeOps, minOps: Math.max(16, concurrency * 4), maxOps: options.maxOps ?? 20_000 },
+    {
+      blockMs: options.blockMs,
+      concurrency,
+      probeOps,
+      minOps: Math.max(16, concurrency * 4),
+      maxOps: options.maxOps ?? 20_000,
+    },
     clock,
   )
-  const results = await interleave(contenders, { blocks: options.blocks, opsPerBlock, concurrency, warmupOps: 0 }, clock)
+  const results = await interleave(
+    contenders,
+    { blocks: options.blocks, opsPerBlock, concurrency, warmupOps: 0 },
+    clock,
+  )
   return { results, opsPerBlock }
 }

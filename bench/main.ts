@@ -69,7 +69,12 @@ async function main(args: string[]): Promise<number> {
     errors: [],
   }
   const wants = (m: Measurement): boolean => options.measurements.includes(m)
-  const compareOptions = { blocks: options.blocks, blockMs: options.blockMs, warmupOps: options.warmup, warmupMs: options.warmupMs }
+  const compareOptions = {
+    blocks: options.blocks,
+    blockMs: options.blockMs,
+    warmupOps: options.warmup,
+    warmupMs: options.warmupMs,
+  }
   const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor' && m !== 'cpu')
 
   // Ctrl-C: remove what the current store holds of this run before leaving.
@@ -112,9 +117,21 @@ async function main(args: string[]): Promise<number> {
               : await measureOverhead(setup, runId, compareOptions, options.concurrency)
           result.overhead.push(...rows)
         })
-        await attempt('round-trips', async () => void result.roundTrips.push(await measureRoundTrips(setup, runId, ROUND_TRIP_SAMPLES)))
-        await attempt('herd', async () => void result.herd.push(await measureHerd(setup, runId, { contenders: options.contenders, rounds: options.rounds })))
-        await attempt('scale', async () => void result.scale.push(await measureScale(setup, runId, options.scaleNames, compareOptions)))
+        await attempt(
+          'round-trips',
+          async () => void result.roundTrips.push(await measureRoundTrips(setup, runId, ROUND_TRIP_SAMPLES)),
+        )
+        await attempt(
+          'herd',
+          async () =>
+            void result.herd.push(
+              await measureHerd(setup, runId, { contenders: options.contenders, rounds: options.rounds }),
+            ),
+        )
+        await attempt(
+          'scale',
+          async () => void result.scale.push(await measureScale(setup, runId, options.scaleNames, compareOptions)),
+        )
         if (setup.peers) {
           await attempt('peers', async () => {
             const rows =
@@ -165,7 +182,10 @@ async function main(args: string[]): Promise<number> {
   mkdirSync(outDir, { recursive: true })
   const file = join(outDir, `${result.startedAt.replace(/[:.]/g, '-')}.json`)
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`)
-  const chart = p50Chart(result.overhead, `shedlock vs baseline, p50 (Node ${process.versions.node}, ${result.startedAt.slice(0, 10)})`)
+  const chart = p50Chart(
+    result.overhead,
+    `shedlock vs baseline, p50 (Node ${process.versions.node}, ${result.startedAt.slice(0, 10)})`,
+  )
   const chartFile = file.replace(/\.json$/, '.p50.svg')
   if (chart) writeFileSync(chartFile, chart)
   process.stdout.write(

@@ -5,7 +5,20 @@ export const MEASUREMENTS = ['overhead', 'round-trips', 'herd', 'scale', 'peers'
 export type Measurement = (typeof MEASUREMENTS)[number]
 
 /** Every store the suite knows; the default run takes each whose server answers. */
-export const STORES = ['postgres', 'mysql', 'sqlite', 'redis', 'nats', 'etcd', 'zookeeper', 'memcached', 'dynamodb', 'mongodb', 's3', 'azure-blob'] as const
+export const STORES = [
+  'postgres',
+  'mysql',
+  'sqlite',
+  'redis',
+  'nats',
+  'etcd',
+  'zookeeper',
+  'memcached',
+  'dynamodb',
+  'mongodb',
+  's3',
+  'azure-blob',
+] as const
 export type Store = (typeof STORES)[number]
 
 /** The suite's settings, from the command line. */
@@ -135,7 +148,13 @@ function integer(values: Record<string, unknown>, name: string, fallback: number
   return value
 }
 
-function integerList(values: Record<string, unknown>, name: string, fallback: number[], min: number, max: number): number[] {
+function integerList(
+  values: Record<string, unknown>,
+  name: string,
+  fallback: number[],
+  min: number,
+  max: number,
+): number[] {
   const raw = values[name]
   if (raw === undefined) return fallback
   const parts = String(raw)
@@ -144,7 +163,11 @@ function integerList(values: Record<string, unknown>, name: string, fallback: nu
   return [...new Set(parts.map((part) => integer({ [name]: part }, name, 0, min, max)))]
 }
 
-function listOption<T extends string>(values: Record<string, unknown>, name: string, known: readonly T[]): T[] | undefined {
+function listOption<T extends string>(
+  values: Record<string, unknown>,
+  name: string,
+  known: readonly T[],
+): T[] | undefined {
   const raw = values[name]
   if (raw === undefined) return undefined
   const parts = String(raw)
@@ -153,7 +176,10 @@ function listOption<T extends string>(values: Record<string, unknown>, name: str
     .filter((p) => p !== '')
   if (parts.length === 0) throw new BenchUsageError(`--${name} needs at least one of ${known.join(', ')}`)
   const unknown = parts.filter((p) => !(known as readonly string[]).includes(p))
-  if (unknown.length > 0) throw new BenchUsageError(`--${name}: unknown ${unknown.map((u) => JSON.stringify(u)).join(', ')}; choose from ${known.join(', ')}`)
+  if (unknown.length > 0)
+    throw new BenchUsageError(
+      `--${name}: unknown ${unknown.map((u) => JSON.stringify(u)).join(', ')}; choose from ${known.join(', ')}`,
+    )
   // The suite's own order, whatever order was typed.
   return known.filter((k) => parts.includes(k))
 }

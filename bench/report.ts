@@ -55,11 +55,17 @@ export function verdict(ok: boolean | undefined): string {
  * A Markdown table. Cells are escaped (`|` would end a cell); columns whose index is in
  * `right` are right-aligned (numbers), the others left-aligned.
  */
-export function markdownTable(headers: readonly string[], rows: readonly (readonly string[])[], right: readonly number[] = []): string {
+export function markdownTable(
+  headers: readonly string[],
+  rows: readonly (readonly string[])[],
+  right: readonly number[] = [],
+): string {
   const escapeCell = (cell: string): string => cell.replaceAll('|', '\\|').replaceAll('\n', ' ')
   const line = (cells: readonly string[]): string => `| ${cells.map(escapeCell).join(' | ')} |`
   const rule = headers.map((_, i) => (right.includes(i) ? '---:' : '---'))
-  return [line(headers), `| ${rule.join(' | ')} |`, ...rows.map((r) => line(headers.map((_, i) => r[i] ?? '')))].join('\n')
+  return [line(headers), `| ${rule.join(' | ')} |`, ...rows.map((r) => line(headers.map((_, i) => r[i] ?? '')))].join(
+    '\n',
+  )
 }
 
 function meanAndMax(count: CallCount): string {
@@ -127,7 +133,15 @@ function overheadTable(rows: readonly OverheadRow[]): string {
 function cpuTable(rows: readonly OverheadRow[]): string {
   const several = rows.some((r) => (r.processes?.length ?? 0) > 1)
   return markdownTable(
-    ['store', 'callers', 'CPU/op ours', 'CPU/op baseline', 'ratio', 'added per op', ...(several ? ['ratio per process'] : [])],
+    [
+      'store',
+      'callers',
+      'CPU/op ours',
+      'CPU/op baseline',
+      'ratio',
+      'added per op',
+      ...(several ? ['ratio per process'] : []),
+    ],
     rows.map((r) => [
       r.store,
       String(r.concurrency),
@@ -213,7 +227,10 @@ export function formatReport(result: BenchResult): string {
   }
   if (result.roundTrips.length > 0) {
     out.push('### 2. Round trips', '')
-    out.push('Store calls per operation, counted by a proxy around the client (mean over the samples; the methods of the last one).', '')
+    out.push(
+      'Store calls per operation, counted by a proxy around the client (mean over the samples; the methods of the last one).',
+      '',
+    )
     out.push(roundTripTable(result.roundTrips), '')
     const slotRows = result.roundTrips.filter((r) => r.slotRun)
     if (slotRows.length > 0) {
@@ -231,7 +248,10 @@ export function formatReport(result: BenchResult): string {
   }
   if (result.herd.length > 0) {
     out.push('### 3. Herd', '')
-    out.push('Contenders on separate connections race for one fresh name at the same instant. Times are from the release of the gate.', '')
+    out.push(
+      'Contenders on separate connections race for one fresh name at the same instant. Times are from the release of the gate.',
+      '',
+    )
     out.push(herdTable(result.herd), '')
   }
   if (result.scale.length > 0) {
@@ -239,7 +259,17 @@ export function formatReport(result: BenchResult): string {
     out.push('Acquire + release (one caller) with many names in the store against 10. Ratios are many / 10.', '')
     out.push(
       markdownTable(
-        ['store', 'spaces', 'p50 (10)', 'p50 (many)', 'p50 ratio', 'p99 (10)', 'p99 (many)', 'p99 ratio', `p50 ≤ ${SCALE_GOAL}`],
+        [
+          'store',
+          'spaces',
+          'p50 (10)',
+          'p50 (many)',
+          'p50 ratio',
+          'p99 (10)',
+          'p99 (many)',
+          'p99 ratio',
+          `p50 ≤ ${SCALE_GOAL}`,
+        ],
         result.scale.map((r) => [
           r.store,
           r.mode === 'separate' ? `separate, 10 / ${r.largeNames}` : `one keyspace, 10 / ${r.largeNames}`,
@@ -309,7 +339,10 @@ export function formatReport(result: BenchResult): string {
   }
   if (result.memory.length > 0) {
     out.push('### 6. Memory', '')
-    out.push('executeWithLock cycles on the in-memory provider (100 names in turn, every listener hook set), in a child process; heap after forced GC.', '')
+    out.push(
+      'executeWithLock cycles on the in-memory provider (100 names in turn, every listener hook set), in a child process; heap after forced GC.',
+      '',
+    )
     out.push(
       markdownTable(
         [
@@ -380,7 +413,13 @@ export function formatReport(result: BenchResult): string {
     out.push(
       markdownTable(
         ['ours', 'CPU/op', 'against', 'CPU/op', 'added'],
-        result.libraryCpu.map((r) => [r.what, formatLatency(r.oursCpuPerOpUs), r.baseline, formatLatency(r.baselineCpuPerOpUs), formatLatency(r.addedCpuUs)]),
+        result.libraryCpu.map((r) => [
+          r.what,
+          formatLatency(r.oursCpuPerOpUs),
+          r.baseline,
+          formatLatency(r.baselineCpuPerOpUs),
+          formatLatency(r.addedCpuUs),
+        ]),
         [1, 3, 4],
       ),
       '',
@@ -407,7 +446,9 @@ function methodLines(result: BenchResult): string[] {
   for (const [store, info] of Object.entries(result.stores)) {
     if (info.skipped) lines.push(`- ${store}: skipped (${info.skipped})`)
     else
-      lines.push(`- ${store}: ${Object.values(info.versions ?? {}).join('; ')}${info.notes && info.notes.length > 0 ? `. Note: ${info.notes.join('; ')}` : ''}`)
+      lines.push(
+        `- ${store}: ${Object.values(info.versions ?? {}).join('; ')}${info.notes && info.notes.length > 0 ? `. Note: ${info.notes.join('; ')}` : ''}`,
+      )
   }
   return lines
 }
@@ -418,7 +459,9 @@ function methodLines(result: BenchResult): string[] {
  * travel better.
  */
 export function formatSummary(result: BenchResult): string {
-  const stores = [...new Set([...result.overhead, ...result.roundTrips, ...result.herd, ...result.scale].map((r) => r.store))]
+  const stores = [
+    ...new Set([...result.overhead, ...result.roundTrips, ...result.herd, ...result.scale].map((r) => r.store)),
+  ]
   const concurrencies = [...new Set(result.overhead.map((r) => r.concurrency))].sort((a, b) => a - b)
   const headers = [
     'store',
@@ -448,7 +491,12 @@ export function formatSummary(result: BenchResult): string {
     out.push(
       markdownTable(
         ['store', 'callers', 'client CPU per op, ours / baseline', 'CPU added per op'],
-        result.overhead.map((r) => [r.store, String(r.concurrency), formatRatio(r.cpuRatio), formatLatency(addedCpu(r))]),
+        result.overhead.map((r) => [
+          r.store,
+          String(r.concurrency),
+          formatRatio(r.cpuRatio),
+          formatLatency(addedCpu(r)),
+        ]),
         [1, 2, 3],
       ),
       '',
@@ -458,7 +506,15 @@ export function formatSummary(result: BenchResult): string {
     out.push(
       markdownTable(
         ['store', 'peer', 'callers', 'p50 ours/peer', 'ops/s ours/peer'],
-        result.peers.flatMap((r) => r.peers.map((p) => [r.store, p.result.label, String(r.concurrency), formatRatio(p.p50Ratio), formatRatio(p.opsRatio)])),
+        result.peers.flatMap((r) =>
+          r.peers.map((p) => [
+            r.store,
+            p.result.label,
+            String(r.concurrency),
+            formatRatio(p.p50Ratio),
+            formatRatio(p.opsRatio),
+          ]),
+        ),
         [2, 3, 4],
       ),
       '',
@@ -469,7 +525,8 @@ export function formatSummary(result: BenchResult): string {
       `- executeWithLock / bare lock+unlock (in memory): p50 ratio ${formatRatio(result.executor.p50Ratio)}, ${formatLatency(result.executor.addedMeanUs)} added per execution, ${formatLatency(result.executor.addedCpuUs)} of CPU.`,
     )
   }
-  for (const r of result.libraryCpu ?? []) out.push(`- ${r.what}, without I/O: ${formatLatency(r.addedCpuUs)} of CPU per operation over ${r.baseline}.`)
+  for (const r of result.libraryCpu ?? [])
+    out.push(`- ${r.what}, without I/O: ${formatLatency(r.addedCpuUs)} of CPU per operation over ${r.baseline}.`)
   for (const m of result.memory) {
     out.push(
       `- Memory, ${m.variant}: ${m.cycles} cycles, heap ${formatBytes(m.growthBytes)} after GC (${m.growthPerCycle.toFixed(2)} B per cycle), ${m.timersLeft} timers and ${m.processListenersLeft} process listeners left.`,

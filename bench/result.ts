@@ -174,7 +174,14 @@ export interface BenchResult {
   seconds: number
   readonly machine: Readonly<Record<string, string | number>>
   readonly settings: Readonly<Record<string, unknown>>
-  readonly stores: Record<string, { readonly versions?: Readonly<Record<string, string>>; readonly notes?: readonly string[]; readonly skipped?: string }>
+  readonly stores: Record<
+    string,
+    {
+      readonly versions?: Readonly<Record<string, string>>
+      readonly notes?: readonly string[]
+      readonly skipped?: string
+    }
+  >
   readonly overhead: OverheadRow[]
   readonly roundTrips: RoundTripRow[]
   readonly herd: HerdRow[]

@@ -19,11 +19,15 @@ database.exec(sqliteSchema())
 const provider = sqliteLockProvider({ database })
 const log = (message: string) => console.log(`[${process.pid}] ${new Date().toISOString().slice(11, 19)} ${message}`)
 
-const report = withLock(provider, { name: 'example-cron-report', lockAtMostFor: '1m', lockAtLeastFor: '500ms' }, async () => {
-  assertLocked() // withLock runs the task inside the lock's async context
-  log('ran the report')
-  return 'done'
-})
+const report = withLock(
+  provider,
+  { name: 'example-cron-report', lockAtMostFor: '1m', lockAtLeastFor: '500ms' },
+  async () => {
+    assertLocked() // withLock runs the task inside the lock's async context
+    log('ran the report')
+    return 'done'
+  },
+)
 
 const job = CronJob.from({
   cronTime: '* * * * * *',

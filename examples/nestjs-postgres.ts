@@ -26,7 +26,10 @@ const log = (message: string) => console.log(`[${process.pid}] ${new Date().toIS
     {
       provide: PG_POOL,
       useFactory: async () => {
-        const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 4 })
+        const pool = new pg.Pool({
+          connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+          max: 4,
+        })
         await pool.query(postgresSchema()) // CREATE TABLE IF NOT EXISTS shedlock (…)
         return pool
       },

@@ -20,10 +20,14 @@ const provider = sqliteLockProvider({ database })
 const log = (message: string) => console.log(`[${process.pid}] ${new Date().toISOString().slice(11, 19)} ${message}`)
 
 // withLock passes node-schedule's argument (the fire date) through to the task.
-const report = withLock(provider, { name: 'example-node-schedule-report', lockAtMostFor: '1m', lockAtLeastFor: '500ms' }, async (fireDate: Date) => {
-  log(`ran the report of ${fireDate.toISOString().slice(11, 19)}`)
-  return 'done'
-})
+const report = withLock(
+  provider,
+  { name: 'example-node-schedule-report', lockAtMostFor: '1m', lockAtLeastFor: '500ms' },
+  async (fireDate: Date) => {
+    log(`ran the report of ${fireDate.toISOString().slice(11, 19)}`)
+    return 'done'
+  },
+)
 
 const job = schedule.scheduleJob('* * * * * *', async (fireDate) => {
   if ((await report(fireDate)) === undefined) log('skipped: another process holds the lock')

@@ -23,7 +23,8 @@ const step = (command, args) => {
   if (status !== 0) process.exit(status ?? 1)
 }
 if (!existsSync(`${root}dist/index.js`)) step(npm, ['run', 'build'])
-if (name.startsWith('nestjs') && !existsSync(`${root}packages/nestjs/dist/index.js`)) step(npm, ['run', 'build', '-w', '@shedlock/nestjs'])
+if (name.startsWith('nestjs') && !existsSync(`${root}packages/nestjs/dist/index.js`))
+  step(npm, ['run', 'build', '-w', '@shedlock/nestjs'])
 step(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-p', `${here}tsconfig.json`])
 
 // Ctrl+C reaches the example too; wait for it to stop.

@@ -35,7 +35,14 @@ import { fileURLToPath } from 'node:url'
 const EXTERNAL_REPOSITORIES = new Set(['lukas-krecan/shedlock'])
 
 /** Hosts whose URLs are repositories; a link to one needs its repository in EXTERNAL_REPOSITORIES. */
-const REPOSITORY_HOSTS = new Set(['github.com', 'www.github.com', 'gitlab.com', 'bitbucket.org', 'codeberg.org', 'raw.githubusercontent.com'])
+const REPOSITORY_HOSTS = new Set([
+  'github.com',
+  'www.github.com',
+  'gitlab.com',
+  'bitbucket.org',
+  'codeberg.org',
+  'raw.githubusercontent.com',
+])
 
 const SKIPPED_FOLDERS = new Set(['node_modules', '.git'])
 
@@ -94,7 +101,12 @@ function scanFences(text) {
       inCode[i] = true
       const close = /^ {0,3}(`{3,}|~{3,})\s*$/.exec(line)
       if (close && close[1][0] === open.fence[0] && close[1].length >= open.fence.length) {
-        blocks.push({ info: open.info, words: open.words, line: open.line + 1, code: lines.slice(open.line, i).join('\n') })
+        blocks.push({
+          info: open.info,
+          words: open.words,
+          line: open.line + 1,
+          code: lines.slice(open.line, i).join('\n'),
+        })
         open = undefined
       }
       continue
@@ -102,7 +114,12 @@ function scanFences(text) {
     const start = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)([^`]*)$/.exec(line)
     if (start) {
       inCode[i] = true
-      open = { fence: start[1], info: start[2].toLowerCase(), words: start[3].trim().toLowerCase().split(/\s+/).filter(Boolean), line: i + 1 }
+      open = {
+        fence: start[1],
+        info: start[2].toLowerCase(),
+        words: start[3].trim().toLowerCase().split(/\s+/).filter(Boolean),
+        line: i + 1,
+      }
     }
   }
   return { lines, inCode, blocks, unclosed: open ? open.line : undefined }
@@ -146,7 +163,8 @@ function anchorsOf(scan) {
     const line = lines[i]
     const atx = /^ {0,3}#{1,6}(?:\s+(.*?))?\s*$/.exec(line)
     if (atx) add(atx[1] ?? '')
-    else if (i + 1 < lines.length && !inCode[i + 1] && /^ {0,3}(=+|-+)\s*$/.test(lines[i + 1]) && isSetextText(line)) add(line.trim())
+    else if (i + 1 < lines.length && !inCode[i + 1] && /^ {0,3}(=+|-+)\s*$/.test(lines[i + 1]) && isSetextText(line))
+      add(line.trim())
     for (const match of line.matchAll(/<a\s[^>]*?\b(?:id|name)\s*=\s*["']([^"']+)["']/gi)) anchors.add(match[1])
   }
   return anchors
@@ -167,7 +185,9 @@ function linksOf(line) {
   const text = withoutCodeSpans(line)
   const targets = []
   // [text](target "title") and ![alt](target); the text may hold one level of brackets.
-  for (const match of text.matchAll(/!?\[(?:[^[\]]|\[[^\]]*\])*\]\(\s*(<[^>]*>|[^\s)]*(?:\([^\s)]*\)[^\s)]*)*)(?:\s+(?:"[^"]*"|'[^']*'|\([^)]*\)))?\s*\)/g)) {
+  for (const match of text.matchAll(
+    /!?\[(?:[^[\]]|\[[^\]]*\])*\]\(\s*(<[^>]*>|[^\s)]*(?:\([^\s)]*\)[^\s)]*)*)(?:\s+(?:"[^"]*"|'[^']*'|\([^)]*\)))?\s*\)/g,
+  )) {
     targets.push(match[1].replace(/^<|>$/g, ''))
   }
   const definition = /^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)/.exec(text)
@@ -214,7 +234,10 @@ function packagesOf(root) {
 function repositoryOf(json) {
   const url = typeof json.repository === 'string' ? json.repository : json.repository?.url
   if (typeof url !== 'string') return undefined
-  const match = /^(?:git\+)?(?:https?:\/\/|git:\/\/|ssh:\/\/git@|git@)?([^/:]+)[/:]([^/]+)\/([^/#?]+?)(?:\.git)?(?:[/#?].*)?$/i.exec(url)
+  const match =
+    /^(?:git\+)?(?:https?:\/\/|git:\/\/|ssh:\/\/git@|git@)?([^/:]+)[/:]([^/]+)\/([^/#?]+?)(?:\.git)?(?:[/#?].*)?$/i.exec(
+      url,
+    )
   return match ? `${match[1]}/${match[2]}/${match[3]}`.toLowerCase() : undefined
 }
 
@@ -235,7 +258,8 @@ function absoluteProblem(target, packages) {
   const [owner = '', name = ''] = url.pathname.split('/').filter(Boolean)
   const repository = `${owner}/${name.replace(/\.git$/, '')}`.toLowerCase()
   for (const p of packages) {
-    if (p.repository && `${host}/${repository}` === p.repository) return 'is an absolute link into this repository; use a relative link'
+    if (p.repository && `${host}/${repository}` === p.repository)
+      return 'is an absolute link into this repository; use a relative link'
   }
   if (REPOSITORY_HOSTS.has(host) && !EXTERNAL_REPOSITORIES.has(repository)) {
     return `is an absolute link to a repository (${host}/${repository}); link this repository's files relatively, or add another project's repository to EXTERNAL_REPOSITORIES in scripts/check-docs.mjs`
@@ -290,7 +314,12 @@ function linkProblem(root, file, target, { scanOf, packages, owner }) {
   const absolute = join(root, targetFile)
   if (!existsSync(absolute)) return `no such file: ${targetFile}`
   if (owner && decoded !== '') {
-    const inside = owner.folder === '' ? targetFile : targetFile.startsWith(`${owner.folder}/`) ? targetFile.slice(owner.folder.length + 1) : undefined
+    const inside =
+      owner.folder === ''
+        ? targetFile
+        : targetFile.startsWith(`${owner.folder}/`)
+          ? targetFile.slice(owner.folder.length + 1)
+          : undefined
     if (inside === undefined)
       return `leaves the npm package ${owner.name}, whose tarball holds ${file}: the link breaks on npm; name the other package's file in words, or link its npm page`
     if (!owner.isShipped(inside))
@@ -322,10 +351,15 @@ function listSnippets(root) {
       if (block.info !== 'ts' && block.info !== 'typescript') continue
       count++
       const unknown = block.words.filter((word) => !MODULE_WORDS.has(word))
-      if (unknown.length > 0) problems.push(`${file}:${block.line - 1}: unknown word ${JSON.stringify(unknown[0])} after ${block.info}: only esm and commonjs`)
+      if (unknown.length > 0)
+        problems.push(
+          `${file}:${block.line - 1}: unknown word ${JSON.stringify(unknown[0])} after ${block.info}: only esm and commonjs`,
+        )
       const lineCount = block.code === '' ? 0 : block.code.split('\n').length
       const words = block.words.length === 0 ? '' : ` ${block.words.join(' ')}`
-      process.stdout.write(`--- ${file}:${block.line} ${block.info}${words} (${lineCount} lines)\n${block.code}${lineCount === 0 ? '' : '\n'}`)
+      process.stdout.write(
+        `--- ${file}:${block.line} ${block.info}${words} (${lineCount} lines)\n${block.code}${lineCount === 0 ? '' : '\n'}`,
+      )
     }
   }
   process.stderr.write(`check-docs: ${count} TypeScript code blocks\n`)
@@ -347,7 +381,9 @@ if (options.snippets) {
 } else {
   const { files, links, problems } = check(options.root)
   if (problems.length > 0) {
-    process.stderr.write(`check-docs: ${problems.length} broken link${problems.length === 1 ? '' : 's'} in ${files.length} Markdown files:\n`)
+    process.stderr.write(
+      `check-docs: ${problems.length} broken link${problems.length === 1 ? '' : 's'} in ${files.length} Markdown files:\n`,
+    )
     for (const problem of problems) process.stderr.write(`  ${problem}\n`)
     process.exitCode = 1
   } else {

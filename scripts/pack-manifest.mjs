@@ -17,7 +17,9 @@ const kept = join(process.cwd(), 'node_modules', '.cache', 'shedlock-pack', 'pac
 const action = process.argv[2]
 if (action === 'clean') {
   if (existsSync(kept)) {
-    console.error(`pack-manifest: ${kept} is kept from a pack that did not finish: run "node scripts/pack-manifest.mjs restore" first`)
+    console.error(
+      `pack-manifest: ${kept} is kept from a pack that did not finish: run "node scripts/pack-manifest.mjs restore" first`,
+    )
     process.exit(1)
   }
   mkdirSync(join(kept, '..'), { recursive: true })

@@ -1,5 +1,10 @@
 export { type Clock, systemClock } from './core/clock.ts'
-export { diagnosticsChannels, type LockEventMessage, type LockEventName, type LockExecution } from './core/diagnostics.ts'
+export {
+  diagnosticsChannels,
+  type LockEventMessage,
+  type LockEventName,
+  type LockExecution,
+} from './core/diagnostics.ts'
 export { type Duration, type DurationString, type DurationUnit, parseDuration } from './core/duration.ts'
 export {
   ExecutorClosedError,
@@ -17,7 +22,14 @@ export {
 export { type KeepAliveOptions, keepAliveLockProvider } from './core/keep-alive.ts'
 export { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './core/lock-configuration.ts'
 export { assertLocked, extendActiveLock } from './core/lock-context.ts'
-export type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider, KeepAliveLock, LockProvider, SimpleLock } from './core/lock-provider.ts'
+export type {
+  ExtensibleLock,
+  ExtensibleLockProvider,
+  InspectableLockProvider,
+  KeepAliveLock,
+  LockProvider,
+  SimpleLock,
+} from './core/lock-provider.ts'
 export type { LockInspector, LockList, LockRecord, LockSelection } from './core/lock-inspector.ts'
 export {
   CatchUpError,
@@ -72,7 +84,12 @@ export {
   type SchedulerLockDecorator,
   type SchedulerLockOptions,
 } from './integrations/scheduler-lock.ts'
-export { type LockedFunction, type LockedFunctionControls, type WithLockOptions, withLock } from './integrations/with-lock.ts'
+export {
+  type LockedFunction,
+  type LockedFunctionControls,
+  type WithLockOptions,
+  withLock,
+} from './integrations/with-lock.ts'
 export type { CatchUpSettings, ExecutorOrProvider } from './integrations/lock-options.ts'
 export {
   type CatchUpSchedule,

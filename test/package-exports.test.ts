@@ -6,7 +6,9 @@ import * as root from '../src/index.ts'
 
 // A plain ES module that scripts/oldest-drivers.sh reads too; the specifier is a string so that tsc leaves it alone.
 const driversModule: string = '../scripts/drivers.mjs'
-const { DRIVERS } = (await import(driversModule)) as { DRIVERS: Record<string, { range: string; oldest: string; pages: string[]; tests: string[] }> }
+const { DRIVERS } = (await import(driversModule)) as {
+  DRIVERS: Record<string, { range: string; oldest: string; pages: string[]; tests: string[] }>
+}
 
 const rootDir = fileURLToPath(new URL('..', import.meta.url))
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -48,7 +50,9 @@ describe('package.json', () => {
   })
 
   it('gives every driver the CLI imports a tested range in scripts/drivers.mjs', () => {
-    const sources = readdirSync(join(rootDir, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'))
+    const sources = readdirSync(join(rootDir, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) =>
+      file.endsWith('.ts'),
+    )
     const wanted = new Set<string>()
     const packageOf = (specifier: string): string =>
       specifier
@@ -73,7 +77,9 @@ describe('package.json', () => {
       expect([`^${d.oldest}`, `>=${d.oldest}`], name).toContain(alternatives[0]!.split(' ')[0])
       for (const a of alternatives) expect(a, name).toMatch(/^(\^\d+\.\d+\.\d+|>=\d+\.\d+\.\d+ <\d+\.\d+\.\d+)$/)
       // The newest the lockfile installs for npm test is inside the range too.
-      const installed = JSON.parse(readFileSync(join(rootDir, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
+      const installed = JSON.parse(readFileSync(join(rootDir, 'node_modules', name, 'package.json'), 'utf8')) as {
+        version: string
+      }
       expect(
         alternatives.some((a) => satisfies(installed.version, a)),
         `${name} ${installed.version} is outside ${d.range}`,
@@ -93,7 +99,8 @@ describe('package.json', () => {
 
   it("each store's docs page states its drivers' ranges exactly as scripts/drivers.mjs does", () => {
     const byPage = new Map<string, string[]>()
-    for (const [name, d] of Object.entries(DRIVERS)) for (const page of d.pages) byPage.set(page, [...(byPage.get(page) ?? []), `\`${name}\` \`${d.range}\``])
+    for (const [name, d] of Object.entries(DRIVERS))
+      for (const page of d.pages) byPage.set(page, [...(byPage.get(page) ?? []), `\`${name}\` \`${d.range}\``])
     expect(byPage.size).toBeGreaterThanOrEqual(13)
     expect(byPage.has('docs/orm.md')).toBe(true)
     for (const [page, pairs] of byPage) {
@@ -139,7 +146,10 @@ describe('package.json', () => {
       if (key === '.') expect(stem).toBe('index')
       else
         expect(
-          stem === key.slice(2) || stem === `${key.slice(2)}/index` || stem.endsWith(`/${key.slice(2)}`) || stem.endsWith(`/${key.slice(2)}/index`),
+          stem === key.slice(2) ||
+            stem === `${key.slice(2)}/index` ||
+            stem.endsWith(`/${key.slice(2)}`) ||
+            stem.endsWith(`/${key.slice(2)}/index`),
           stem,
         ).toBe(true)
     })
@@ -161,7 +171,9 @@ describe('package.json', () => {
       .filter((file) => file.endsWith('.ts') && file !== 'sql-client.ts')
       .map((file) => file.slice(0, -'.ts'.length))
     expect(adapters.length).toBe(7)
-    const missing = adapters.filter((adapter) => !exported.has(`./dist/orm/${adapter}.js`) || !pkg.exports[`./orm/${adapter}`])
+    const missing = adapters.filter(
+      (adapter) => !exported.has(`./dist/orm/${adapter}.js`) || !pkg.exports[`./orm/${adapter}`],
+    )
     expect(missing, 'src/orm/ adapters without an export entry').toEqual([])
   })
 })

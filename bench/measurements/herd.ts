@@ -37,7 +37,9 @@ export async function measureHerd(setup: StoreSetup, runId: string, options: Her
     // Each node's first lock loads and warms its code paths (prepared statements, scripts, JIT).
     await Promise.all(
       nodes.map(async (node, i) => {
-        const lock = await node.provider.lock(lockConfiguration({ name: `${runId}-herd-warm-${i}`, lockAtMostFor: 60_000 }))
+        const lock = await node.provider.lock(
+          lockConfiguration({ name: `${runId}-herd-warm-${i}`, lockAtMostFor: 60_000 }),
+        )
         await lock?.unlock()
       }),
     )
@@ -76,12 +78,16 @@ export async function measureHerd(setup: StoreSetup, runId: string, options: Her
       const losers = outcomes.filter((o) => !o.lock && o.error === undefined)
       const failed = outcomes.filter((o) => o.error !== undefined)
       failures += failed.length
-      if (failed.length > 0 && firstFailure === undefined) firstFailure = String((failed[0]!.error as Error).message ?? failed[0]!.error)
+      if (failed.length > 0 && firstFailure === undefined)
+        firstFailure = String((failed[0]!.error as Error).message ?? failed[0]!.error)
       if (winners.length === 1) exactlyOneWinner++
       else if (winners.length === 0) noWinner++
       else severalWinners++
-      // biome-ignore lint/complexity/useMathMinMax: tookNs is a bigint, which Math.max refuses.
-      if (losers.length > 0) losersKnow.push(Number(losers.reduce((max, o) => (o.tookNs > max ? o.tookNs : max), 0n)) / 1000)
+      if (losers.length > 0)
+        losersKnow.push(
+          // biome-ignore lint/complexity/useMathMinMax: tookNs is a bigint, which Math.max refuses.
+          Number(losers.reduce((max, o) => (o.tookNs > max ? o.tookNs : max), 0n)) / 1000,
+        )
       for (const w of winners) winnerKnows.push(Number(w.tookNs) / 1000)
       for (const l of losers) loserCalls.push(l.calls)
       for (const w of winners) await w.lock!.unlock()
@@ -97,7 +103,10 @@ export async function measureHerd(setup: StoreSetup, runId: string, options: Her
       ...(firstFailure === undefined ? {} : { firstFailure }),
       allLosersKnow: summarize(losersKnow.length > 0 ? losersKnow : [Number.NaN]),
       winnerKnows: summarize(winnerKnows.length > 0 ? winnerKnows : [Number.NaN]),
-      loserCalls: { mean: loserCalls.reduce((a, b) => a + b, 0) / Math.max(1, loserCalls.length), max: Math.max(0, ...loserCalls) },
+      loserCalls: {
+        mean: loserCalls.reduce((a, b) => a + b, 0) / Math.max(1, loserCalls.length),
+        max: Math.max(0, ...loserCalls),
+      },
     }
   } finally {
     await Promise.all(nodes.map((node) => node.close().catch(() => {})))

@@ -71,7 +71,8 @@ export async function measureLibraryCpu(ops: number, rounds: number): Promise<Li
   }
   const raw = async (): Promise<void> => {
     const value = `bench:${++n}`
-    if (!(await port.setIfAbsent('job-lock:bench:raw', value, 60_000))) throw new Error('raw lock was held after its release')
+    if (!(await port.setIfAbsent('job-lock:bench:raw', value, 60_000)))
+      throw new Error('raw lock was held after its release')
     await port.evalSha(sha, 'job-lock:bench:raw', [value])
   }
 
@@ -94,7 +95,15 @@ export async function measureLibraryCpu(ops: number, rounds: number): Promise<Li
     }
     const oursUs = median(o)
     const baselineUs = median(b)
-    rows.push({ what, baseline: baselineLabel, ops, rounds, oursCpuPerOpUs: oursUs, baselineCpuPerOpUs: baselineUs, addedCpuUs: oursUs - baselineUs })
+    rows.push({
+      what,
+      baseline: baselineLabel,
+      ops,
+      rounds,
+      oursCpuPerOpUs: oursUs,
+      baselineCpuPerOpUs: baselineUs,
+      addedCpuUs: oursUs - baselineUs,
+    })
   }
   return rows
 }

@@ -27,7 +27,9 @@ const listener: LockingTaskExecutorListener = {
 }
 const memory = inMemoryLockProvider()
 // keep-alive arms a timer per lock (lockAtMostFor / 2): it must be cleared on release.
-const executor = createLockingTaskExecutor(variant === 'keep-alive' ? keepAliveLockProvider(memory) : memory, { listener })
+const executor = createLockingTaskExecutor(variant === 'keep-alive' ? keepAliveLockProvider(memory) : memory, {
+  listener,
+})
 // 100 names in turn: the provider's map of records stays at 100 entries, so any growth is a leak.
 const names = Array.from({ length: 100 }, (_, i) => `memory-${i}`)
 const task = async (): Promise<number> => 1
@@ -53,7 +55,8 @@ function resources(): Record<string, number> {
   return counts
 }
 
-const processListeners = (): number => process.eventNames().reduce((sum, event) => sum + process.listenerCount(event), 0)
+const processListeners = (): number =>
+  process.eventNames().reduce((sum, event) => sum + process.listenerCount(event), 0)
 
 await run(1000)
 const resourcesBefore = resources()

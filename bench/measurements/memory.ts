@@ -17,7 +17,9 @@ export async function measureMemory(cycles: number): Promise<MemoryRow[]> {
   const child = fileURLToPath(new URL('./memory-child.js', import.meta.url))
   const rows: MemoryRow[] = []
   for (const variant of MEMORY_VARIANTS) {
-    const { stdout } = await run(process.execPath, ['--expose-gc', child, String(cycles), variant], { maxBuffer: 1 << 20 })
+    const { stdout } = await run(process.execPath, ['--expose-gc', child, String(cycles), variant], {
+      maxBuffer: 1 << 20,
+    })
     rows.push(memoryRow(JSON.parse(stdout.trim().split('\n').pop()!) as ChildReport))
   }
   return rows

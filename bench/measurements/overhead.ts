@@ -66,7 +66,9 @@ export async function measureOverheadInProcesses(
   concurrencies: readonly number[],
   processes: number,
 ): Promise<OverheadRow[]> {
-  return combineOverhead(await inProcesses<OverheadRow>({ measurement: 'overhead', store, runId, options, concurrencies }, processes))
+  return combineOverhead(
+    await inProcesses<OverheadRow>({ measurement: 'overhead', store, runId, options, concurrencies }, processes),
+  )
 }
 
 /**

@@ -34,7 +34,10 @@ export async function measurePeers(
           await lock.unlock()
         },
       }
-      const { results, opsPerBlock } = await compare([ours, ...included.map((p) => ({ label: p.label, operation: p.operation }))], { ...options, concurrency })
+      const { results, opsPerBlock } = await compare(
+        [ours, ...included.map((p) => ({ label: p.label, operation: p.operation }))],
+        { ...options, concurrency },
+      )
       const [o, ...others] = results as [(typeof results)[0], ...typeof results]
       rows.push({
         store: setup.name,
@@ -67,7 +70,9 @@ export async function measurePeersInProcesses(
   concurrencies: readonly number[],
   processes: number,
 ): Promise<PeerRow[]> {
-  return combinePeers(await inProcesses<PeerRow>({ measurement: 'peers', store, runId, options, concurrencies }, processes))
+  return combinePeers(
+    await inProcesses<PeerRow>({ measurement: 'peers', store, runId, options, concurrencies }, processes),
+  )
 }
 
 /**
@@ -85,10 +90,15 @@ export function combinePeers(runs: readonly (readonly PeerRow[])[]): PeerRow[] {
     const peers = row.peers.map((peer, index): PeerEntry => {
       const entries = rows.map((r) => {
         const entry = r.peers[index]
-        if (entry?.result.label !== peer.result.label) throw new Error(`${row.store}: the processes measured different peers for ${row.concurrency} callers`)
+        if (entry?.result.label !== peer.result.label)
+          throw new Error(`${row.store}: the processes measured different peers for ${row.concurrency} callers`)
         return { row: r, entry }
       })
-      const ratios: PeerRatios[] = entries.map(({ entry }) => ({ p50Ratio: entry.p50Ratio, p99Ratio: entry.p99Ratio, opsRatio: entry.opsRatio }))
+      const ratios: PeerRatios[] = entries.map(({ entry }) => ({
+        p50Ratio: entry.p50Ratio,
+        p99Ratio: entry.p99Ratio,
+        opsRatio: entry.opsRatio,
+      }))
       const chosen = [...entries].sort((a, b) => a.entry.p50Ratio - b.entry.p50Ratio)[(entries.length - 1) >> 1]!
       if (index === 0) representative = chosen.row
       return {
@@ -100,6 +110,12 @@ export function combinePeers(runs: readonly (readonly PeerRow[])[]): PeerRow[] {
         processes: ratios,
       }
     })
-    return { store: row.store, concurrency: row.concurrency, opsPerBlock: representative.opsPerBlock, ours: representative.ours, peers }
+    return {
+      store: row.store,
+      concurrency: row.concurrency,
+      opsPerBlock: representative.opsPerBlock,
+      ours: representative.ours,
+      peers,
+    }
   })
 }

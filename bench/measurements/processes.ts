@@ -56,7 +56,8 @@ export function sameRowOfEach<Row extends { readonly store: string; readonly con
 ): Row[] {
   return runs.map((rows) => {
     const same = rows.find((r) => r.store === row.store && r.concurrency === row.concurrency)
-    if (same === undefined) throw new Error(`${row.store}: a process measured no ${what} for ${row.concurrency} callers`)
+    if (same === undefined)
+      throw new Error(`${row.store}: a process measured no ${what} for ${row.concurrency} callers`)
     return same
   })
 }

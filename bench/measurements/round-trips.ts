@@ -15,11 +15,19 @@ function countOf(samples: number[], methods: Record<string, number>): CallCount 
   return { mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples), methods }
 }
 
-async function countSide(side: Side, counter: CallCounter, names: (i: number) => string, samples: number): Promise<RoundTripRow['ours']> {
+async function countSide(
+  side: Side,
+  counter: CallCounter,
+  names: (i: number) => string,
+  samples: number,
+): Promise<RoundTripRow['ours']> {
   const acquire: number[] = []
   const release: number[] = []
   const losing: number[] = []
-  const methods = { acquire: {}, release: {}, losingAcquire: {} } as Record<'acquire' | 'release' | 'losingAcquire', Record<string, number>>
+  const methods = { acquire: {}, release: {}, losingAcquire: {} } as Record<
+    'acquire' | 'release' | 'losingAcquire',
+    Record<string, number>
+  >
   // One untimed pass first: a script cache (Redis EVALSHA) or a lazily created parent node (ZooKeeper) is a one-time cost.
   const warm = await side.acquire(names(-1))
   await warm?.release()
@@ -39,7 +47,11 @@ async function countSide(side: Side, counter: CallCounter, names: (i: number) =>
     release.push(counter.total)
     methods.release = { ...counter.byMethod }
   }
-  return { acquire: countOf(acquire, methods.acquire), release: countOf(release, methods.release), losingAcquire: countOf(losing, methods.losingAcquire) }
+  return {
+    acquire: countOf(acquire, methods.acquire),
+    release: countOf(release, methods.release),
+    losingAcquire: countOf(losing, methods.losingAcquire),
+  }
 }
 
 /**
@@ -69,7 +81,13 @@ export async function measureRoundTrips(setup: StoreSetup, runId: string, sample
  * finds it done. One task name for every sample (its slots a second apart), as a scheduled task
  * has: the ledger's prune of a task's rows every few runs shows in the mean and the max.
  */
-async function countSlotRuns(provider: LockProvider, runLedger: RunLedger, counter: CallCounter, name: string, samples: number) {
+async function countSlotRuns(
+  provider: LockProvider,
+  runLedger: RunLedger,
+  counter: CallCounter,
+  name: string,
+  samples: number,
+) {
   const executor = createLockingTaskExecutor(provider, { runLedger })
   const base = Math.floor(Date.now() / 1000) * 1000 - samples * 1000
   const request = { name, lockAtMostFor: 60_000 }
@@ -90,7 +108,8 @@ async function countSlotRuns(provider: LockProvider, runLedger: RunLedger, count
     winnerMethods = { ...counter.byMethod }
     counter.reset()
     const done = await executor.executeWithLock(() => undefined, { ...request, slot })
-    if (done.executed || done.reason !== 'slot-done') throw new Error(`slot ${slot.toISOString()} of "${name}" ran twice`)
+    if (done.executed || done.reason !== 'slot-done')
+      throw new Error(`slot ${slot.toISOString()} of "${name}" ran twice`)
     loser.push(counter.total)
     loserMethods = { ...counter.byMethod }
   }

@@ -29,8 +29,14 @@ function contender(label: string, provider: LockProvider, name: string): Contend
  * passes as the fill speed allows, so that the small case really runs against a store without
  * the large one's names.
  */
-export async function measureScale(setup: StoreSetup, runId: string, largeNames: number, options: Omit<CompareOptions, 'concurrency'>): Promise<ScaleRow> {
-  const names = (space: string, count: number): string[] => Array.from({ length: count }, (_, i) => `${runId}-${space}-${i}`)
+export async function measureScale(
+  setup: StoreSetup,
+  runId: string,
+  largeNames: number,
+  options: Omit<CompareOptions, 'concurrency'>,
+): Promise<ScaleRow> {
+  const names = (space: string, count: number): string[] =>
+    Array.from({ length: count }, (_, i) => `${runId}-${space}-${i}`)
   const small = await setup.scaleSpace('small')
   const large = await setup.scaleSpace('large')
   await small.fill(names('s', SMALL_NAMES))

@@ -2,7 +2,14 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { type AzureContainerClient, azureBlobLockProvider } from '../../src/providers/azure-blob/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { inParallel, packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  inParallel,
+  packageVersion,
+  type RawOperations,
+  rawOwner,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 // The blob client of each lock is made by the container client; its methods are the requests.
 const COUNT: CountSpec = { count: ['upload', 'getProperties', 'delete'], follow: ['getBlockBlobClient'] }
@@ -21,7 +28,12 @@ const statusOf = (error: unknown): number | undefined => (error as { statusCode?
  * release an upload on `ifMatch` of the ETag written.
  */
 function rawAzure(container: AzureContainerClient): RawOperations {
-  const upload = async (name: string, until: number, owner: string, conditions: { ifMatch: string } | { ifNoneMatch: '*' }): Promise<string | undefined> => {
+  const upload = async (
+    name: string,
+    until: number,
+    owner: string,
+    conditions: { ifMatch: string } | { ifNoneMatch: '*' },
+  ): Promise<string | undefined> => {
     try {
       const metadata = { lockUntil: new Date(until).toISOString(), lockedAt: new Date().toISOString(), lockedBy: owner }
       return (await container.getBlockBlobClient(PREFIX + name).upload(EMPTY, 0, { metadata, conditions })).etag ?? ''
@@ -57,9 +69,12 @@ function rawAzure(container: AzureContainerClient): RawOperations {
 /** Azure Blob on azurite (scripts/azurite.sh, or `SHEDLOCK_AZURITE_URL`), a container per run, through one ContainerClient. */
 export async function azureBlobSetup(context: SetupContext): Promise<StoreSetup> {
   const service = (): BlobServiceClient =>
-    BlobServiceClient.fromConnectionString(`DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};BlobEndpoint=${ENDPOINT};`, {
-      retryOptions: { maxTries: 1 },
-    })
+    BlobServiceClient.fromConnectionString(
+      `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};BlobEndpoint=${ENDPOINT};`,
+      {
+        retryOptions: { maxTries: 1 },
+      },
+    )
   const main = service()
   const containers: ContainerClient[] = []
   const newContainer = async (suffix: string, from: BlobServiceClient = main): Promise<ContainerClient> => {
@@ -70,7 +85,8 @@ export async function azureBlobSetup(context: SetupContext): Promise<StoreSetup>
   }
   const container = await newContainer('main')
   // azurite may run from outside node_modules (scripts/azurite.sh's AZURITE_BLOB): its Server header names it.
-  const server = (await container.getProperties())._response.headers.get('server') ?? `azurite ${packageVersion('azurite')}`
+  const server =
+    (await container.getProperties())._response.headers.get('server') ?? `azurite ${packageVersion('azurite')}`
   const provider = (c: AzureContainerClient) => azureBlobLockProvider({ containerClient: c })
   let nodes = 0
 
@@ -93,7 +109,9 @@ export async function azureBlobSetup(context: SetupContext): Promise<StoreSetup>
       // A service client of its own: its own HTTP agent, as another node would have.
       const own = service().getContainerClient(container.containerName)
       const { client: counted, counter } = countingProxy(own as AzureContainerClient, COUNT)
-      const warm = await provider(own).lock(lockConfiguration({ name: `${context.runId}-warm-${++nodes}`, lockAtMostFor: 60_000 }))
+      const warm = await provider(own).lock(
+        lockConfiguration({ name: `${context.runId}-warm-${++nodes}`, lockAtMostFor: 60_000 }),
+      )
       await warm?.unlock()
       return { provider: provider(counted), counter, close: async () => {} }
     },
@@ -103,7 +121,11 @@ export async function azureBlobSetup(context: SetupContext): Promise<StoreSetup>
       return {
         provider: provider(space),
         async fill(names) {
-          const metadata = { lockUntil: new Date(Date.now() + 3_600_000).toISOString(), lockedAt: new Date().toISOString(), lockedBy: 'another-node' }
+          const metadata = {
+            lockUntil: new Date(Date.now() + 3_600_000).toISOString(),
+            lockedAt: new Date().toISOString(),
+            lockedBy: 'another-node',
+          }
           await inParallel(names, 8, (name) => space.getBlockBlobClient(PREFIX + name).upload(EMPTY, 0, { metadata }))
         },
         async drain() {},

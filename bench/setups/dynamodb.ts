@@ -3,9 +3,21 @@ import { createRequire } from 'node:module'
 import { type AddressInfo, createServer } from 'node:net'
 import { BatchWriteItemCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
-import { createDynamoDBLockTable, type DynamoDBSendClient, dynamoDBLockProvider } from '../../src/providers/dynamodb/index.ts'
+import {
+  createDynamoDBLockTable,
+  type DynamoDBSendClient,
+  dynamoDBLockProvider,
+} from '../../src/providers/dynamodb/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { chunks, inParallel, packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  chunks,
+  inParallel,
+  packageVersion,
+  type RawOperations,
+  rawOwner,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['send'] }
 // dynalite accepts any credentials; never real ones here.
@@ -25,7 +37,11 @@ function rawDynamo(client: DynamoDBSendClient, tableName: string): RawOperations
             Key: { _id: { S: name } },
             UpdateExpression: 'SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner',
             ConditionExpression: 'attribute_not_exists(lockUntil) OR lockUntil <= :now',
-            ExpressionAttributeValues: { ':lockUntil': { S: iso(now + 60_000) }, ':now': { S: iso(now) }, ':owner': { S: owner } },
+            ExpressionAttributeValues: {
+              ':lockUntil': { S: iso(now + 60_000) },
+              ':now': { S: iso(now) },
+              ':owner': { S: owner },
+            },
           }),
         )
       } catch (error) {
@@ -67,9 +83,13 @@ async function startDynalite(): Promise<{ child: ChildProcess; port: number }> {
   const cli = createRequire(import.meta.url).resolve('dynalite/cli.js')
   // dynalite reads `--port 0` as no port and listens on 4567: a second one (the overhead's
   // processes run while the suite's own is up) would fail with EADDRINUSE.
-  const child = spawn(process.execPath, [cli, '--port', String(await freePort()), '--host', '127.0.0.1', '--createTableMs', '0', '--deleteTableMs', '0'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    [cli, '--port', String(await freePort()), '--host', '127.0.0.1', '--createTableMs', '0', '--deleteTableMs', '0'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   const port = await new Promise<number>((resolve, reject) => {
     let output = ''
     const timer = setTimeout(() => reject(new Error(`dynalite did not start within 10 s: ${output}`)), 10_000)
@@ -124,12 +144,18 @@ export async function dynamodbSetup(context: SetupContext): Promise<StoreSetup> 
       server: `dynalite ${packageVersion('dynalite')} (in memory, its own process)`,
       client: `@aws-sdk/client-dynamodb ${packageVersion('@aws-sdk/client-dynamodb')}, one client`,
     },
-    notes: ['an emulator written in JavaScript: its figures say nothing about DynamoDB itself, only about the client-side cost'],
+    notes: [
+      'an emulator written in JavaScript: its figures say nothing about DynamoDB itself, only about the client-side cost',
+    ],
     provider: dynamoDBLockProvider({ client, tableName: table }),
     raw: rawDynamo(client, table),
     counted() {
       const { client: counted, counter } = countingProxy(client as DynamoDBSendClient, COUNT)
-      return { provider: dynamoDBLockProvider({ client: counted, tableName: table }), raw: rawDynamo(counted, table), counter }
+      return {
+        provider: dynamoDBLockProvider({ client: counted, tableName: table }),
+        raw: rawDynamo(counted, table),
+        counter,
+      }
     },
     async separateNode() {
       const own = open()
@@ -139,7 +165,11 @@ export async function dynamodbSetup(context: SetupContext): Promise<StoreSetup> 
         lockConfiguration({ name: `${context.runId}-warm-${clients.length}`, lockAtMostFor: 60_000 }),
       )
       await warm?.unlock()
-      return { provider: dynamoDBLockProvider({ client: counted, tableName: table }), counter, close: async () => own.destroy() }
+      return {
+        provider: dynamoDBLockProvider({ client: counted, tableName: table }),
+        counter,
+        close: async () => own.destroy(),
+      }
     },
     scaleMode: 'separate',
     async scaleSpace(label) {
@@ -154,7 +184,14 @@ export async function dynamodbSetup(context: SetupContext): Promise<StoreSetup> 
               new BatchWriteItemCommand({
                 RequestItems: {
                   [spaceTable]: slice.map((name) => ({
-                    PutRequest: { Item: { _id: { S: name }, lockUntil: { S: until }, lockedAt: { S: now }, lockedBy: { S: 'another-node' } } },
+                    PutRequest: {
+                      Item: {
+                        _id: { S: name },
+                        lockUntil: { S: until },
+                        lockedAt: { S: now },
+                        lockedBy: { S: 'another-node' },
+                      },
+                    },
                   })),
                 },
               }),

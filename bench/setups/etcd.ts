@@ -1,7 +1,15 @@
 import { Etcd3 } from 'etcd3'
 import { type EtcdClient, etcdLockProvider } from '../../src/providers/etcd/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { inParallel, packageVersion, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  inParallel,
+  packageVersion,
+  type RawOperations,
+  rawOwner,
+  redactUrl,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 // Each grant, revoke and transaction commit is one gRPC call; lease() and if() only build.
 const COUNT: CountSpec = { count: ['grant', 'revoke', 'commit'], follow: ['lease', 'if', 'then'] }
@@ -15,7 +23,10 @@ function rawEtcd(client: EtcdClient, environment: string): RawOperations {
       const value = rawOwner()
       const lease = client.lease(60, NO_KEEP_ALIVE)
       const id = await lease.grant()
-      const { succeeded } = await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(id)).commit()
+      const { succeeded } = await client
+        .if(key, 'Version', '==', 0)
+        .then(client.put(key).value(value).lease(id))
+        .commit()
       if (!succeeded) {
         await lease.revoke()
         return undefined
@@ -55,7 +66,11 @@ export async function etcdSetup(context: SetupContext): Promise<StoreSetup> {
     raw: rawEtcd(client, main),
     counted() {
       const { client: counted, counter } = countingProxy(client as unknown as EtcdClient, COUNT)
-      return { provider: etcdLockProvider({ client: counted, environment: main }), raw: rawEtcd(counted, main), counter }
+      return {
+        provider: etcdLockProvider({ client: counted, environment: main }),
+        raw: rawEtcd(counted, main),
+        counter,
+      }
     },
     async separateNode() {
       const own = new Etcd3({ hosts: url })
@@ -63,7 +78,11 @@ export async function etcdSetup(context: SetupContext): Promise<StoreSetup> {
       // The first call opens the channel: not part of the race.
       await own.get('shedlock-bench-probe').string()
       const { client: counted, counter } = countingProxy(own as unknown as EtcdClient, COUNT)
-      return { provider: etcdLockProvider({ client: counted, environment: main }), counter, close: async () => own.close() }
+      return {
+        provider: etcdLockProvider({ client: counted, environment: main }),
+        counter,
+        close: async () => own.close(),
+      }
     },
     // One keyspace: a second environment is only a key prefix.
     scaleMode: 'shared',
@@ -77,7 +96,9 @@ export async function etcdSetup(context: SetupContext): Promise<StoreSetup> {
           lease = client.lease(3600, NO_KEEP_ALIVE)
           seedLeases.push(lease)
           const id = await lease.grant()
-          await inParallel(names, 64, (name) => client.put(`shedlock:${env}:${name}`).value('another-node').lease(id).exec())
+          await inParallel(names, 64, (name) =>
+            client.put(`shedlock:${env}:${name}`).value('another-node').lease(id).exec(),
+          )
         },
         async drain() {
           await lease?.revoke()
@@ -90,7 +111,8 @@ export async function etcdSetup(context: SetupContext): Promise<StoreSetup> {
         for (const lease of seedLeases) await lease.revoke().catch(() => {})
         // Anything a failed run left: every key of this run's environments, with its lease.
         const { kvs } = await client.getAll().prefix(`shedlock:bench-${context.runId}-`).exec()
-        for (const kv of kvs) if (kv.lease !== '0') await client.leaseClient.leaseRevoke({ ID: kv.lease }).catch(() => {})
+        for (const kv of kvs)
+          if (kv.lease !== '0') await client.leaseClient.leaseRevoke({ ID: kv.lease }).catch(() => {})
         await client.delete().prefix(`shedlock:bench-${context.runId}-`)
       } finally {
         for (const c of clients) c.close()

@@ -1,7 +1,14 @@
 import memjs from 'memjs'
 import { type MemcachedClient, memcachedLockKey, memcachedLockProvider } from '../../src/providers/memcached/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { inParallel, packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  inParallel,
+  packageVersion,
+  type RawOperations,
+  rawOwner,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['get', 'add', 'replace', 'delete', 'set'] }
 // memjs logs every failed request to the console.
@@ -57,12 +64,20 @@ export async function memcachedSetup(context: SetupContext): Promise<StoreSetup>
     raw: rawMemcached(client, main),
     counted() {
       const { client: counted, counter } = countingProxy(client as MemcachedClient, COUNT)
-      return { provider: memcachedLockProvider({ client: counted, environment: main }), raw: rawMemcached(counted, main), counter }
+      return {
+        provider: memcachedLockProvider({ client: counted, environment: main }),
+        raw: rawMemcached(counted, main),
+        counter,
+      }
     },
     async separateNode() {
       const own = await open()
       const { client: counted, counter } = countingProxy(own as MemcachedClient, COUNT)
-      return { provider: memcachedLockProvider({ client: counted, environment: main }), counter, close: async () => own.close() }
+      return {
+        provider: memcachedLockProvider({ client: counted, environment: main }),
+        counter,
+        close: async () => own.close(),
+      }
     },
     // One hash table: a second environment is only a key prefix.
     scaleMode: 'shared',

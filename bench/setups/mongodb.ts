@@ -61,7 +61,11 @@ export async function mongodbSetup(context: SetupContext): Promise<StoreSetup> {
 
   return {
     name: 'mongodb',
-    versions: { server: `MongoDB ${info.version ?? 'unknown'}`, client: `mongodb ${packageVersion('mongodb')}`, url: redactUrl(url) },
+    versions: {
+      server: `MongoDB ${info.version ?? 'unknown'}`,
+      client: `mongodb ${packageVersion('mongodb')}`,
+      url: redactUrl(url),
+    },
     notes: [],
     provider: mongoLockProvider({ collection: asLockCollection(main) }),
     raw: rawMongo(asLockCollection(main)),
@@ -83,7 +87,14 @@ export async function mongodbSetup(context: SetupContext): Promise<StoreSetup> {
         async fill(names) {
           const now = new Date()
           const until = new Date(now.getTime() + 3_600_000)
-          await space.insertMany(names.map((name) => ({ _id: name as unknown as never, lockUntil: until, lockedAt: now, lockedBy: 'another-node' })))
+          await space.insertMany(
+            names.map((name) => ({
+              _id: name as unknown as never,
+              lockUntil: until,
+              lockedAt: now,
+              lockedBy: 'another-node',
+            })),
+          )
         },
         async drain() {
           await space.deleteMany({})

@@ -1,7 +1,21 @@
 import mysql from 'mysql2/promise'
-import { type MysqlQueryable, mysqlLockProvider, mysqlRunLedger, mysqlRunsSchema, mysqlSchema } from '../../src/providers/mysql/index.ts'
+import {
+  type MysqlQueryable,
+  mysqlLockProvider,
+  mysqlRunLedger,
+  mysqlRunsSchema,
+  mysqlSchema,
+} from '../../src/providers/mysql/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { chunks, packageVersion, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  chunks,
+  packageVersion,
+  type RawOperations,
+  rawOwner,
+  redactUrl,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['query'] }
 const NOW = 'UTC_TIMESTAMP(3)'
@@ -22,7 +36,10 @@ function rawMysql(client: MysqlQueryable, table: string): RawOperations {
   return {
     async acquire(name) {
       const owner = rawOwner()
-      const [result] = (await client.query(acquire, [name, 60_000_000, owner, owner, 60_000_000])) as [{ affectedRows: number; insertId: number }, unknown]
+      const [result] = (await client.query(acquire, [name, 60_000_000, owner, owner, 60_000_000])) as [
+        { affectedRows: number; insertId: number },
+        unknown,
+      ]
       if (result.affectedRows === 0 || Number(result.insertId) === MARK) return undefined
       return {
         async release() {
@@ -63,7 +80,11 @@ export async function mysqlSetup(context: SetupContext): Promise<StoreSetup> {
 
   return {
     name: 'mysql',
-    versions: { server: String(rows[0]?.version), client: `mysql2 ${packageVersion('mysql2')}, promise Pool of ${POOL_SIZE}`, url: redactUrl(url) },
+    versions: {
+      server: String(rows[0]?.version),
+      client: `mysql2 ${packageVersion('mysql2')}, promise Pool of ${POOL_SIZE}`,
+      url: redactUrl(url),
+    },
     notes: [],
     provider: mysqlLockProvider({ client: pool, tableName: table }),
     raw: rawMysql(pool, table),
@@ -89,7 +110,10 @@ export async function mysqlSetup(context: SetupContext): Promise<StoreSetup> {
         async fill(names) {
           for (const slice of chunks(names, 1000)) {
             const values = slice.map(() => `(?, TIMESTAMPADD(HOUR, 1, ${NOW}), ${NOW}, 'another-node')`).join(', ')
-            await pool.query(`INSERT INTO ${spaceTable} (name, lock_until, locked_at, locked_by) VALUES ${values}`, slice)
+            await pool.query(
+              `INSERT INTO ${spaceTable} (name, lock_until, locked_at, locked_by) VALUES ${values}`,
+              slice,
+            )
           }
           await pool.query(`ANALYZE TABLE ${spaceTable}`)
         },

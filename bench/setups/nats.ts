@@ -2,7 +2,14 @@ import { type KV, Kvm } from '@nats-io/kv'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { type NatsKv, natsLockKey, natsLockProvider } from '../../src/providers/nats/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { inParallel, packageVersion, type RawOperations, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  inParallel,
+  packageVersion,
+  type RawOperations,
+  redactUrl,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['get', 'create', 'update', 'delete', 'put'] }
 const WRONG_LAST_SEQUENCE = new Set([10071, 10164])
@@ -33,7 +40,8 @@ function rawNats(kv: NatsKv): RawOperations {
       const entry = await kv.get(key)
       let revision: number | undefined
       if (entry?.operation !== 'PUT') revision = await conditional(() => kv.create(key, value))
-      else if (Number(new DataView(entry.value.buffer, entry.value.byteOffset, 8).getBigInt64(0)) > Date.now()) return undefined
+      else if (Number(new DataView(entry.value.buffer, entry.value.byteOffset, 8).getBigInt64(0)) > Date.now())
+        return undefined
       else revision = await conditional(() => kv.update(key, value, entry.revision))
       if (revision === undefined) return undefined
       const held = revision

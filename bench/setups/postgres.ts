@@ -1,8 +1,22 @@
 import advisoryLockModule from 'advisory-lock'
 import pg from 'pg'
-import { postgresLockProvider, type PostgresQueryable, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import {
+  postgresLockProvider,
+  type PostgresQueryable,
+  postgresRunLedger,
+  postgresRunsSchema,
+  postgresSchema,
+} from '../../src/providers/postgres/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { packageVersion, type Peer, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  packageVersion,
+  type Peer,
+  type RawOperations,
+  rawOwner,
+  redactUrl,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['query'] }
 const NOW = `timezone('utc', statement_timestamp())`
@@ -60,7 +74,11 @@ export async function postgresSetup(context: SetupContext): Promise<StoreSetup> 
 
   return {
     name: 'postgres',
-    versions: { server: `PostgreSQL ${server}`, client: `pg ${packageVersion('pg')}, Pool of ${POOL_SIZE}`, url: redactUrl(url) },
+    versions: {
+      server: `PostgreSQL ${server}`,
+      client: `pg ${packageVersion('pg')}, Pool of ${POOL_SIZE}`,
+      url: redactUrl(url),
+    },
     notes: [],
     provider: postgresLockProvider({ client: pool, tableName: table }),
     raw: rawPostgres(pool, table),

@@ -4,7 +4,15 @@ import { Redis } from 'ioredis'
 import { Mutex } from 'redis-semaphore'
 import { redisLockProvider, redisRunLedger } from '../../src/providers/redis/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { packageVersion, type Peer, type RawOperations, rawOwner, redactUrl, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  packageVersion,
+  type Peer,
+  type RawOperations,
+  rawOwner,
+  redactUrl,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['set', 'evalsha', 'eval', 'get', 'del', 'pexpire'] }
 // The provider's release script, byte for byte, so that both use the same cached SHA.
@@ -17,7 +25,10 @@ const SCALE_DB = { small: 14, large: 15 } as const
 interface RedlockLock {
   unlock(): Promise<void>
 }
-type RedlockConstructor = new (clients: Redis[], options: { retryCount: number }) => { lock(resource: string, ttl: number): Promise<RedlockLock> }
+type RedlockConstructor = new (
+  clients: Redis[],
+  options: { retryCount: number },
+) => { lock(resource: string, ttl: number): Promise<RedlockLock> }
 
 /** The provider's commands issued through ioredis directly: `SET NX PX`, then the owner-checked delete script. */
 function rawRedis(client: Redis, environment: string): RawOperations {
@@ -78,13 +89,22 @@ export async function redisSetup(context: SetupContext): Promise<StoreSetup> {
 
   return {
     name: 'redis',
-    versions: { server: `Redis ${server}`, client: `ioredis ${packageVersion('ioredis')}, one connection`, url: redactUrl(url) },
+    versions: {
+      server: `Redis ${server}`,
+      client: `ioredis ${packageVersion('ioredis')}, one connection`,
+      url: redactUrl(url),
+    },
     notes: [],
     provider: provider(client),
     raw: rawRedis(client, environment),
     counted() {
       const { client: counted, counter } = countingProxy(client, COUNT)
-      return { provider: provider(counted), raw: rawRedis(counted, environment), counter, runLedger: redisRunLedger({ client: counted, environment }) }
+      return {
+        provider: provider(counted),
+        raw: rawRedis(counted, environment),
+        counter,
+        runLedger: redisRunLedger({ client: counted, environment }),
+      }
     },
     async separateNode() {
       const own = await open(url)
@@ -127,7 +147,8 @@ export async function redisSetup(context: SetupContext): Promise<StoreSetup> {
           maxConcurrency: Number.POSITIVE_INFINITY,
           async operation(worker) {
             const mutex = new Mutex(client, `${context.runId}-semaphore-${worker}`, { lockTimeout: 60_000 })
-            if (!(await mutex.tryAcquire())) throw new Error('redis-semaphore: tryAcquire() found an uncontended lock held')
+            if (!(await mutex.tryAcquire()))
+              throw new Error('redis-semaphore: tryAcquire() found an uncontended lock held')
             await mutex.release()
           },
           async close() {},

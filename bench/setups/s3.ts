@@ -11,7 +11,14 @@ import {
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { type S3SendClient, s3LockProvider } from '../../src/providers/s3/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
-import { inParallel, packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
+import {
+  inParallel,
+  packageVersion,
+  type RawOperations,
+  rawOwner,
+  type SetupContext,
+  type StoreSetup,
+} from './setup.ts'
 
 const COUNT: CountSpec = { count: ['send'] }
 /** `SHEDLOCK_S3_URL`, by default the Ceph RGW that scripts/ceph-rgw.sh starts. */
@@ -23,7 +30,8 @@ const CREDENTIALS = {
 }
 const PREFIX = 'shedlock/'
 
-const statusOf = (error: unknown): number | undefined => (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
+const statusOf = (error: unknown): number | undefined =>
+  (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
 
 /**
  * The provider's requests, sent directly: HEAD; a PUT on `If-None-Match: *` when there is no
@@ -33,7 +41,12 @@ const statusOf = (error: unknown): number | undefined => (error as { $metadata?:
  * rewrite must differ.
  */
 function rawS3(client: S3SendClient, bucket: string): RawOperations {
-  const put = async (key: string, until: number, owner: string, condition: { IfMatch: string } | { IfNoneMatch: '*' }): Promise<string | undefined> => {
+  const put = async (
+    key: string,
+    until: number,
+    owner: string,
+    condition: { IfMatch: string } | { IfNoneMatch: '*' },
+  ): Promise<string | undefined> => {
     const now = new Date().toISOString()
     try {
       const reply = (await client.send(
@@ -57,7 +70,10 @@ function rawS3(client: S3SendClient, bucket: string): RawOperations {
       const owner = rawOwner()
       let etag: string | undefined
       try {
-        const head = (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))) as { ETag?: string; Metadata?: Record<string, string> }
+        const head = (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))) as {
+          ETag?: string
+          Metadata?: Record<string, string>
+        }
         if (Date.parse(head.Metadata?.['lock-until'] ?? '') > Date.now()) return undefined
         etag = await put(key, Date.now() + 60_000, owner, { IfMatch: (head.ETag ?? '').replaceAll('"', '') })
       } catch (error) {
@@ -78,7 +94,13 @@ function rawS3(client: S3SendClient, bucket: string): RawOperations {
 export async function s3Setup(context: SetupContext): Promise<StoreSetup> {
   const clients: S3Client[] = []
   const open = (): S3Client => {
-    const client = new S3Client({ endpoint: ENDPOINT, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS, maxAttempts: 1 })
+    const client = new S3Client({
+      endpoint: ENDPOINT,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: CREDENTIALS,
+      maxAttempts: 1,
+    })
     clients.push(client)
     return client
   }
@@ -109,7 +131,10 @@ export async function s3Setup(context: SetupContext): Promise<StoreSetup> {
 
   return {
     name: 's3',
-    versions: { server: `Ceph RGW at ${ENDPOINT}`, client: `@aws-sdk/client-s3 ${packageVersion('@aws-sdk/client-s3')}, one client, maxAttempts 1` },
+    versions: {
+      server: `Ceph RGW at ${ENDPOINT}`,
+      client: `@aws-sdk/client-s3 ${packageVersion('@aws-sdk/client-s3')}, one client, maxAttempts 1`,
+    },
     notes: [
       "Ceph RGW on a memstore OSD on this machine: a loopback HTTP server with no disk, so the figures are the client-side cost plus a fast local server, not S3's own latency (tens of ms per request)",
     ],
@@ -123,7 +148,9 @@ export async function s3Setup(context: SetupContext): Promise<StoreSetup> {
       const own = open()
       const { client: counted, counter } = countingProxy(own as S3SendClient, COUNT)
       // The first call loads the SDK's command module, opens the socket and learns the ETag form: not part of the race.
-      const warm = await provider(own).lock(lockConfiguration({ name: `${context.runId}-warm-${clients.length}`, lockAtMostFor: 60_000 }))
+      const warm = await provider(own).lock(
+        lockConfiguration({ name: `${context.runId}-warm-${clients.length}`, lockAtMostFor: 60_000 }),
+      )
       await warm?.unlock()
       return { provider: provider(counted), counter, close: async () => own.destroy() }
     },

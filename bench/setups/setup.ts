@@ -104,7 +104,11 @@ export function rawOwner(): string {
 let owners = 0
 
 /** Runs `work` over `items` with at most `parallel` at once (seeding thousands of names). */
-export async function inParallel<T>(items: readonly T[], parallel: number, work: (item: T, index: number) => Promise<unknown>): Promise<void> {
+export async function inParallel<T>(
+  items: readonly T[],
+  parallel: number,
+  work: (item: T, index: number) => Promise<unknown>,
+): Promise<void> {
   let next = 0
   const worker = async (): Promise<void> => {
     while (next < items.length) {
@@ -126,7 +130,9 @@ export function chunks<T>(items: readonly T[], size: number): T[][] {
 export function packageVersion(name: string): string {
   for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
     try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'node_modules', name, 'package.json'), 'utf8')) as { version?: unknown }
+      const pkg = JSON.parse(readFileSync(join(dir, 'node_modules', name, 'package.json'), 'utf8')) as {
+        version?: unknown
+      }
       if (typeof pkg.version === 'string') return pkg.version
     } catch {
       // Not installed at this level; look one folder up.

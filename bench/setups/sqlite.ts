@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadSqliteDriver, type SqliteConnection } from '../../src/providers/sqlite/driver.ts'
-import { type SqliteDatabase, sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
+import {
+  type SqliteDatabase,
+  sqliteLockProvider,
+  sqliteRunLedger,
+  sqliteRunsSchema,
+  sqliteSchema,
+} from '../../src/providers/sqlite/index.ts'
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { packageVersion, type RawOperations, rawOwner, type SetupContext, type StoreSetup } from './setup.ts'
 
@@ -18,7 +24,9 @@ function rawSqlite(database: SqliteDatabase, table: string): RawOperations {
       `ON CONFLICT(name) DO UPDATE SET lock_until = excluded.lock_until, locked_at = excluded.locked_at, locked_by = excluded.locked_by ` +
       `WHERE lock_until <= excluded.locked_at`,
   )
-  const release = database.prepare(`UPDATE ${table} SET lock_until = MAX(strftime(${FORMAT}, locked_at, ?), ${NOW}) WHERE name = ? AND locked_by = ?`)
+  const release = database.prepare(
+    `UPDATE ${table} SET lock_until = MAX(strftime(${FORMAT}, locked_at, ?), ${NOW}) WHERE name = ? AND locked_by = ?`,
+  )
   return {
     async acquire(name) {
       const owner = rawOwner()
@@ -53,13 +61,18 @@ export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
   const table = newTable('main')
   const runs = `${table}_runs`
   database.exec(sqliteRunsSchema({ tableName: runs }))
-  const version = String((database.prepare('SELECT sqlite_version() AS v') as unknown as { get(): { v: string } }).get().v)
+  const version = String(
+    (database.prepare('SELECT sqlite_version() AS v') as unknown as { get(): { v: string } }).get().v,
+  )
 
   return {
     name: 'sqlite',
     versions: {
       server: `SQLite ${version} (a file in ${tmpdir()}, WAL)`,
-      client: driver.name === 'node:sqlite' ? `node:sqlite (Node ${process.versions.node})` : `${driver.name} ${packageVersion(driver.name)}`,
+      client:
+        driver.name === 'node:sqlite'
+          ? `node:sqlite (Node ${process.versions.node})`
+          : `${driver.name} ${packageVersion(driver.name)}`,
     },
     notes: ['synchronous driver: a statement blocks the event loop, so 16 callers run one after another'],
     provider: sqliteLockProvider({ database, tableName: table }),
@@ -76,7 +89,11 @@ export async function sqliteSetup(context: SetupContext): Promise<StoreSetup> {
     async separateNode() {
       const own = open()
       const { client, counter } = countingProxy(own, COUNT)
-      return { provider: sqliteLockProvider({ database: client, tableName: table }), counter, close: async () => void own.close() }
+      return {
+        provider: sqliteLockProvider({ database: client, tableName: table }),
+        counter,
+        close: async () => void own.close(),
+      }
     },
     scaleMode: 'separate',
     async scaleSpace(label) {

@@ -116,13 +116,21 @@ export async function zookeeperSetup(context: SetupContext): Promise<StoreSetup>
     raw: rawZooKeeper(zk, root),
     counted() {
       const { client: counted, counter } = countingProxy(zk, COUNT)
-      return { provider: zookeeperLockProvider({ client: counted, path: root }), raw: rawZooKeeper(counted, root), counter }
+      return {
+        provider: zookeeperLockProvider({ client: counted, path: root }),
+        raw: rawZooKeeper(counted, root),
+        counter,
+      }
     },
     async separateNode() {
       const own = await open(url)
       clients.push(own)
       const { client: counted, counter } = countingProxy(own as unknown as ZooKeeperClient, COUNT)
-      return { provider: zookeeperLockProvider({ client: counted, path: root }), counter, close: async () => own.close() }
+      return {
+        provider: zookeeperLockProvider({ client: counted, path: root }),
+        counter,
+        close: async () => own.close(),
+      }
     },
     // One tree: a second root is only a path prefix.
     scaleMode: 'shared',
@@ -135,7 +143,9 @@ export async function zookeeperSetup(context: SetupContext): Promise<StoreSetup>
         async fill(names) {
           const data = Buffer.from(new Date(Date.now() + 3_600_000).toISOString())
           filled = names.map((name) => `${spaceRoot}/${zookeeperNodeName(name)}`)
-          await inParallel(filled, 64, (path) => call<string>((done) => client.create(path, data, zookeeper.CreateMode.PERSISTENT, done)))
+          await inParallel(filled, 64, (path) =>
+            call<string>((done) => client.create(path, data, zookeeper.CreateMode.PERSISTENT, done)),
+          )
         },
         async drain() {
           await inParallel(filled, 64, (path) => call<void>((done) => client.remove(path, -1, done)))

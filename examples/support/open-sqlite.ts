@@ -44,7 +44,9 @@ async function useWal(database: ExampleDatabase): Promise<void> {
       database.exec('PRAGMA journal_mode = WAL')
       return
     } catch (error) {
-      const busy = error instanceof Error && /database is locked|SQLITE_BUSY/i.test(`${error.message} ${(error as { code?: unknown }).code}`)
+      const busy =
+        error instanceof Error &&
+        /database is locked|SQLITE_BUSY/i.test(`${error.message} ${(error as { code?: unknown }).code}`)
       if (!busy || Date.now() >= deadline) throw error
       await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30))
     }

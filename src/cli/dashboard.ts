@@ -82,9 +82,14 @@ export const dashboardCommand: Command = {
     const urls = values.url && values.url.length > 0 ? values.url.map(parseStoreUrl) : [storeUrlOption({})]
     const opened: StoreAdmin[] = []
     try {
-      for (const url of urls) opened.push(await openStore(url, { table: values.table, runsTable: values['runs-table'] }))
+      for (const url of urls)
+        opened.push(await openStore(url, { table: values.table, runsTable: values['runs-table'] }))
       const dashboard = await startDashboard({
-        stores: opened.map((store) => ({ label: `${store.kind} ${store.where}`, inspector: store.inspector, runLedger: store.runLedger })),
+        stores: opened.map((store) => ({
+          label: `${store.kind} ${store.where}`,
+          inspector: store.inspector,
+          runLedger: store.runLedger,
+        })),
         maxAge,
         auth: authFromEnv(),
         allowRelease: values['allow-release'] === true,

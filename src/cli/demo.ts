@@ -6,8 +6,22 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { sqliteLockProvider, sqliteSchema } from '../providers/sqlite/index.ts'
-import { CliError, type Command, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, integerOption, parseOptions, UsageError } from './command.ts'
-import { loadSqliteDriver, type SqliteConnection, type SqliteDriver, type SqliteDriverName } from '../providers/sqlite/driver.ts'
+import {
+  CliError,
+  type Command,
+  EXIT_FAILURE,
+  EXIT_INTERRUPTED,
+  EXIT_OK,
+  integerOption,
+  parseOptions,
+  UsageError,
+} from './command.ts'
+import {
+  loadSqliteDriver,
+  type SqliteConnection,
+  type SqliteDriver,
+  type SqliteDriverName,
+} from '../providers/sqlite/driver.ts'
 
 /** The lock every demo node asks for. */
 const TASK = { name: 'demo-task', lockAtMostFor: '10s', lockAtLeastFor: '500ms' } as const
@@ -96,14 +110,18 @@ async function runDemo(args: string[]): Promise<number> {
   const seconds = integerOption(values, 'seconds', 15, 1, 86_400)
   const nodeCount = integerOption(values, 'nodes', 3, 1, 32)
   const useLock = values['no-lock'] !== true
-  if (values.db !== undefined && (typeof values.db !== 'string' || values.db.trim() === '')) throw new UsageError('--db needs a file path')
+  if (values.db !== undefined && (typeof values.db !== 'string' || values.db.trim() === ''))
+    throw new UsageError('--db needs a file path')
 
   const driver = await loadSqliteDriver()
-  const dbPath = typeof values.db === 'string' ? resolve(values.db) : join(mkdtempSync(join(tmpdir(), 'shedlock-demo-')), 'demo.db')
+  const dbPath =
+    typeof values.db === 'string' ? resolve(values.db) : join(mkdtempSync(join(tmpdir(), 'shedlock-demo-')), 'demo.db')
   prepareDatabase(driver, dbPath)
 
   const out = (line = ''): void => void process.stdout.write(`${line}\n`)
-  out(`shedlock demo: ${nodeCount} node${nodeCount === 1 ? '' : 's'} (processes) share the SQLite file ${dbPath} (${driver.name}).`)
+  out(
+    `shedlock demo: ${nodeCount} node${nodeCount === 1 ? '' : 's'} (processes) share the SQLite file ${dbPath} (${driver.name}).`,
+  )
   if (useLock) {
     out(
       `Each runs task "${TASK.name}" every second for ${seconds} s, under a lock (lockAtMostFor ${TASK.lockAtMostFor}, lockAtLeastFor ${TASK.lockAtLeastFor}):`,
@@ -142,7 +160,16 @@ async function runDemo(args: string[]): Promise<number> {
   process.on('SIGTERM', onSignal)
 
   const workers: Worker[] = names.map((node) => {
-    const workerArgs = [WORKER, '--db', dbPath, '--node', node, '--driver', driver.name, ...(useLock ? [] : ['--no-lock'])]
+    const workerArgs = [
+      WORKER,
+      '--db',
+      dbPath,
+      '--node',
+      node,
+      '--driver',
+      driver.name,
+      ...(useLock ? [] : ['--no-lock']),
+    ]
     const child = fork(mainScript(), workerArgs, {
       // Not the parent's execArgv (an --inspect there would clash); node:sqlite warns that it is experimental on Node 22.
       execArgv: driver.name === 'node:sqlite' ? ['--disable-warning=ExperimentalWarning'] : [],
@@ -187,7 +214,10 @@ async function runDemo(args: string[]): Promise<number> {
 
   const allExited = (): boolean => workers.every((w) => w.exited)
   try {
-    await until(() => workers.every((w) => w.ready) || failures.length > 0 || allExited(), Date.now() + READY_TIMEOUT_MS)
+    await until(
+      () => workers.every((w) => w.ready) || failures.length > 0 || allExited(),
+      Date.now() + READY_TIMEOUT_MS,
+    )
     if (!workers.every((w) => w.ready) && !interrupted) {
       if (failures.length === 0) failures.push(`the nodes did not start within ${READY_TIMEOUT_MS / 1000} s`)
     } else if (!interrupted) {
@@ -215,13 +245,16 @@ async function runDemo(args: string[]): Promise<number> {
   const summary = summarize(reports, span, failures.length)
   out()
   out('Summary')
-  const row = (label: string, value: string | number, note = ''): void => out(`${label.padStart(14)}: ${value}${note ? `   ${note}` : ''}`)
+  const row = (label: string, value: string | number, note = ''): void =>
+    out(`${label.padStart(14)}: ${value}${note ? `   ${note}` : ''}`)
   row('ticks', summary.ticks)
   row('executions', summary.executions)
   row(
     'duplicates',
     summary.duplicates,
-    summary.duplicates > 0 ? `(${summary.ranTwice} extra runs of a tick, ${summary.overlaps} runs overlapping another in time)` : '',
+    summary.duplicates > 0
+      ? `(${summary.ranTwice} extra runs of a tick, ${summary.overlaps} runs overlapping another in time)`
+      : '',
   )
   row('skips', summary.skips)
   row('missed ticks', summary.missed, summary.missed > 0 ? '(no node ran them)' : '')
@@ -239,7 +272,9 @@ async function runDemo(args: string[]): Promise<number> {
       summary.duplicates > 0 ? `${summary.duplicates} duplicate${summary.duplicates === 1 ? '' : 's'}` : '',
       summary.errors > 0 ? `${summary.errors} error${summary.errors === 1 ? '' : 's'}` : '',
     ]
-    out(`FAILED: ${why.filter(Boolean).join(' and ')}${useLock ? '' : ' (expected with --no-lock: the task ran without shedlock)'}.`)
+    out(
+      `FAILED: ${why.filter(Boolean).join(' and ')}${useLock ? '' : ' (expected with --no-lock: the task ran without shedlock)'}.`,
+    )
     return EXIT_FAILURE
   }
   out(`OK: no tick ran twice and no two runs overlapped, across ${nodeCount} process${nodeCount === 1 ? '' : 'es'}.`)
@@ -254,7 +289,9 @@ function prepareDatabase(driver: SqliteDriver, path: string): void {
     connection.exec('PRAGMA journal_mode = WAL')
     connection.exec(sqliteSchema())
   } catch (error) {
-    throw new CliError(`cannot use ${path} as a SQLite database: ${error instanceof Error ? error.message : String(error)}`)
+    throw new CliError(
+      `cannot use ${path} as a SQLite database: ${error instanceof Error ? error.message : String(error)}`,
+    )
   } finally {
     connection?.close()
   }
@@ -290,7 +327,9 @@ function mainScript(): string {
 /** `06:12:01  node-2 ran   node-1 skipped   node-3 skipped`, in local time. */
 function tickLine(tick: number, reports: TickReport[], names: string[]): string {
   const order: Record<Outcome, number> = { ran: 0, error: 1, skipped: 2 }
-  const sorted = [...reports].sort((a, b) => order[a.outcome] - order[b.outcome] || names.indexOf(a.node) - names.indexOf(b.node))
+  const sorted = [...reports].sort(
+    (a, b) => order[a.outcome] - order[b.outcome] || names.indexOf(a.node) - names.indexOf(b.node),
+  )
   const parts = sorted.map((r) => `${r.node} ${r.outcome}`)
   for (const node of names) if (!reports.some((r) => r.node === node)) parts.push(`${node} no report`)
   const ran = reports.filter((r) => r.outcome === 'ran').length
@@ -316,7 +355,11 @@ interface Summary {
   errors: number
 }
 
-function summarize(all: TickReport[], span: { firstTick: number; lastTick: number } | undefined, otherErrors: number): Summary {
+function summarize(
+  all: TickReport[],
+  span: { firstTick: number; lastTick: number } | undefined,
+  otherErrors: number,
+): Summary {
   const reports = span ? all.filter((r) => r.tick >= span.firstTick && r.tick <= span.lastTick) : []
   const runs = reports.filter((r) => r.outcome === 'ran').sort((a, b) => (a.startedAt ?? 0) - (b.startedAt ?? 0))
   const seenTicks = new Set<number>()
@@ -351,9 +394,19 @@ function summarize(all: TickReport[], span: { firstTick: number; lastTick: numbe
 // ---------------------------------------------------------------- worker
 
 async function runWorker(args: string[]): Promise<number> {
-  const values = parseOptions(args, { db: { type: 'string' }, node: { type: 'string' }, driver: { type: 'string' }, 'no-lock': { type: 'boolean' } })
+  const values = parseOptions(args, {
+    db: { type: 'string' },
+    node: { type: 'string' },
+    driver: { type: 'string' },
+    'no-lock': { type: 'boolean' },
+  })
   const { db, node, driver: driverName } = values
-  if (!process.send || typeof db !== 'string' || typeof node !== 'string' || !['node:sqlite', 'better-sqlite3', 'libsql'].includes(String(driverName))) {
+  if (
+    !process.send ||
+    typeof db !== 'string' ||
+    typeof node !== 'string' ||
+    !['node:sqlite', 'better-sqlite3', 'libsql'].includes(String(driverName))
+  ) {
     throw new UsageError(`${WORKER} is internal: "shedlock demo" starts it`)
   }
   const useLock = values['no-lock'] !== true
@@ -392,9 +445,19 @@ async function runWorker(args: string[]): Promise<number> {
         return
       }
       const result = await executor.executeWithLock(() => task(tick), TASK)
-      report(result.executed ? { type: 'tick', node, outcome: 'ran', ...result.result } : { type: 'tick', node, tick, outcome: 'skipped' })
+      report(
+        result.executed
+          ? { type: 'tick', node, outcome: 'ran', ...result.result }
+          : { type: 'tick', node, tick, outcome: 'skipped' },
+      )
     } catch (error) {
-      report({ type: 'tick', node, tick, outcome: 'error', error: error instanceof Error ? error.message : String(error) })
+      report({
+        type: 'tick',
+        node,
+        tick,
+        outcome: 'error',
+        error: error instanceof Error ? error.message : String(error),
+      })
     }
   }
 

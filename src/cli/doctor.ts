@@ -68,7 +68,8 @@ export const doctorCommand: Command = {
     }
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
-    const print = (check: Check): void => void process.stdout.write(`  ${MARK[check.status].padEnd(4)}  ${check.label}: ${check.detail}\n`)
+    const print = (check: Check): void =>
+      void process.stdout.write(`  ${MARK[check.status].padEnd(4)}  ${check.label}: ${check.detail}\n`)
     const checks: Check[] = []
     const report = (check: Check): void => {
       checks.push(check)
@@ -94,7 +95,12 @@ export const doctorCommand: Command = {
   },
 }
 
-async function runChecks(store: StoreAdmin, maxOffset: number, runsRequired: boolean, report: (check: Check) => void): Promise<void> {
+async function runChecks(
+  store: StoreAdmin,
+  maxOffset: number,
+  runsRequired: boolean,
+  report: (check: Check) => void,
+): Promise<void> {
   const started = Date.now()
   try {
     const server = await store.ping()
@@ -131,7 +137,8 @@ async function writeCheck(store: StoreAdmin): Promise<Check> {
   let taken = false
   try {
     const lock = await store.provider().lock(lockConfiguration({ name, lockAtMostFor: '30s' }))
-    if (!lock) return { status: 'fail', label, detail: `could not take the fresh lock "${name}" though nobody holds it` }
+    if (!lock)
+      return { status: 'fail', label, detail: `could not take the fresh lock "${name}" though nobody holds it` }
     taken = true
     const held = await store.inspector.get(name)
     if (!held?.held) {
@@ -156,12 +163,17 @@ async function writeCheck(store: StoreAdmin): Promise<Check> {
     steps.push('released it')
     await store.remove(name)
     taken = false
-    if (await store.inspector.get(name)) return { status: 'fail', label, detail: `${steps.join(', ')}, but its record could not be removed` }
+    if (await store.inspector.get(name))
+      return { status: 'fail', label, detail: `${steps.join(', ')}, but its record could not be removed` }
     steps.push('removed its record')
     return { status: 'ok', label, detail: steps.join(', ') }
   } catch (error) {
     if (taken) await store.remove(name).catch(() => {})
-    return { status: 'fail', label, detail: `${steps.length > 0 ? `${steps.join(', ')}, then: ` : ''}${messageOf(error)}` }
+    return {
+      status: 'fail',
+      label,
+      detail: `${steps.length > 0 ? `${steps.join(', ')}, then: ` : ''}${messageOf(error)}`,
+    }
   }
 }
 
@@ -214,13 +226,20 @@ async function clockCheck(store: StoreAdmin, maxOffset: number): Promise<Check> 
 export function clockOffset(reading: ClockReading): { offset: number; uncertainty: number } {
   const local = (reading.before + reading.after) / 2
   const store = reading.storeMs + (reading.resolutionMs > 1 ? reading.resolutionMs / 2 : 0)
-  return { offset: local - store, uncertainty: (reading.after - reading.before) / 2 + (reading.resolutionMs > 1 ? reading.resolutionMs / 2 : 0) }
+  return {
+    offset: local - store,
+    uncertainty: (reading.after - reading.before) / 2 + (reading.resolutionMs > 1 ? reading.resolutionMs / 2 : 0),
+  }
 }
 
 /** `--json`: one document, printed once every check has run; the exit code as for the text. */
 function jsonSummary(store: string, checks: readonly Check[]): number {
   const failed = checks.some((c) => c.status === 'fail')
-  const document = { store, healthy: !failed, checks: checks.map(({ label, status, detail }) => ({ label, status, detail })) }
+  const document = {
+    store,
+    healthy: !failed,
+    checks: checks.map(({ label, status, detail }) => ({ label, status, detail })),
+  }
   process.stdout.write(`${JSON.stringify(document, null, 2)}\n`)
   return failed ? EXIT_FAILURE : EXIT_OK
 }

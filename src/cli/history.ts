@@ -45,33 +45,41 @@ export const historyCommand: Command = {
       json: { type: 'boolean' },
     })
     const [name, ...extra] = positionals
-    if (name === undefined) throw new UsageError('name the task: shedlock history NAME [--url URL] (after --, a name may start with -)')
-    if (extra.length > 0) throw new UsageError(`one task at a time: got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
+    if (name === undefined)
+      throw new UsageError('name the task: shedlock history NAME [--url URL] (after --, a name may start with -)')
+    if (extra.length > 0)
+      throw new UsageError(`one task at a time: got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
     const limit = integerOption(values, 'limit', 20, 1, 10_000)
     const url = storeUrlOption(values)
-    return withStore(url, { table: stringOption(values.table), runsTable: stringOption(values['runs-table']) }, async (store) => {
-      const runs = await readHistory(store, (ledger) => ledger.history(name, { limit }))
-      if (values.json === true) {
-        process.stdout.write(`${JSON.stringify({ task: name, runs: runs.map(runJson) }, null, 2)}\n`)
+    return withStore(
+      url,
+      { table: stringOption(values.table), runsTable: stringOption(values['runs-table']) },
+      async (store) => {
+        const runs = await readHistory(store, (ledger) => ledger.history(name, { limit }))
+        if (values.json === true) {
+          process.stdout.write(`${JSON.stringify({ task: name, runs: runs.map(runJson) }, null, 2)}\n`)
+          return EXIT_OK
+        }
+        process.stdout.write(
+          `${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${name}", newest first\n`,
+        )
+        if (runs.length > 0) {
+          const now = Date.now()
+          const rows = runs.map((run) => [
+            isoUtc(run.startedAt),
+            run.slot === undefined ? '-' : isoUtc(run.slot),
+            run.node,
+            run.outcome === 'running' ? `running (${humanDuration(now - run.startedAt.getTime())})` : run.outcome,
+            run.durationMs === undefined ? '-' : durationText(run.durationMs),
+            run.error === undefined ? '' : `${run.error.type}: ${run.error.message}`,
+          ])
+          process.stdout.write(
+            `\n${formatTable(['STARTED (UTC)', 'SLOT (UTC)', 'NODE', 'OUTCOME', 'DURATION', 'ERROR'], rows)}\n`,
+          )
+        }
         return EXIT_OK
-      }
-      process.stdout.write(
-        `${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${name}", newest first\n`,
-      )
-      if (runs.length > 0) {
-        const now = Date.now()
-        const rows = runs.map((run) => [
-          isoUtc(run.startedAt),
-          run.slot === undefined ? '-' : isoUtc(run.slot),
-          run.node,
-          run.outcome === 'running' ? `running (${humanDuration(now - run.startedAt.getTime())})` : run.outcome,
-          run.durationMs === undefined ? '-' : durationText(run.durationMs),
-          run.error === undefined ? '' : `${run.error.type}: ${run.error.message}`,
-        ])
-        process.stdout.write(`\n${formatTable(['STARTED (UTC)', 'SLOT (UTC)', 'NODE', 'OUTCOME', 'DURATION', 'ERROR'], rows)}\n`)
-      }
-      return EXIT_OK
-    })
+      },
+    )
   },
 }
 
@@ -87,7 +95,10 @@ export async function readHistory<T>(store: StoreAdmin, read: (ledger: RunLedger
     // Asked only after a failure: a read that works costs no statement more.
     const table = store.runsTable
     if (table && !(await table.exists().catch(() => true))) {
-      throw new CliError(`no run history in ${store.where}: its table ${table.name} does not exist; create it with: ${table.initCommand}`, { cause: error })
+      throw new CliError(
+        `no run history in ${store.where}: its table ${table.name} does not exist; create it with: ${table.initCommand}`,
+        { cause: error },
+      )
     }
     throw error
   }
@@ -96,7 +107,9 @@ export async function readHistory<T>(store: StoreAdmin, read: (ledger: RunLedger
 /** The run ledger of an open store, or a CliError saying the store keeps none. */
 export function ledgerOf(store: StoreAdmin): RunLedger {
   if (!store.runLedger)
-    throw new CliError(`${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`)
+    throw new CliError(
+      `${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`,
+    )
   return store.runLedger
 }
 

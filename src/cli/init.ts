@@ -31,13 +31,19 @@ export const initCommand: Command = {
   summary: 'create the lock table, collection, bucket or node if missing',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, { url: { type: 'string' }, table: { type: 'string' }, 'runs-table': { type: 'string' }, json: { type: 'boolean' } })
+    const values = parseOptions(args, {
+      url: { type: 'string' },
+      table: { type: 'string' },
+      'runs-table': { type: 'string' },
+      json: { type: 'boolean' },
+    })
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
     const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
     return withStore(url, { table, runsTable, create: true }, async (store) => {
       const done = await store.init()
-      if (values.json === true) process.stdout.write(`${JSON.stringify({ store: store.where, kind: store.kind, done }, null, 2)}\n`)
+      if (values.json === true)
+        process.stdout.write(`${JSON.stringify({ store: store.where, kind: store.kind, done }, null, 2)}\n`)
       else for (const line of done) process.stdout.write(`${store.kind} ${store.where}: ${line}\n`)
       return EXIT_OK
     })

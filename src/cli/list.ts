@@ -55,22 +55,35 @@ export const listCommand: Command = {
     if (values.format !== undefined && values.format !== 'table' && values.format !== 'json') {
       throw new UsageError(`--format must be table or json, got ${JSON.stringify(values.format)}`)
     }
-    if (values.json === true && values.format === 'table') throw new UsageError('--json and --format table contradict each other; pass one')
+    if (values.json === true && values.format === 'table')
+      throw new UsageError('--json and --format table contradict each other; pass one')
     const json = values.json === true || values.format === 'json'
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
     return withStore(url, { table }, async (store) => {
       const { clock } = store.inspector
-      const { now, locks: all } = await store.inspector.list(typeof values.prefix === 'string' ? { prefix: values.prefix } : undefined)
+      const { now, locks: all } = await store.inspector.list(
+        typeof values.prefix === 'string' ? { prefix: values.prefix } : undefined,
+      )
       const slotRecords = all.filter((record) => parseSlotRecordName(record.name) !== undefined).length
-      const records = values.slots === true ? all : all.filter((record) => parseSlotRecordName(record.name) === undefined)
+      const records =
+        values.slots === true ? all : all.filter((record) => parseSlotRecordName(record.name) === undefined)
       if (json) {
-        const out = { store: store.where, clock, now: isoUtc(now), locks: records.map((record) => lockJson(record)), slotRecords }
+        const out = {
+          store: store.where,
+          clock,
+          now: isoUtc(now),
+          locks: records.map((record) => lockJson(record)),
+          slotRecords,
+        }
         process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
         return EXIT_OK
       }
       const held = records.filter((record) => record.held).length
-      const hidden = values.slots === true || slotRecords === 0 ? '' : ` (${slotRecords} slot record${slotRecords === 1 ? '' : 's'} hidden: --slots)`
+      const hidden =
+        values.slots === true || slotRecords === 0
+          ? ''
+          : ` (${slotRecords} slot record${slotRecords === 1 ? '' : 's'} hidden: --slots)`
       process.stdout.write(
         `${store.kind} ${store.where}: ${records.length} lock${records.length === 1 ? '' : 's'}, ${held} held${hidden}; now ${isoUtc(now)} on ${clock}\n`,
       )

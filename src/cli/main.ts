@@ -69,7 +69,10 @@ skipped: 0, or --skipped-exit-code)
 
 /** Each store's drivers, from the registry, wrapped within 80 columns. */
 function driverLines(): string {
-  const items = STORES.map((store) => `${store.title}: ${store.drivers.join(store.driversTogether ? ' and ' : store.drivers.length > 2 ? ', ' : ' or ')}`)
+  const items = STORES.map(
+    (store) =>
+      `${store.title}: ${store.drivers.join(store.driversTogether ? ' and ' : store.drivers.length > 2 ? ', ' : ' or ')}`,
+  )
   const lines: string[] = []
   for (const item of items) {
     const last = lines.at(-1)
@@ -110,7 +113,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const command = commands.find((c) => c.name === first)
   if (!command) {
-    const what = first.startsWith('-') ? `unknown option ${JSON.stringify(first)}` : `unknown command ${JSON.stringify(first)}`
+    const what = first.startsWith('-')
+      ? `unknown option ${JSON.stringify(first)}`
+      : `unknown command ${JSON.stringify(first)}`
     const nearest = first.startsWith('-') ? undefined : nearestCommand(first)
     process.stderr.write(`shedlock: ${what}${nearest ? `; did you mean "${nearest}"?` : ''} (see shedlock --help)\n`)
     return EXIT_USAGE
@@ -126,14 +131,21 @@ async function main(argv: string[]): Promise<number> {
   } catch (error) {
     // Bad durations, lock names or table names are usage errors too: the command line holds them.
     if (error instanceof UsageError || error instanceof LockConfigurationError) {
-      process.stderr.write(redactSecrets(`shedlock ${command.name}: ${flagNames(oneLine(error.message))} (see shedlock ${command.name} --help)\n`))
+      process.stderr.write(
+        redactSecrets(
+          `shedlock ${command.name}: ${flagNames(oneLine(error.message))} (see shedlock ${command.name} --help)\n`,
+        ),
+      )
       return EXIT_USAGE
     }
     const message = error instanceof Error ? error.message : String(error)
     // A store failure explains itself; anything else is a bug of ours, marked as such.
     const explained = error instanceof CliError || error instanceof LockProviderError
-    process.stderr.write(redactSecrets(`shedlock ${command.name}: ${explained ? '' : 'unexpected error: '}${oneLine(message)}\n`))
-    if (!explained && process.env.SHEDLOCK_DEBUG && error instanceof Error) process.stderr.write(redactSecrets(`${error.stack}\n`))
+    process.stderr.write(
+      redactSecrets(`shedlock ${command.name}: ${explained ? '' : 'unexpected error: '}${oneLine(message)}\n`),
+    )
+    if (!explained && process.env.SHEDLOCK_DEBUG && error instanceof Error)
+      process.stderr.write(redactSecrets(`${error.stack}\n`))
     return EXIT_FAILURE
   }
 }
@@ -151,12 +163,15 @@ function nearestCommand(typed: string): string | undefined {
 
 /** Levenshtein distance with adjacent transpositions (optimal string alignment). */
 function editDistance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  )
   for (let i = 1; i <= a.length; i++) {
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1
       let value = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) value = Math.min(value, d[i - 2]![j - 2]! + 1)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        value = Math.min(value, d[i - 2]![j - 2]! + 1)
       d[i]![j] = value
     }
   }

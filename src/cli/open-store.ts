@@ -14,7 +14,9 @@ export type ResolvedStoreUrl = StoreUrl & { readonly store: StoreEntry }
 export async function openStore(url: ResolvedStoreUrl, options: StoreOptions = {}): Promise<StoreAdmin> {
   const { store } = url
   if (options.table !== undefined && !store.table) {
-    throw new UsageError(`--table does not apply to ${store.id} URLs, which keep no table; ${store.insteadOfTable ?? 'see shedlock --help'}`)
+    throw new UsageError(
+      `--table does not apply to ${store.id} URLs, which keep no table; ${store.insteadOfTable ?? 'see shedlock --help'}`,
+    )
   }
   return (await store.load()).open(url, options)
 }
@@ -23,13 +25,20 @@ export async function openStore(url: ResolvedStoreUrl, options: StoreOptions = {
  * Runs `fn` with an open store and closes it afterwards, whatever happens. A driver error from
  * `fn` becomes a CliError that names the store.
  */
-export async function withStore<T>(url: ResolvedStoreUrl, options: StoreOptions, fn: (store: StoreAdmin) => Promise<T>): Promise<T> {
+export async function withStore<T>(
+  url: ResolvedStoreUrl,
+  options: StoreOptions,
+  fn: (store: StoreAdmin) => Promise<T>,
+): Promise<T> {
   const store = await openStore(url, options)
   try {
     return await fn(store)
   } catch (error) {
     if (error instanceof CliError || error instanceof UsageError || error instanceof ShedLockError) throw error
-    throw new CliError(`${store.kind} ${store.where} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new CliError(
+      `${store.kind} ${store.where} failed: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
   } finally {
     await store.close().catch(() => {})
   }

@@ -123,14 +123,22 @@ export const runCommand: Command = {
     })
     const [file, ...fileArgs] = commandLine
     if (file === undefined || file === '')
-      throw new UsageError('give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh')
+      throw new UsageError(
+        'give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh',
+      )
     const name = values.name
-    if (typeof name !== 'string') throw new UsageError('--name NAME is required: the lock every host shares for this command')
+    if (typeof name !== 'string')
+      throw new UsageError('--name NAME is required: the lock every host shares for this command')
     const mostFor = values['lock-at-most-for']
-    if (typeof mostFor !== 'string') throw new UsageError('--lock-at-most-for is required: how long the lock holds if this host dies, e.g. 10m')
+    if (typeof mostFor !== 'string')
+      throw new UsageError('--lock-at-most-for is required: how long the lock holds if this host dies, e.g. 10m')
     const leastFor = typeof values['lock-at-least-for'] === 'string' ? values['lock-at-least-for'] : '0'
     // Validated before connecting; each attempt takes a fresh configuration (its deadlines count from now).
-    const options = { name, lockAtMostFor: durationOption('--lock-at-most-for', mostFor), lockAtLeastFor: durationOption('--lock-at-least-for', leastFor) }
+    const options = {
+      name,
+      lockAtMostFor: durationOption('--lock-at-most-for', mostFor),
+      lockAtLeastFor: durationOption('--lock-at-least-for', leastFor),
+    }
     lockConfiguration(options)
     const keepAlive = values['keep-alive'] === true
     if (keepAlive && options.lockAtMostFor < KEEP_ALIVE_MINIMUM_MS) {
@@ -151,19 +159,29 @@ export const runCommand: Command = {
     const signals = new SignalRelay()
     try {
       return await withStore(url, { table, runsTable }, async (store) => {
-        if (keepAlive && !store.extensible) throw new UsageError(`--keep-alive needs a store whose locks can be extended; ${store.kind} locks cannot be`)
-        const provider = keepAlive ? keepAliveLockProvider(store.provider() as ExtensibleLockProvider) : store.provider()
-        const warn = (line: string): void => void process.stderr.write(redactSecrets(`shedlock run: warning: ${line}\n`))
+        if (keepAlive && !store.extensible)
+          throw new UsageError(`--keep-alive needs a store whose locks can be extended; ${store.kind} locks cannot be`)
+        const provider = keepAlive
+          ? keepAliveLockProvider(store.provider() as ExtensibleLockProvider)
+          : store.provider()
+        const warn = (line: string): void =>
+          void process.stderr.write(redactSecrets(`shedlock run: warning: ${line}\n`))
         const runLedger = history ? await readyLedger(store, runsTable, url.redacted, warn) : undefined
         const executor = createLockingTaskExecutor(provider, {
           runLedger,
           listener: {
             onRunLedgerFailed: (configuration, error) =>
-              warn(`could not record this run of "${configuration.name}" in the run history (${messageOf(error)}); the command ran as usual`),
+              warn(
+                `could not record this run of "${configuration.name}" in the run history (${messageOf(error)}); the command ran as usual`,
+              ),
             onLockLost: (configuration, reason) =>
-              warn(`${reason.message}; lock "${configuration.name}" may be taken by another host while the command still runs`),
+              warn(
+                `${reason.message}; lock "${configuration.name}" may be taken by another host while the command still runs`,
+              ),
             onUnlockFailed: (configuration, error) =>
-              warn(`could not release lock "${configuration.name}" (${messageOf(error)}); it stays held until ${configuration.lockAtMostUntil.toISOString()}`),
+              warn(
+                `could not release lock "${configuration.name}" (${messageOf(error)}); it stays held until ${configuration.lockAtMostUntil.toISOString()}`,
+              ),
           },
         })
         // A signal before the command started: the executor runs nothing more, so the task never
@@ -171,13 +189,18 @@ export const runCommand: Command = {
         signals.beforeStart(() => void executor.close())
         let outcome: TaskResult<0>
         try {
-          outcome = await executor.executeWithLock(() => signals.run(file, fileArgs), slot === undefined ? options : { ...options, slot })
+          outcome = await executor.executeWithLock(
+            () => signals.run(file, fileArgs),
+            slot === undefined ? options : { ...options, slot },
+          )
         } catch (error) {
           if (error instanceof CommandFailedError) return error.exitCode
           if (!(error instanceof LockProviderError)) throw error
           // A missing table says how to create it, rather than quoting the DDL.
           const broken = (await store.structure().catch(() => [])).find((check) => check.status === 'fail')
-          const why = broken ? `could not take lock ${JSON.stringify(name)}: ${broken.label} ${broken.detail}` : error.message
+          const why = broken
+            ? `could not take lock ${JSON.stringify(name)}: ${broken.label} ${broken.detail}`
+            : error.message
           throw new CliError(`${why}; the command was not run`, { cause: error })
         }
         if (outcome.executed) return outcome.result
@@ -185,13 +208,23 @@ export const runCommand: Command = {
           // Only a signal closes this executor: its line went to stderr when it arrived.
           const signal = signals.received ?? 'SIGTERM'
           if (json) {
-            const stop = { skipped: true, reason: 'stopped', signal, name, slot: slot?.toISOString() ?? null, lockedBy: null, lockedAt: null, lockUntil: null }
+            const stop = {
+              skipped: true,
+              reason: 'stopped',
+              signal,
+              name,
+              slot: slot?.toISOString() ?? null,
+              lockedBy: null,
+              lockedAt: null,
+              lockUntil: null,
+            }
             process.stdout.write(`${JSON.stringify(stop)}\n`)
           }
           return 128 + signalNumber(signal)
         }
         if (json) {
-          const record = outcome.reason === 'slot-done' ? undefined : await store.inspector.get(name).catch(() => undefined)
+          const record =
+            outcome.reason === 'slot-done' ? undefined : await store.inspector.get(name).catch(() => undefined)
           const held = record?.held === true
           const skip = {
             skipped: true,
@@ -204,7 +237,9 @@ export const runCommand: Command = {
           }
           process.stdout.write(`${JSON.stringify(skip)}\n`)
         } else if (!quiet && outcome.reason === 'slot-done') {
-          process.stdout.write(`skipped: slot ${slot!.toISOString()} of lock ${JSON.stringify(name)} already ran (or was skipped) on another host\n`)
+          process.stdout.write(
+            `skipped: slot ${slot!.toISOString()} of lock ${JSON.stringify(name)} already ran (or was skipped) on another host\n`,
+          )
         } else if (!quiet) process.stdout.write(`${await skippedLine(() => store.inspector.get(name), name)}\n`)
         return signals.received === undefined ? skippedExitCode : 128 + signalNumber(signals.received)
       })
@@ -220,8 +255,13 @@ const SLOT_UNITS: Readonly<Record<string, number>> = { minute: 60_000, hour: 3_6
 function slotOption(value: string, now: number): Date {
   if (Object.hasOwn(SLOT_UNITS, value)) return new Date(Math.floor(now / SLOT_UNITS[value]!) * SLOT_UNITS[value]!)
   const slot = new Date(value)
-  if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2}))?$/i.test(value) || Number.isNaN(slot.getTime())) {
-    throw new UsageError(`--slot: expected minute, hour, day or an ISO date-time with a zone (2026-11-24T02:00:00Z), got ${JSON.stringify(value)}`)
+  if (
+    !/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2}))?$/i.test(value) ||
+    Number.isNaN(slot.getTime())
+  ) {
+    throw new UsageError(
+      `--slot: expected minute, hour, day or an ISO date-time with a zone (2026-11-24T02:00:00Z), got ${JSON.stringify(value)}`,
+    )
   }
   return slot
 }
@@ -249,12 +289,19 @@ async function skippedLine(get: () => Promise<LockRecord | undefined>, name: str
  * records nothing, as before there was a history. Not being able to tell is no history either:
  * the lock attempt that follows reports a failing store.
  */
-async function readyLedger(store: StoreAdmin, runsTable: string | undefined, where: string, warn: (line: string) => void): Promise<RunLedger | undefined> {
+async function readyLedger(
+  store: StoreAdmin,
+  runsTable: string | undefined,
+  where: string,
+  warn: (line: string) => void,
+): Promise<RunLedger | undefined> {
   if (!store.runLedger || !store.runLedgerReady) return undefined
   if (await store.runLedgerReady().catch(() => false)) return store.runLedger
   // Only a table the user named is worth a line; the default one is simply not set up.
   if (runsTable !== undefined)
-    warn(`no run history table ${runsTable}; create it with: shedlock init --url ${where} --runs-table ${runsTable}; this run is not recorded`)
+    warn(
+      `no run history table ${runsTable}; create it with: shedlock init --url ${where} --runs-table ${runsTable}; this run is not recorded`,
+    )
   return undefined
 }
 
@@ -313,7 +360,9 @@ class SignalRelay {
   run(file: string, args: readonly string[]): Promise<0> {
     // beforeStart's stop keeps the task from starting; this is the last guard.
     if (this.received !== undefined)
-      return Promise.reject(new CommandFailedError(`${file}: not started: ${this.received} came first`, 128 + signalNumber(this.received)))
+      return Promise.reject(
+        new CommandFailedError(`${file}: not started: ${this.received} came first`, 128 + signalNumber(this.received)),
+      )
     this.#started = true
     return new Promise((resolve, reject) => {
       let settled = false

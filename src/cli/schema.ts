@@ -43,11 +43,16 @@ export const schemaCommand: Command = {
       throw new UsageError(error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error))
     }
     const { values, positionals } = parsed
-    if (positionals.length > 1) throw new UsageError(`one STORE at a time, got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
+    if (positionals.length > 1)
+      throw new UsageError(`one STORE at a time, got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
     const given = positionals[0] ?? process.env.SHEDLOCK_URL
-    if (given === undefined || given === '') throw new UsageError(`name the store: shedlock schema ${STORES.map((s) => s.id).join(', ')}`)
+    if (given === undefined || given === '')
+      throw new UsageError(`name the store: shedlock schema ${STORES.map((s) => s.id).join(', ')}`)
     const store = storeNamed(given) ?? (given.includes(':') ? parseStoreUrl(given).store : undefined)
-    if (!store) throw new UsageError(`unknown store ${JSON.stringify(given)}: use ${STORES.flatMap((s) => [s.id, ...(s.aliases ?? [])]).join(', ')}`)
+    if (!store)
+      throw new UsageError(
+        `unknown store ${JSON.stringify(given)}: use ${STORES.flatMap((s) => [s.id, ...(s.aliases ?? [])]).join(', ')}`,
+      )
     if (values.table !== undefined && !store.table)
       throw new UsageError(`--table does not apply to ${store.id}: ${store.insteadOfTable ?? 'it keeps no table'}`)
     process.stdout.write(`${(await store.load()).schema(values.table)}\n`)

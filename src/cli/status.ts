@@ -61,7 +61,14 @@ export const statusCommand: Command = {
   summary: 'show each task: last run, last success, failures in a row',
   help: HELP,
   async run(args) {
-    let values: { url?: string; table?: string; 'runs-table'?: string; stale?: string[]; 'ignore-older-than'?: string; json?: boolean }
+    let values: {
+      url?: string
+      table?: string
+      'runs-table'?: string
+      stale?: string[]
+      'ignore-older-than'?: string
+      json?: boolean
+    }
     try {
       ;({ values } = parseArgs({
         args,
@@ -86,7 +93,13 @@ export const statusCommand: Command = {
     return withStore(url, { table: values.table, runsTable: values['runs-table'] }, async (store) => {
       const now = Date.now()
       const all = await readHistory(store, (l) => l.tasks())
-      const { rows, ignored, staleNames, failingNames } = await statusVerdict(ledgerOf(store), all, stale, ignoreOlderThan, now)
+      const { rows, ignored, staleNames, failingNames } = await statusVerdict(
+        ledgerOf(store),
+        all,
+        stale,
+        ignoreOlderThan,
+        now,
+      )
       const tasks = rows.map((row) => row.task)
       const code = staleNames.length + failingNames.length > 0 ? EXIT_FAILURE : EXIT_OK
       if (values.json === true) {
@@ -95,14 +108,19 @@ export const statusCommand: Command = {
           stale: staleNames,
           failing: failingNames,
           ignored,
-          tasks: rows.map(({ task, state, maxAge }) => ({ ...healthJson(task), state, maxAge: maxAge === undefined ? null : formatDuration(maxAge) })),
+          tasks: rows.map(({ task, state, maxAge }) => ({
+            ...healthJson(task),
+            state,
+            maxAge: maxAge === undefined ? null : formatDuration(maxAge),
+          })),
         }
         process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
         return code
       }
       const staleCount = rows.filter((row) => row.state === 'stale').length
       const failing = rows.filter((row) => row.state === 'failing').length
-      const left = ignored.length === 0 ? '' : `, ${ignored.length} not run for ${formatDuration(ignoreOlderThan)} left out`
+      const left =
+        ignored.length === 0 ? '' : `, ${ignored.length} not run for ${formatDuration(ignoreOlderThan)} left out`
       process.stdout.write(
         `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing${left}; now ${isoUtc(now)}\n`,
       )
@@ -119,7 +137,9 @@ export const statusCommand: Command = {
             : '-',
           String(task.consecutiveFailures),
         ])
-        process.stdout.write(`\n${formatTable(['TASK', 'STATE', 'LAST RUN', 'LAST SUCCESS', 'LAST FAILURE', 'FAILED IN A ROW'], table)}\n`)
+        process.stdout.write(
+          `\n${formatTable(['TASK', 'STATE', 'LAST RUN', 'LAST SUCCESS', 'LAST FAILURE', 'FAILED IN A ROW'], table)}\n`,
+        )
       }
       return code
     })
@@ -161,7 +181,8 @@ export async function statusVerdict(
     return keep
   })
   // A task --stale names must be there, even when it never ran: no run is no success.
-  for (const name of stale.byName.keys()) if (!kept.some((task) => task.name === name)) kept.push(await ledger.health(name))
+  for (const name of stale.byName.keys())
+    if (!kept.some((task) => task.name === name)) kept.push(await ledger.health(name))
   kept.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   const rows = kept.map((task) => ({
     task,
@@ -169,7 +190,8 @@ export async function statusVerdict(
     state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now),
   }))
   // Only NAME=AGE entries: a probe of those tasks, which another task's failure must not fail.
-  const checked = stale.byName.size > 0 && stale.all === undefined ? rows.filter((row) => stale.byName.has(row.task.name)) : rows
+  const checked =
+    stale.byName.size > 0 && stale.all === undefined ? rows.filter((row) => stale.byName.has(row.task.name)) : rows
   const staleNames = checked.filter((row) => row.state === 'stale').map((row) => row.task.name)
   const failingNames = checked.filter((row) => row.state === 'failing').map((row) => row.task.name)
   return { rows, ignored, staleNames, failingNames }
@@ -220,7 +242,8 @@ export function staleness(given: readonly string[]): Staleness {
       )
     }
     if (name === undefined) all = ms
-    else if (name === '') throw new UsageError(`--stale ${JSON.stringify(entry)} names no task; use NAME=AGE, e.g. --stale report=26h`)
+    else if (name === '')
+      throw new UsageError(`--stale ${JSON.stringify(entry)} names no task; use NAME=AGE, e.g. --stale report=26h`)
     else byName.set(name, ms)
   }
   return { byName, all }

@@ -27,7 +27,9 @@ export function parseStoreUrl(raw: string): StoreUrl & { readonly store: StoreEn
   const store = protocol === undefined ? undefined : storeOfScheme(protocol)
   if (!store) {
     const accepted = STORES.flatMap((s) => s.schemes.map((scheme) => schemeForm(s, scheme, true)))
-    throw new UsageError(`unknown store URL ${JSON.stringify(redactUrl(text))}: use ${accepted.slice(0, -1).join(', ')} or ${accepted.at(-1)}`)
+    throw new UsageError(
+      `unknown store URL ${JSON.stringify(redactUrl(text))}: use ${accepted.slice(0, -1).join(', ')} or ${accepted.at(-1)}`,
+    )
   }
   return { ...parseUrlOf(text, store.id, store.urlKind), store }
 }
@@ -42,7 +44,9 @@ function schemeForm(store: StoreEntry, scheme: string, withPath: boolean): strin
  * The store URL of a command: `--url`, else the `SHEDLOCK_URL` environment variable.
  * @throws UsageError when neither is set.
  */
-export function storeUrlOption(values: Record<string, string | boolean | undefined>): StoreUrl & { readonly store: StoreEntry } {
+export function storeUrlOption(
+  values: Record<string, string | boolean | undefined>,
+): StoreUrl & { readonly store: StoreEntry } {
   const given = typeof values.url === 'string' ? values.url : process.env.SHEDLOCK_URL
   if (given === undefined || given.trim() === '') {
     throw new UsageError('no store: pass --url URL or set SHEDLOCK_URL, e.g. --url postgres://app@db.internal/app')

@@ -53,19 +53,25 @@ export const unlockCommand: Command = {
     const json = values.json === true
     // Decided before connecting: a script that forgot --yes should learn it without touching the store.
     if (!confirmed && !process.stdin.isTTY) {
-      throw new UsageError(`refusing to release lock ${JSON.stringify(name)} without confirmation: stdin is not a terminal; pass --yes`)
+      throw new UsageError(
+        `refusing to release lock ${JSON.stringify(name)} without confirmation: stdin is not a terminal; pass --yes`,
+      )
     }
     const table = typeof values.table === 'string' ? values.table : undefined
     return withStore(url, { table }, async (store) => {
       const { inspector } = store
       const record = await inspector.get(name)
-      if (!record) throw new CliError(`no lock named ${JSON.stringify(name)} in ${store.where}; "shedlock list" shows the names`)
+      if (!record)
+        throw new CliError(`no lock named ${JSON.stringify(name)} in ${store.where}; "shedlock list" shows the names`)
       const report = (result: 'released' | 'not-held'): void => {
         process.stdout.write(`${JSON.stringify({ name, result, lock: lockJson(record) }, null, 2)}\n`)
       }
       if (!record.held) {
         if (json) report('not-held')
-        else process.stdout.write(`lock ${JSON.stringify(name)} is not held (free since ${isoUtc(record.lockUntil!)}); nothing to release\n`)
+        else
+          process.stdout.write(
+            `lock ${JSON.stringify(name)} is not held (free since ${isoUtc(record.lockUntil!)}); nothing to release\n`,
+          )
         return EXIT_OK
       }
       // With --json the holder is in the document; the question, if any, goes to stderr.
@@ -83,7 +89,9 @@ export const unlockCommand: Command = {
       }
       const current = await inspector.get(name)
       const state = !current ? 'it is gone' : !current.held ? 'it is free now' : `it is now ${describeHolder(current)}`
-      throw new CliError(`lock ${JSON.stringify(name)} changed after it was read (${state}); nothing was released. Run shedlock unlock again to see it`)
+      throw new CliError(
+        `lock ${JSON.stringify(name)} changed after it was read (${state}); nothing was released. Run shedlock unlock again to see it`,
+      )
     })
   },
 }

@@ -1,5 +1,11 @@
 import { debuglog } from 'node:util'
-import { type CatchUpOptions, CatchUpError, type CatchUpResult, type CatchUpRuntime, type HeldTaskLock } from './catch-up.ts'
+import {
+  type CatchUpOptions,
+  CatchUpError,
+  type CatchUpResult,
+  type CatchUpRuntime,
+  type HeldTaskLock,
+} from './catch-up.ts'
 import type { LockExecution } from './diagnostics.ts'
 import { parseDuration } from './duration.ts'
 import { LockConfigurationError, LockLostError, LockProviderError } from './errors.ts'
@@ -22,18 +28,27 @@ const SKIPPED_WRITES_AT_ONCE = 8
 
 /** Checks the options; resolves what a catch-up runs with. Throws `LockConfigurationError` on bad input. */
 function validated<T>(runtime: CatchUpRuntime, task: LockedTask<T>, request: LockRequest, options: CatchUpOptions) {
-  if (typeof task !== 'function') throw new LockConfigurationError(`catchUp() needs a task function as its first argument, got ${typeof task}`)
+  if (typeof task !== 'function')
+    throw new LockConfigurationError(`catchUp() needs a task function as its first argument, got ${typeof task}`)
   // Its lockAtLeastFor is dropped: slot claims keep late fires of a slot from running it again, and
   // a lock kept after the catch-up would make the slots fired during it wait for nothing.
-  const configuration = lockConfiguration({ ...request, lockAtLeastFor: 0, createdAt: request?.createdAt ?? new Date(runtime.clock.now()) })
+  const configuration = lockConfiguration({
+    ...request,
+    lockAtLeastFor: 0,
+    createdAt: request?.createdAt ?? new Date(runtime.clock.now()),
+  })
   const { name } = configuration
   const policy = options?.policy
   if (policy !== 'skip' && policy !== 'once' && policy !== 'all') {
-    throw new LockConfigurationError(`Lock "${name}": catchUp policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy)}`)
+    throw new LockConfigurationError(
+      `Lock "${name}": catchUp policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy)}`,
+    )
   }
-  if (typeof options.fireTimes !== 'function') throw new LockConfigurationError(`Lock "${name}": catchUp needs fireTimes(from, to), the schedule's fire times`)
+  if (typeof options.fireTimes !== 'function')
+    throw new LockConfigurationError(`Lock "${name}": catchUp needs fireTimes(from, to), the schedule's fire times`)
   const within = parseDuration(options.within)
-  const retention = request.slotRetention === undefined ? runtime.defaultRetention : parseDuration(request.slotRetention)
+  const retention =
+    request.slotRetention === undefined ? runtime.defaultRetention : parseDuration(request.slotRetention)
   if (within > retention) {
     throw new LockConfigurationError(
       `Lock "${name}": catchUp within (${within}ms) is longer than the slot retention (${retention}ms), so missed slots could not be told from run ones; raise slotRetention or shorten within`,
@@ -56,7 +71,12 @@ function validated<T>(runtime: CatchUpRuntime, task: LockedTask<T>, request: Loc
  *    turn, `'once'` only the latest (the older ones are recorded as skipped);
  * 4. the task's lock, then the marker, are released; the skipped records are written last.
  */
-export async function catchUp<T>(runtime: CatchUpRuntime, task: LockedTask<T>, request: LockRequest, options: CatchUpOptions): Promise<CatchUpResult> {
+export async function catchUp<T>(
+  runtime: CatchUpRuntime,
+  task: LockedTask<T>,
+  request: LockRequest,
+  options: CatchUpOptions,
+): Promise<CatchUpResult> {
   const { configuration, policy, within, retention, signal } = validated(runtime, task, request, options)
   if (policy === 'skip' || runtime.closed()) return nothing('skipped')
   const inspector = runtime.inspector()
@@ -66,7 +86,14 @@ export async function catchUp<T>(runtime: CatchUpRuntime, task: LockedTask<T>, r
     )
   }
   signal?.throwIfAborted()
-  const run = new CatchUpRun(runtime, inspector, task, configuration, { policy, within, retention, fireTimes: options.fireTimes }, signal)
+  const run = new CatchUpRun(
+    runtime,
+    inspector,
+    task,
+    configuration,
+    { policy, within, retention, fireTimes: options.fireTimes },
+    signal,
+  )
   return runtime.track(run.run())
 }
 
@@ -196,7 +223,11 @@ export class CatchUpRun<T> {
     await marker
       ?.unlock()
       .catch((error: unknown) =>
-        debug('Lock "%s": could not release the catch-up marker (it expires by itself): %s', this.#configuration.name, messageOf(error)),
+        debug(
+          'Lock "%s": could not release the catch-up marker (it expires by itself): %s',
+          this.#configuration.name,
+          messageOf(error),
+        ),
       )
   }
 
@@ -276,14 +307,20 @@ export class CatchUpRun<T> {
       throw error
     }
     if (!claim) {
-      debug('Lock "%s": slot %s was claimed by another node meanwhile; it runs there', configuration.name, slot.toISOString())
+      debug(
+        'Lock "%s": slot %s was claimed by another node meanwhile; it runs there',
+        configuration.name,
+        slot.toISOString(),
+      )
       return true
     }
     const fresh = await this.#refresh(active)
     if (fresh !== undefined) {
       await claim
         .unlock()
-        .catch((error: unknown) => debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)))
+        .catch((error: unknown) =>
+          debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)),
+        )
       return this.#stop(slot, fresh)
     }
     await this.#runClaimed(active, slot)
@@ -297,7 +334,9 @@ export class CatchUpRun<T> {
     const record = runtime.recorder.start(current, this.#execution, slot, this.#owner)
     let failure: unknown
     try {
-      await runWithActiveLock(active, () => runtime.runTask(this.#task, new RunContext(active, current, slot), this.#execution))
+      await runWithActiveLock(active, () =>
+        runtime.runTask(this.#task, new RunContext(active, current, slot), this.#execution),
+      )
     } catch (error) {
       failure = error
       this.#failed.push({ slot, error })
@@ -311,7 +350,12 @@ export class CatchUpRun<T> {
   #stop(slot: Date, reason: unknown): false {
     this.#notRun.push(slot)
     this.#stoppedBy = reason
-    debug('Lock "%s": catch-up stopped before slot %s: %s', this.#configuration.name, slot.toISOString(), messageOf(reason))
+    debug(
+      'Lock "%s": catch-up stopped before slot %s: %s',
+      this.#configuration.name,
+      slot.toISOString(),
+      messageOf(reason),
+    )
     return false
   }
 
@@ -344,7 +388,9 @@ export class CatchUpRun<T> {
       await this.#extendMarker()
     } catch (error) {
       if (error instanceof LockProviderError) throw error
-      return new LockLostError(`Lock "${name}": the catch-up's lock could not be extended before its next run`, { cause: error })
+      return new LockLostError(`Lock "${name}": the catch-up's lock could not be extended before its next run`, {
+        cause: error,
+      })
     }
     return this.#stopReason(active)
   }

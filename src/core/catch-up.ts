@@ -107,7 +107,12 @@ export interface CatchUpRuntime {
   /** `call`, tracked: close() waits for it. */
   track<T>(call: Promise<T>): Promise<T>
   /** Asks `from` for `lock`; a store failure is reported as the failure of `configuration` and thrown as a `LockProviderError`. */
-  acquire(from: LockProvider, lock: LockConfiguration, configuration: LockConfiguration, execution: LockExecution): Promise<SimpleLock | undefined>
+  acquire(
+    from: LockProvider,
+    lock: LockConfiguration,
+    configuration: LockConfiguration,
+    execution: LockExecution,
+  ): Promise<SimpleLock | undefined>
   /** Watches a task lock just taken (lock loss, close()) until `done()`. */
   hold(configuration: LockConfiguration, handle: SimpleLock, execution: LockExecution): HeldTaskLock
   /** Releases a task lock, bounded in time; a failure is reported, never thrown. */

@@ -56,7 +56,10 @@ class HandleState implements ReleaseReport {
  * - `extend()` spends the handle whether or not the lock was still held, and returns the new one;
  *   a rejected `extend()` leaves it usable.
  */
-export function defineLock(configuration: LockConfiguration, operations: LockOperations & { extend: NonNullable<LockOperations['extend']> }): ExtensibleLock
+export function defineLock(
+  configuration: LockConfiguration,
+  operations: LockOperations & { extend: NonNullable<LockOperations['extend']> },
+): ExtensibleLock
 export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock
 export function defineLock(configuration: LockConfiguration, operations: LockOperations): SimpleLock | ExtensibleLock {
   const handleState = new HandleState()
@@ -71,7 +74,9 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
     handleState.state = 'busy'
     let released: Promise<void>
     try {
-      released = reports ? (operations as ReportingOperations).unlock(configuration, handleState) : operations.unlock(configuration)
+      released = reports
+        ? (operations as ReportingOperations).unlock(configuration, handleState)
+        : operations.unlock(configuration)
     } catch (error) {
       handleState.state = 'held'
       return Promise.reject(error)
@@ -95,7 +100,12 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
   // Built by adding properties one by one, in this order: V8 caches those shape transitions,
   // where an object literal with a spread and a computed symbol key took its slow path, and
   // that showed in every provider's CPU per lock.
-  const handle: { lockedBy?: string; unlock: () => Promise<void>; [Symbol.asyncDispose]?: () => Promise<void>; extend?: ExtensibleLock['extend'] } = {} as never
+  const handle: {
+    lockedBy?: string
+    unlock: () => Promise<void>
+    [Symbol.asyncDispose]?: () => Promise<void>
+    extend?: ExtensibleLock['extend']
+  } = {} as never
   if (operations.lockedBy !== undefined) handle.lockedBy = operations.lockedBy
   handle.unlock = unlock
   handle[Symbol.asyncDispose] = dispose
@@ -104,7 +114,12 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
 
   handle.extend = async (lockAtMostFor, lockAtLeastFor) => {
     // Validate before claiming, so that bad durations leave the handle usable.
-    const next = lockConfiguration({ name: configuration.name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(clock.now()) })
+    const next = lockConfiguration({
+      name: configuration.name,
+      lockAtMostFor,
+      lockAtLeastFor,
+      createdAt: new Date(clock.now()),
+    })
     if (handleState.state !== 'held') throw refusal('extend', configuration.name, handleState.state)
     handleState.state = 'busy'
     let extended: boolean
@@ -116,7 +131,9 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
       throw error
     }
     handleState.state = 'spent'
-    return extended ? defineLock(next, operations as LockOperations & { extend: NonNullable<LockOperations['extend']> }) : undefined
+    return extended
+      ? defineLock(next, operations as LockOperations & { extend: NonNullable<LockOperations['extend']> })
+      : undefined
   }
   return handle as ExtensibleLock
 }
@@ -124,6 +141,9 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
 // Why a handle refuses an unlock or extend. Not a closure per handle: taking a lock builds as few
 // functions as it can (each showed in the CPU per lock).
 function refusal(action: string, name: string, state: State): LockStateError {
-  const why = state === 'busy' ? 'an unlock or extend of this handle is still in progress' : 'it was already unlocked or extended'
-  return new LockStateError(`Cannot ${action} lock "${name}": ${why}. Use the handle returned by extend(), and unlock each handle once`)
+  const why =
+    state === 'busy' ? 'an unlock or extend of this handle is still in progress' : 'it was already unlocked or extended'
+  return new LockStateError(
+    `Cannot ${action} lock "${name}": ${why}. Use the handle returned by extend(), and unlock each handle once`,
+  )
 }

@@ -97,10 +97,9 @@ export interface LockEventMessage {
   readonly slot?: Date
 }
 
-const channels = Object.fromEntries(Object.entries(diagnosticsChannels).map(([event, name]) => [event, channel(name)])) as Record<
-  LockEventName,
-  ReturnType<typeof channel>
->
+const channels = Object.fromEntries(
+  Object.entries(diagnosticsChannels).map(([event, name]) => [event, channel(name)]),
+) as Record<LockEventName, ReturnType<typeof channel>>
 
 /**
  * Publishes one event to its channel, when the channel has a subscriber. Internal: the executor

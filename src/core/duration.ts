@@ -72,7 +72,8 @@ const HELP = 'use milliseconds (1500), an integer with a unit ms, s, m, h or d (
  */
 export function parseDuration(value: Duration | string): number {
   if (typeof value === 'number') {
-    if (!Number.isFinite(value) || value < 0) throw invalid(value, 'it must be a finite number of milliseconds, 0 or more')
+    if (!Number.isFinite(value) || value < 0)
+      throw invalid(value, 'it must be a finite number of milliseconds, 0 or more')
     return checkSafe(value, Math.ceil(value))
   }
   if (typeof value !== 'string') throw invalid(value, HELP)
@@ -91,7 +92,12 @@ export function parseDuration(value: Duration | string): number {
   if (iso && /\d/.test(text) && !/T$/i.test(text)) {
     const [, days = '0', hours = '0', minutes = '0', seconds = '0', fraction = ''] = iso
     const fractionMs = fraction === '' ? 0 : Math.ceil(Number(`0.${fraction}`) * 1000)
-    const ms = Number(days) * UNIT_MS.d! + Number(hours) * UNIT_MS.h! + Number(minutes) * UNIT_MS.m! + Number(seconds) * 1000 + fractionMs
+    const ms =
+      Number(days) * UNIT_MS.d! +
+      Number(hours) * UNIT_MS.h! +
+      Number(minutes) * UNIT_MS.m! +
+      Number(seconds) * 1000 +
+      fractionMs
     return checkSafe(value, ms)
   }
   throw invalid(value, HELP)

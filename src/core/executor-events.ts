@@ -67,7 +67,8 @@ export interface LockingTaskExecutorListener {
 type EventHooks = Required<Omit<LockingTaskExecutorListener, 'aroundTask'>>
 type EventHook = keyof EventHooks
 /** The argument between the configuration and the execution, for the hooks that have one. */
-type DetailOf<K extends EventHook> = Parameters<EventHooks[K]> extends [LockConfiguration, infer D, LockExecution] ? [detail: D] : []
+type DetailOf<K extends EventHook> =
+  Parameters<EventHooks[K]> extends [LockConfiguration, infer D, LockExecution] ? [detail: D] : []
 
 const CHANNEL_OF: { readonly [K in EventHook]: LockEventName } = {
   onLockAttempt: 'lockAttempt',
@@ -90,23 +91,35 @@ const CHANNEL_OF: { readonly [K in EventHook]: LockEventName } = {
 
 /** Reports one event to the listener's hook (if any) and to its diagnostics channel (if observed). */
 export function eventEmitter(listener: LockingTaskExecutorListener | undefined) {
-  return <K extends EventHook>(hook: K, execution: LockExecution, configuration: LockConfiguration, ...detail: DetailOf<K>): void => {
+  return <K extends EventHook>(
+    hook: K,
+    execution: LockExecution,
+    configuration: LockConfiguration,
+    ...detail: DetailOf<K>
+  ): void => {
     const hasDetail = detail.length > 0
     callHook(listener, hook, hasDetail ? [configuration, detail[0], execution] : [configuration, execution])
     if (!hasDetail) publishLockEvent(CHANNEL_OF[hook], execution, configuration)
-    else if (hook === 'onTaskFinished') publishLockEvent(CHANNEL_OF[hook], execution, configuration, detail[0] as TaskOutcome)
-    else if (detail[0] instanceof Date) publishLockEvent(CHANNEL_OF[hook], execution, configuration, { slot: detail[0] })
+    else if (hook === 'onTaskFinished')
+      publishLockEvent(CHANNEL_OF[hook], execution, configuration, detail[0] as TaskOutcome)
+    else if (detail[0] instanceof Date)
+      publishLockEvent(CHANNEL_OF[hook], execution, configuration, { slot: detail[0] })
     else publishLockEvent(CHANNEL_OF[hook], execution, configuration, { error: detail[0] })
   }
 }
 
 /** Calls `listener[hook](...args)` if present; a throw or a rejected promise is logged, never raised. */
-export function callHook(listener: LockingTaskExecutorListener | undefined, hook: keyof LockingTaskExecutorListener, args: unknown[]): void {
+export function callHook(
+  listener: LockingTaskExecutorListener | undefined,
+  hook: keyof LockingTaskExecutorListener,
+  args: unknown[],
+): void {
   const fn = listener?.[hook] as ((...a: unknown[]) => unknown) | undefined
   if (typeof fn !== 'function') return
   try {
     const returned = fn.apply(listener, args)
-    if (returned instanceof Promise) returned.catch((error: unknown) => debug('Listener %s failed: %s', hook, messageOf(error)))
+    if (returned instanceof Promise)
+      returned.catch((error: unknown) => debug('Listener %s failed: %s', hook, messageOf(error)))
   } catch (error) {
     debug('Listener %s failed: %s', hook, messageOf(error))
   }

@@ -4,7 +4,13 @@ import { atDeadline, beforeDeadline, type CancelDeadline } from './deadline.ts'
 import { type Duration, parseDuration } from './duration.ts'
 import { LockConfigurationError, LockLostError, LockProviderError, LockStateError } from './errors.ts'
 import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
-import { type ExtensibleLock, type ExtensibleLockProvider, type KeepAliveLock, type LockProvider, markWrapper } from './lock-provider.ts'
+import {
+  type ExtensibleLock,
+  type ExtensibleLockProvider,
+  type KeepAliveLock,
+  type LockProvider,
+  markWrapper,
+} from './lock-provider.ts'
 
 const debug = debuglog('shedlock')
 // How long unlock() waits for an extension in flight at least, even after lockAtMostUntil.
@@ -68,7 +74,8 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
 
   const lose = (message: string, cause?: unknown): void => {
     stopped = true
-    if (!controller.signal.aborted) controller.abort(new LockLostError(message, cause === undefined ? undefined : { cause }))
+    if (!controller.signal.aborted)
+      controller.abort(new LockLostError(message, cause === undefined ? undefined : { cause }))
   }
 
   // An extension that never answers (a partitioned network, a client without a timeout) must not
@@ -77,7 +84,10 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
     cancelWatchdog?.()
     const until = lockAtMostUntil
     cancelWatchdog = atDeadline(until, clock, () => {
-      if (!stopped) lose(`Lock "${name}" was lost: no keep-alive extension succeeded before lockAtMostUntil (${new Date(until).toISOString()})`)
+      if (!stopped)
+        lose(
+          `Lock "${name}" was lost: no keep-alive extension succeeded before lockAtMostUntil (${new Date(until).toISOString()})`,
+        )
     })
   }
 
@@ -104,7 +114,9 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
     lockAtMostUntil = now + lockAtMostFor
     if (!stopped) watch()
     try {
-      lock.onExtended?.(lockConfiguration({ name, lockAtMostFor, lockAtLeastFor: remainingAtLeast, createdAt: new Date(now) }))
+      lock.onExtended?.(
+        lockConfiguration({ name, lockAtMostFor, lockAtLeastFor: remainingAtLeast, createdAt: new Date(now) }),
+      )
     } catch (error) {
       // A reporting callback must not stop the lock from being kept alive.
       debug('onExtended of lock "%s" threw: %s', name, error instanceof Error ? error.message : String(error))

@@ -103,7 +103,9 @@ export function configurationAt(options: LockConfigurationOptions, nowMs: number
     )
   }
   if (name.trim() === '') {
-    throw new LockConfigurationError(`Lock name ${JSON.stringify(name)} is blank: give every lock a non-empty name, e.g. "nightly-report"`)
+    throw new LockConfigurationError(
+      `Lock name ${JSON.stringify(name)} is blank: give every lock a non-empty name, e.g. "nightly-report"`,
+    )
   }
   // Stores keep names as UTF-8, where a lone surrogate becomes U+FFFD: "a\uD800" and "a\uFFFD"
   // would be one lock.
@@ -113,7 +115,9 @@ export function configurationAt(options: LockConfigurationOptions, nowMs: number
     )
   }
   if (options.lockAtMostFor === undefined || options.lockAtMostFor === null) {
-    throw new LockConfigurationError(`Lock "${name}": lockAtMostFor is required; set it well above the task's normal duration, e.g. "10m"`)
+    throw new LockConfigurationError(
+      `Lock "${name}": lockAtMostFor is required; set it well above the task's normal duration, e.g. "10m"`,
+    )
   }
   const lockAtMostFor = durationOf(name, 'lockAtMostFor', options.lockAtMostFor)
   if (lockAtMostFor === 0) {

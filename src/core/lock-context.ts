@@ -133,7 +133,9 @@ export class ActiveLock {
 
   /** Extends the lock under this task; calls from parallel branches of one task run one after another. */
   extend(lockAtMostFor: Duration, lockAtLeastFor: Duration): Promise<void> {
-    const run = this.#tail ? this.#tail.then(() => this.#extendNow(lockAtMostFor, lockAtLeastFor)) : this.#extendNow(lockAtMostFor, lockAtLeastFor)
+    const run = this.#tail
+      ? this.#tail.then(() => this.#extendNow(lockAtMostFor, lockAtLeastFor))
+      : this.#extendNow(lockAtMostFor, lockAtLeastFor)
     this.#tail = run.catch(() => undefined)
     return run
   }
@@ -158,20 +160,28 @@ export class ActiveLock {
     if (this.#simulated) return
     const handle = this.#handle
     if (!handle) {
-      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended: it was already lost (an earlier extension found it expired)`)
+      throw new LockCannotBeExtendedError(
+        `Lock "${name}" can not be extended: it was already lost (an earlier extension found it expired)`,
+      )
     }
     if (isKeepAliveLock(handle)) {
-      throw new LockCannotBeExtendedError(`Lock "${name}" is kept alive by keepAliveLockProvider(); it can not be extended by hand as well`)
+      throw new LockCannotBeExtendedError(
+        `Lock "${name}" is kept alive by keepAliveLockProvider(); it can not be extended by hand as well`,
+      )
     }
     if (!isExtensibleLock(handle)) {
-      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended: its provider does not support extension; use an extensible provider`)
+      throw new LockCannotBeExtendedError(
+        `Lock "${name}" can not be extended: its provider does not support extension; use an extensible provider`,
+      )
     }
     const extended = await handle.extend(next.lockAtMostFor, next.lockAtLeastFor)
     if (!extended) {
       this.#handle = undefined
       const reason = new LockLostError(`Lock "${name}" was lost: it had expired when the task tried to extend it`)
       this.#lose(reason)
-      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended, most likely it already expired`, { cause: reason })
+      throw new LockCannotBeExtendedError(`Lock "${name}" can not be extended, most likely it already expired`, {
+        cause: reason,
+      })
     }
     this.#handle = extended
     this.#configuration = next
@@ -192,7 +202,8 @@ export class ActiveLock {
 
   #lose(reason: unknown): void {
     if (this.#finished || this.#aborted) return
-    const error = reason instanceof LockLostError ? reason : new LockLostError(`Lock "${this.name}" was lost`, { cause: reason })
+    const error =
+      reason instanceof LockLostError ? reason : new LockLostError(`Lock "${this.name}" was lost`, { cause: reason })
     this.#lost = true
     this.#abortWith(error)
     this.#events.onLost?.(this.#configuration, error)

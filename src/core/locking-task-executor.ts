@@ -13,7 +13,15 @@ import type { RunLedger } from './run-ledger.ts'
 import { RunSteps } from './run-steps.ts'
 import { SlotRuns } from './slot-runs.ts'
 import { slotRecordName } from './slots.ts'
-import { callerSignal, type ExecutionOptions, type LockedTask, type LockRequest, newExecution, RunContext, type TaskResult } from './task.ts'
+import {
+  callerSignal,
+  type ExecutionOptions,
+  type LockedTask,
+  type LockRequest,
+  newExecution,
+  RunContext,
+  type TaskResult,
+} from './task.ts'
 
 export { type CatchUpOptions, type CatchUpPolicy, type CatchUpResult, CatchUpError } from './catch-up.ts'
 export type { LockingTaskExecutorListener, TaskOutcome } from './executor-events.ts'
@@ -65,7 +73,11 @@ export interface LockingTaskExecutor {
    * @throws LockProviderError when the store fails; the task did not run.
    * @throws the reason of `signal` when it aborted before the lock was taken.
    */
-  executeWithLock<T>(task: LockedTask<T>, request: LockConfiguration | LockRequest, options?: ExecutionOptions): Promise<TaskResult<T>>
+  executeWithLock<T>(
+    task: LockedTask<T>,
+    request: LockConfiguration | LockRequest,
+    options?: ExecutionOptions,
+  ): Promise<TaskResult<T>>
   /**
    * Shuts the executor down, for a graceful exit (on SIGTERM, say): from now on it runs nothing
    * new (`executeWithLock()` resolves to `{ executed: false, reason: 'closed' }`), aborts the
@@ -101,7 +113,10 @@ export interface LockingTaskExecutor {
  * await executor.executeWithLock(() => sendReport(), { name: 'report', lockAtMostFor: '10m', lockAtLeastFor: '30s' })
  * ```
  */
-export function createLockingTaskExecutor(provider: LockProvider, options: LockingTaskExecutorOptions = {}): LockingTaskExecutor {
+export function createLockingTaskExecutor(
+  provider: LockProvider,
+  options: LockingTaskExecutorOptions = {},
+): LockingTaskExecutor {
   if (provider === null || typeof provider !== 'object' || typeof provider.lock !== 'function') {
     throw new LockConfigurationError(
       'createLockingTaskExecutor() needs a LockProvider: an object with a lock(configuration) method, such as postgresLockProvider({ client })',
@@ -111,9 +126,15 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
   const slots = new SlotRuns(steps)
   const { clock } = steps
 
-  async function execute<T>(task: LockedTask<T>, input: LockConfiguration | LockRequest, options: ExecutionOptions | undefined): Promise<TaskResult<T>> {
+  async function execute<T>(
+    task: LockedTask<T>,
+    input: LockConfiguration | LockRequest,
+    options: ExecutionOptions | undefined,
+  ): Promise<TaskResult<T>> {
     if (typeof task !== 'function') {
-      throw new LockConfigurationError(`executeWithLock() needs a task function as its first argument, got ${typeof task}`)
+      throw new LockConfigurationError(
+        `executeWithLock() needs a task function as its first argument, got ${typeof task}`,
+      )
     }
     // Anything but a configuration built by lockConfiguration() is validated as options: an
     // object that only looks like one must not reach the store.
@@ -121,18 +142,26 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
     const configuration = built ? input : configurationAt(input, clock.now())
     const { name } = configuration
     // The options object is read as it is unless a third argument overrides some of it.
-    const request: ExecutionOptions = options === undefined ? (built ? {} : input) : { ...(built ? {} : input), ...options }
+    const request: ExecutionOptions =
+      options === undefined ? (built ? {} : input) : { ...(built ? {} : input), ...options }
     const signal = callerSignal(request.signal)
     const slot = request.slot
     // Validated here, before the store is asked: a bad slot or retention is the caller's mistake.
     const slotName = slot === undefined ? undefined : slotRecordName(name, slot)
-    const retention = request.slotRetention === undefined ? steps.defaultRetention : parseDuration(request.slotRetention)
+    const retention =
+      request.slotRetention === undefined ? steps.defaultRetention : parseDuration(request.slotRetention)
 
     const outer = findActiveLock(name)
     if (outer) {
       debug('Lock "%s" is already held in this async context; the nested task runs under it', name)
       // Joined, so that the outer call releases the lock only after this run, awaited or not.
-      return outer.join(() => steps.runTask(task, new RunContext(outer, outer.configuration, undefined), newExecution(steps.providerName, true)))
+      return outer.join(() =>
+        steps.runTask(
+          task,
+          new RunContext(outer, outer.configuration, undefined),
+          newExecution(steps.providerName, true),
+        ),
+      )
     }
     if (steps.closed()) {
       debug('Lock "%s" not attempted: the executor is closed', name)
@@ -145,7 +174,11 @@ export function createLockingTaskExecutor(provider: LockProvider, options: Locki
       )
     }
     // Tracked from here, so that close() also waits for calls still taking their lock.
-    return steps.track(slot === undefined ? steps.lockAndRun(task, configuration, signal) : slots.run(task, configuration, signal, slot, slotName!, retention))
+    return steps.track(
+      slot === undefined
+        ? steps.lockAndRun(task, configuration, signal)
+        : slots.run(task, configuration, signal, slot, slotName!, retention),
+    )
   }
 
   return {

@@ -37,7 +37,9 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
     typeof logger !== 'object' ||
     !['error', 'warn', 'info'].every((m) => typeof (logger as unknown as Record<string, unknown>)[m] === 'function')
   ) {
-    throw new LockConfigurationError('createLockingTaskExecutor(): logger must have error, warn and info methods: pass console, or a pino logger')
+    throw new LockConfigurationError(
+      'createLockingTaskExecutor(): logger must have error, warn and info methods: pass console, or a pino logger',
+    )
   }
   const fieldsFirst = typeof (logger as { bindings?: unknown }).bindings === 'function'
   const log = (level: keyof ShedlockLogger, message: string, fields: Fields): void => {
@@ -47,23 +49,41 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
     if (fieldsFirst) method.call(logger, clean, `shedlock: ${message}`)
     else method.call(logger, `shedlock: ${message}`, clean)
   }
-  const base = (configuration: LockConfiguration, execution: LockExecution): Fields => ({ lock: configuration.name, provider: execution.provider })
+  const base = (configuration: LockConfiguration, execution: LockExecution): Fields => ({
+    lock: configuration.name,
+    provider: execution.provider,
+  })
   return {
     onTaskFinished(configuration, outcome, execution) {
       if (execution.reentrant) return
       const ms = Math.round(outcome.durationMs)
       if (outcome.failed)
-        log('error', `task "${configuration.name}" failed after ${ms} ms: ${errorText(outcome.error)}`, { ...base(configuration, execution), durationMs: ms })
-      else log('info', `task "${configuration.name}" ran in ${ms} ms`, { ...base(configuration, execution), durationMs: ms })
+        log('error', `task "${configuration.name}" failed after ${ms} ms: ${errorText(outcome.error)}`, {
+          ...base(configuration, execution),
+          durationMs: ms,
+        })
+      else
+        log('info', `task "${configuration.name}" ran in ${ms} ms`, {
+          ...base(configuration, execution),
+          durationMs: ms,
+        })
     },
     onLockNotAcquired(configuration, execution) {
       log('debug', `task "${configuration.name}" skipped: its lock is held elsewhere`, base(configuration, execution))
     },
     onLockFailed(configuration, error, execution) {
-      log('error', `lock "${configuration.name}" could not be taken, the task did not run: ${errorText(error)}`, base(configuration, execution))
+      log(
+        'error',
+        `lock "${configuration.name}" could not be taken, the task did not run: ${errorText(error)}`,
+        base(configuration, execution),
+      )
     },
     onLockLost(configuration, reason, execution) {
-      log('error', `lock "${configuration.name}" lost while its task ran (another node may run it too): ${errorText(reason)}`, base(configuration, execution))
+      log(
+        'error',
+        `lock "${configuration.name}" lost while its task ran (another node may run it too): ${errorText(reason)}`,
+        base(configuration, execution),
+      )
     },
     onUnlockFailed(configuration, error, execution) {
       log(
@@ -73,7 +93,11 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
       )
     },
     onLockExtended(configuration, execution) {
-      log('debug', `lock "${configuration.name}" extended until ${configuration.lockAtMostUntil.toISOString()}`, base(configuration, execution))
+      log(
+        'debug',
+        `lock "${configuration.name}" extended until ${configuration.lockAtMostUntil.toISOString()}`,
+        base(configuration, execution),
+      )
     },
     onSlotDone(configuration, slot, execution) {
       log('debug', `slot ${slot.toISOString()} of "${configuration.name}" already ran or was skipped on some node`, {
@@ -82,10 +106,14 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
       })
     },
     onSlotSkipped(configuration, slot, execution) {
-      log('warn', `slot ${slot.toISOString()} of "${configuration.name}" skipped: its lock was held (a run of an earlier slot)`, {
-        ...base(configuration, execution),
-        slot: slot.toISOString(),
-      })
+      log(
+        'warn',
+        `slot ${slot.toISOString()} of "${configuration.name}" skipped: its lock was held (a run of an earlier slot)`,
+        {
+          ...base(configuration, execution),
+          slot: slot.toISOString(),
+        },
+      )
     },
     onSlotMissed(configuration, slot, execution) {
       log('warn', `slot ${slot.toISOString()} of "${configuration.name}" was missed: every node was down`, {
@@ -94,7 +122,10 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
       })
     },
     onSlotCaughtUp(configuration, slot, execution) {
-      log('info', `slot ${slot.toISOString()} of "${configuration.name}" caught up`, { ...base(configuration, execution), slot: slot.toISOString() })
+      log('info', `slot ${slot.toISOString()} of "${configuration.name}" caught up`, {
+        ...base(configuration, execution),
+        slot: slot.toISOString(),
+      })
     },
     onRunLedgerFailed(configuration, error, execution) {
       log(
@@ -110,12 +141,18 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
  * `listener` and `logger` as one listener: each hook calls the listener's, then the logger's; a
  * throw in one does not stop the other. `aroundTask` is the listener's alone.
  */
-export function withLogger(listener: LockingTaskExecutorListener | undefined, logger: ShedlockLogger | undefined): LockingTaskExecutorListener | undefined {
+export function withLogger(
+  listener: LockingTaskExecutorListener | undefined,
+  logger: ShedlockLogger | undefined,
+): LockingTaskExecutorListener | undefined {
   if (logger === undefined) return listener
   const logging = loggerListener(logger)
   if (listener === undefined) return logging
   const combined: LockingTaskExecutorListener = { ...listener }
-  for (const [hook, fn] of Object.entries(logging) as [keyof LockingTaskExecutorListener, (...args: unknown[]) => void][]) {
+  for (const [hook, fn] of Object.entries(logging) as [
+    keyof LockingTaskExecutorListener,
+    (...args: unknown[]) => void,
+  ][]) {
     const own = listener[hook] as ((...args: unknown[]) => unknown) | undefined
     // The listener's result (or throw) goes on to the executor, which reports a failed hook.
     ;(combined as Record<string, unknown>)[hook] = (...args: unknown[]): unknown => {

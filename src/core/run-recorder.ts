@@ -43,7 +43,12 @@ export class RunRecorder {
    * Records a run's start now (not awaited before the task), and its end when `end` is called;
    * `undefined` without a ledger.
    */
-  start(configuration: LockConfiguration, execution: LockExecution, slot: Date | undefined, owner: string): RunRecording | undefined {
+  start(
+    configuration: LockConfiguration,
+    execution: LockExecution,
+    slot: Date | undefined,
+    owner: string,
+  ): RunRecording | undefined {
     const ledger = this.#ledger
     if (!ledger) return undefined
     const clock = this.#clock
@@ -53,16 +58,28 @@ export class RunRecorder {
     const startedAt = performance.now()
     return {
       end: (active, failure) => {
-        const outcome: Exclude<RunOutcome, 'running'> = active.lost ? 'lock-lost' : failure === undefined ? 'ok' : 'failed'
+        const outcome: Exclude<RunOutcome, 'running'> = active.lost
+          ? 'lock-lost'
+          : failure === undefined
+            ? 'ok'
+            : 'failed'
         const durationMs = performance.now() - startedAt
         const error = failure === undefined ? undefined : runErrorOf(failure)
-        return this.write(configuration, execution, async () => (await run).finish({ finishedAt: new Date(clock.now()), outcome, durationMs, error }))
+        return this.write(configuration, execution, async () =>
+          (await run).finish({ finishedAt: new Date(clock.now()), outcome, durationMs, error }),
+        )
       },
     }
   }
 
   /** Records `slot` as skipped (it ended without starting), in one write. */
-  skipped(configuration: LockConfiguration, execution: LockExecution, slot: Date, owner: string, at: Date = new Date(this.#clock.now())): Promise<void> {
+  skipped(
+    configuration: LockConfiguration,
+    execution: LockExecution,
+    slot: Date,
+    owner: string,
+    at: Date = new Date(this.#clock.now()),
+  ): Promise<void> {
     const ledger = this.#ledger
     if (!ledger) return Promise.resolve()
     const { name } = configuration
@@ -72,7 +89,11 @@ export class RunRecorder {
   }
 
   /** Runs one ledger write, bounded; a failure is reported and swallowed: history never fails a run. */
-  async write(configuration: LockConfiguration, execution: LockExecution, write: () => Promise<unknown>): Promise<void> {
+  async write(
+    configuration: LockConfiguration,
+    execution: LockExecution,
+    write: () => Promise<unknown>,
+  ): Promise<void> {
     const ledger = this.#ledger
     if (!ledger) return
     try {

@@ -17,7 +17,15 @@ import { Registry } from './registry.ts'
 import { RunRecorder } from './run-recorder.ts'
 import type { RunLedger } from './run-ledger.ts'
 import { DEFAULT_SLOT_RETENTION } from './slots.ts'
-import { closedReason, type LockedTask, messageOf, newExecution, RunContext, type TaskContext, type TaskResult } from './task.ts'
+import {
+  closedReason,
+  type LockedTask,
+  messageOf,
+  newExecution,
+  RunContext,
+  type TaskContext,
+  type TaskResult,
+} from './task.ts'
 
 const debug = debuglog('shedlock')
 
@@ -108,7 +116,12 @@ export class RunSteps implements CatchUpRuntime {
   }
 
   /** Asks `from` for `lock`; a store failure is reported as the failure of `configuration` (the caller's lock) and thrown. */
-  async acquire(from: LockProvider, lock: LockConfiguration, configuration: LockConfiguration, execution: LockExecution): Promise<SimpleLock | undefined> {
+  async acquire(
+    from: LockProvider,
+    lock: LockConfiguration,
+    configuration: LockConfiguration,
+    execution: LockExecution,
+  ): Promise<SimpleLock | undefined> {
     try {
       return await from.lock(lock)
     } catch (error) {
@@ -116,7 +129,10 @@ export class RunSteps implements CatchUpRuntime {
       const failure =
         error instanceof LockProviderError
           ? error
-          : new LockProviderError(`Could not acquire lock "${name}": ${messageOf(error)}`, { cause: error, lockName: name })
+          : new LockProviderError(`Could not acquire lock "${name}": ${messageOf(error)}`, {
+              cause: error,
+              lockName: name,
+            })
       debug('Lock "%s" could not be acquired, the task does not run: %s', name, failure.message)
       this.emit('onLockFailed', execution, configuration, failure)
       throw failure
@@ -124,7 +140,11 @@ export class RunSteps implements CatchUpRuntime {
   }
 
   /** Takes the lock and runs `task` under it, recorded in the run ledger: a plain run. */
-  async lockAndRun<T>(task: LockedTask<T>, configuration: LockConfiguration, signal: AbortSignal | undefined): Promise<TaskResult<T>> {
+  async lockAndRun<T>(
+    task: LockedTask<T>,
+    configuration: LockConfiguration,
+    signal: AbortSignal | undefined,
+  ): Promise<TaskResult<T>> {
     const execution = newExecution(this.providerName, false)
     this.emit('onLockAttempt', execution, configuration)
     const handle = await this.acquire(this.provider, configuration, configuration, execution)
@@ -143,11 +163,18 @@ export class RunSteps implements CatchUpRuntime {
       clock: this.clock,
       events: {
         onExtended: (next) => {
-          if (debug.enabled) debug('Lock "%s" extended: held at most until %s', next.name, next.lockAtMostUntil.toISOString())
+          if (debug.enabled)
+            debug('Lock "%s" extended: held at most until %s', next.name, next.lockAtMostUntil.toISOString())
           emit('onLockExtended', execution, next)
         },
         onLost: (current, reason) => {
-          if (debug.enabled) debug('Lock "%s" lost: %s%s', current.name, reason.message, reason.cause === undefined ? '' : ` (${messageOf(reason.cause)})`)
+          if (debug.enabled)
+            debug(
+              'Lock "%s" lost: %s%s',
+              current.name,
+              reason.message,
+              reason.cause === undefined ? '' : ` (${messageOf(reason.cause)})`,
+            )
           emit('onLockLost', execution, current, reason)
         },
       },
@@ -199,7 +226,9 @@ export class RunSteps implements CatchUpRuntime {
     const record = this.recorder.start(configuration, execution, claimed?.slot, this.ownerOf(handle))
     let failure: unknown
     try {
-      return await runWithActiveLock(active, () => this.runTask(task, new RunContext(active, configuration, claimed?.slot), execution))
+      return await runWithActiveLock(active, () =>
+        this.runTask(task, new RunContext(active, configuration, claimed?.slot), execution),
+      )
     } catch (error) {
       failure = error
       throw error
@@ -220,7 +249,11 @@ export class RunSteps implements CatchUpRuntime {
       this.emit('onTaskFinished', execution, configuration, { durationMs: performance.now() - start, failed: false })
       return { executed: true, result }
     } catch (error) {
-      this.emit('onTaskFinished', execution, configuration, { durationMs: performance.now() - start, failed: true, error })
+      this.emit('onTaskFinished', execution, configuration, {
+        durationMs: performance.now() - start,
+        failed: true,
+        error,
+      })
       throw error
     }
   }
@@ -271,7 +304,9 @@ export class RunSteps implements CatchUpRuntime {
       )
       if (debug.enabled) {
         const keptUntil =
-          configuration.lockAtLeastUntil.getTime() > clock.now() ? `; held until ${configuration.lockAtLeastUntil.toISOString()} (lockAtLeastFor)` : ''
+          configuration.lockAtLeastUntil.getTime() > clock.now()
+            ? `; held until ${configuration.lockAtLeastUntil.toISOString()} (lockAtLeastFor)`
+            : ''
         debug('Lock "%s" released after the task%s', configuration.name, keptUntil)
       }
       this.emit('onUnlocked', execution, configuration)
@@ -282,7 +317,12 @@ export class RunSteps implements CatchUpRuntime {
 
   #releaseFailed(configuration: LockConfiguration, execution: LockExecution, error: unknown): void {
     if (debug.enabled)
-      debug('Lock "%s" could not be released, it expires at %s: %s', configuration.name, configuration.lockAtMostUntil.toISOString(), messageOf(error))
+      debug(
+        'Lock "%s" could not be released, it expires at %s: %s',
+        configuration.name,
+        configuration.lockAtMostUntil.toISOString(),
+        messageOf(error),
+      )
     this.emit('onUnlockFailed', execution, configuration, error)
     if (!this.#listener?.onUnlockFailed) {
       process.emitWarning(
@@ -309,7 +349,11 @@ export class RunSteps implements CatchUpRuntime {
           .values()
           .map((active) => `"${active.name}"`)
           .join(', ')
-        debug('Executor closed; still running after %dms, keeping their locks until they end or expire: %s', timeoutMs, names)
+        debug(
+          'Executor closed; still running after %dms, keeping their locks until they end or expire: %s',
+          timeoutMs,
+          names,
+        )
       }
     })
     return this.#closing

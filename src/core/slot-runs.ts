@@ -40,12 +40,20 @@ export class SlotRuns {
     const steps = this.#steps
     const execution = newExecution(steps.providerName, false)
     steps.emit('onLockAttempt', execution, configuration)
-    const claim = lockConfiguration({ name: slotName, lockAtMostFor: retention, createdAt: new Date(steps.clock.now()) })
+    const claim = lockConfiguration({
+      name: slotName,
+      lockAtMostFor: retention,
+      createdAt: new Date(steps.clock.now()),
+    })
     // Once the slot is decided, the claim is never released: its record stays until the
     // retention ends, and tells every later attempt that the slot is done.
     const handle = await steps.acquire(steps.claimer, claim, configuration, execution)
     if (!handle) {
-      debug('Lock "%s": slot %s ran or was skipped on some node already; the task is skipped', configuration.name, slot.toISOString())
+      debug(
+        'Lock "%s": slot %s ran or was skipped on some node already; the task is skipped',
+        configuration.name,
+        slot.toISOString(),
+      )
       steps.emit('onSlotDone', execution, configuration, slot)
       return { executed: false, reason: 'slot-done' }
     }
@@ -63,7 +71,14 @@ export class SlotRuns {
       if (!claimed.decided)
         await handle
           .unlock()
-          .catch((error: unknown) => debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)))
+          .catch((error: unknown) =>
+            debug(
+              'Lock "%s": could not give back slot %s: %s',
+              configuration.name,
+              slot.toISOString(),
+              messageOf(error),
+            ),
+          )
     }
   }
 

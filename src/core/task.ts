@@ -86,13 +86,16 @@ export class RunContext implements TaskContext {
 
 /** The reason a running task's signal aborts when its executor closes. */
 export function closedReason(): ExecutorClosedError {
-  return new ExecutorClosedError('The executor was closed (a shutdown): stop the task, so that its lock is released before the process exits')
+  return new ExecutorClosedError(
+    'The executor was closed (a shutdown): stop the task, so that its lock is released before the process exits',
+  )
 }
 
 /** `signal` when it is an AbortSignal (or absent); anything else is a configuration error. */
 export function callerSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined
-  if (!(signal instanceof AbortSignal)) throw new LockConfigurationError(`executeWithLock(): signal must be an AbortSignal, got ${typeof signal}`)
+  if (!(signal instanceof AbortSignal))
+    throw new LockConfigurationError(`executeWithLock(): signal must be an AbortSignal, got ${typeof signal}`)
   return signal
 }
 

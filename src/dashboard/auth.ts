@@ -20,7 +20,11 @@ export interface DashboardAuth {
  * `SHEDLOCK_DASHBOARD_TOKEN`; `undefined` when none is set.
  */
 export function authFromEnv(env: NodeJS.ProcessEnv = process.env): DashboardAuth | undefined {
-  const auth = { user: env.SHEDLOCK_DASHBOARD_USER, password: env.SHEDLOCK_DASHBOARD_PASSWORD, token: env.SHEDLOCK_DASHBOARD_TOKEN }
+  const auth = {
+    user: env.SHEDLOCK_DASHBOARD_USER,
+    password: env.SHEDLOCK_DASHBOARD_PASSWORD,
+    token: env.SHEDLOCK_DASHBOARD_TOKEN,
+  }
   return auth.user === undefined && auth.password === undefined && auth.token === undefined ? undefined : auth
 }
 
@@ -29,11 +33,15 @@ export function checkAuth(auth: DashboardAuth | undefined): DashboardAuth | unde
   if (auth === undefined) return undefined
   const { user, password, token } = auth
   if ((user === undefined) !== (password === undefined) || user === '' || password === '') {
-    throw new LockConfigurationError('dashboard auth: give both a user and a password (SHEDLOCK_DASHBOARD_USER and SHEDLOCK_DASHBOARD_PASSWORD), or neither')
+    throw new LockConfigurationError(
+      'dashboard auth: give both a user and a password (SHEDLOCK_DASHBOARD_USER and SHEDLOCK_DASHBOARD_PASSWORD), or neither',
+    )
   }
   if (user?.includes(':')) throw new LockConfigurationError('dashboard auth: a basic auth user name cannot contain ":"')
   if (token !== undefined && token.length < 16) {
-    throw new LockConfigurationError('dashboard auth: the bearer token is shorter than 16 characters; use a random one, e.g. `openssl rand -hex 24`')
+    throw new LockConfigurationError(
+      'dashboard auth: the bearer token is shorter than 16 characters; use a random one, e.g. `openssl rand -hex 24`',
+    )
   }
   return user === undefined && token === undefined ? undefined : auth
 }
@@ -56,11 +64,13 @@ export function authenticate(request: IncomingMessage, auth: DashboardAuth | und
   if (auth === undefined) return isLoopback(from) ? `anonymous@${from}` : undefined
   const header = request.headers.authorization ?? ''
   const [scheme, value = ''] = header.split(' ', 2)
-  if (auth.token !== undefined && scheme?.toLowerCase() === 'bearer' && same(value.trim(), auth.token)) return `token@${from}`
+  if (auth.token !== undefined && scheme?.toLowerCase() === 'bearer' && same(value.trim(), auth.token))
+    return `token@${from}`
   if (auth.user !== undefined && scheme?.toLowerCase() === 'basic') {
     const decoded = Buffer.from(value.trim(), 'base64').toString('utf8')
     const colon = decoded.indexOf(':')
-    if (colon > 0 && same(decoded.slice(0, colon), auth.user) && same(decoded.slice(colon + 1), auth.password ?? '')) return `${auth.user}@${from}`
+    if (colon > 0 && same(decoded.slice(0, colon), auth.user) && same(decoded.slice(colon + 1), auth.password ?? ''))
+      return `${auth.user}@${from}`
   }
   return undefined
 }

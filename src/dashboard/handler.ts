@@ -93,14 +93,17 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const settings = validate(options)
   const csrf = new CsrfTokens()
   const health = async (): Promise<HealthReport> => {
-    const snapshots = await Promise.all(settings.stores.map((store) => readStore(store, settings.stale, settings.ignoreOlderThan, Date.now())))
+    const snapshots = await Promise.all(
+      settings.stores.map((store) => readStore(store, settings.stale, settings.ignoreOlderThan, Date.now())),
+    )
     return healthOf(snapshots)
   }
   const handler = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     try {
       await serve(request, response, settings, csrf, health)
     } catch (error) {
-      if (!response.headersSent) send(response, 500, 'text/plain; charset=utf-8', `shedlock dashboard failed: ${redact(messageOf(error))}\n`)
+      if (!response.headersSent)
+        send(response, 500, 'text/plain; charset=utf-8', `shedlock dashboard failed: ${redact(messageOf(error))}\n`)
       else response.end()
     }
   }
@@ -119,8 +122,15 @@ interface Settings {
 }
 
 function validate(options: DashboardOptions): Settings {
-  if (options === null || typeof options !== 'object' || !Array.isArray(options.stores) || options.stores.length === 0) {
-    throw new LockConfigurationError('createDashboard() needs stores: [{ label, inspector, runLedger? }], e.g. inspector: postgresLockInspector({ client })')
+  if (
+    options === null ||
+    typeof options !== 'object' ||
+    !Array.isArray(options.stores) ||
+    options.stores.length === 0
+  ) {
+    throw new LockConfigurationError(
+      'createDashboard() needs stores: [{ label, inspector, runLedger? }], e.g. inspector: postgresLockInspector({ client })',
+    )
   }
   for (const [i, store] of options.stores.entries()) {
     if (typeof store?.inspector?.list !== 'function') {
@@ -178,7 +188,9 @@ function healthOf(snapshots: readonly StoreSnapshot[]): HealthReport {
       maxAge: maxAge === undefined ? null : formatDuration(maxAge),
     })),
   }))
-  const healthy = stores.every((store) => store.errors.length === 0 && store.stale.length === 0 && store.failing.length === 0)
+  const healthy = stores.every(
+    (store) => store.errors.length === 0 && store.stale.length === 0 && store.failing.length === 0,
+  )
   return { healthy, now: new Date().toISOString(), stores }
 }
 
@@ -208,7 +220,12 @@ async function serve(
   if (url.pathname.endsWith('/healthz')) {
     if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(response, 'GET, HEAD')
     const report = await health()
-    send(response, report.healthy ? 200 : 503, 'application/json; charset=utf-8', `${JSON.stringify(report, null, 2)}\n`)
+    send(
+      response,
+      report.healthy ? 200 : 503,
+      'application/json; charset=utf-8',
+      `${JSON.stringify(report, null, 2)}\n`,
+    )
     return
   }
   const window = (['hour', 'day', 'week'] as const).find((w) => w === url.searchParams.get('window')) ?? 'day'
@@ -225,7 +242,11 @@ async function serve(
     notice,
   })
   const read = (): Promise<StoreSnapshot[]> =>
-    Promise.all(settings.stores.map((store) => readStore(store, settings.stale, settings.ignoreOlderThan, Date.now() - WINDOW_MS[window])))
+    Promise.all(
+      settings.stores.map((store) =>
+        readStore(store, settings.stale, settings.ignoreOlderThan, Date.now() - WINDOW_MS[window]),
+      ),
+    )
   if (request.method === 'POST') {
     if (!settings.allowRelease)
       return send(
@@ -246,15 +267,25 @@ async function serve(
     const index = Number(form.get('store'))
     const store = settings.stores[index]
     const name = form.get('lock') ?? ''
-    if (!store || name === '') return send(response, 400, 'text/plain; charset=utf-8', 'shedlock dashboard: the form names no lock\n')
+    if (!store || name === '')
+      return send(response, 400, 'text/plain; charset=utf-8', 'shedlock dashboard: the form names no lock\n')
     const current = await store.inspector.get(name)
     const unchanged =
-      current?.held && (current.lockedBy ?? '') === (form.get('lockedBy') ?? '') && (current.lockUntil?.toISOString() ?? '') === (form.get('lockUntil') ?? '')
+      current?.held &&
+      (current.lockedBy ?? '') === (form.get('lockedBy') ?? '') &&
+      (current.lockUntil?.toISOString() ?? '') === (form.get('lockUntil') ?? '')
     let notice: string
-    if (!unchanged) notice = `Lock "${name}" changed since the page showed it (or is no longer held): nothing was released. Look again.`
+    if (!unchanged)
+      notice = `Lock "${name}" changed since the page showed it (or is no longer held): nothing was released. Look again.`
     else if (form.get('step') !== 'release') {
       const snapshots = await read()
-      return send(response, 200, 'text/html; charset=utf-8', renderConfirm(input(snapshots), redact(store.label), current, index), nonce)
+      return send(
+        response,
+        200,
+        'text/html; charset=utf-8',
+        renderConfirm(input(snapshots), redact(store.label), current, index),
+        nonce,
+      )
     } else {
       // Only the state read just now is released: if its holder extended it or another node took
       // it since, release(record) changes nothing, and the old holder's late release cannot free
@@ -263,14 +294,17 @@ async function serve(
       settings.audit(
         `shedlock dashboard: ${new Date().toISOString()} ${who} ${released ? 'released' : 'tried to release'} lock "${name}" of ${redact(store.label)} (held by ${current.lockedBy ?? 'unknown'} until ${current.lockUntil?.toISOString() ?? 'unknown'})${released ? '' : ': it had changed, nothing released'}`,
       )
-      notice = released ? `Released lock "${name}" (held by ${current.lockedBy ?? 'unknown'}).` : `Lock "${name}" changed meanwhile: nothing was released.`
+      notice = released
+        ? `Released lock "${name}" (held by ${current.lockedBy ?? 'unknown'}).`
+        : `Lock "${name}" changed meanwhile: nothing was released.`
     }
     const snapshots = await read()
     return send(response, 200, 'text/html; charset=utf-8', renderPage(input(snapshots, notice)), nonce)
   }
   if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(response, 'GET, HEAD, POST')
   const snapshots = await read()
-  if (url.searchParams.get('fragment') === 'main') return send(response, 200, 'text/html; charset=utf-8', renderMain(input(snapshots)), nonce)
+  if (url.searchParams.get('fragment') === 'main')
+    return send(response, 200, 'text/html; charset=utf-8', renderMain(input(snapshots)), nonce)
   send(response, 200, 'text/html; charset=utf-8', renderPage(input(snapshots)), nonce)
 }
 
@@ -310,7 +344,9 @@ const MAX_FORM_BYTES = 16_384
 async function readForm(request: IncomingMessage): Promise<URLSearchParams> {
   const parsed = (request as IncomingMessage & { body?: unknown }).body
   if (parsed !== undefined && parsed !== null && typeof parsed === 'object' && !Buffer.isBuffer(parsed)) {
-    return new URLSearchParams(Object.entries(parsed as Record<string, unknown>).map(([k, v]): [string, string] => [k, String(v)]))
+    return new URLSearchParams(
+      Object.entries(parsed as Record<string, unknown>).map(([k, v]): [string, string] => [k, String(v)]),
+    )
   }
   if (typeof parsed === 'string') return new URLSearchParams(parsed)
   const chunks: Buffer[] = []

@@ -39,7 +39,9 @@ export function renderPage(input: PageInput): string {
 <header>
 <h1>${escapeHtml(input.title)}</h1>
 <nav aria-label="Time window">Timeline window: ${WINDOWS.map((w) =>
-    w === input.window ? `<strong aria-current="page">${w}</strong>` : `<a href="${query({ window: w, q: input.filter })}">${w}</a>`,
+    w === input.window
+      ? `<strong aria-current="page">${w}</strong>`
+      : `<a href="${query({ window: w, q: input.filter })}">${w}</a>`,
   ).join(' · ')}</nav>
 </header>
 <main id="main" tabindex="-1" data-refresh="${input.refreshSeconds}">
@@ -104,7 +106,9 @@ function renderTimelines(store: StoreSnapshot, id: string, input: PageInput): st
   if (!store.tasks || store.tasks.length === 0) return ''
   const to = store.now.getTime()
   const from = to - WINDOW_MS[input.window]
-  const legend = (Object.keys(KIND_LABELS) as MarkKind[]).map((kind) => `<li class="k-${kind}">${KIND_LABELS[kind]}</li>`).join('')
+  const legend = (Object.keys(KIND_LABELS) as MarkKind[])
+    .map((kind) => `<li class="k-${kind}">${KIND_LABELS[kind]}</li>`)
+    .join('')
   return `<h3>Timeline, last ${input.window}</h3>
 <ul class="legend" aria-label="Legend">${legend}</ul>
 ${store.tasks
@@ -119,7 +123,8 @@ ${timelineSvg(task.task.name, task.runs, from, to)}</figure>`,
 
 function renderLocks(store: StoreSnapshot, index: number, id: string, input: PageInput): string {
   const q = input.filter.toLowerCase()
-  const match = (l: LockRecord): boolean => q === '' || l.name.toLowerCase().includes(q) || (l.lockedBy ?? '').toLowerCase().includes(q)
+  const match = (l: LockRecord): boolean =>
+    q === '' || l.name.toLowerCase().includes(q) || (l.lockedBy ?? '').toLowerCase().includes(q)
   const locks = store.locks.filter(match)
   const slots = store.slotRecords.filter(match)
   const heldCount = locks.filter((l) => l.held).length
@@ -133,7 +138,13 @@ ${lockTable(`${id}-slots`, slots, index, input, `Slot records of ${store.label}`
 </details>`
 }
 
-function lockTable(tableId: string, locks: readonly LockRecord[], store: number, input: PageInput, caption: string): string {
+function lockTable(
+  tableId: string,
+  locks: readonly LockRecord[],
+  store: number,
+  input: PageInput,
+  caption: string,
+): string {
   if (locks.length === 0) return `<p class="muted" id="${tableId}">None.</p>`
   const release = input.csrf !== undefined
   const rows = locks.map(
@@ -155,7 +166,8 @@ function releaseForm(lock: LockRecord, store: number, csrf: string, input: PageI
 
 /** The hidden fields that name a lock as it was read: the release frees only that state of it. */
 export function hiddenRecord(lock: LockRecord, store: number, csrf: string): string {
-  const field = (name: string, value: string): string => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`
+  const field = (name: string, value: string): string =>
+    `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`
   return [
     field('csrf', csrf),
     field('store', String(store)),
@@ -172,18 +184,23 @@ export function renderConfirm(input: PageInput, storeLabel: string, lock: LockRe
 <p>Another node may start the task at once. Release only a lock whose holder is dead or stuck. If the lock changes before you confirm, nothing is released.</p>
 <form method="post" action="${query({ window: input.window, q: input.filter })}">${hiddenRecord(lock, store, input.csrf!)}<input type="hidden" name="step" value="release">
 <button type="submit" class="danger" autofocus>Release now</button> <a href="${query({ window: input.window, q: input.filter })}">Cancel</a></form>`
-  return renderPage({ ...input, refreshSeconds: 0 }).replace(/<main id="main"([^>]*)>[\s\S]*<\/main>/, `<main id="main"$1>${body}</main>`)
+  return renderPage({ ...input, refreshSeconds: 0 }).replace(
+    /<main id="main"([^>]*)>[\s\S]*<\/main>/,
+    `<main id="main"$1>${body}</main>`,
+  )
 }
 
 function stateBadge(task: TaskView): string {
-  const max = task.maxAge === undefined ? '' : ` <span class="muted">(max ${escapeHtml(formatDuration(task.maxAge))})</span>`
+  const max =
+    task.maxAge === undefined ? '' : ` <span class="muted">(max ${escapeHtml(formatDuration(task.maxAge))})</span>`
   const words = { ok: 'ok', failing: 'failing', stale: 'STALE' }[task.state]
   return `<span class="badge s-${task.state}">${words}</span>${max}`
 }
 
 function lockCell(lock: LockRecord | undefined): string {
   if (!lock) return '<span class="muted">no record</span>'
-  if (!lock.held) return `<span class="badge free">free</span> <span class="muted">until ${timeHtml(lock.lockUntil)}</span>`
+  if (!lock.held)
+    return `<span class="badge free">free</span> <span class="muted">until ${timeHtml(lock.lockUntil)}</span>`
   return `<span class="badge held">held</span> by ${escapeHtml(lock.lockedBy ?? 'unknown')}<br><span class="muted">since ${timeHtml(lock.lockedAt)} until ${timeHtml(lock.lockUntil)}</span>`
 }
 

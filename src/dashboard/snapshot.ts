@@ -21,7 +21,11 @@ export interface DashboardStore {
 export type DashboardWindow = 'hour' | 'day' | 'week'
 
 /** Each window's length in milliseconds. */
-export const WINDOW_MS: Readonly<Record<DashboardWindow, number>> = { hour: 3_600_000, day: 86_400_000, week: 604_800_000 }
+export const WINDOW_MS: Readonly<Record<DashboardWindow, number>> = {
+  hour: 3_600_000,
+  day: 86_400_000,
+  week: 604_800_000,
+}
 
 /** A task as the page shows it: the verdict of `shedlock status`, its lock, and its runs within the window. */
 export interface TaskView extends StatusRow {
@@ -61,7 +65,12 @@ export const RUNS_PER_TASK = 1000
  * `stale`), and each task's runs since `from`. A failing read becomes an entry of `errors`, never
  * an exception: one broken store does not hide the others.
  */
-export async function readStore(store: DashboardStore, stale: Staleness, ignoreOlderThan: number, from: number): Promise<StoreSnapshot> {
+export async function readStore(
+  store: DashboardStore,
+  stale: Staleness,
+  ignoreOlderThan: number,
+  from: number,
+): Promise<StoreSnapshot> {
   const errors: string[] = []
   let now = new Date()
   let records: readonly LockRecord[] = []
@@ -72,7 +81,8 @@ export async function readStore(store: DashboardStore, stale: Staleness, ignoreO
   } catch (error) {
     errors.push(`locks: ${oneLine(error)}`)
   }
-  const isSlot = (record: LockRecord): boolean => parseSlotRecordName(record.name) !== undefined || isCatchUpMarker(record)
+  const isSlot = (record: LockRecord): boolean =>
+    parseSlotRecordName(record.name) !== undefined || isCatchUpMarker(record)
   const locks = records.filter((record) => !isSlot(record))
   const slotRecords = records.filter(isSlot)
   let tasks: TaskView[] | undefined
@@ -84,7 +94,9 @@ export async function readStore(store: DashboardStore, stale: Staleness, ignoreO
       verdict = rest
       tasks = await Promise.all(
         rows.map(async (row) => {
-          const runs = (await ledger.history(row.task.name, { limit: RUNS_PER_TASK })).filter((run) => run.startedAt.getTime() >= from)
+          const runs = (await ledger.history(row.task.name, { limit: RUNS_PER_TASK })).filter(
+            (run) => run.startedAt.getTime() >= from,
+          )
           return { ...row, lock: locks.find((lock) => lock.name === row.task.name), runs }
         }),
       )
@@ -92,7 +104,16 @@ export async function readStore(store: DashboardStore, stale: Staleness, ignoreO
       errors.push(`runs: ${oneLine(error)}`)
     }
   }
-  return { label: redact(store.label), clock: store.inspector.clock, now, locks, slotRecords, tasks, ...verdict, errors }
+  return {
+    label: redact(store.label),
+    clock: store.inspector.clock,
+    now,
+    locks,
+    slotRecords,
+    tasks,
+    ...verdict,
+    errors,
+  }
 }
 
 /** True when `record` is the catch-up marker of some task (`<name>@catch-up`). */

@@ -35,8 +35,18 @@ export function markOf(run: RunRecord): Mark {
       ? { kind: 'missed', run, why: 'missed: every node was down at its fire time; a catch-up ran a later slot for it' }
       : { kind: 'skipped', run, why: 'skipped: the lock was held (a run of an earlier slot)' }
   }
-  if (late && run.outcome !== 'running') return { kind: 'caught-up', run, why: `caught up: missed at its fire time, run later by a catch-up (${run.outcome})` }
-  const why = { ok: 'ran, ok', failed: 'ran, failed', 'lock-lost': 'ran, lock lost: another node may have run it too', running: 'running' }[run.outcome]
+  if (late && run.outcome !== 'running')
+    return {
+      kind: 'caught-up',
+      run,
+      why: `caught up: missed at its fire time, run later by a catch-up (${run.outcome})`,
+    }
+  const why = {
+    ok: 'ran, ok',
+    failed: 'ran, failed',
+    'lock-lost': 'ran, lock lost: another node may have run it too',
+    running: 'running',
+  }[run.outcome]
   return { kind: run.outcome, run, why }
 }
 
@@ -83,12 +93,17 @@ export function timelineSvg(task: string, runs: readonly RunRecord[], from: numb
     const at = x(t).toFixed(1)
     parts.push(`<line x1="${at}" y1="${AXIS - 4}" x2="${at}" y2="${height}" stroke="#d0d7de" stroke-width="1"/>`)
     const anchor = i === 0 ? 'start' : i === 4 ? 'end' : 'middle'
-    parts.push(`<text x="${at}" y="12" font-size="11" text-anchor="${anchor}" fill="#57606a">${escapeHtml(tickText(t, span))}</text>`)
+    parts.push(
+      `<text x="${at}" y="12" font-size="11" text-anchor="${anchor}" fill="#57606a">${escapeHtml(tickText(t, span))}</text>`,
+    )
   }
-  if (nodes.length === 0) parts.push(`<text x="${LEFT}" y="${AXIS + 17}" font-size="12" fill="#57606a">no runs in this window</text>`)
+  if (nodes.length === 0)
+    parts.push(`<text x="${LEFT}" y="${AXIS + 17}" font-size="12" fill="#57606a">no runs in this window</text>`)
   nodes.forEach((node, lane) => {
     const y = AXIS + lane * LANE
-    parts.push(`<text x="4" y="${y + 17}" font-size="12" fill="#24292f">${escapeHtml(shorten(node, 26))}<title>${escapeHtml(node)}</title></text>`)
+    parts.push(
+      `<text x="4" y="${y + 17}" font-size="12" fill="#24292f">${escapeHtml(shorten(node, 26))}<title>${escapeHtml(node)}</title></text>`,
+    )
     parts.push(`<line x1="${LEFT}" y1="${y + LANE / 2}" x2="${WIDTH - 10}" y2="${y + LANE / 2}" stroke="#eaeef2"/>`)
     for (const run of runs.filter((r) => laneOf(r.node) === node)) parts.push(markSvg(markOf(run), y, x, to))
   })
@@ -110,13 +125,16 @@ function markSvg(mark: Mark, y: number, x: (t: number) => number, to: number): s
     return `<g ${data}><path d="M${(cx - 5).toFixed(1)} ${mid - 5}l10 10m0 -10l-10 10" stroke="${color}" stroke-width="2"/>${title}</g>`
   }
   const start = x(run.startedAt.getTime())
-  const end = x(run.finishedAt?.getTime() ?? (kind === 'running' ? to : run.startedAt.getTime() + (run.durationMs ?? 0)))
+  const end = x(
+    run.finishedAt?.getTime() ?? (kind === 'running' ? to : run.startedAt.getTime() + (run.durationMs ?? 0)),
+  )
   const width = Math.max(3, end - start)
   const back =
     kind === 'caught-up' && run.slot
       ? `<line x1="${x(run.slot.getTime()).toFixed(1)}" y1="${mid}" x2="${start.toFixed(1)}" y2="${mid}" stroke="${color}" stroke-dasharray="2 3"/><circle cx="${x(run.slot.getTime()).toFixed(1)}" cy="${mid}" r="3" fill="${color}"/>`
       : ''
-  const fill = kind === 'caught-up' && run.outcome !== 'ok' ? COLORS[run.outcome === 'lock-lost' ? 'lock-lost' : 'failed'] : color
+  const fill =
+    kind === 'caught-up' && run.outcome !== 'ok' ? COLORS[run.outcome === 'lock-lost' ? 'lock-lost' : 'failed'] : color
   return `<g ${data} data-outcome="${run.outcome}">${back}<rect x="${start.toFixed(1)}" y="${mid - 7}" width="${width.toFixed(1)}" height="14" rx="2" fill="${fill}"${kind === 'caught-up' ? ` stroke="${color}" stroke-width="2"` : ''}/>${title}</g>`
 }
 

@@ -31,7 +31,11 @@ export function isExecutor(value: unknown): value is LockingTaskExecutor {
 
 /** True when `value` is usable as an executor or a provider. */
 export function isExecutorOrProvider(value: unknown): value is ExecutorOrProvider {
-  return typeof value === 'object' && value !== null && (isExecutor(value) || typeof (value as Partial<LockProvider>).lock === 'function')
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    (isExecutor(value) || typeof (value as Partial<LockProvider>).lock === 'function')
+  )
 }
 
 /**
@@ -40,14 +44,22 @@ export function isExecutorOrProvider(value: unknown): value is ExecutorOrProvide
  *
  * @throws LockConfigurationError naming `where` when `value` is neither.
  */
-export function toExecutor(where: string, value: unknown, listener?: LockingTaskExecutorListener, logger?: ShedlockLogger): LockingTaskExecutor {
+export function toExecutor(
+  where: string,
+  value: unknown,
+  listener?: LockingTaskExecutorListener,
+  logger?: ShedlockLogger,
+): LockingTaskExecutor {
   if (isExecutor(value)) return value
   if (!isExecutorOrProvider(value)) {
     throw new LockConfigurationError(
       `${where}: expected a LockProvider (such as postgresLockProvider({ client })) or a LockingTaskExecutor (createLockingTaskExecutor(provider)), got ${kindOf(value)}`,
     )
   }
-  return createLockingTaskExecutor(value as LockProvider, { ...(listener === undefined ? {} : { listener }), ...(logger === undefined ? {} : { logger }) })
+  return createLockingTaskExecutor(value as LockProvider, {
+    ...(listener === undefined ? {} : { listener }),
+    ...(logger === undefined ? {} : { logger }),
+  })
 }
 
 /**
@@ -64,7 +76,9 @@ export function checkName(where: string, name: unknown): void {
     )
   }
   if (name.trim() === '') {
-    throw new LockConfigurationError(`${where}: the lock name ${JSON.stringify(name)} is blank; pass a non-empty name, e.g. "nightly-report"`)
+    throw new LockConfigurationError(
+      `${where}: the lock name ${JSON.stringify(name)} is blank; pass a non-empty name, e.g. "nightly-report"`,
+    )
   }
 }
 
@@ -86,7 +100,10 @@ export function checkDurations(
       `${where}: lockAtLeastFor (${show(lockAtLeastFor, atLeast)}) is longer than lockAtMostFor (${show(lockAtMostFor, atMost)}); make lockAtMostFor at least as long as lockAtLeastFor`,
     )
   }
-  return { ...(atMost === undefined ? {} : { lockAtMostFor: atMost }), ...(atLeast === undefined ? {} : { lockAtLeastFor: atLeast }) }
+  return {
+    ...(atMost === undefined ? {} : { lockAtMostFor: atMost }),
+    ...(atLeast === undefined ? {} : { lockAtLeastFor: atLeast }),
+  }
 }
 
 /** The slot options every integration shares, parsed. */
@@ -104,21 +121,34 @@ export interface SlotSettings {
  *
  * @throws LockConfigurationError naming `where`.
  */
-export function checkSlotSettings(where: string, options: { slot?: unknown; slotRetention?: unknown; catchUp?: unknown; name?: unknown }): SlotSettings {
+export function checkSlotSettings(
+  where: string,
+  options: { slot?: unknown; slotRetention?: unknown; catchUp?: unknown; name?: unknown },
+): SlotSettings {
   const { slot, slotRetention, catchUp } = options
   let retention: number | undefined
   if (slotRetention !== undefined) {
     retention = parseField(where, 'slotRetention', slotRetention as Duration)
-    if (!(retention > 0)) throw new LockConfigurationError(`${where}: slotRetention must be more than 0, got ${JSON.stringify(slotRetention)}`)
-    if (slot === undefined || slot === false) throw new LockConfigurationError(`${where}: slotRetention is set without slot; it applies to slot runs only`)
+    if (!(retention > 0))
+      throw new LockConfigurationError(
+        `${where}: slotRetention must be more than 0, got ${JSON.stringify(slotRetention)}`,
+      )
+    if (slot === undefined || slot === false)
+      throw new LockConfigurationError(`${where}: slotRetention is set without slot; it applies to slot runs only`)
   }
   if (catchUp === undefined) return { slotRetention: retention, catchUp: undefined }
-  if (catchUp === null || typeof catchUp !== 'object') throw new LockConfigurationError(`${where}: catchUp must be { policy, within }, got ${kindOf(catchUp)}`)
+  if (catchUp === null || typeof catchUp !== 'object')
+    throw new LockConfigurationError(`${where}: catchUp must be { policy, within }, got ${kindOf(catchUp)}`)
   const { policy, within } = catchUp as Partial<CatchUpSettings>
   if (policy !== 'skip' && policy !== 'once' && policy !== 'all') {
-    throw new LockConfigurationError(`${where}: catchUp.policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy) ?? String(policy)}`)
+    throw new LockConfigurationError(
+      `${where}: catchUp.policy must be 'skip', 'once' or 'all', got ${JSON.stringify(policy) ?? String(policy)}`,
+    )
   }
-  if (within === undefined) throw new LockConfigurationError(`${where}: catchUp.within is required: how far back a missed slot still counts, e.g. '6h'`)
+  if (within === undefined)
+    throw new LockConfigurationError(
+      `${where}: catchUp.within is required: how far back a missed slot still counts, e.g. '6h'`,
+    )
   const windowMs = parseField(where, 'catchUp.within', within)
   if (retention !== undefined && windowMs > retention) {
     throw new LockConfigurationError(
@@ -126,10 +156,14 @@ export function checkSlotSettings(where: string, options: { slot?: unknown; slot
     )
   }
   if (slot === undefined || slot === false) {
-    throw new LockConfigurationError(`${where}: catchUp needs slot: a catch-up finds the slots nobody ran from the slot records that slot runs leave`)
+    throw new LockConfigurationError(
+      `${where}: catchUp needs slot: a catch-up finds the slots nobody ran from the slot records that slot runs leave`,
+    )
   }
   if (typeof options.name === 'function')
-    throw new LockConfigurationError(`${where}: catchUp needs a fixed lock name, not a name function (a catch-up has no call arguments)`)
+    throw new LockConfigurationError(
+      `${where}: catchUp needs a fixed lock name, not a name function (a catch-up has no call arguments)`,
+    )
   return { slotRetention: retention, catchUp: { policy, within: windowMs } }
 }
 
@@ -140,7 +174,8 @@ export function skippedCatchUp(): CatchUpResult {
 
 /** A `LockConfigurationError` of the core with `where` in front, to throw instead; other errors as they are. */
 export function withContext(where: string, error: unknown): unknown {
-  if (error instanceof LockConfigurationError) return new LockConfigurationError(`${where}: ${error.message}`, { cause: error })
+  if (error instanceof LockConfigurationError)
+    return new LockConfigurationError(`${where}: ${error.message}`, { cause: error })
   return error
 }
 
@@ -149,16 +184,21 @@ export function kindOf(value: unknown): string {
   if (value === null) return 'null'
   if (typeof value === 'string') return JSON.stringify(value)
   if (typeof value === 'function') return 'a function'
-  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object without lock() or executeWithLock()'
+  if (typeof value === 'object')
+    return Array.isArray(value) ? 'an array' : 'an object without lock() or executeWithLock()'
   return `${typeof value} ${String(value)}`
 }
 
 function parseField(where: string, field: string, value: Duration): number {
-  if (value === null) throw new LockConfigurationError(`${where}: ${field} is null; leave it out or give a duration such as "10m"`)
+  if (value === null)
+    throw new LockConfigurationError(`${where}: ${field} is null; leave it out or give a duration such as "10m"`)
   try {
     return parseDuration(value)
   } catch (error) {
-    throw new LockConfigurationError(`${where}: ${field} is invalid. ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new LockConfigurationError(
+      `${where}: ${field} is invalid. ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
   }
 }
 

@@ -149,7 +149,10 @@ interface Held {
  * @param executorOrProvider a `LockProvider`, or a `LockingTaskExecutor` to keep its listener.
  * @throws LockConfigurationError at once for a blank name, bad durations or a wrong provider.
  */
-export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, options: LockingRunCoordinatorOptions): LockingRunCoordinator {
+export function lockingRunCoordinator(
+  executorOrProvider: ExecutorOrProvider,
+  options: LockingRunCoordinatorOptions,
+): LockingRunCoordinator {
   const { settings, ...lock } = check('lockingRunCoordinator()', options)
   const where = `lockingRunCoordinator() of lock "${lock.name}"`
   const executor = toExecutor(where, executorOrProvider)
@@ -159,7 +162,9 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
   const watched = new WeakSet<object>()
   const watch = (task: NodeCronWatchableTask): void => {
     if (!isNodeCronTask(task) || typeof (task as Partial<NodeCronWatchableTask>).on !== 'function')
-      throw new LockConfigurationError(`${where}: watch() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
+      throw new LockConfigurationError(
+        `${where}: watch() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`,
+      )
     if (watched.has(task)) return
     watched.add(task)
     // node-cron emits execution:failed synchronously from its error hook, before it calls
@@ -170,7 +175,8 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       if (!(date instanceof Date) || typeof task.name !== 'string') return
       const entry = held.get(`${task.name}:${date.toISOString()}`)
       // A task that threw nothing still failed: the ledger would read `undefined` as success.
-      if (entry) entry.failure = { error: context.execution?.error ?? new Error('the node-cron task failed without an error') }
+      if (entry)
+        entry.failure = { error: context.execution?.error ?? new Error('the node-cron task failed without an error') }
     })
   }
 
@@ -184,7 +190,8 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
     let found = looked.get(name)
     if (!found) {
       found = registeredTasks().then((tasks) => {
-        for (const task of tasks) if (task.name === name && isNodeCronTask(task) && typeof task.on === 'function') watch(task)
+        for (const task of tasks)
+          if (task.name === name && isNodeCronTask(task) && typeof task.on === 'function') watch(task)
       })
       looked.set(name, found)
     }
@@ -204,7 +211,8 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
       const finished = new Promise<void>((resolve, reject) => {
         settle = (failure) => (failure ? reject(failure.error) : resolve())
       })
-      const request: LockRequest = options.slot === true ? { ...lock, slot: slotOfKey(where, key), ...slotRetention } : lock
+      const request: LockRequest =
+        options.slot === true ? { ...lock, slot: slotOfKey(where, key), ...slotRetention } : lock
       const execution = executor.executeWithLock(() => {
         started()
         return finished
@@ -236,7 +244,9 @@ export function lockingRunCoordinator(executorOrProvider: ExecutorOrProvider, op
     watch,
     async catchUp(task) {
       if (!isNodeCronTask(task))
-        throw new LockConfigurationError(`${where}: catchUp() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`)
+        throw new LockConfigurationError(
+          `${where}: catchUp() needs the node-cron ScheduledTask (what cron.schedule() returns), got ${kindOf(task)}`,
+        )
       if (typeof (task as Partial<NodeCronWatchableTask>).on === 'function') watch(task as NodeCronWatchableTask)
       const catchUp = settings.catchUp
       if (!catchUp || executor.closed) return skippedCatchUp()
@@ -268,7 +278,10 @@ let nodeCronTasks: Promise<() => Iterable<NodeCronWatchableTask>> | undefined
  */
 async function registeredTasks(): Promise<NodeCronWatchableTask[]> {
   nodeCronTasks ??= import('node-cron' as string).then(
-    (module: { getTasks?: () => Map<string, NodeCronWatchableTask>; default?: { getTasks?: () => Map<string, NodeCronWatchableTask> } }) => {
+    (module: {
+      getTasks?: () => Map<string, NodeCronWatchableTask>
+      default?: { getTasks?: () => Map<string, NodeCronWatchableTask> }
+    }) => {
       const getTasks = module.getTasks ?? module.default?.getTasks
       return typeof getTasks === 'function' ? () => getTasks().values() : () => []
     },
@@ -285,7 +298,9 @@ function slotOfKey(where: string, key: string): Date {
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
   const slot = match ? new Date(match[1]!) : undefined
   if (!slot || Number.isNaN(slot.getTime())) {
-    throw new LockConfigurationError(`${where}: slot: true needs node-cron's key "<task name>:<fire time>", got ${JSON.stringify(key)}; the fire was not run`)
+    throw new LockConfigurationError(
+      `${where}: slot: true needs node-cron's key "<task name>:<fire time>", got ${JSON.stringify(key)}; the fire was not run`,
+    )
   }
   return slot
 }
@@ -305,9 +320,17 @@ function slotOfKey(where: string, key: string): Date {
  *
  * @throws LockConfigurationError at once for a blank name, bad durations or a wrong provider.
  */
-export function lockingTaskOptions(executorOrProvider: ExecutorOrProvider, options: LockingRunCoordinatorOptions): NodeCronLockingTaskOptions {
+export function lockingTaskOptions(
+  executorOrProvider: ExecutorOrProvider,
+  options: LockingRunCoordinatorOptions,
+): NodeCronLockingTaskOptions {
   const lock = check('lockingTaskOptions()', options)
-  return { name: lock.name, distributed: true, runCoordinator: lockingRunCoordinator(executorOrProvider, options), distributedLease: lock.lockAtMostFor }
+  return {
+    name: lock.name,
+    distributed: true,
+    runCoordinator: lockingRunCoordinator(executorOrProvider, options),
+    distributedLease: lock.lockAtMostFor,
+  }
 }
 
 function check(

@@ -167,9 +167,13 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       ? undefined
       : meter.createCounter('shedlock.lock.attempts', {
           unit: '{attempt}',
-          description: 'Lock attempts, by result: acquired, not_acquired (another node holds the lock) or failed (the store failed)',
+          description:
+            'Lock attempts, by result: acquired, not_acquired (another node holds the lock) or failed (the store failed)',
         }),
-    losses: meter.createCounter('shedlock.lock.losses', { unit: '{loss}', description: 'Locks that could no longer be trusted while their task still ran' }),
+    losses: meter.createCounter('shedlock.lock.losses', {
+      unit: '{loss}',
+      description: 'Locks that could no longer be trusted while their task still ran',
+    }),
     duration: meter.createHistogram(java ? 'shedlock.execution.duration' : 'shedlock.task.duration', {
       unit: 's',
       description: 'Duration of tasks run under a lock',
@@ -179,10 +183,14 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       unit: '{task}',
       description: 'Tasks running under a lock in this process',
     }),
-    runs: meter.createCounter('shedlock.task.runs', { unit: '{run}', description: 'Tasks run under a lock, by outcome: ok, failed or lock_lost' }),
+    runs: meter.createCounter('shedlock.task.runs', {
+      unit: '{run}',
+      description: 'Tasks run under a lock, by outcome: ok, failed or lock_lost',
+    }),
     slots: meter.createCounter('shedlock.slot.outcomes', {
       unit: '{slot}',
-      description: 'Slot runs, by outcome: run, done_elsewhere, skipped (lock held), missed (every node was down) or caught_up',
+      description:
+        'Slot runs, by outcome: run, done_elsewhere, skipped (lock held), missed (every node was down) or caught_up',
     }),
   }
   // Java ShedLock's Micrometer counters (MicrometerLockingTaskExecutorListener), same names.
@@ -190,9 +198,15 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
     !meter || !java
       ? undefined
       : {
-          attempts: meter.createCounter('shedlock.lock.attempts', { description: 'Lock attempts (Java ShedLock Micrometer name)' }),
-          acquired: meter.createCounter('shedlock.lock.acquired', { description: 'Locks acquired (Java ShedLock Micrometer name)' }),
-          notAcquired: meter.createCounter('shedlock.lock.not.acquired', { description: 'Locks not acquired: held elsewhere (Java ShedLock Micrometer name)' }),
+          attempts: meter.createCounter('shedlock.lock.attempts', {
+            description: 'Lock attempts (Java ShedLock Micrometer name)',
+          }),
+          acquired: meter.createCounter('shedlock.lock.acquired', {
+            description: 'Locks acquired (Java ShedLock Micrometer name)',
+          }),
+          notAcquired: meter.createCounter('shedlock.lock.not.acquired', {
+            description: 'Locks not acquired: held elsewhere (Java ShedLock Micrometer name)',
+          }),
         }
   const lockAttributes = java ? javaAttributes : shedlockAttributes
   // Runs whose lock was lost while they ran, for the outcome of shedlock.task.runs.
@@ -201,7 +215,10 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
   const lastSuccess = new Map<string, number>()
   const { runLedger } = options
   meter
-    ?.createObservableGauge?.('shedlock.task.last_success', { unit: 's', description: 'When each task last succeeded, in seconds since the epoch' })
+    ?.createObservableGauge?.('shedlock.task.last_success', {
+      unit: 's',
+      description: 'When each task last succeeded, in seconds since the epoch',
+    })
     .addCallback(async (result) => {
       const seen = new Map(lastSuccess)
       if (runLedger) {
@@ -212,7 +229,8 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
           if (at && at.getTime() > (seen.get(task.name) ?? 0)) seen.set(task.name, at.getTime())
         }
       }
-      for (const [name, at] of seen) result.observe(at / 1000, java ? { 'lock.name': name } : { 'shedlock.lock.name': name })
+      for (const [name, at] of seen)
+        result.observe(at / 1000, java ? { 'lock.name': name } : { 'shedlock.lock.name': name })
     })
   // Slot runs claimed here and not yet started or skipped.
   const claimed = new WeakSet<LockExecution>()
@@ -222,7 +240,11 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
   // of one name or several, each find their own span.
   const spans = new WeakMap<LockExecution, OpenTelemetrySpanLike>()
 
-  const endSpan = (execution: LockExecution, outcome: 'executed' | 'failed' | 'skipped' | 'error', error?: unknown): void => {
+  const endSpan = (
+    execution: LockExecution,
+    outcome: 'executed' | 'failed' | 'skipped' | 'error',
+    error?: unknown,
+  ): void => {
     const span = spans.get(execution)
     if (!span) return
     spans.delete(execution)
@@ -252,12 +274,19 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
       spans.get(execution)?.addEvent('shedlock.lock.acquired', deadlines(configuration))
     },
     onLockNotAcquired(configuration, execution) {
-      instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'not_acquired' })
+      instruments?.attempts?.add(1, {
+        ...lockAttributes(configuration, execution),
+        'shedlock.lock.result': 'not_acquired',
+      })
       javaCounters?.notAcquired.add(1, lockAttributes(configuration, execution))
       endSpan(execution, 'skipped')
     },
     onLockFailed(configuration, error, execution) {
-      instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'failed', 'error.type': errorType(error) })
+      instruments?.attempts?.add(1, {
+        ...lockAttributes(configuration, execution),
+        'shedlock.lock.result': 'failed',
+        'error.type': errorType(error),
+      })
       endSpan(execution, 'error', error)
     },
     aroundTask(_configuration, start, execution) {
@@ -276,7 +305,10 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
         const attributes = lockAttributes(configuration, execution)
         instruments.active.add(-1, attributes)
         // Java's Timer has lock.name alone: a failed run is one more sample of the same series.
-        instruments.duration.record(outcome.durationMs / 1000, outcome.failed && !java ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes)
+        instruments.duration.record(
+          outcome.durationMs / 1000,
+          outcome.failed && !java ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes,
+        )
         const result = lost.has(execution) ? 'lock_lost' : outcome.failed ? 'failed' : 'ok'
         instruments.runs.add(1, { ...attributes, 'shedlock.run.outcome': result })
       }
@@ -344,10 +376,13 @@ function errorType(error: unknown): string {
 }
 
 function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerOptions {
-  const fix = "pass openTelemetryListener({ meter: metrics.getMeter('shedlock'), tracer: trace.getTracer('shedlock') }) with objects from @opentelemetry/api"
-  if (options === null || typeof options !== 'object') throw new LockConfigurationError(`openTelemetryListener() needs options: ${fix}`)
+  const fix =
+    "pass openTelemetryListener({ meter: metrics.getMeter('shedlock'), tracer: trace.getTracer('shedlock') }) with objects from @opentelemetry/api"
+  if (options === null || typeof options !== 'object')
+    throw new LockConfigurationError(`openTelemetryListener() needs options: ${fix}`)
   const { meter, tracer, api } = options
-  if (meter === undefined && tracer === undefined) throw new LockConfigurationError(`openTelemetryListener() needs a meter, a tracer or both: ${fix}`)
+  if (meter === undefined && tracer === undefined)
+    throw new LockConfigurationError(`openTelemetryListener() needs a meter, a tracer or both: ${fix}`)
   if (meter !== undefined && !hasMethods(meter, ['createCounter', 'createUpDownCounter', 'createHistogram'])) {
     throw new LockConfigurationError(`openTelemetryListener(): meter is not an OpenTelemetry Meter: ${fix}`)
   }
@@ -355,7 +390,9 @@ function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerO
     throw new LockConfigurationError(`openTelemetryListener(): tracer is not an OpenTelemetry Tracer: ${fix}`)
   }
   if (api !== undefined && !(hasMethods(api?.context, ['active', 'with']) && hasMethods(api?.trace, ['setSpan']))) {
-    throw new LockConfigurationError("openTelemetryListener(): api must be the @opentelemetry/api namespace: import * as api from '@opentelemetry/api'")
+    throw new LockConfigurationError(
+      "openTelemetryListener(): api must be the @opentelemetry/api namespace: import * as api from '@opentelemetry/api'",
+    )
   }
   if (options.runLedger !== undefined && (meter === undefined || typeof options.runLedger?.tasks !== 'function')) {
     throw new LockConfigurationError(
@@ -371,5 +408,9 @@ function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerO
 }
 
 function hasMethods(value: unknown, methods: readonly string[]): boolean {
-  return typeof value === 'object' && value !== null && methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function')
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function')
+  )
 }

@@ -2,7 +2,13 @@ import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { ShedlockLogger } from '../core/logger.ts'
-import type { CatchUpResult, CloseOptions, LockingTaskExecutor, LockingTaskExecutorListener, LockRequest } from '../core/locking-task-executor.ts'
+import type {
+  CatchUpResult,
+  CloseOptions,
+  LockingTaskExecutor,
+  LockingTaskExecutorListener,
+  LockRequest,
+} from '../core/locking-task-executor.ts'
 import {
   type CatchUpSettings,
   checkDurations,
@@ -113,7 +119,11 @@ export interface SchedulerLockDecorator {
   /** Standard (TC39) decorators. */
   <This, Method extends LockableMethod>(method: Method, context: ClassMethodDecoratorContext<This, Method>): Method
   /** Legacy decorators (`experimentalDecorators`). */
-  <Method extends LockableMethod>(target: object, propertyKey: string | symbol, descriptor: TypedPropertyDescriptor<Method>): TypedPropertyDescriptor<Method>
+  <Method extends LockableMethod>(
+    target: object,
+    propertyKey: string | symbol,
+    descriptor: TypedPropertyDescriptor<Method>,
+  ): TypedPropertyDescriptor<Method>
 }
 
 interface Registry {
@@ -164,19 +174,27 @@ const HOW_TO_CONFIGURE =
  */
 export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): SchedulerLockConfiguration {
   if (options === null || typeof options !== 'object') {
-    throw new LockConfigurationError(`${CONFIGURE}: options are missing; pass { provider, defaultLockAtMostFor: '10m' }`)
+    throw new LockConfigurationError(
+      `${CONFIGURE}: options are missing; pass { provider, defaultLockAtMostFor: '10m' }`,
+    )
   }
   const { provider, providers = {}, defaultLockAtMostFor, defaultLockAtLeastFor, listener, logger } = options
   if (defaultLockAtMostFor === undefined || defaultLockAtMostFor === null) {
-    throw new LockConfigurationError(`${CONFIGURE}: defaultLockAtMostFor is required; set it well above your tasks' normal duration, e.g. '10m'`)
+    throw new LockConfigurationError(
+      `${CONFIGURE}: defaultLockAtMostFor is required; set it well above your tasks' normal duration, e.g. '10m'`,
+    )
   }
   const durations = checkDurations(CONFIGURE, defaultLockAtMostFor, defaultLockAtLeastFor)
   if (providers === null || typeof providers !== 'object' || Array.isArray(providers)) {
-    throw new LockConfigurationError(`${CONFIGURE}: providers must be an object of named providers, e.g. { main: postgresLockProvider({ client }) }`)
+    throw new LockConfigurationError(
+      `${CONFIGURE}: providers must be an object of named providers, e.g. { main: postgresLockProvider({ client }) }`,
+    )
   }
   const entries = Object.entries(providers)
   if (provider === undefined && entries.length === 0) {
-    throw new LockConfigurationError(`${CONFIGURE}: no lock provider given; pass provider (the default) or providers (named ones)`)
+    throw new LockConfigurationError(
+      `${CONFIGURE}: no lock provider given; pass provider (the default) or providers (named ones)`,
+    )
   }
 
   const executors = new Map<object, LockingTaskExecutor>()
@@ -188,14 +206,20 @@ export function configureSchedulerLock(options: ConfigureSchedulerLockOptions): 
   }
   const byName = new Map<string, LockingTaskExecutor>()
   for (const [name, value] of entries) {
-    if (name.trim() === '') throw new LockConfigurationError(`${CONFIGURE}: a provider name is blank; give every entry of providers a name`)
+    if (name.trim() === '')
+      throw new LockConfigurationError(`${CONFIGURE}: a provider name is blank; give every entry of providers a name`)
     byName.set(name, executorOf(`${CONFIGURE}: providers.${name}`, value))
   }
   let fallback: LockingTaskExecutor | undefined
   if (provider !== undefined) fallback = executorOf(`${CONFIGURE}: provider`, provider)
   else if (entries.length === 1) fallback = byName.values().next().value
   const all = [...new Set(executors.values())]
-  const partial = { byName, fallback, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0 }
+  const partial = {
+    byName,
+    fallback,
+    lockAtMostFor: durations.lockAtMostFor!,
+    lockAtLeastFor: durations.lockAtLeastFor ?? 0,
+  }
   let closing: Promise<void> | undefined
   const configuration: SchedulerLockConfiguration = {
     executor: (name) => pickExecutor(partial, name, CONFIGURE),
@@ -268,20 +292,30 @@ export function resetSchedulerLock(): void {
  */
 export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecorator {
   const lockLabel =
-    typeof options?.name === 'string' ? ` (lock ${JSON.stringify(options.name)})` : typeof options?.name === 'function' ? ' (lock name from a function)' : ''
+    typeof options?.name === 'string'
+      ? ` (lock ${JSON.stringify(options.name)})`
+      : typeof options?.name === 'function'
+        ? ' (lock name from a function)'
+        : ''
 
   const decorate = (method: unknown, where: string, classOf: (self: unknown) => string, legacy: boolean): AnyMethod => {
     const at = `@SchedulerLock on ${where}${lockLabel}`
-    if (typeof method !== 'function') throw new LockConfigurationError(`${at}: it decorates methods only, not ${kindOf(method)}; put it on a method`)
-    if (lockedMethods.has(method)) throw new LockConfigurationError(`${at}: the method already has a @SchedulerLock; keep one`)
+    if (typeof method !== 'function')
+      throw new LockConfigurationError(`${at}: it decorates methods only, not ${kindOf(method)}; put it on a method`)
+    if (lockedMethods.has(method))
+      throw new LockConfigurationError(`${at}: the method already has a @SchedulerLock; keep one`)
     if (options === null || typeof options !== 'object') {
-      throw new LockConfigurationError(`${at}: options are missing; pass { name, lockAtMostFor?, lockAtLeastFor?, provider? }`)
+      throw new LockConfigurationError(
+        `${at}: options are missing; pass { name, lockAtMostFor?, lockAtLeastFor?, provider? }`,
+      )
     }
     checkName(at, options.name)
     const durations = checkDurations(at, options.lockAtMostFor, options.lockAtLeastFor)
     const providerName = options.provider
     if (providerName !== undefined && (typeof providerName !== 'string' || providerName.trim() === '')) {
-      throw new LockConfigurationError(`${at}: provider must be the name of one of the providers given to ${CONFIGURE}, got ${kindOf(providerName)}`)
+      throw new LockConfigurationError(
+        `${at}: provider must be the name of one of the providers given to ${CONFIGURE}, got ${kindOf(providerName)}`,
+      )
     }
     const slot = options.slot
     if (slot !== undefined && slot !== true && typeof slot !== 'function') {
@@ -291,7 +325,15 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
     }
     const settings = checkSlotSettings(at, options)
     if (slot === true) checkCronSlot(at, method, legacy)
-    return lockedMethod(method as AnyMethod, options.name, durations, providerName, settings, slot, (self) => `@SchedulerLock on ${classOf(self)}${lockLabel}`)
+    return lockedMethod(
+      method as AnyMethod,
+      options.name,
+      durations,
+      providerName,
+      settings,
+      slot,
+      (self) => `@SchedulerLock on ${classOf(self)}${lockLabel}`,
+    )
   }
 
   const decorator = (...args: unknown[]): unknown => {
@@ -307,16 +349,22 @@ export function SchedulerLock(options: SchedulerLockOptions): SchedulerLockDecor
       }
       return decorate(first, where, (self) => `${nameOfClass(self)}.${name}()`, false)
     }
-    const legacy = (typeof second === 'string' || typeof second === 'symbol') && (typeof first === 'function' || (typeof first === 'object' && first !== null))
+    const legacy =
+      (typeof second === 'string' || typeof second === 'symbol') &&
+      (typeof first === 'function' || (typeof first === 'object' && first !== null))
     if (legacy) {
       // Legacy decorator: (prototype or class, key, descriptor).
       const key = typeof second === 'symbol' ? `[${second.description ?? ''}]` : String(second)
       const owner =
-        typeof first === 'function' ? `${(first as { name: string }).name}.${key}` : `${(first as { constructor: { name: string } }).constructor.name}.${key}`
+        typeof first === 'function'
+          ? `${(first as { name: string }).name}.${key}`
+          : `${(first as { constructor: { name: string } }).constructor.name}.${key}`
       const descriptor = third as PropertyDescriptor | undefined
       if (!descriptor || typeof descriptor.value !== 'function') {
         const what = !descriptor ? 'a property' : descriptor.get || descriptor.set ? 'an accessor' : 'a property'
-        throw new LockConfigurationError(`@SchedulerLock on ${owner}${lockLabel}: it decorates methods only, not ${what}; put it on a method`)
+        throw new LockConfigurationError(
+          `@SchedulerLock on ${owner}${lockLabel}: it decorates methods only, not ${what}; put it on a method`,
+        )
       }
       descriptor.value = decorate(descriptor.value, `${owner}()`, () => `${owner}()`, true)
       return descriptor
@@ -348,7 +396,9 @@ function checkCronSlot(at: string, method: unknown, legacy: boolean): void {
   }
   const type = reflect.getOwnMetadata(SCHEDULER_TYPE, method as object)
   if (type !== undefined && type !== SCHEDULER_TYPE_CRON) {
-    throw new LockConfigurationError(`${at}: slot: true needs @Cron: @Interval and @Timeout have no fire times; ${how} (intervalSlot() for an @Interval)`)
+    throw new LockConfigurationError(
+      `${at}: slot: true needs @Cron: @Interval and @Timeout have no fire times; ${how} (intervalSlot() for an @Interval)`,
+    )
   }
 }
 
@@ -370,15 +420,21 @@ function lockedMethod(
     let slotOptions: Pick<LockRequest, 'slot' | 'slotRetention'> = {}
     if (slot !== undefined) {
       const retention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
-      slotOptions = { slot: slot === true ? await cronSlot(locked, calledAt, where) : slotOfFunction(slot, self, args, where), ...retention }
+      slotOptions = {
+        slot: slot === true ? await cronSlot(locked, calledAt, where) : slotOfFunction(slot, self, args, where),
+        ...retention,
+      }
     }
     try {
-      const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => method.apply(self, args)), {
-        name: lockName,
-        lockAtMostFor,
-        lockAtLeastFor,
-        ...slotOptions,
-      })
+      const outcome = await executor.executeWithLock(
+        (context) => runInTaskContext(context, () => method.apply(self, args)),
+        {
+          name: lockName,
+          lockAtMostFor,
+          lockAtLeastFor,
+          ...slotOptions,
+        },
+      )
       return outcome.executed ? outcome.result : undefined
     } catch (error) {
       // Stopped by a shutdown (closeSchedulerLock(), ShedLockModule): skipped, not failed.
@@ -394,7 +450,10 @@ function lockedMethod(
     try {
       lockName = typeof name === 'function' ? name.apply(self, args) : name
     } catch (error) {
-      throw new LockConfigurationError(`${where}: the name function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+      throw new LockConfigurationError(
+        `${where}: the name function threw: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      )
     }
     try {
       // Validated here, where the class and method can be named; the executor validates again.
@@ -414,12 +473,20 @@ function lockedMethod(
   return locked
 }
 
-function slotOfFunction(slot: Exclude<SchedulerLockOptions['slot'], true | undefined>, self: unknown, args: unknown[], where: string): Date {
+function slotOfFunction(
+  slot: Exclude<SchedulerLockOptions['slot'], true | undefined>,
+  self: unknown,
+  args: unknown[],
+  where: string,
+): Date {
   let computed: unknown
   try {
     computed = slot.apply(self, args)
   } catch (error) {
-    throw new LockConfigurationError(`${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new LockConfigurationError(
+      `${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
   }
   if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
     throw new LockConfigurationError(
@@ -438,7 +505,9 @@ function cronTimeOf(locked: object, where: string): Promise<CronTimeLike> {
   if (!cronTime) {
     const reflect = Reflect as unknown as ReflectMetadata
     const metadata =
-      typeof reflect.getOwnMetadata === 'function' ? (reflect.getOwnMetadata(SCHEDULE_CRON_OPTIONS, locked) as NestCronOptions | undefined) : undefined
+      typeof reflect.getOwnMetadata === 'function'
+        ? (reflect.getOwnMetadata(SCHEDULE_CRON_OPTIONS, locked) as NestCronOptions | undefined)
+        : undefined
     if (!metadata || metadata.cronTime === undefined) {
       return Promise.reject(
         new LockConfigurationError(
@@ -447,7 +516,12 @@ function cronTimeOf(locked: object, where: string): Promise<CronTimeLike> {
       )
     }
     cronTime = loadCronTime().then(
-      (CronTime) => new CronTime(metadata.cronTime, metadata.timeZone ?? null, metadata.timeZone == null ? (metadata.utcOffset ?? null) : null),
+      (CronTime) =>
+        new CronTime(
+          metadata.cronTime,
+          metadata.timeZone ?? null,
+          metadata.timeZone == null ? (metadata.utcOffset ?? null) : null,
+        ),
     )
     cronTime.catch(() => cronTimes.delete(locked))
     cronTimes.set(locked, cronTime)
@@ -465,7 +539,10 @@ interface NestCronOptions {
 /** The nominal fire time of a call of a `@Cron` method: the latest fire time at or before `calledAt`. */
 async function cronSlot(locked: object, calledAt: Date, where: string): Promise<Date> {
   const slot = cronLatestFireTime(await cronTimeOf(locked, where), calledAt)
-  if (!slot) throw new LockConfigurationError(`${where}: slot: true: @Cron has no fire time at or before ${calledAt.toISOString()}`)
+  if (!slot)
+    throw new LockConfigurationError(
+      `${where}: slot: true: @Cron has no fire time at or before ${calledAt.toISOString()}`,
+    )
   return slot
 }
 
@@ -488,11 +565,17 @@ async function cronSlot(locked: object, calledAt: Date, where: string): Promise<
  *   configured, its provider is not, it has no schedule, or the provider has no inspector.
  * @throws LockProviderError when the store fails.
  */
-export async function catchUpSchedulerLock(instance: object, method: string | symbol, schedule?: CatchUpSchedule): Promise<CatchUpResult> {
+export async function catchUpSchedulerLock(
+  instance: object,
+  method: string | symbol,
+  schedule?: CatchUpSchedule,
+): Promise<CatchUpResult> {
   const locked = (instance as Record<string | symbol, unknown> | null)?.[method]
   const info = typeof locked === 'function' ? lockedMethods.get(locked) : undefined
   if (!info) {
-    throw new LockConfigurationError(`catchUpSchedulerLock(): ${nameOfClass(instance)}.${String(method)} is not a method with @SchedulerLock`)
+    throw new LockConfigurationError(
+      `catchUpSchedulerLock(): ${nameOfClass(instance)}.${String(method)} is not a method with @SchedulerLock`,
+    )
   }
   const where = info.at(instance)
   const catchUp = info.settings.catchUp
@@ -516,7 +599,11 @@ export async function catchUpSchedulerLock(instance: object, method: string | sy
   }
 }
 
-function pickExecutor(current: Pick<Registry, 'byName' | 'fallback'>, providerName: string | undefined, where: string): LockingTaskExecutor {
+function pickExecutor(
+  current: Pick<Registry, 'byName' | 'fallback'>,
+  providerName: string | undefined,
+  where: string,
+): LockingTaskExecutor {
   const configured = [...current.byName.keys()].map((n) => JSON.stringify(n)).join(', ')
   if (providerName !== undefined) {
     const executor = current.byName.get(providerName)
@@ -538,12 +625,18 @@ interface MethodContextLike {
 }
 
 function isMethodContext(value: unknown): value is MethodContextLike {
-  return typeof value === 'object' && value !== null && typeof (value as MethodContextLike).kind === 'string' && 'name' in value
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as MethodContextLike).kind === 'string' &&
+    'name' in value
+  )
 }
 
 function nameOfClass(self: unknown): string {
   if (typeof self === 'function') return self.name || '(anonymous class)'
-  if (typeof self === 'object' && self !== null) return (self as { constructor?: { name?: string } }).constructor?.name || '(anonymous class)'
+  if (typeof self === 'object' && self !== null)
+    return (self as { constructor?: { name?: string } }).constructor?.name || '(anonymous class)'
   return '(unknown class)'
 }
 
@@ -560,6 +653,11 @@ interface ReflectMetadata {
  */
 function copyMetadata(from: object, to: object): void {
   const reflect = Reflect as unknown as ReflectMetadata
-  if (typeof reflect.getOwnMetadataKeys !== 'function' || typeof reflect.getOwnMetadata !== 'function' || typeof reflect.defineMetadata !== 'function') return
+  if (
+    typeof reflect.getOwnMetadataKeys !== 'function' ||
+    typeof reflect.getOwnMetadata !== 'function' ||
+    typeof reflect.defineMetadata !== 'function'
+  )
+    return
   for (const key of reflect.getOwnMetadataKeys(from)) reflect.defineMetadata(key, reflect.getOwnMetadata(key, from), to)
 }

@@ -81,7 +81,11 @@ export function isCronerJob(value: unknown): value is CronerJobLike {
 
 /** True for a cron `CronTime`. */
 export function isCronTime(value: unknown): value is CronTimeLike {
-  return typeof value === 'object' && value !== null && typeof (value as Partial<CronTimeLike>).getNextDateFrom === 'function'
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Partial<CronTimeLike>).getNextDateFrom === 'function'
+  )
 }
 
 /** True for a cron `CronJob` (also the `this` of its `onTick`, unless it was given a `context`). */
@@ -97,7 +101,12 @@ export function isCronJob(value: unknown): value is CronJobLike {
 /** True for a node-cron 4 `ScheduledTask`. */
 export function isNodeCronTask(value: unknown): value is NodeCronTaskLike {
   const task = value as Partial<NodeCronTaskLike> | null
-  return typeof value === 'object' && value !== null && typeof task!.match === 'function' && typeof task!.execute === 'function'
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof task!.match === 'function' &&
+    typeof task!.execute === 'function'
+  )
 }
 
 /** What node-cron 4 passes its task: the scheduled fire time (`date`) and why it runs. */
@@ -137,7 +146,8 @@ export function nominalFireTime(where: string, self: unknown, args: readonly unk
   const [first] = args
   if (isCronerJob(first)) return cronerFireTime(where, first)
   if (first instanceof Date) {
-    if (Number.isNaN(first.getTime())) throw new LockConfigurationError(`${where}: slot: true got an Invalid Date as the fire date`)
+    if (Number.isNaN(first.getTime()))
+      throw new LockConfigurationError(`${where}: slot: true got an Invalid Date as the fire date`)
     return first
   }
   if (isNodeCronContext(first)) {
@@ -158,7 +168,9 @@ export function nominalFireTime(where: string, self: unknown, args: readonly unk
 function cronerFireTime(where: string, job: CronerJobLike): Date {
   const started = job.currentRun()
   if (!(started instanceof Date))
-    throw new LockConfigurationError(`${where}: slot: true: the croner job has no current run (the function was called outside a run of the job)`)
+    throw new LockConfigurationError(
+      `${where}: slot: true: the croner job has no current run (the function was called outside a run of the job)`,
+    )
   // previousRuns(1, reference) is the latest fire time before the reference, a fire exactly at
   // it excluded: hence the 1 ms. With `interval` (more than 1 s) it is the latest at or before
   // the reference moved back by the interval: hence the interval. (Both checked in the tests.)
@@ -166,7 +178,9 @@ function cronerFireTime(where: string, job: CronerJobLike): Date {
   const reference = new Date(started.getTime() + (interval > 1 ? interval * 1000 : 1))
   const slot = job.previousRuns(1, reference)[0]
   if (!(slot instanceof Date) || slot.getTime() > started.getTime()) {
-    throw new LockConfigurationError(`${where}: slot: true: croner knows no fire time at or before the run's start (${started.toISOString()})`)
+    throw new LockConfigurationError(
+      `${where}: slot: true: croner knows no fire time at or before the run's start (${started.toISOString()})`,
+    )
   }
   return slot
 }
@@ -180,7 +194,10 @@ function cronJobFireTime(where: string, job: CronJobLike): Date {
     )
   }
   const slot = cronLatestFireTime(job.cronTime, fired)
-  if (!slot) throw new LockConfigurationError(`${where}: slot: true: the CronJob's schedule has no fire time at or before ${fired.toISOString()}`)
+  if (!slot)
+    throw new LockConfigurationError(
+      `${where}: slot: true: the CronJob's schedule has no fire time at or before ${fired.toISOString()}`,
+    )
   return slot
 }
 
@@ -221,7 +238,8 @@ function cronZone(cronTime: CronTimeLike): string | undefined {
 
 function oneOffDate(source: unknown): Date | undefined {
   if (source instanceof Date) return source
-  if (typeof source === 'object' && source !== null && typeof (source as DateTimeLike).toJSDate === 'function') return (source as DateTimeLike).toJSDate()
+  if (typeof source === 'object' && source !== null && typeof (source as DateTimeLike).toJSDate === 'function')
+    return (source as DateTimeLike).toJSDate()
   return undefined
 }
 
@@ -308,12 +326,14 @@ function walk(next: (date: Date) => Date | undefined, from: Date, to: Date): Dat
 function nodeCronFireTimes(task: NodeCronTaskLike, from: Date, to: Date): Date[] {
   // A pattern whose seconds field is one number (five fields: 0) matches at that second only.
   const fields = typeof task.getPattern === 'function' ? task.getPattern().trim().split(/\s+/) : []
-  const second = fields.length === 5 ? 0 : fields.length === 6 && /^\d{1,2}$/.test(fields[0]!) ? Number(fields[0]) : undefined
+  const second =
+    fields.length === 5 ? 0 : fields.length === 6 && /^\d{1,2}$/.test(fields[0]!) ? Number(fields[0]) : undefined
   const out: Date[] = []
   if (second !== undefined) {
     let t = Math.floor(from.getTime() / 60_000) * 60_000 + second * 1000
     if (t < from.getTime()) t += 60_000
-    for (; t <= to.getTime() && out.length < FIRE_TIMES_LIMIT; t += 60_000) if (task.match(new Date(t))) out.push(new Date(t))
+    for (; t <= to.getTime() && out.length < FIRE_TIMES_LIMIT; t += 60_000)
+      if (task.match(new Date(t))) out.push(new Date(t))
     return out
   }
   for (let t = Math.ceil(from.getTime() / 1000) * 1000; t <= to.getTime() && out.length < FIRE_TIMES_LIMIT; t += 1000) {
@@ -347,9 +367,12 @@ export function intervalSlot(period: Duration, clock: Clock = systemClock): () =
   try {
     ms = parseDuration(period)
   } catch (error) {
-    throw new LockConfigurationError(`intervalSlot(): ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new LockConfigurationError(`intervalSlot(): ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    })
   }
-  if (!(ms > 0)) throw new LockConfigurationError(`intervalSlot(): the period must be more than 0, got ${JSON.stringify(period)}`)
+  if (!(ms > 0))
+    throw new LockConfigurationError(`intervalSlot(): the period must be more than 0, got ${JSON.stringify(period)}`)
   return () => new Date(Math.floor(clock.now() / ms) * ms)
 }
 
@@ -360,7 +383,11 @@ interface CronModuleLike {
 }
 
 /** cron's `CronTime` constructor: `new CronTime(source, timeZone?, utcOffset?)`. */
-export type CronTimeConstructor = new (source: unknown, timeZone?: string | null, utcOffset?: number | null) => CronTimeLike
+export type CronTimeConstructor = new (
+  source: unknown,
+  timeZone?: string | null,
+  utcOffset?: number | null,
+) => CronTimeLike
 
 let cronTimeClass: Promise<CronTimeConstructor> | undefined
 

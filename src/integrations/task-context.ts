@@ -42,7 +42,11 @@ export function taskContext(): TaskContext {
  * `ExecutorClosedError` from a closed executor, or the reason of the integration's own shutdown
  * `signal`. Such a run counts as skipped, not failed: it resolves to `undefined`.
  */
-export function isShutdownStop(error: unknown, executor: LockingTaskExecutor, signal: AbortSignal | undefined): boolean {
+export function isShutdownStop(
+  error: unknown,
+  executor: LockingTaskExecutor,
+  signal: AbortSignal | undefined,
+): boolean {
   if (signal?.aborted && error === signal.reason) return true
   return error instanceof ExecutorClosedError && executor.closed
 }

@@ -89,7 +89,11 @@ export interface LockedFunctionControls {
 }
 
 /** What {@link withLock} returns: `fn`'s parameters and `this`, resolving to its result, or to `undefined` when skipped. */
-export type LockedFunction<This, Args extends unknown[], R> = ((this: This, ...args: Args) => Promise<Awaited<R> | undefined>) & LockedFunctionControls
+export type LockedFunction<This, Args extends unknown[], R> = ((
+  this: This,
+  ...args: Args
+) => Promise<Awaited<R> | undefined>) &
+  LockedFunctionControls
 
 /**
  * Wraps `fn` so that each call runs it under the lock, or skips it at once when another node
@@ -129,21 +133,30 @@ export function withLock<This, Args extends unknown[], R>(
   options: WithLockOptions<This, Args>,
   fn: (this: This, ...args: Args) => R,
 ): LockedFunction<This, Args, R> {
-  const label = typeof options?.name === 'string' && options.name.trim() !== '' ? `withLock() of lock "${options.name}"` : 'withLock()'
+  const label =
+    typeof options?.name === 'string' && options.name.trim() !== ''
+      ? `withLock() of lock "${options.name}"`
+      : 'withLock()'
   if (options === null || typeof options !== 'object') {
     throw new LockConfigurationError(`${label}: options are missing; pass { name, lockAtMostFor, lockAtLeastFor? }`)
   }
   const { name, lockAtMostFor, lockAtLeastFor, onError } = options
   checkName(label, name)
   if (lockAtMostFor === undefined) {
-    throw new LockConfigurationError(`${label}: lockAtMostFor is required; set it well above the task's normal duration, e.g. "10m"`)
+    throw new LockConfigurationError(
+      `${label}: lockAtMostFor is required; set it well above the task's normal duration, e.g. "10m"`,
+    )
   }
   const durations = checkDurations(label, lockAtMostFor, lockAtLeastFor)
-  if (typeof fn !== 'function') throw new LockConfigurationError(`${label}: the task must be a function, got ${typeof fn}`)
-  if (onError !== undefined && typeof onError !== 'function') throw new LockConfigurationError(`${label}: onError must be a function, got ${typeof onError}`)
+  if (typeof fn !== 'function')
+    throw new LockConfigurationError(`${label}: the task must be a function, got ${typeof fn}`)
+  if (onError !== undefined && typeof onError !== 'function')
+    throw new LockConfigurationError(`${label}: onError must be a function, got ${typeof onError}`)
   const { slot, signal } = options
   if (slot !== undefined && slot !== true && typeof slot !== 'function') {
-    throw new LockConfigurationError(`${label}: slot must be true (the scheduler's fire time) or a function that returns the slot, got ${kindOf(slot)}`)
+    throw new LockConfigurationError(
+      `${label}: slot must be true (the scheduler's fire time) or a function that returns the slot, got ${kindOf(slot)}`,
+    )
   }
   if (signal !== undefined && !(signal instanceof AbortSignal))
     throw new LockConfigurationError(`${label}: signal must be an AbortSignal, got ${kindOf(signal)}`)
@@ -164,7 +177,10 @@ export function withLock<This, Args extends unknown[], R>(
       }
       const slotOptions = slot === undefined ? {} : { slot: slotOf(self, args, lock.name), ...slotRetention }
       const request: LockRequest = { ...lock, ...slotOptions, ...shutdown }
-      const outcome = await executor.executeWithLock((context) => runInTaskContext(context, () => fn.apply(self, args)), request)
+      const outcome = await executor.executeWithLock(
+        (context) => runInTaskContext(context, () => fn.apply(self, args)),
+        request,
+      )
       return outcome.executed ? (outcome.result as Awaited<R>) : undefined
     } catch (error) {
       // Stopped by the shutdown (the signal, or a closed executor): skipped, not failed.
@@ -183,7 +199,10 @@ export function withLock<This, Args extends unknown[], R>(
     try {
       computed = (slot as (this: This, ...args: Args) => Date | undefined).apply(self, args)
     } catch (error) {
-      throw new LockConfigurationError(`${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+      throw new LockConfigurationError(
+        `${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      )
     }
     if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
       throw new LockConfigurationError(
@@ -199,10 +218,17 @@ export function withLock<This, Args extends unknown[], R>(
     try {
       computed = (name as (this: This, ...args: Args) => string).apply(self, args)
     } catch (error) {
-      throw new LockConfigurationError(`${label}: the name function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+      throw new LockConfigurationError(
+        `${label}: the name function threw: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      )
     }
     try {
-      lockConfiguration({ name: computed as string, lockAtMostFor: durations.lockAtMostFor!, lockAtLeastFor: durations.lockAtLeastFor ?? 0 })
+      lockConfiguration({
+        name: computed as string,
+        lockAtMostFor: durations.lockAtMostFor!,
+        lockAtLeastFor: durations.lockAtLeastFor ?? 0,
+      })
     } catch (error) {
       throw withContext(`${label}: the name function returned ${JSON.stringify(computed) ?? String(computed)}`, error)
     }
@@ -222,11 +248,15 @@ export function withLock<This, Args extends unknown[], R>(
         ...shutdown,
       }
       try {
-        return await executor.catchUp((context) => runInTaskContext(context, () => fn.apply(undefined as This, [] as unknown as Args)), request, {
-          policy: catchUp.policy,
-          within: catchUp.within,
-          fireTimes,
-        })
+        return await executor.catchUp(
+          (context) => runInTaskContext(context, () => fn.apply(undefined as This, [] as unknown as Args)),
+          request,
+          {
+            policy: catchUp.policy,
+            within: catchUp.within,
+            fireTimes,
+          },
+        )
       } catch (error) {
         if (isShutdownStop(error, executor, signal)) return skippedCatchUp()
         throw error

@@ -33,16 +33,25 @@ const ONE_CONNECTION =
  *   database over a single connection instead of a pool (a pg `Client` or `PoolClient`, a mysql2
  *   connection: the lock would join your transactions), and for other drivers.
  */
-export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
-  if (!db || typeof db !== 'object') throw new LockConfigurationError('drizzle: pass the database that drizzle() returned')
+export function drizzleLockProvider(
+  db: DrizzleDatabaseLike,
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
+  if (!db || typeof db !== 'object')
+    throw new LockConfigurationError('drizzle: pass the database that drizzle() returned')
   const client = db.$client as Record<string, unknown> | undefined
   if (client === undefined) {
     if (typeof (db as { rollback?: unknown }).rollback === 'function')
       throw transactionHandle('drizzle', 'a transaction (the tx of db.transaction())', 'the db that drizzle() returned')
-    throw new LockConfigurationError('drizzle: the database has no $client; pass the database that drizzle() returned (drizzle-orm 0.34 or later)')
+    throw new LockConfigurationError(
+      'drizzle: the database has no $client; pass the database that drizzle() returned (drizzle-orm 0.34 or later)',
+    )
   }
-  const kind = (db.dialect as { constructor?: Record<symbol, unknown> } | undefined)?.constructor?.[Symbol.for('drizzle:entityKind')]
-  const detected = kind === 'PgDialect' ? 'postgres' : kind === 'MySqlDialect' ? 'mysql' : typeof kind === 'string' ? kind : undefined
+  const kind = (db.dialect as { constructor?: Record<symbol, unknown> } | undefined)?.constructor?.[
+    Symbol.for('drizzle:entityKind')
+  ]
+  const detected =
+    kind === 'PgDialect' ? 'postgres' : kind === 'MySqlDialect' ? 'mysql' : typeof kind === 'string' ? kind : undefined
   const dialect = chooseDialect('drizzle', options, detected)
   if (dialect === 'postgres') {
     // A pg Pool counts its clients; a single pg Client would run the lock inside your transactions.
@@ -55,7 +64,9 @@ export function drizzleLockProvider(db: DrizzleDatabaseLike, options: OrmLockPro
   }
   // mysql2: a promise pool, or the callback pool behind promise().
   const pool =
-    typeof client.promise === 'function' && typeof client.getConnection === 'function' ? (client.promise as () => Record<string, unknown>).call(client) : client
+    typeof client.promise === 'function' && typeof client.getConnection === 'function'
+      ? (client.promise as () => Record<string, unknown>).call(client)
+      : client
   if (typeof pool.query !== 'function' || typeof pool.getConnection !== 'function') {
     throw new LockConfigurationError(
       `drizzle: db.$client is not a mysql2 pool; ${ONE_CONNECTION} Pass a database made with drizzle(mysql.createPool(...)) instead`,

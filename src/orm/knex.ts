@@ -1,7 +1,13 @@
 // shedlock/orm/knex: a lock provider over a Knex instance (pg, mysql or mysql2 client).
 import { LockConfigurationError } from '../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
-import { chooseDialect, type OrmLockProviderOptions, ormSqlLockProvider, questionMarks, transactionHandle } from './sql-client.ts'
+import {
+  chooseDialect,
+  type OrmLockProviderOptions,
+  ormSqlLockProvider,
+  questionMarks,
+  transactionHandle,
+} from './sql-client.ts'
 
 export type { OrmDialect, OrmLockProviderOptions } from './sql-client.ts'
 
@@ -26,12 +32,24 @@ export interface KnexLike {
  * @throws LockConfigurationError for a transaction (`trx`: pass the root `knex`), and for clients
  *   other than pg, mysql and mysql2 when `dialect` is not given.
  */
-export function knexLockProvider(knex: KnexLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
-  if (!knex || typeof knex.raw !== 'function') throw new LockConfigurationError('knex: pass your knex instance (what knex({ client, connection }) returned)')
+export function knexLockProvider(
+  knex: KnexLike,
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
+  if (!knex || typeof knex.raw !== 'function')
+    throw new LockConfigurationError('knex: pass your knex instance (what knex({ client, connection }) returned)')
   // A trx is bound to its one connection.
-  if (knex.isTransaction) throw transactionHandle('knex', 'a transaction (the trx of knex.transaction())', 'your root knex instance')
+  if (knex.isTransaction)
+    throw transactionHandle('knex', 'a transaction (the trx of knex.transaction())', 'your root knex instance')
   const client = knex.client?.dialect
-  const detected = client === 'postgresql' ? 'postgres' : client === 'mysql' || client === 'mysql2' ? 'mysql' : typeof client === 'string' ? client : undefined
+  const detected =
+    client === 'postgresql'
+      ? 'postgres'
+      : client === 'mysql' || client === 'mysql2'
+        ? 'mysql'
+        : typeof client === 'string'
+          ? client
+          : undefined
   const dialect = chooseDialect('knex', options, detected)
   return ormSqlLockProvider(
     dialect,

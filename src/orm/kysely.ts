@@ -40,11 +40,19 @@ export interface KyselyLike {
  *   other than PostgreSQL or MySQL when `dialect` is not given. `lock()` rejects with it for the
  *   `db` of `db.connection()`.
  */
-export function kyselyLockProvider(db: KyselyLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
+export function kyselyLockProvider(
+  db: KyselyLike,
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
   if (!db || typeof db.getExecutor !== 'function' || typeof db.withoutPlugins !== 'function')
     throw new LockConfigurationError('kysely: pass your Kysely instance')
   // A Transaction runs everything on its one connection: it cannot escape.
-  if (db.isTransaction) throw transactionHandle('kysely', 'a Transaction (the trx of db.transaction() or db.startTransaction())', 'your root Kysely instance')
+  if (db.isTransaction)
+    throw transactionHandle(
+      'kysely',
+      'a Transaction (the trx of db.transaction() or db.startTransaction())',
+      'your root Kysely instance',
+    )
   const adapter = db.getExecutor().adapter.constructor.name
   const detected = adapter === 'PostgresAdapter' ? 'postgres' : adapter === 'MysqlAdapter' ? 'mysql' : undefined
   const dialect = chooseDialect('kysely', options, detected)
@@ -55,7 +63,12 @@ export function kyselyLockProvider(db: KyselyLike, options: OrmLockProviderOptio
     dialect,
     async (sql, values) => {
       // A CompiledQuery, as CompiledQuery.raw() makes it.
-      const query = { sql, parameters: values, query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] }, queryId: { queryId: `shedlock-${++id}` } }
+      const query = {
+        sql,
+        parameters: values,
+        query: { kind: 'RawNode', sqlFragments: [sql], parameters: [] },
+        queryId: { queryId: `shedlock-${++id}` },
+      }
       // The db of db.connection() looks like the root Kysely; only its connection provider
       // differs, and it is private. The pool's provider awaits a pooled connection before it
       // calls back; that of one connection (SingleConnectionProvider) calls back before
@@ -63,7 +76,12 @@ export function kyselyLockProvider(db: KyselyLike, options: OrmLockProviderOptio
       // caller's runs on it at this moment. Whatever transaction is open there, the lock would join.
       let providing = true
       const reply = executor.provideConnection(async (connection) => {
-        if (providing) throw transactionHandle('kysely', 'a Kysely bound to one connection (the db of db.connection().execute())', 'your root Kysely instance')
+        if (providing)
+          throw transactionHandle(
+            'kysely',
+            'a Kysely bound to one connection (the db of db.connection().execute())',
+            'your root Kysely instance',
+          )
         return connection.executeQuery(query)
       })
       providing = false

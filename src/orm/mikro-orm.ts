@@ -37,7 +37,8 @@ export function mikroOrmLockProvider(
     em && typeof (em as MikroOrmEntityManagerLike).getConnection === 'function'
       ? (em as MikroOrmEntityManagerLike)
       : (em as { em?: MikroOrmEntityManagerLike } | undefined)?.em
-  if (!manager || typeof manager.getConnection !== 'function') throw new LockConfigurationError('mikro-orm: pass your MikroORM instance or its em')
+  if (!manager || typeof manager.getConnection !== 'function')
+    throw new LockConfigurationError('mikro-orm: pass your MikroORM instance or its em')
   const platform = manager.getPlatform().constructor.name
   const detected = platform === 'PostgreSqlPlatform' ? 'postgres' : platform === 'MySqlPlatform' ? 'mysql' : undefined
   const dialect = chooseDialect('mikro-orm', options, detected)
@@ -48,8 +49,12 @@ export function mikroOrmLockProvider(
       const statement = dialect === 'postgres' ? questionMarks(sql, values) : { sql, values }
       // No transaction context is passed: the statement runs outside any transaction.
       const connection = manager.getConnection('write')
-      if (kind === 'rows') return { rows: (await connection.execute(statement.sql, statement.values, 'all')) as Record<string, unknown>[] }
-      const { affectedRows, insertId } = (await connection.execute(statement.sql, statement.values, 'run')) as { affectedRows: number; insertId?: unknown }
+      if (kind === 'rows')
+        return { rows: (await connection.execute(statement.sql, statement.values, 'all')) as Record<string, unknown>[] }
+      const { affectedRows, insertId } = (await connection.execute(statement.sql, statement.values, 'run')) as {
+        affectedRows: number
+        insertId?: unknown
+      }
       return { affectedRows, insertId }
     },
     options,

@@ -32,16 +32,29 @@ export interface PrismaClientLike {
  * @throws LockConfigurationError for the `tx` client of an interactive transaction (pass the root
  *   client), for a client on another database, and for the table options the provider refuses.
  */
-export function prismaLockProvider(prisma: PrismaClientLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
+export function prismaLockProvider(
+  prisma: PrismaClientLike,
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
   if (!prisma || typeof prisma.$executeRawUnsafe !== 'function' || typeof prisma.$queryRawUnsafe !== 'function') {
-    throw new LockConfigurationError('prisma: pass your PrismaClient (an object with $executeRawUnsafe and $queryRawUnsafe)')
+    throw new LockConfigurationError(
+      'prisma: pass your PrismaClient (an object with $executeRawUnsafe and $queryRawUnsafe)',
+    )
   }
   // Prisma makes the tx client of an interactive transaction (of an extended client, or nested,
   // alike) without $connect, $disconnect, $on, $use and $extends (its itxClientDenyList); it
   // cannot reach the pool outside its transaction.
-  if (typeof prisma.$disconnect !== 'function') throw transactionHandle('prisma', 'the tx client of a $transaction', 'your root PrismaClient')
+  if (typeof prisma.$disconnect !== 'function')
+    throw transactionHandle('prisma', 'the tx client of a $transaction', 'your root PrismaClient')
   const provider = (prisma as { _activeProvider?: unknown })._activeProvider
-  const detected = provider === 'postgresql' ? 'postgres' : provider === 'mysql' ? 'mysql' : typeof provider === 'string' ? provider : undefined
+  const detected =
+    provider === 'postgresql'
+      ? 'postgres'
+      : provider === 'mysql'
+        ? 'mysql'
+        : typeof provider === 'string'
+          ? provider
+          : undefined
   const dialect = chooseDialect('prisma', options, detected)
   return ormSqlLockProvider(
     dialect,

@@ -1,7 +1,13 @@
 // shedlock/orm/sequelize: a lock provider over a Sequelize instance (postgres or mysql dialect).
 import { LockConfigurationError } from '../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
-import { chooseDialect, dollarNumbers, type OrmLockProviderOptions, ormSqlLockProvider, transactionHandle } from './sql-client.ts'
+import {
+  chooseDialect,
+  dollarNumbers,
+  type OrmLockProviderOptions,
+  ormSqlLockProvider,
+  transactionHandle,
+} from './sql-client.ts'
 
 export type { OrmDialect, OrmLockProviderOptions } from './sql-client.ts'
 
@@ -26,7 +32,10 @@ export interface SequelizeLike {
  * @throws LockConfigurationError for a `Transaction` or `{ transaction }` in the options (pass
  *   the `Sequelize` instance, with no transaction), and for dialects other than postgres and mysql.
  */
-export function sequelizeLockProvider(sequelize: SequelizeLike, options: OrmLockProviderOptions = {}): ExtensibleLockProvider & InspectableLockProvider {
+export function sequelizeLockProvider(
+  sequelize: SequelizeLike,
+  options: OrmLockProviderOptions = {},
+): ExtensibleLockProvider & InspectableLockProvider {
   const handle = sequelize as unknown as { sequelize?: unknown; commit?: unknown; rollback?: unknown } | undefined
   if (handle && typeof handle.commit === 'function' && typeof handle.rollback === 'function' && handle.sequelize)
     throw transactionHandle('sequelize', 'a Transaction', 'your Sequelize instance (transaction.sequelize)')
@@ -40,19 +49,28 @@ export function sequelizeLockProvider(sequelize: SequelizeLike, options: OrmLock
   }
   const name = sequelize.getDialect()
   // Sequelize's mariadb dialect runs the mariadb connector, whose replies are shaped otherwise.
-  const dialect = chooseDialect('sequelize', options, name === 'postgres' || name === 'mysql' ? name : `its ${name} dialect`)
+  const dialect = chooseDialect(
+    'sequelize',
+    options,
+    name === 'postgres' || name === 'mysql' ? name : `its ${name} dialect`,
+  )
   return ormSqlLockProvider(
     dialect,
     async (sql, values, kind) => {
       // transaction: null, not undefined: undefined lets CLS put the caller's transaction in.
-      const reply = (await sequelize.query(dialect === 'mysql' ? dollarNumbers(sql) : sql, { bind: values, transaction: null, raw: true, logging: false })) as [
-        unknown,
-        unknown,
-      ]
+      const reply = (await sequelize.query(dialect === 'mysql' ? dollarNumbers(sql) : sql, {
+        bind: values,
+        transaction: null,
+        raw: true,
+        logging: false,
+      })) as [unknown, unknown]
       if (dialect === 'postgres') {
         if (kind === 'rows') return { rows: reply[0] as Record<string, unknown>[] }
         // An INSERT answers [rows, rowCount]; an UPDATE [rows, the pg Result].
-        return { affectedRows: typeof reply[1] === 'number' ? reply[1] : ((reply[1] as { rowCount?: number | null }).rowCount ?? 0) }
+        return {
+          affectedRows:
+            typeof reply[1] === 'number' ? reply[1] : ((reply[1] as { rowCount?: number | null }).rowCount ?? 0),
+        }
       }
       if (kind === 'rows') return { rows: reply[0] as Record<string, unknown>[] }
       // An INSERT answers [insertId, affectedRows]; an UPDATE [ResultSetHeader, ResultSetHeader].

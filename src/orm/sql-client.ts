@@ -1,6 +1,10 @@
 import { LockConfigurationError } from '../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
-import { createMysqlLockProvider, type MysqlAcquireMode, type MysqlLockProviderOptions } from '../providers/mysql/provider.ts'
+import {
+  createMysqlLockProvider,
+  type MysqlAcquireMode,
+  type MysqlLockProviderOptions,
+} from '../providers/mysql/provider.ts'
 import { postgresLockProvider } from '../providers/postgres/provider.ts'
 import type { SqlLockProviderOptions } from '../support/sql/sql-lock-provider.ts'
 
@@ -72,7 +76,9 @@ export function ormSqlLockProvider(
     async query(sql: string, values: unknown[]): Promise<[unknown, unknown]> {
       const kind = kindOf(sql)
       const result = await run(sql, values, kind)
-      return kind === 'rows' ? [result.rows ?? [], undefined] : [{ affectedRows: result.affectedRows ?? 0, insertId: result.insertId ?? 0 }, undefined]
+      return kind === 'rows'
+        ? [result.rows ?? [], undefined]
+        : [{ affectedRows: result.affectedRows ?? 0, insertId: result.insertId ?? 0 }, undefined]
     },
   }
   return createMysqlLockProvider({ ...options, client }, mysqlAcquire)
@@ -94,11 +100,20 @@ function withDriverCodes(error: unknown, dialect: OrmDialect): unknown {
     if (!candidate || typeof candidate !== 'object') continue
     const { code, errno, originalCode } = candidate as { code?: unknown; errno?: unknown; originalCode?: unknown }
     // Prisma's own codes (P2010...) say only that a raw query failed.
-    const driverCode = typeof originalCode === 'string' ? originalCode : typeof code === 'string' && !/^P\d{4}$/.test(code) ? code : undefined
+    const driverCode =
+      typeof originalCode === 'string'
+        ? originalCode
+        : typeof code === 'string' && !/^P\d{4}$/.test(code)
+          ? code
+          : undefined
     if (driverCode === undefined && typeof errno !== 'number') continue
     if (candidate === e) return error
     const number =
-      typeof errno === 'number' ? errno : dialect === 'mysql' && driverCode !== undefined && /^\d+$/.test(driverCode) ? Number(driverCode) : undefined
+      typeof errno === 'number'
+        ? errno
+        : dialect === 'mysql' && driverCode !== undefined && /^\d+$/.test(driverCode)
+          ? Number(driverCode)
+          : undefined
     const wrapped = new Error(error instanceof Error ? error.message : String(error), { cause: error })
     return Object.assign(wrapped, { code: driverCode, errno: number })
   }
@@ -106,11 +121,17 @@ function withDriverCodes(error: unknown, dialect: OrmDialect): unknown {
 }
 
 /** Internal: `options.dialect`, else what the adapter detected, else a `LockConfigurationError` naming the fix. */
-export function chooseDialect(library: string, options: OrmLockProviderOptions | undefined, detected: string | undefined): OrmDialect {
+export function chooseDialect(
+  library: string,
+  options: OrmLockProviderOptions | undefined,
+  detected: string | undefined,
+): OrmDialect {
   const given = options?.dialect
   if (given !== undefined) {
     if (given !== 'postgres' && given !== 'mysql')
-      throw new LockConfigurationError(`${library}: dialect must be 'postgres' or 'mysql' (MySQL and MariaDB), got ${JSON.stringify(given)}`)
+      throw new LockConfigurationError(
+        `${library}: dialect must be 'postgres' or 'mysql' (MySQL and MariaDB), got ${JSON.stringify(given)}`,
+      )
     return given
   }
   if (detected === 'postgres' || detected === 'mysql') return detected

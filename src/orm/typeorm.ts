@@ -7,7 +7,11 @@ export type { OrmDialect, OrmLockProviderOptions } from './sql-client.ts'
 
 /** The part of a TypeORM query runner that {@link typeormLockProvider} calls. */
 export interface TypeormQueryRunnerLike {
-  query(sql: string, parameters: unknown[], useStructuredResult: true): Promise<{ records: unknown[]; affected?: number | null; raw: unknown }>
+  query(
+    sql: string,
+    parameters: unknown[],
+    useStructuredResult: true,
+  ): Promise<{ records: unknown[]; affected?: number | null; raw: unknown }>
   release(): Promise<void>
 }
 
@@ -36,7 +40,10 @@ export interface TypeormDataSourceLike {
  *   aurora-mysql when `dialect` is not given.
  */
 export function typeormLockProvider(
-  dataSource: TypeormDataSourceLike | { readonly dataSource: TypeormDataSourceLike } | { readonly connection: TypeormDataSourceLike },
+  dataSource:
+    | TypeormDataSourceLike
+    | { readonly dataSource: TypeormDataSourceLike }
+    | { readonly connection: TypeormDataSourceLike },
   options: OrmLockProviderOptions = {},
 ): ExtensibleLockProvider & InspectableLockProvider {
   // An EntityManager or a QueryRunner (in a transaction or not) escapes to its DataSource.
@@ -48,7 +55,12 @@ export function typeormLockProvider(
   if (!source || typeof source.createQueryRunner !== 'function')
     throw new LockConfigurationError('typeorm: pass your DataSource (or an EntityManager or QueryRunner of it)')
   const type = source.options?.type
-  const detected = type === 'postgres' ? 'postgres' : type === 'mysql' || type === 'mariadb' || type === 'aurora-mysql' ? 'mysql' : type
+  const detected =
+    type === 'postgres'
+      ? 'postgres'
+      : type === 'mysql' || type === 'mariadb' || type === 'aurora-mysql'
+        ? 'mysql'
+        : type
   const dialect = chooseDialect('typeorm', options, detected)
   return ormSqlLockProvider(
     dialect,
@@ -58,7 +70,8 @@ export function typeormLockProvider(
         const { records, affected, raw } = await runner.query(sql, values, true)
         if (kind === 'rows') return { rows: records as Record<string, unknown>[] }
         // mysql2: raw is the ResultSetHeader, with the insertId the MySQL provider reads.
-        const header = dialect === 'mysql' ? (raw as { affectedRows?: number; insertId?: unknown } | undefined) : undefined
+        const header =
+          dialect === 'mysql' ? (raw as { affectedRows?: number; insertId?: unknown } | undefined) : undefined
         return { affectedRows: header?.affectedRows ?? affected ?? 0, insertId: header?.insertId }
       } finally {
         await runner.release()

@@ -26,7 +26,8 @@ let millis: string[] | undefined
  */
 export function addedValue(lockedAtMs: number, owner: string): string {
   // Fractions, NaN and times out of Date's range (±8.64e15 ms) take the long way, and its errors.
-  if (!Number.isInteger(lockedAtMs) || Math.abs(lockedAtMs) > 8.64e15) return `ADDED:${new Date(lockedAtMs).toISOString()}@${owner}`
+  if (!Number.isInteger(lockedAtMs) || Math.abs(lockedAtMs) > 8.64e15)
+    return `ADDED:${new Date(lockedAtMs).toISOString()}@${owner}`
   const second = Math.floor(lockedAtMs / 1000)
   if (second !== cachedSecond) {
     cachedPrefix = `ADDED:${new Date(second * 1000).toISOString().slice(0, -4)}`

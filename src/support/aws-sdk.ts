@@ -21,7 +21,9 @@ export function awsCommandLoader<L extends object>(
   if (lib !== undefined) {
     const missing = needed.filter((key) => typeof (lib as Partial<L> | null)?.[key] !== 'function')
     if (missing.length > 0) {
-      throw new LockConfigurationError(`${store}: lib must be the ${sdk} module (import * as lib from '${sdk}'); it has no ${missing.join(', ')}`)
+      throw new LockConfigurationError(
+        `${store}: lib must be the ${sdk} module (import * as lib from '${sdk}'); it has no ${missing.join(', ')}`,
+      )
     }
     return async () => lib
   }
@@ -44,9 +46,12 @@ export function awsCommandLoader<L extends object>(
 export class SdkLoadError extends Error {
   override name = 'SdkLoadError'
   constructor(sdk: string, cause: unknown) {
-    super(`cannot load ${sdk} (${messageOf(cause)}); install the package (npm install ${sdk}) or pass its exports as { lib }: import * as lib from '${sdk}'`, {
-      cause,
-    })
+    super(
+      `cannot load ${sdk} (${messageOf(cause)}); install the package (npm install ${sdk}) or pass its exports as { lib }: import * as lib from '${sdk}'`,
+      {
+        cause,
+      },
+    )
   }
 }
 
@@ -69,7 +74,8 @@ export function sdkErrorDetail(error: unknown): string {
   const name = errorName(error)
   const status = httpStatusOf(error)
   const message = messageOf(error)
-  const label = `${typeof name === 'string' && name !== 'Error' ? name : ''}${status === undefined ? '' : ` (HTTP ${status})`}`.trim()
+  const label =
+    `${typeof name === 'string' && name !== 'Error' ? name : ''}${status === undefined ? '' : ` (HTTP ${status})`}`.trim()
   if (label === '') return message
   return message === name || message === '' ? label : `${label}: ${message}`
 }
@@ -80,7 +86,9 @@ export interface AwsAdminClient {
   destroy(): void
   middlewareStack: {
     add(
-      middleware: (next: (args: object) => Promise<{ response?: unknown }>) => (args: object) => Promise<{ response?: unknown }>,
+      middleware: (
+        next: (args: object) => Promise<{ response?: unknown }>,
+      ) => (args: object) => Promise<{ response?: unknown }>,
       options: { step: 'deserialize'; name: string },
     ): void
   }
@@ -96,7 +104,10 @@ export function adminRegion(fromUrl: string | undefined, endpoint: string | unde
  * server's time in its Date header (whole seconds). Adds a middleware to `client` that keeps the
  * last one; the reading sends `request()` and reads it.
  */
-export function replyDateClock(client: AwsAdminClient, request: () => Promise<unknown>): () => Promise<ClockReading | string> {
+export function replyDateClock(
+  client: AwsAdminClient,
+  request: () => Promise<unknown>,
+): () => Promise<ClockReading | string> {
   let replyDate: string | undefined
   client.middlewareStack.add(
     (next) => async (args) => {

@@ -56,8 +56,17 @@ export function readLockMetadata(keys: MetadataKeys, metadata: Record<string, st
 }
 
 /** The metadata of a lock record under `keys`; `lockedAt` as epoch ms, or as the instant already written. */
-export function writeLockMetadata(keys: MetadataKeys, lockUntil: number, lockedAt: number | string, lockedBy: string): Record<string, string> {
-  return { [keys.lockUntil]: iso(lockUntil), [keys.lockedAt]: typeof lockedAt === 'string' ? lockedAt : iso(lockedAt), [keys.lockedBy]: lockedBy }
+export function writeLockMetadata(
+  keys: MetadataKeys,
+  lockUntil: number,
+  lockedAt: number | string,
+  lockedBy: string,
+): Record<string, string> {
+  return {
+    [keys.lockUntil]: iso(lockUntil),
+    [keys.lockedAt]: typeof lockedAt === 'string' ? lockedAt : iso(lockedAt),
+    [keys.lockedBy]: lockedBy,
+  }
 }
 
 /** A lock record as read, with the ETag of that version. */
@@ -97,11 +106,15 @@ export interface ConditionalLockOptions {
  * `lockAtLeastUntil`, or now) and extend write on `If-Match: <etag of our last write>`, so they
  * only touch the version this acquisition wrote. The caller has checked the request and the name.
  */
-export async function conditionalLock(configuration: LockConfiguration, options: ConditionalLockOptions): Promise<ExtensibleLock | undefined> {
+export async function conditionalLock(
+  configuration: LockConfiguration,
+  options: ConditionalLockOptions,
+): Promise<ExtensibleLock | undefined> {
   const { store, keys, clock, guard } = options
   const { name } = configuration
   const owner = lockOwner(options.lockedBy)
-  const write = (lockUntil: number, lockedAt: number | string): Record<string, string> => writeLockMetadata(keys, lockUntil, lockedAt, owner)
+  const write = (lockUntil: number, lockedAt: number | string): Record<string, string> =>
+    writeLockMetadata(keys, lockUntil, lockedAt, owner)
   const result = await guard('acquire', name, async () => {
     const current = await store.head(name)
     const now = clock.now()
@@ -131,7 +144,9 @@ export async function conditionalLock(configuration: LockConfiguration, options:
     extend: async (next, current) => {
       // Expired: another node may have taken it over already, or may at any moment.
       if (clock.now() >= current.lockAtMostUntil.getTime()) return false
-      const written = await guard('extend', next.name, () => store.replace(next.name, etag, write(next.lockAtMostUntil.getTime(), result.lockedAt)))
+      const written = await guard('extend', next.name, () =>
+        store.replace(next.name, etag, write(next.lockAtMostUntil.getTime(), result.lockedAt)),
+      )
       if (written === undefined) return false
       etag = written
       return true
@@ -220,7 +235,11 @@ export function conditionalInspector(options: ConditionalInspectorOptions): Lock
           readAs,
           () => inspector.get(name),
           async (state) =>
-            (await store.replace(name, state.etag, writeLockMetadata(keys, clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY))) !== undefined,
+            (await store.replace(
+              name,
+              state.etag,
+              writeLockMetadata(keys, clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY),
+            )) !== undefined,
         ),
       )
     },

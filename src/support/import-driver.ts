@@ -61,7 +61,9 @@ export async function importDriver<T>(specifier: string, install: string, store:
   try {
     const namespace = (await import(pathToFileURL(resolved).href)) as Record<string, unknown>
     const main = namespace.default
-    return (typeof main === 'object' || typeof main === 'function') && main !== null ? ({ ...main, ...namespace } as T) : (namespace as T)
+    return (typeof main === 'object' || typeof main === 'function') && main !== null
+      ? ({ ...main, ...namespace } as T)
+      : (namespace as T)
   } catch (error) {
     throw loadError(specifier, install, store, error)
   }
@@ -90,5 +92,8 @@ export function isNotFound(error: unknown, specifier: string): boolean {
   // Node names the package, not the subpath: "Cannot find package 'mysql2' imported from ...".
   const parts = specifier.split('/')
   const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!
-  return typeof message === 'string' && [specifier, name].some((s) => message.includes(`'${s}'`) || message.includes(`"${s}"`))
+  return (
+    typeof message === 'string' &&
+    [specifier, name].some((s) => message.includes(`'${s}'`) || message.includes(`"${s}"`))
+  )
 }

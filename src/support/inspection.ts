@@ -40,6 +40,7 @@ export const PARALLEL_READS = 16
 /** `run` over `items`, {@link PARALLEL_READS} at a time; the results in the order of `items`. */
 export async function inBatches<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = []
-  for (let i = 0; i < items.length; i += PARALLEL_READS) results.push(...(await Promise.all(items.slice(i, i + PARALLEL_READS).map(run))))
+  for (let i = 0; i < items.length; i += PARALLEL_READS)
+    results.push(...(await Promise.all(items.slice(i, i + PARALLEL_READS).map(run))))
   return results
 }

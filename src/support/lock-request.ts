@@ -22,7 +22,12 @@ const NO_LIMITS: StoreLimits = {}
  *   what the store can hold.
  * @returns the time read from `clock` (epoch milliseconds), for the provider to reuse.
  */
-export function checkLockRequest(provider: string, configuration: LockConfiguration, clock: Clock, limits: StoreLimits = NO_LIMITS): number {
+export function checkLockRequest(
+  provider: string,
+  configuration: LockConfiguration,
+  clock: Clock,
+  limits: StoreLimits = NO_LIMITS,
+): number {
   if (!isLockConfiguration(configuration)) {
     const name = (configuration as { name?: unknown } | null)?.name
     throw new LockConfigurationError(
@@ -49,9 +54,18 @@ export function checkLockRequest(provider: string, configuration: LockConfigurat
  * The error for a lock name longer than the store holds, thrown before anything is sent.
  * `size` and `limit` count `unit`s of `what` (the name itself, or the key built from it).
  */
-export function nameTooLong(provider: string, name: string, size: number, limit: number, unit: 'bytes' | 'characters', what: string): LockConfigurationError {
+export function nameTooLong(
+  provider: string,
+  name: string,
+  size: number,
+  limit: number,
+  unit: 'bytes' | 'characters',
+  what: string,
+): LockConfigurationError {
   const shown = name.length > 80 ? `${JSON.stringify(name.slice(0, 80))}…` : JSON.stringify(name)
-  return new LockConfigurationError(`Lock ${shown}: ${what} is ${size} ${unit}, and ${provider} holds at most ${limit}; use a shorter lock name`)
+  return new LockConfigurationError(
+    `Lock ${shown}: ${what} is ${size} ${unit}, and ${provider} holds at most ${limit}; use a shorter lock name`,
+  )
 }
 
 /**

@@ -106,7 +106,11 @@ export async function timed(source: string, resolutionMs: number, fn: () => Prom
  * `CliError` with `advice` (naming the `shedlock init` command that creates it) when `isMissing`
  * recognises the store error's cause. The inspector's own advice is for programs.
  */
-export function withInitAdvice(inspector: LockInspector, isMissing: (error: unknown) => boolean, advice: string): LockInspector {
+export function withInitAdvice(
+  inspector: LockInspector,
+  isMissing: (error: unknown) => boolean,
+  advice: string,
+): LockInspector {
   const translated = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
       return await run()

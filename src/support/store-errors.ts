@@ -29,23 +29,45 @@ export { redact, redact as redactUrlPasswords } from '../core/redact.ts'
  * The `LockProviderError` of a failed store call: `<provider>: could not <action> lock "<name>":
  * <advice>`, or `<provider>: could not list the locks: <advice>`.
  */
-export function storeError(provider: string, action: StoreAction, lockName: string, advice: string, cause: unknown): LockProviderError {
-  if (action === 'list') return new LockProviderError(`${provider}: could not list the locks: ${advice}`, { cause, provider })
+export function storeError(
+  provider: string,
+  action: StoreAction,
+  lockName: string,
+  advice: string,
+  cause: unknown,
+): LockProviderError {
+  if (action === 'list')
+    return new LockProviderError(`${provider}: could not list the locks: ${advice}`, { cause, provider })
   if (action === 'record')
-    return new LockProviderError(`${provider}: could not record a run of "${lockName}" in the run history: ${advice}`, { cause, provider, lockName })
-  return new LockProviderError(`${provider}: could not ${action} lock "${lockName}": ${advice}`, { cause, provider, lockName })
+    return new LockProviderError(`${provider}: could not record a run of "${lockName}" in the run history: ${advice}`, {
+      cause,
+      provider,
+      lockName,
+    })
+  return new LockProviderError(`${provider}: could not ${action} lock "${lockName}": ${advice}`, {
+    cause,
+    provider,
+    lockName,
+  })
 }
 
 /** Turns what a store call threw into the `LockProviderError` the caller gets. */
 export type DescribeStoreError = (error: unknown, action: StoreAction, lockName: string) => LockProviderError
 
 /** What a failed store call rejects with: a `LockProviderError` as it is, anything else through `describe`. */
-export function asStoreError(error: unknown, describe: DescribeStoreError, action: StoreAction, lockName: string): LockProviderError {
+export function asStoreError(
+  error: unknown,
+  describe: DescribeStoreError,
+  action: StoreAction,
+  lockName: string,
+): LockProviderError {
   return error instanceof LockProviderError ? error : describe(error, action, lockName)
 }
 
 /** The one wrapper around every store call of a provider: rejects with {@link asStoreError}. */
-export function storeGuard(describe: DescribeStoreError): <T>(action: StoreAction, lockName: string, run: () => Promise<T>) => Promise<T> {
+export function storeGuard(
+  describe: DescribeStoreError,
+): <T>(action: StoreAction, lockName: string, run: () => Promise<T>) => Promise<T> {
   return async (action, lockName, run) => {
     try {
       return await run()

@@ -22,7 +22,8 @@ export type UrlParsing = 'url' | 'opaque' | 'lenient'
 const secrets = new Set<string>()
 
 // Query parameters that carry secrets in the drivers' URL formats.
-const SECRET_PARAMETER = /^(password|passwd|pass|secret|token|sslpassword|authtoken|aws_secret_access_key|secretaccesskey)$/i
+const SECRET_PARAMETER =
+  /^(password|passwd|pass|secret|token|sslpassword|authtoken|aws_secret_access_key|secretaccesskey)$/i
 
 /**
  * Parses the URL of store `id` (its scheme already recognised), and remembers its secrets for
@@ -50,7 +51,8 @@ export function parseStoreUrl(text: string, id: string, parsing: UrlParsing = 'u
     try {
       url = new URL(text)
     } catch {
-      if (parsing !== 'lenient') throw new UsageError(`${JSON.stringify(redacted)} is not a valid URL; see the URL forms in shedlock --help`)
+      if (parsing !== 'lenient')
+        throw new UsageError(`${JSON.stringify(redacted)} is not a valid URL; see the URL forms in shedlock --help`)
     }
   }
   return { scheme: id, raw: text, redacted, url }

@@ -330,7 +330,13 @@ class StoreCall<T, R> extends Watched {
   readonly lockName: string
   readonly steps: TimedStoreCallSteps<T, R> | undefined
 
-  constructor(queue: DeadlineQueue, call: TimedStoreCall<T>, action: StoreAction, lockName: string, steps: TimedStoreCallSteps<T, R> | undefined) {
+  constructor(
+    queue: DeadlineQueue,
+    call: TimedStoreCall<T>,
+    action: StoreAction,
+    lockName: string,
+    steps: TimedStoreCallSteps<T, R> | undefined,
+  ) {
     super()
     this.queue = queue
     this.call = call
@@ -423,7 +429,12 @@ export function timedStoreCall<T, R = T>(
   run: () => PromiseLike<T>,
   steps?: TimedStoreCallSteps<T, R>,
 ): Promise<R>
-export function timedStoreCall<T, R>(call: TimedStoreCall<T>, action: StoreAction, lockName: string, steps: StartingSteps<T, R>): Promise<R>
+export function timedStoreCall<T, R>(
+  call: TimedStoreCall<T>,
+  action: StoreAction,
+  lockName: string,
+  steps: StartingSteps<T, R>,
+): Promise<R>
 export function timedStoreCall<T, R>(
   call: TimedStoreCall<T>,
   action: StoreAction,

@@ -46,8 +46,14 @@ export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInsp
   const tolerance = options.toleranceMs ?? 2_000 + g
   const node = async (): Promise<LockProvider> => options.provider()
   const cases: LockInspectorTestCase[] = []
-  const add = (name: string, timeoutMs: number, run: () => Promise<void>): void => void cases.push({ name, timeoutMs, run })
-  const take = async (provider: LockProvider, name: string, lockAtMostFor: number, lockAtLeastFor = 0): Promise<SimpleLock> => {
+  const add = (name: string, timeoutMs: number, run: () => Promise<void>): void =>
+    void cases.push({ name, timeoutMs, run })
+  const take = async (
+    provider: LockProvider,
+    name: string,
+    lockAtMostFor: number,
+    lockAtLeastFor = 0,
+  ): Promise<SimpleLock> => {
     const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor, lockAtLeastFor }))
     assert.ok(lock, `expected to acquire "${name}"`)
     return lock
@@ -62,7 +68,10 @@ export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInsp
         Math.abs(record.lockUntil.getTime() - until) <= tolerance,
         `lockUntil ${record.lockUntil.toISOString()} is not the holder's lockAtMostUntil ${new Date(until).toISOString()}`,
       )
-      assert.ok(record.remainingMs !== undefined && record.remainingMs > 0, `remainingMs of a held lock is ${record.remainingMs}`)
+      assert.ok(
+        record.remainingMs !== undefined && record.remainingMs > 0,
+        `remainingMs of a held lock is ${record.remainingMs}`,
+      )
     }
     if (keepsLockedBy) assert.ok(record.lockedBy && record.lockedBy.length > 0, 'the holder is not reported')
     return record
@@ -83,28 +92,37 @@ export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInsp
     if (released) assert.equal(released.held, false, 'a released lock still reads as held')
   })
 
-  add(canList ? 'list: every lock, sorted by name, read at the store’s now' : 'list: rejects on a store that cannot enumerate its locks', 10_000, async () => {
-    if (!canList) {
-      await assert.rejects(inspector.list())
-      return
-    }
-    const prefix = lockName()
-    const names = [`${prefix}-b`, `${prefix}-a`]
-    const provider = await node()
-    const locks = [await take(provider, names[0]!, 60_000 + g), await take(provider, names[1]!, 60_000 + g)]
-    const before = Date.now()
-    const { now, locks: records } = await inspector.list()
-    assert.ok(Math.abs(now.getTime() - before) <= tolerance, `list() read now as ${now.toISOString()}, this host ${new Date(before).toISOString()}`)
-    const mine = records.filter((record) => record.name.startsWith(prefix))
-    assert.deepEqual(
-      mine.map((record) => record.name),
-      [...names].sort(),
-    )
-    for (const record of mine) assert.equal(record.held, true)
-    const all = records.map((record) => record.name)
-    assert.deepEqual(all, [...all].sort(), 'list() is not sorted by name')
-    for (const lock of locks) await lock.unlock()
-  })
+  add(
+    canList
+      ? 'list: every lock, sorted by name, read at the store’s now'
+      : 'list: rejects on a store that cannot enumerate its locks',
+    10_000,
+    async () => {
+      if (!canList) {
+        await assert.rejects(inspector.list())
+        return
+      }
+      const prefix = lockName()
+      const names = [`${prefix}-b`, `${prefix}-a`]
+      const provider = await node()
+      const locks = [await take(provider, names[0]!, 60_000 + g), await take(provider, names[1]!, 60_000 + g)]
+      const before = Date.now()
+      const { now, locks: records } = await inspector.list()
+      assert.ok(
+        Math.abs(now.getTime() - before) <= tolerance,
+        `list() read now as ${now.toISOString()}, this host ${new Date(before).toISOString()}`,
+      )
+      const mine = records.filter((record) => record.name.startsWith(prefix))
+      assert.deepEqual(
+        mine.map((record) => record.name),
+        [...names].sort(),
+      )
+      for (const record of mine) assert.equal(record.held, true)
+      const all = records.map((record) => record.name)
+      assert.deepEqual(all, [...all].sort(), 'list() is not sorted by name')
+      for (const lock of locks) await lock.unlock()
+    },
+  )
 
   if (canList) {
     add('list: a prefix selects the records whose name starts with it, and only those', 10_000, async () => {
@@ -126,24 +144,31 @@ export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInsp
   }
 
   // Slot records, as the executor removes them (ZooKeeper removes no other records).
-  add('removeExpired: deletes the records that are not held (of a prefix), keeps held ones, and the next lock recreates them', 10_000 + 6 * g, async () => {
-    const prefix = lockName()
-    const provider = await node()
-    const [heldName, releasedName] = [slotRecordName(prefix, new Date(Date.UTC(2026, 0, 1))), slotRecordName(prefix, new Date(Date.UTC(2026, 0, 2)))]
-    const held = await take(provider, heldName, 60_000 + g)
-    const released = await take(provider, releasedName, 60_000 + g)
-    await released.unlock()
-    const outside = lockName()
-    await (await take(provider, outside, 60_000 + g)).unlock()
-    const removed = await inspector.removeExpired({ prefix: `${prefix}@` })
-    assert.ok(removed >= 0 && removed <= 1, `removeExpired() removed ${removed} records of one released lock`)
-    assert.equal(await inspector.get(releasedName), undefined, 'a released record was kept')
-    assert.equal((await inspector.get(heldName))?.held, true, 'a held record was removed')
-    if (canList) assert.ok((await inspector.list({ prefix: outside })).locks.length <= 1)
-    const again = await take(await node(), releasedName, 60_000 + g)
-    await again.unlock()
-    await held.unlock()
-  })
+  add(
+    'removeExpired: deletes the records that are not held (of a prefix), keeps held ones, and the next lock recreates them',
+    10_000 + 6 * g,
+    async () => {
+      const prefix = lockName()
+      const provider = await node()
+      const [heldName, releasedName] = [
+        slotRecordName(prefix, new Date(Date.UTC(2026, 0, 1))),
+        slotRecordName(prefix, new Date(Date.UTC(2026, 0, 2))),
+      ]
+      const held = await take(provider, heldName, 60_000 + g)
+      const released = await take(provider, releasedName, 60_000 + g)
+      await released.unlock()
+      const outside = lockName()
+      await (await take(provider, outside, 60_000 + g)).unlock()
+      const removed = await inspector.removeExpired({ prefix: `${prefix}@` })
+      assert.ok(removed >= 0 && removed <= 1, `removeExpired() removed ${removed} records of one released lock`)
+      assert.equal(await inspector.get(releasedName), undefined, 'a released record was kept')
+      assert.equal((await inspector.get(heldName))?.held, true, 'a held record was removed')
+      if (canList) assert.ok((await inspector.list({ prefix: outside })).locks.length <= 1)
+      const again = await take(await node(), releasedName, 60_000 + g)
+      await again.unlock()
+      await held.unlock()
+    },
+  )
 
   add('release: frees a held lock at once, for another node; a second release finds nothing held', 10_000, async () => {
     const name = lockName()
@@ -157,18 +182,23 @@ export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInsp
     await next.unlock()
   })
 
-  add("release: the operator wins, the holder's own release within lockAtLeastFor does not hold it again", 10_000 + 4 * g, async () => {
-    const name = lockName()
-    const holder = await take(await node(), name, 60_000 + g, 30_000 + g)
-    assert.equal(await inspector.release(name), true)
-    // The holder's task ends now, within its lockAtLeastFor: its release must touch nothing.
-    await holder.unlock()
-    const record = await inspector.get(name)
-    if (record) assert.equal(record.held, false, `the holder's release held the lock again: ${JSON.stringify(record)}`)
-    const next = await (await node()).lock(lockConfiguration({ name, lockAtMostFor: 60_000 + g }))
-    assert.ok(next, "another node could not take the lock after it was force-released and its holder's release came")
-    await next.unlock()
-  })
+  add(
+    "release: the operator wins, the holder's own release within lockAtLeastFor does not hold it again",
+    10_000 + 4 * g,
+    async () => {
+      const name = lockName()
+      const holder = await take(await node(), name, 60_000 + g, 30_000 + g)
+      assert.equal(await inspector.release(name), true)
+      // The holder's task ends now, within its lockAtLeastFor: its release must touch nothing.
+      await holder.unlock()
+      const record = await inspector.get(name)
+      if (record)
+        assert.equal(record.held, false, `the holder's release held the lock again: ${JSON.stringify(record)}`)
+      const next = await (await node()).lock(lockConfiguration({ name, lockAtMostFor: 60_000 + g }))
+      assert.ok(next, "another node could not take the lock after it was force-released and its holder's release came")
+      await next.unlock()
+    },
+  )
 
   add('release: a record read before the lock changed hands releases nothing', 10_000 + 4 * g, async () => {
     const name = lockName()

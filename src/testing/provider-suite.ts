@@ -91,11 +91,21 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
   const node = async (): Promise<LockProvider> => options.provider()
   const cases: LockProviderTestCase[] = []
 
-  const add = (group: LockProviderTestCase['group'], what: string, timeoutMs: number, run: () => Promise<void>, skip?: string): void => {
+  const add = (
+    group: LockProviderTestCase['group'],
+    what: string,
+    timeoutMs: number,
+    run: () => Promise<void>,
+    skip?: string,
+  ): void => {
     const name = `${group}: ${what}`
     const reason = options.skip?.[name] ?? skip
     const budget = timeoutMs + 2 * lag
-    cases.push(reason === undefined ? { name, group, timeoutMs: budget, run } : { name, group, timeoutMs: budget, skip: reason, run: async () => {} })
+    cases.push(
+      reason === undefined
+        ? { name, group, timeoutMs: budget, run }
+        : { name, group, timeoutMs: budget, skip: reason, run: async () => {} },
+    )
   }
 
   const config = (name: string, lockAtMostFor: number = FIVE_MINUTES, lockAtLeastFor = 0): LockConfiguration =>
@@ -110,12 +120,19 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
   const assertHeld = async (name: string, message = `expected "${name}" to be locked in the store`): Promise<void> => {
     assert.equal(await options.isLocked(name), true, message)
   }
-  const assertFree = async (name: string, message = `expected "${name}" to be unlocked in the store`): Promise<void> => {
+  const assertFree = async (
+    name: string,
+    message = `expected "${name}" to be unlocked in the store`,
+  ): Promise<void> => {
     assert.equal(await options.isLocked(name), false, message)
   }
 
   const extensible = (lock: SimpleLock): ExtensibleLock => {
-    assert.equal(typeof (lock as Partial<ExtensibleLock>).extend, 'function', 'the lock has no extend(); declare extensible: false')
+    assert.equal(
+      typeof (lock as Partial<ExtensibleLock>).extend,
+      'function',
+      'the lock has no extend(); declare extensible: false',
+    )
     return lock as ExtensibleLock
   }
 
@@ -198,22 +215,35 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
     await assert.rejects(lock.unlock(), LockStateError)
   })
 
-  add('basic', 'refuses an expired configuration and a look-alike object, before the store is asked', 10_000, async () => {
-    const name = lockName()
-    const provider = await node()
-    // Built a second ago with a 1 ms lockAtMostFor: a configuration kept from an earlier tick.
-    const expired = lockConfiguration({ name, lockAtMostFor: 1, createdAt: new Date(Date.now() - 1_000) })
-    await assert.rejects(provider.lock(expired), LockConfigurationError, 'an expired configuration was not refused')
-    const lookAlike = { ...config(name), name: '', lockAtMostFor: -5 } as LockConfiguration
-    await assert.rejects(provider.lock(lookAlike), LockConfigurationError, 'an object that only looks like a configuration was not refused')
-    await assertFree(name, 'a refused configuration left a lock in the store')
-    await (await mustLock(provider, config(name))).unlock()
-  })
+  add(
+    'basic',
+    'refuses an expired configuration and a look-alike object, before the store is asked',
+    10_000,
+    async () => {
+      const name = lockName()
+      const provider = await node()
+      // Built a second ago with a 1 ms lockAtMostFor: a configuration kept from an earlier tick.
+      const expired = lockConfiguration({ name, lockAtMostFor: 1, createdAt: new Date(Date.now() - 1_000) })
+      await assert.rejects(provider.lock(expired), LockConfigurationError, 'an expired configuration was not refused')
+      const lookAlike = { ...config(name), name: '', lockAtMostFor: -5 } as LockConfiguration
+      await assert.rejects(
+        provider.lock(lookAlike),
+        LockConfigurationError,
+        'an object that only looks like a configuration was not refused',
+      )
+      await assertFree(name, 'a refused configuration left a lock in the store')
+      await (await mustLock(provider, config(name))).unlock()
+    },
+  )
 
   add('basic', 'the declared extensibility matches the locks', 10_000, async () => {
     const lock = await mustLock(await node(), config(lockName()))
     const hasExtend = typeof (lock as Partial<ExtensibleLock>).extend === 'function'
-    assert.equal(hasExtend, options.extensible, `declared extensible: ${options.extensible}, but the lock ${hasExtend ? 'has' : 'has no'} extend()`)
+    assert.equal(
+      hasExtend,
+      options.extensible,
+      `declared extensible: ${options.extensible}, but the lock ${hasExtend ? 'has' : 'has no'} extend()`,
+    )
     await lock.unlock()
   })
 
@@ -502,52 +532,62 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
     await winners[0]!.unlock()
   })
 
-  add('concurrency', 'a same-name call a task left running keeps the lock until it ends, though the task returned', 20_000, async () => {
-    const name = lockName()
-    const [first, second] = [createLockingTaskExecutor(await node()), createLockingTaskExecutor(await node())]
-    const running = new Set<string>()
-    let overlaps = 0
-    const body = async (who: string, ms: number): Promise<void> => {
-      if (running.size > 0) overlaps++
-      running.add(who)
-      await sleep(ms)
-      running.delete(who)
-    }
-    let nested: Promise<unknown> | undefined
-    let nestedSignal: AbortSignal | undefined
-    let outerSignal: AbortSignal | undefined
-    const outer = first.executeWithLock(
-      ({ signal }) => {
-        outerSignal = signal
-        // Not awaited: the outer task returns at once while the nested run goes on.
-        nested = first.executeWithLock(
-          ({ signal: inner }) => {
-            nestedSignal = inner
-            return body('nested', 600)
-          },
-          { name, lockAtMostFor: FIVE_MINUTES },
-        )
-      },
-      { name, lockAtMostFor: FIVE_MINUTES },
-    )
-    // The other node keeps trying while the nested run goes on, and after.
-    let secondRan = 0
-    const deadline = Date.now() + 1_500
-    while (Date.now() < deadline) {
-      const result = await second.executeWithLock(() => body('second node', 1), { name, lockAtMostFor: FIVE_MINUTES })
-      if (result.executed) secondRan++
-      await sleep(20)
-    }
-    await outer
-    await nested
-    assert.equal(overlaps, 0, 'another node ran the task while the nested run of a finished task still ran')
-    assert.ok(secondRan > 0, 'the other node never got the lock after the nested run ended')
-    assert.equal(nestedSignal, outerSignal, "the nested run did not get the outer lock's abort signal")
-  })
+  add(
+    'concurrency',
+    'a same-name call a task left running keeps the lock until it ends, though the task returned',
+    20_000,
+    async () => {
+      const name = lockName()
+      const [first, second] = [createLockingTaskExecutor(await node()), createLockingTaskExecutor(await node())]
+      const running = new Set<string>()
+      let overlaps = 0
+      const body = async (who: string, ms: number): Promise<void> => {
+        if (running.size > 0) overlaps++
+        running.add(who)
+        await sleep(ms)
+        running.delete(who)
+      }
+      let nested: Promise<unknown> | undefined
+      let nestedSignal: AbortSignal | undefined
+      let outerSignal: AbortSignal | undefined
+      const outer = first.executeWithLock(
+        ({ signal }) => {
+          outerSignal = signal
+          // Not awaited: the outer task returns at once while the nested run goes on.
+          nested = first.executeWithLock(
+            ({ signal: inner }) => {
+              nestedSignal = inner
+              return body('nested', 600)
+            },
+            { name, lockAtMostFor: FIVE_MINUTES },
+          )
+        },
+        { name, lockAtMostFor: FIVE_MINUTES },
+      )
+      // The other node keeps trying while the nested run goes on, and after.
+      let secondRan = 0
+      const deadline = Date.now() + 1_500
+      while (Date.now() < deadline) {
+        const result = await second.executeWithLock(() => body('second node', 1), { name, lockAtMostFor: FIVE_MINUTES })
+        if (result.executed) secondRan++
+        await sleep(20)
+      }
+      await outer
+      await nested
+      assert.equal(overlaps, 0, 'another node ran the task while the nested run of a finished task still ran')
+      assert.ok(secondRan > 0, 'the other node never got the lock after the nested run ended')
+      assert.equal(nestedSignal, outerSignal, "the nested run did not get the outer lock's abort signal")
+    },
+  )
 
-  add('concurrency', 'fuzz: two nodes, eight workers, two names, no lost update', 120_000 + fuzzIterations * 8 * (g + 50), async () => {
-    await fuzz([await node(), await node()], fuzzIterations, g === 1 ? 5 : 0)
-  })
+  add(
+    'concurrency',
+    'fuzz: two nodes, eight workers, two names, no lost update',
+    120_000 + fuzzIterations * 8 * (g + 50),
+    async () => {
+      await fuzz([await node(), await node()], fuzzIterations, g === 1 ? 5 : 0)
+    },
+  )
 
   slotCases(options, add, node, lag)
 
@@ -560,13 +600,24 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
   return cases
 }
 
-type AddCase = (group: LockProviderTestCase['group'], what: string, timeoutMs: number, run: () => Promise<void>, skip?: string) => void
+type AddCase = (
+  group: LockProviderTestCase['group'],
+  what: string,
+  timeoutMs: number,
+  run: () => Promise<void>,
+  skip?: string,
+) => void
 
 /**
  * The `slots` group: what a store must do for slot runs (docs/slots.md), through executors over
  * the provider, as applications use it.
  */
-function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => Promise<LockProvider>, lag: number): void {
+function slotCases(
+  options: LockProviderSuiteOptions,
+  add: AddCase,
+  node: () => Promise<LockProvider>,
+  lag: number,
+): void {
   const g = Math.max(1, options.timeGranularityMs ?? 1)
   const short = Math.max(200, g)
   const declared = options.slots
@@ -578,7 +629,8 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
     const base = Math.floor(Date.now() / 1000) * 1000 - 60_000
     return Array.from({ length: count }, (_, k) => new Date(base + k * 1000))
   }
-  const executors = async () => [createLockingTaskExecutor(await node()), createLockingTaskExecutor(await node())] as const
+  const executors = async () =>
+    [createLockingTaskExecutor(await node()), createLockingTaskExecutor(await node())] as const
   const names = (records: readonly { name: string }[]): string[] => records.map((r) => r.name)
 
   add(
@@ -612,9 +664,21 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
         return ran.length
       }
       assert.deepEqual(await a.executeWithLock(task, request(name, slot)), { executed: true, result: 1 })
-      assert.deepEqual(await b.executeWithLock(task, request(name, slot)), { executed: false, reason: 'slot-done' }, 'another executor ran a slot that ran')
-      assert.deepEqual(await a.executeWithLock(task, request(name, slot)), { executed: false, reason: 'slot-done' }, 'the same executor ran a slot that ran')
-      assert.deepEqual(await b.executeWithLock(task, request(name, next)), { executed: true, result: 2 }, 'the next slot did not run')
+      assert.deepEqual(
+        await b.executeWithLock(task, request(name, slot)),
+        { executed: false, reason: 'slot-done' },
+        'another executor ran a slot that ran',
+      )
+      assert.deepEqual(
+        await a.executeWithLock(task, request(name, slot)),
+        { executed: false, reason: 'slot-done' },
+        'the same executor ran a slot that ran',
+      )
+      assert.deepEqual(
+        await b.executeWithLock(task, request(name, next)),
+        { executed: true, result: 2 },
+        'the next slot did not run',
+      )
       assert.deepEqual(ran, [slot.getTime(), next.getTime()])
     },
     noSlots,
@@ -629,7 +693,11 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const [a, b] = await executors()
       const [slot] = slotsFrom(1) as [Date]
       let runs = 0
-      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? a : b).executeWithLock(() => void runs++, request(name, slot))))
+      const results = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 === 0 ? a : b).executeWithLock(() => void runs++, request(name, slot)),
+        ),
+      )
       assert.equal(runs, 1, `the slot ran ${runs} times`)
       assert.equal(results.filter((r) => r.executed).length, 1)
       assert.deepEqual(
@@ -697,11 +765,23 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       } finally {
         finish()
       }
-      assert.deepEqual(skipped, { executed: false, reason: 'held' }, 'a slot ran while a run of an earlier slot held the lock')
+      assert.deepEqual(
+        skipped,
+        { executed: false, reason: 'held' },
+        'a slot ran while a run of an earlier slot held the lock',
+      )
       assert.deepEqual(await long, { executed: true, result: undefined })
       for (const executor of [a, b])
-        assert.deepEqual(await executor.executeWithLock(task, request(name, second)), { executed: false, reason: 'slot-done' }, 'a skipped slot ran later')
-      assert.deepEqual(await b.executeWithLock(task, request(name, third)), { executed: true, result: undefined }, 'the slot after the skipped one did not run')
+        assert.deepEqual(
+          await executor.executeWithLock(task, request(name, second)),
+          { executed: false, reason: 'slot-done' },
+          'a skipped slot ran later',
+        )
+      assert.deepEqual(
+        await b.executeWithLock(task, request(name, third)),
+        { executed: true, result: undefined },
+        'the slot after the skipped one did not run',
+      )
       assert.deepEqual(ran, [third.getTime()])
     },
     noSlots,
@@ -716,7 +796,11 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const provider = await node()
       const executor = createLockingTaskExecutor(provider)
       const slots = slotsFrom(2)
-      for (const slot of slots) assert.equal((await executor.executeWithLock(() => {}, { ...request(name, slot), slotRetention: '1h' })).executed, true)
+      for (const slot of slots)
+        assert.equal(
+          (await executor.executeWithLock(() => {}, { ...request(name, slot), slotRetention: '1h' })).executed,
+          true,
+        )
       const { locks } = await provider.inspector!().list({ prefix: `${name}@` })
       assert.deepEqual(
         names(locks),
@@ -727,7 +811,10 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
         assert.deepEqual(parseSlotRecordName(record.name), { name, slot: slots[i] })
         assert.equal(record.held, true, `${record.name} is not held: a slot's record is never released`)
         if (record.remainingMs !== undefined)
-          assert.ok(record.remainingMs > 55 * 60_000, `${record.name} expires in ${record.remainingMs} ms, not after the slot retention (1h)`)
+          assert.ok(
+            record.remainingMs > 55 * 60_000,
+            `${record.name} expires in ${record.remainingMs} ms, not after the slot retention (1h)`,
+          )
       }
     },
     noInspector,
@@ -743,7 +830,10 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const provider = await node()
       const [expired1, expired2, live] = slotsFrom(3) as [Date, Date, Date]
       const take = async (recordName: string, lockAtMostFor: number): Promise<void> => {
-        assert.ok(await provider.lock(lockConfiguration({ name: recordName, lockAtMostFor })), `could not take ${recordName}`)
+        assert.ok(
+          await provider.lock(lockConfiguration({ name: recordName, lockAtMostFor })),
+          `could not take ${recordName}`,
+        )
       }
       // As a slot run leaves them: taken, never released.
       await take(slotRecordName(name, expired1), short)
@@ -755,13 +845,20 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const inspector = provider.inspector!()
       const list = async (prefix: string): Promise<string[]> => names((await inspector.list({ prefix })).locks)
       // What lies outside the prefix: another task's expired slot record, the task's own expired lock.
-      const outside = async () => ({ otherTask: await list(`${other}@`), ownLock: (await inspector.get(name)) !== undefined })
+      const outside = async () => ({
+        otherTask: await list(`${other}@`),
+        ownLock: (await inspector.get(name)) !== undefined,
+      })
       // Stores that expire records by themselves (Redis, etcd) have dropped the expired ones already.
       const before = await list(`${name}@`)
       const outsideBefore = await outside()
       const removed = await inspector.removeExpired({ prefix: `${name}@` })
       assert.deepEqual(await list(`${name}@`), [slotRecordName(name, live)], 'the slot records left under the prefix')
-      assert.equal(removed, before.length - 1, `removeExpired() said it removed ${removed} records, of ${JSON.stringify(before)}`)
+      assert.equal(
+        removed,
+        before.length - 1,
+        `removeExpired() said it removed ${removed} records, of ${JSON.stringify(before)}`,
+      )
       assert.deepEqual(
         await outside(),
         outsideBefore,
@@ -798,7 +895,11 @@ function slotCases(options: LockProviderSuiteOptions, add: AddCase, node: () => 
       const other = results.find((result) => result !== caughtUp[0])!
       assert.ok(other.outcome === 'held' || other.outcome === 'nothing-missed', `the other catch-up: ${other.outcome}`)
       assert.equal((await b.catchUp(task, lock, catchUp)).outcome, 'nothing-missed')
-      assert.deepEqual(await a.executeWithLock(task, request(name, schedule[2]!)), { executed: false, reason: 'slot-done' }, 'a caught-up slot ran again')
+      assert.deepEqual(
+        await a.executeWithLock(task, request(name, schedule[2]!)),
+        { executed: false, reason: 'slot-done' },
+        'a caught-up slot ran again',
+      )
       assert.deepEqual(ran, missed)
     },
     noInspector,

@@ -34,7 +34,8 @@ export interface RunLedgerTestCase {
 export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCase[] {
   const { ledger, keep } = options
   const cases: RunLedgerTestCase[] = []
-  const add = (name: string, run: () => Promise<void>, timeoutMs = 15_000): void => void cases.push({ name, timeoutMs, run })
+  const add = (name: string, run: () => Promise<void>, timeoutMs = 15_000): void =>
+    void cases.push({ name, timeoutMs, run })
   const close = (a: Date | undefined, b: Date, what: string): void => {
     assert.ok(a instanceof Date, `${what} is not a Date`)
     assert.ok(Math.abs(a.getTime() - b.getTime()) <= 1, `${what} ${a.toISOString()} is not ${b.toISOString()}`)
@@ -54,7 +55,12 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     close(running.slot, slot, 'slot')
     close(running.startedAt, startedAt, 'startedAt')
     const finishedAt = new Date()
-    await run.finish({ finishedAt, outcome: 'failed', durationMs: 1_000, error: { type: 'TypeError', message: 'boom' } })
+    await run.finish({
+      finishedAt,
+      outcome: 'failed',
+      durationMs: 1_000,
+      error: { type: 'TypeError', message: 'boom' },
+    })
     const [done] = await ledger.history(name)
     assert.equal(done?.id, id)
     assert.equal(done?.outcome, 'failed')
@@ -67,8 +73,24 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
   add('record: a skipped slot in one write; no slot reads back as undefined', async () => {
     const name = taskName()
     const at = new Date()
-    await ledger.record({ name, slot: new Date('2026-11-24T03:00:00.000Z'), node: 'web-2', startedAt: at, finishedAt: at, outcome: 'skipped', durationMs: 0 })
-    await ledger.record({ name, slot: undefined, node: 'web-2', startedAt: new Date(at.getTime() + 1), finishedAt: at, outcome: 'ok', durationMs: 3 })
+    await ledger.record({
+      name,
+      slot: new Date('2026-11-24T03:00:00.000Z'),
+      node: 'web-2',
+      startedAt: at,
+      finishedAt: at,
+      outcome: 'skipped',
+      durationMs: 0,
+    })
+    await ledger.record({
+      name,
+      slot: undefined,
+      node: 'web-2',
+      startedAt: new Date(at.getTime() + 1),
+      finishedAt: at,
+      outcome: 'ok',
+      durationMs: 3,
+    })
     const runs = await ledger.history(name)
     assert.deepEqual(
       runs.map((r) => [r.outcome, r.slot?.toISOString()]),
@@ -93,7 +115,15 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
         outcome: 'ok',
         durationMs: 10,
       })
-    await ledger.record({ name: taskName(), slot: undefined, node: 'n', startedAt: new Date(base), finishedAt: new Date(base), outcome: 'ok', durationMs: 0 })
+    await ledger.record({
+      name: taskName(),
+      slot: undefined,
+      node: 'n',
+      startedAt: new Date(base),
+      finishedAt: new Date(base),
+      outcome: 'ok',
+      durationMs: 0,
+    })
     const runs = await ledger.history(name, { limit: 3 })
     assert.deepEqual(
       runs.map((r) => r.startedAt.getTime()),
@@ -172,7 +202,9 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
     const name = taskName()
     const executor = createLockingTaskExecutor(await options.provider(), { runLedger: ledger })
     await executor.executeWithLock(() => 'ok', { name, lockAtMostFor: '1m' })
-    await executor.executeWithLock(() => Promise.reject(new RangeError('out of range')), { name, lockAtMostFor: '1m' }).catch(() => undefined)
+    await executor
+      .executeWithLock(() => Promise.reject(new RangeError('out of range')), { name, lockAtMostFor: '1m' })
+      .catch(() => undefined)
     const runs = await ledger.history(name)
     assert.deepEqual(
       runs.map((r) => r.outcome),
@@ -184,20 +216,43 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
 
   const { withMaxAge } = options
   if (withMaxAge) {
-    add('maxAge reaches every task: a task that no longer runs loses its expired runs once another task writes', async () => {
-      const [gone, active] = [taskName(), taskName()]
-      const day = 86_400_000
-      const longAgo = new Date(Date.now() - 40 * day)
-      // Written while the age limit was a year: the task then stopped running (renamed, removed).
-      await withMaxAge('365d').record({ name: gone, slot: undefined, node: 'n', startedAt: longAgo, finishedAt: longAgo, outcome: 'failed', durationMs: 1 })
-      const ledger30 = withMaxAge('30d')
-      assert.equal((await withMaxAge('365d').history(gone)).length, 1, 'the old run was not written')
-      await ledger30.record({ name: active, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
-      assert.deepEqual(await ledger30.history(gone), [], 'the expired run of a task that no longer runs is still read back')
-      const names = (await ledger30.tasks()).map((t) => t.name)
-      assert.ok(!names.includes(gone), 'tasks() still lists a task whose runs all expired')
-      assert.ok(names.includes(active))
-    })
+    add(
+      'maxAge reaches every task: a task that no longer runs loses its expired runs once another task writes',
+      async () => {
+        const [gone, active] = [taskName(), taskName()]
+        const day = 86_400_000
+        const longAgo = new Date(Date.now() - 40 * day)
+        // Written while the age limit was a year: the task then stopped running (renamed, removed).
+        await withMaxAge('365d').record({
+          name: gone,
+          slot: undefined,
+          node: 'n',
+          startedAt: longAgo,
+          finishedAt: longAgo,
+          outcome: 'failed',
+          durationMs: 1,
+        })
+        const ledger30 = withMaxAge('30d')
+        assert.equal((await withMaxAge('365d').history(gone)).length, 1, 'the old run was not written')
+        await ledger30.record({
+          name: active,
+          slot: undefined,
+          node: 'n',
+          startedAt: new Date(),
+          finishedAt: new Date(),
+          outcome: 'ok',
+          durationMs: 1,
+        })
+        assert.deepEqual(
+          await ledger30.history(gone),
+          [],
+          'the expired run of a task that no longer runs is still read back',
+        )
+        const names = (await ledger30.tasks()).map((t) => t.name)
+        assert.ok(!names.includes(gone), 'tasks() still lists a task whose runs all expired')
+        assert.ok(names.includes(active))
+      },
+    )
   }
 
   return cases

@@ -17,7 +17,10 @@ const row = (store: string, concurrency: number, ours: number, baseline: number)
 
 describe('p50Chart', () => {
   it('draws one pair of bars per store and caller count, with the absolute p50 and the ratio', () => {
-    const svg = p50Chart([row('redis', 1, 120, 100), row('redis', 16, 300, 200), row('a<b', 1, 50, 50)], 'title & more')!
+    const svg = p50Chart(
+      [row('redis', 1, 120, 100), row('redis', 16, 300, 200), row('a<b', 1, 50, 50)],
+      'title & more',
+    )!
     expect(svg).toMatch(/^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/)
     expect(svg.match(/<rect x="130"/g)).toHaveLength(6)
     expect(svg).toContain('redis, 1 caller')

@@ -52,7 +52,10 @@ describe('countingProxy', () => {
     }
     const lease = { grant: async () => '7', revoke: async () => {} }
     const real = { if: () => builder, lease: () => lease }
-    const { client, counter } = countingProxy(real, { count: ['grant', 'revoke', 'commit'], follow: ['lease', 'if', 'then'] })
+    const { client, counter } = countingProxy(real, {
+      count: ['grant', 'revoke', 'commit'],
+      follow: ['lease', 'if', 'then'],
+    })
     expect(await client.lease().grant()).toBe('7')
     const reply = await client.if().then('a').then('b').commit()
     expect(reply).toEqual({ succeeded: true, steps: ['a', 'b'] })
@@ -87,7 +90,9 @@ describe('countingProxy', () => {
 
     const database: SqliteDatabase = { prepare: () => ({ run: () => ({ changes: 1 }) }) }
     const sqlite = countingProxy(database, { count: ['run'], follow: ['prepare'] })
-    const held = await sqliteLockProvider({ database: sqlite.client }).lock(lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }))
+    const held = await sqliteLockProvider({ database: sqlite.client }).lock(
+      lockConfiguration({ name: 'counted', lockAtMostFor: 60_000 }),
+    )
     await held!.unlock()
     expect(sqlite.counter.byMethod).toEqual({ run: 2 })
   })

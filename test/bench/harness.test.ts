@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { blockOrder, type Contender, calibrate, compare, interleave, opsForBlock, runBlock, warmUp } from '../../bench/harness.ts'
+import {
+  blockOrder,
+  type Contender,
+  calibrate,
+  compare,
+  interleave,
+  opsForBlock,
+  runBlock,
+  warmUp,
+} from '../../bench/harness.ts'
 
 /** A clock that advances only when an operation says so: the harness's arithmetic, without real time. */
 function fakeClock() {
@@ -59,7 +68,12 @@ describe('bench harness', () => {
     // A fake CPU clock that moves 10 µs per reading: two readings around each measured block.
     let cpuNow = 0
     const cpu = (): number => (cpuNow += 10)
-    const [fast, slow] = await interleave([side('fast', 1_000), side('slow', 3_000)], { blocks: 4, opsPerBlock: 5, concurrency: 1, warmupOps: 2 }, clock, cpu)
+    const [fast, slow] = await interleave(
+      [side('fast', 1_000), side('slow', 3_000)],
+      { blocks: 4, opsPerBlock: 5, concurrency: 1, warmupOps: 2 },
+      clock,
+      cpu,
+    )
     // Warm-up (2 each), then blocks of 5 in the order AB, BA, AB, BA.
     const run = (label: string, n: number): string[] => Array<string>(n).fill(label)
     expect(order).toEqual([
@@ -88,7 +102,13 @@ describe('bench harness', () => {
     expect(opsForBlock(50, { blockMs: 100, minOps: 4, maxOps: 1000, concurrency: 1 })).toBe(4)
     const { clock, advance } = fakeClock()
     const at = (ms: number): Contender => ({ label: String(ms), operation: async () => advance(ms * 1e6) })
-    expect(await calibrate([at(0.1), at(0.4)], { blockMs: 100, concurrency: 1, probeOps: 10, minOps: 1, maxOps: 10_000 }, clock)).toBe(250)
+    expect(
+      await calibrate(
+        [at(0.1), at(0.4)],
+        { blockMs: 100, concurrency: 1, probeOps: 10, minOps: 1, maxOps: 10_000 },
+        clock,
+      ),
+    ).toBe(250)
   })
 
   it('compares on the same number of operations for every side', async () => {

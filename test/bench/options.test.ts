@@ -7,7 +7,15 @@ describe('bench options', () => {
     expect(full.stores).toEqual(STORES)
     expect(full.storesGiven).toBe(false)
     expect(full.measurements).toEqual(MEASUREMENTS)
-    expect(full).toMatchObject({ blocks: 10, rounds: 100, contenders: 32, scaleNames: 10_000, cycles: 100_000, concurrency: [1, 16], processes: 3 })
+    expect(full).toMatchObject({
+      blocks: 10,
+      rounds: 100,
+      contenders: 32,
+      scaleNames: 10_000,
+      cycles: 100_000,
+      concurrency: [1, 16],
+      processes: 3,
+    })
     const quick = parseBenchArgs(['--quick'])
     expect(quick.blocks).toBeLessThan(full.blocks)
     expect(quick.blockMs).toBeLessThan(full.blockMs)
@@ -18,7 +26,14 @@ describe('bench options', () => {
   })
 
   it('takes stores and measurements as lists, in the suite order', () => {
-    const options = parseBenchArgs(['--providers', 'redis, postgres', '--only', 'herd,overhead', '--concurrency', '4,1,4'])
+    const options = parseBenchArgs([
+      '--providers',
+      'redis, postgres',
+      '--only',
+      'herd,overhead',
+      '--concurrency',
+      '4,1,4',
+    ])
     expect(options.stores).toEqual(['postgres', 'redis'])
     expect(options.storesGiven).toBe(true)
     expect(options.measurements).toEqual(['overhead', 'herd'])

@@ -4,7 +4,13 @@ import type { OverheadRow } from '../../bench/result.ts'
 import { flatContender } from './contender.ts'
 
 // One process's row: ours at `oursP50` µs and `oursCpu` µs of CPU against a baseline of 100 and 50.
-const row = (store: string, concurrency: number, oursP50: number, oursCpu: number, opsPerBlock: number): OverheadRow => ({
+const row = (
+  store: string,
+  concurrency: number,
+  oursP50: number,
+  oursCpu: number,
+  opsPerBlock: number,
+): OverheadRow => ({
   store,
   concurrency,
   opsPerBlock,
@@ -46,8 +52,8 @@ describe('overhead over several processes', () => {
   })
 
   it('refuses processes that measured different rows', () => {
-    expect(() => combineOverhead([[row('pg', 1, 110, 50, 1), row('pg', 16, 110, 50, 1)], [row('pg', 1, 100, 50, 2)]])).toThrow(
-      'pg: a process measured no row for 16 callers',
-    )
+    expect(() =>
+      combineOverhead([[row('pg', 1, 110, 50, 1), row('pg', 16, 110, 50, 1)], [row('pg', 1, 100, 50, 2)]]),
+    ).toThrow('pg: a process measured no row for 16 callers')
   })
 })

@@ -4,7 +4,13 @@ import type { PeerRow } from '../../bench/result.ts'
 import { flatContender } from './contender.ts'
 
 // One process's row: ours at `oursP50` µs against redlock and redis-semaphore at the p50s given.
-const row = (concurrency: number, oursP50: number, redlockP50: number, semaphoreP50: number, opsPerBlock: number): PeerRow => ({
+const row = (
+  concurrency: number,
+  oursP50: number,
+  redlockP50: number,
+  semaphoreP50: number,
+  opsPerBlock: number,
+): PeerRow => ({
   store: 'redis',
   concurrency,
   opsPerBlock,
@@ -29,7 +35,11 @@ const row = (concurrency: number, oursP50: number, redlockP50: number, semaphore
 
 describe('peers over several processes', () => {
   it("reports each peer's median ratios, the results of its median process, and every process", () => {
-    const combined = combinePeers([[row(1, 100, 125, 90, 10)], [row(1, 100, 110, 100, 11)], [row(1, 100, 120, 110, 12)]])
+    const combined = combinePeers([
+      [row(1, 100, 125, 90, 10)],
+      [row(1, 100, 110, 100, 11)],
+      [row(1, 100, 120, 110, 12)],
+    ])
     expect(combined).toHaveLength(1)
     const [redlock, semaphore] = combined[0]!.peers
     // Against redlock: 0.80, 0.91, 0.83; the median is the third process's.
@@ -45,10 +55,12 @@ describe('peers over several processes', () => {
   })
 
   it('refuses processes that measured different rows or peers', () => {
-    expect(() => combinePeers([[row(1, 100, 100, 100, 1), row(16, 100, 100, 100, 1)], [row(1, 100, 100, 100, 1)]])).toThrow(
-      'redis: a process measured no peers for 16 callers',
-    )
+    expect(() =>
+      combinePeers([[row(1, 100, 100, 100, 1), row(16, 100, 100, 100, 1)], [row(1, 100, 100, 100, 1)]]),
+    ).toThrow('redis: a process measured no peers for 16 callers')
     const swapped: PeerRow = { ...row(1, 100, 100, 100, 1), peers: [...row(1, 100, 100, 100, 1).peers].reverse() }
-    expect(() => combinePeers([[row(1, 100, 100, 100, 1)], [swapped]])).toThrow('redis: the processes measured different peers for 1 callers')
+    expect(() => combinePeers([[row(1, 100, 100, 100, 1)], [swapped]])).toThrow(
+      'redis: the processes measured different peers for 1 callers',
+    )
   })
 })

@@ -1,10 +1,24 @@
 import { describe, expect, it } from 'vitest'
 import type { ContenderResult } from '../../bench/harness.ts'
 import { memoryRow } from '../../bench/measurements/memory.ts'
-import { formatBytes, formatLatency, formatRate, formatRatio, formatReport, formatSummary, markdownTable } from '../../bench/report.ts'
+import {
+  formatBytes,
+  formatLatency,
+  formatRate,
+  formatRatio,
+  formatReport,
+  formatSummary,
+  markdownTable,
+} from '../../bench/report.ts'
 import type { BenchResult } from '../../bench/result.ts'
 
-const contender = (label: string, p50: number, p99: number, opsPerSecond: number, cpuPerOpUs = 20): ContenderResult => ({
+const contender = (
+  label: string,
+  p50: number,
+  p99: number,
+  opsPerSecond: number,
+  cpuPerOpUs = 20,
+): ContenderResult => ({
   label,
   latency: { count: 100, mean: p50, min: p50 / 2, p50, p90: p99, p99, max: p99 * 2 },
   opsPerSecond,
@@ -20,7 +34,10 @@ function sampleResult(): BenchResult {
     seconds: 180,
     machine: { os: 'Linux', cpu: 'Test CPU', cores: 2, memory: '8 GiB', node: '20.19.0' },
     settings: { blocks: 10, blockMs: 250, warmup: 200 },
-    stores: { postgres: { versions: { server: 'PostgreSQL 15', client: 'pg 8' }, notes: [] }, mongodb: { skipped: 'SHEDLOCK_MONGODB_URL is not set' } },
+    stores: {
+      postgres: { versions: { server: 'PostgreSQL 15', client: 'pg 8' }, notes: [] },
+      mongodb: { skipped: 'SHEDLOCK_MONGODB_URL is not set' },
+    },
     overhead: [
       {
         store: 'postgres',
@@ -145,7 +162,13 @@ describe('bench report', () => {
   it("lists each process's ratios when the overhead ran in several, and says how they were combined", () => {
     const result = sampleResult()
     const [first, ...rest] = result.overhead
-    const ratios = (p50Ratio: number, cpuRatio: number) => ({ p50Ratio, p99Ratio: 1, opsRatio: 1, cpuRatio, addedCpuUs: 1 })
+    const ratios = (p50Ratio: number, cpuRatio: number) => ({
+      p50Ratio,
+      p99Ratio: 1,
+      opsRatio: 1,
+      cpuRatio,
+      addedCpuUs: 1,
+    })
     const report = formatReport({
       ...result,
       settings: { ...result.settings, processes: 3 },
@@ -166,7 +189,14 @@ describe('bench report', () => {
       peers: [
         {
           ...row,
-          peers: [{ ...peer, p50Ratio: 0.98, opsRatio: 0.99, processes: [ratios(0.97, 1.01), ratios(0.98, 0.99), ratios(1.02, 0.97)] }],
+          peers: [
+            {
+              ...peer,
+              p50Ratio: 0.98,
+              opsRatio: 0.99,
+              processes: [ratios(0.97, 1.01), ratios(0.98, 0.99), ratios(1.02, 0.97)],
+            },
+          ],
         },
       ],
     })
@@ -194,25 +224,35 @@ describe('bench report', () => {
   })
 
   it('builds Markdown tables with aligned numeric columns and escaped cells', () => {
-    expect(markdownTable(['a', 'n'], [['x|y', '1'], ['z']], [1])).toBe(['| a | n |', '| --- | ---: |', '| x\\|y | 1 |', '| z |  |'].join('\n'))
+    expect(markdownTable(['a', 'n'], [['x|y', '1'], ['z']], [1])).toBe(
+      ['| a | n |', '| --- | ---: |', '| x\\|y | 1 |', '| z |  |'].join('\n'),
+    )
   })
 
   it('reports every measurement with its figures, the goals and the method', () => {
     const report = formatReport(sampleResult())
     expect(report).toContain('Single-machine loopback figures: client and servers share 2 cores (Test CPU)')
     expect(report).toContain('- mongodb: skipped (SHEDLOCK_MONGODB_URL is not set)')
-    expect(report).toContain('| postgres | 1 | 500 | 110 µs | 100 µs | 1.10 | 300 µs | 250 µs | 1.20 | 9.00k | 10.0k | 0.90 | ✓ |')
+    expect(report).toContain(
+      '| postgres | 1 | 500 | 110 µs | 100 µs | 1.10 | 300 µs | 250 µs | 1.20 | 9.00k | 10.0k | 0.90 | ✓ |',
+    )
     expect(report).toContain('| postgres | 16 | 800 | 500 µs | 400 µs | 1.25 |')
     expect(report).toMatch(/\| postgres \| 16 \|.*\| ✗ \|/)
     expect(report).toContain('| postgres | 1 (query) | 1 (query) | 1 (query) | 1 (query) | 1 (query) | 1 (query) |')
     expect(report).toContain('| postgres | 32 | 100 | 100 | 0 | 0 | 0 | 1.80 ms | 4.00 ms | 450 µs | 1.00 (1) |')
     expect(report).toContain('| postgres | separate, 10 / 10000 | 100 µs | 104 µs | 1.04 |')
-    expect(report).toContain('| postgres | 1 | advisory-lock 2.0.0, tryLock() | 1.50 ms | 3.00 ms | 600 | 0.07 | 0.07 | 15.00 | ✓ |')
+    expect(report).toContain(
+      '| postgres | 1 | advisory-lock 2.0.0, tryLock() | 1.50 ms | 3.00 ms | 600 | 0.07 | 0.07 | 15.00 | ✓ |',
+    )
     expect(report).toContain('| executor | 100000 | 2.5 | 4.00 MiB | +512 B | +1.50 KiB | +2.00 KiB | 0.02 B | 0 | 0 |')
-    expect(report).toContain('executeWithLock adds 3.75 µs per execution (mean, from the ops/s of both), 3.50 µs of CPU.')
+    expect(report).toContain(
+      'executeWithLock adds 3.75 µs per execution (mean, from the ops/s of both), 3.50 µs of CPU.',
+    )
     expect(report).toContain('| store | callers | CPU/op ours | CPU/op baseline | ratio | added per op |')
     expect(report).toContain('| postgres | 1 | 24.0 µs | 20.0 µs | 1.20 | 4.00 µs |')
-    expect(report).toContain('| executeWithLock() (in memory) | 3.50 µs | lock() + task + unlock() | 1.30 µs | 2.20 µs |')
+    expect(report).toContain(
+      '| executeWithLock() (in memory) | 3.50 µs | lock() + task + unlock() | 1.30 µs | 2.20 µs |',
+    )
     expect(report).toContain('- redis / herd: connection reset')
   })
 
@@ -226,7 +266,9 @@ describe('bench report', () => {
     expect(summary).toContain('p50 ratio 2.50, 3.75 µs added per execution, 3.50 µs of CPU')
     // CPU: the ratio, and the absolute cost added (what a per-store allowance is stated in).
     expect(summary).toContain('| postgres | 1 | 1.20 | 4.00 µs |')
-    expect(summary).toContain('- executeWithLock() (in memory), without I/O: 2.20 µs of CPU per operation over lock() + task + unlock().')
+    expect(summary).toContain(
+      '- executeWithLock() (in memory), without I/O: 2.20 µs of CPU per operation over lock() + task + unlock().',
+    )
     // The latency table holds ratios only: absolute latencies depend on the machine.
     expect(summary.split('\n\n')[0]).not.toMatch(/\d+ µs \|/)
   })

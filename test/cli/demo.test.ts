@@ -25,7 +25,9 @@ function start(args: string[]): { child: ChildProcess; done: Promise<Run>; outpu
   const started = startCli(args)
   const done = started.done.then((run) => {
     // The demo's own temporary folder, named in its first line.
-    const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(run.stdout)?.[1]
+    const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(
+      run.stdout,
+    )?.[1]
     if (db?.includes('shedlock-demo-')) dbDirs.push(dirname(db))
     return run
   })
@@ -118,11 +120,16 @@ describe('shedlock demo', () => {
 
   it('a node whose parent dies (kill -9) stops by itself', async () => {
     const { child, done, output } = start(['demo', '--seconds', '60'])
-    expect(await waitFor(() => workerPids(output()).length === 3 || child.exitCode !== null, 15_000), output()).toBe(true)
+    expect(await waitFor(() => workerPids(output()).length === 3 || child.exitCode !== null, 15_000), output()).toBe(
+      true,
+    )
     const pids = workerPids(output())
     child.kill('SIGKILL')
     await done
-    expect(await waitFor(() => pids.every((pid) => !isAlive(pid)), 5_000), `still running: ${pids.filter(isAlive).join(', ')}`).toBe(true)
+    expect(
+      await waitFor(() => pids.every((pid) => !isAlive(pid)), 5_000),
+      `still running: ${pids.filter(isAlive).join(', ')}`,
+    ).toBe(true)
   }, 30_000)
 })
 

@@ -39,14 +39,26 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
       for (const [i, outcome] of outcomes.entries()) {
         const at = new Date(Date.now() - daysAgo * DAY - (outcomes.length - i) * 60_000)
         const error = outcome === 'failed' ? { type: 'Error', message: `run ${i} failed` } : undefined
-        await ledger.record({ name, slot: undefined, node: 'n', startedAt: at, finishedAt: at, outcome: outcome as 'ok', durationMs: 5, error })
+        await ledger.record({
+          name,
+          slot: undefined,
+          node: 'n',
+          startedAt: at,
+          finishedAt: at,
+          outcome: outcome as 'ok',
+          durationMs: 5,
+          error,
+        })
       }
     }
     return ['--url', POSTGRES_URL, '--table', locks, '--runs-table', runs]
   }
 
   it('a task whose latest finished run failed is failing (N in a row): exit 1, and --json says which', async () => {
-    const url = await store({ broken: { outcomes: ['ok', 'failed', 'skipped', 'failed'] }, healed: { outcomes: ['failed', 'ok'] } })
+    const url = await store({
+      broken: { outcomes: ['ok', 'failed', 'skipped', 'failed'] },
+      healed: { outcomes: ['failed', 'ok'] },
+    })
     const json = await cli(['status', ...url, '--json'])
     expect(json.code, json.stderr).toBe(1)
     const out = JSON.parse(json.stdout) as StatusJson
@@ -72,7 +84,12 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
     const url = await store({ renamed: { outcomes: ['failed'], daysAgo: 10 }, current: { outcomes: ['ok'] } })
     const byDefault = await cli(['status', ...url, '--stale', '26h', '--json'])
     expect(byDefault.code, byDefault.stderr).toBe(0)
-    expect(JSON.parse(byDefault.stdout)).toMatchObject({ stale: [], failing: [], ignored: ['renamed'], tasks: [{ name: 'current', state: 'ok' }] })
+    expect(JSON.parse(byDefault.stdout)).toMatchObject({
+      stale: [],
+      failing: [],
+      ignored: ['renamed'],
+      tasks: [{ name: 'current', state: 'ok' }],
+    })
     const text = await cli(['status', ...url])
     expect(text.code).toBe(0)
     expect(lines(text.stdout)[0]).toMatch(/: 1 task, 0 stale, 0 failing, 1 not run for 7d left out; now /)
@@ -86,7 +103,9 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
     expect(JSON.parse(named.stdout)).toMatchObject({ stale: ['renamed'], ignored: [] })
     const bad = await cli(['status', ...url, '--ignore-older-than', 'soon'])
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toMatch(/^shedlock status: --ignore-older-than "soon": .*use an AGE like 7d, or 0 to leave no task out/)
+    expect(bad.stderr).toMatch(
+      /^shedlock status: --ignore-older-than "soon": .*use an AGE like 7d, or 0 to leave no task out/,
+    )
   })
 
   it('history on a store without the runs table says "history" and names shedlock init --runs-table; status too', async () => {
@@ -128,7 +147,11 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
     const present = await cli(['doctor', ...url, '--json'])
     expect(present.code, present.stdout).toBe(0)
     const runsTable = url[url.indexOf('--runs-table') + 1]!
-    expect(JSON.parse(present.stdout).checks).toContainEqual({ label: `table ${runsTable} (run history)`, status: 'ok', detail: 'exists and can be read' })
+    expect(JSON.parse(present.stdout).checks).toContainEqual({
+      label: `table ${runsTable} (run history)`,
+      status: 'ok',
+      detail: 'exists and can be read',
+    })
     const missing = uniqueTable('shedlock_cli_no_runs')
     const lockTable = url[url.indexOf('--table') + 1]!
     // A SQLite file with the lock table only: the default runs table is missing.

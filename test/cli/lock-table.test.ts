@@ -40,11 +40,20 @@ describe('lock records', () => {
       lockUntil: '2030-01-01T12:01:01.000Z',
       remainingMs: 61_000,
     })
-    expect(lockJson(record({ lockUntil: NOW - 1 }))).toMatchObject({ state: 'free', remainingMs: 0, lockedBy: null, lockedAt: null })
+    expect(lockJson(record({ lockUntil: NOW - 1 }))).toMatchObject({
+      state: 'free',
+      remainingMs: 0,
+      lockedBy: null,
+      lockedAt: null,
+    })
     expect(lockJson(record({}))).toMatchObject({ state: 'held', lockUntil: null, remainingMs: null })
     expect(remainingText(record({ lockUntil: NOW - 125_000 }), new Date(NOW))).toBe('expired 2m 5s ago')
-    expect(describeHolder(held)).toBe('held by web-1:42:abc since 2030-01-01T11:59:55.000Z until 2030-01-01T12:01:01.000Z (1m 1s left)')
-    expect(describeHolder(record({}))).toBe('held by an unknown holder (the store does not record it) until an expiry the store does not reveal')
+    expect(describeHolder(held)).toBe(
+      'held by web-1:42:abc since 2030-01-01T11:59:55.000Z until 2030-01-01T12:01:01.000Z (1m 1s left)',
+    )
+    expect(describeHolder(record({}))).toBe(
+      'held by an unknown holder (the store does not record it) until an expiry the store does not reveal',
+    )
   })
 
   it('formatTable aligns columns two spaces apart without trailing blanks', () => {

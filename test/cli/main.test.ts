@@ -60,17 +60,22 @@ describe('help', () => {
     expect(run.stdout).toContain('Exit codes: 0 ok, 1 failure, 2 usage error')
   })
 
-  it.each(COMMANDS)('shedlock %s --help describes the command and its exit codes, and touches no store', async (name) => {
-    const run = await cli([name, '--help'], { env: { SHEDLOCK_URL: 'postgres://nobody@127.0.0.1:1/none' } })
-    expect(run.code).toBe(0)
-    expect(run.stderr).toBe('')
-    expect(run.stdout).toMatch(new RegExp(`^Usage: shedlock ${name}\\b`))
-    expect(run.stdout).toMatch(/^Exit codes: /m)
-  })
+  it.each(COMMANDS)(
+    'shedlock %s --help describes the command and its exit codes, and touches no store',
+    async (name) => {
+      const run = await cli([name, '--help'], { env: { SHEDLOCK_URL: 'postgres://nobody@127.0.0.1:1/none' } })
+      expect(run.code).toBe(0)
+      expect(run.stderr).toBe('')
+      expect(run.stdout).toMatch(new RegExp(`^Usage: shedlock ${name}\\b`))
+      expect(run.stdout).toMatch(/^Exit codes: /m)
+    },
+  )
 
   it('run --help shows a crontab line', async () => {
     const run = await cli(['run', '--help'])
-    expect(run.stdout).toMatch(/^ {2}SHEDLOCK_URL=\S+\n {2}0 2 \* \* \* shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+$/m)
+    expect(run.stdout).toMatch(
+      /^ {2}SHEDLOCK_URL=\S+\n {2}0 2 \* \* \* shedlock run --name \S+ --lock-at-most-for \S+ .*-- \S+$/m,
+    )
   })
 })
 
@@ -78,7 +83,10 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
   const nowhere = 'sqlite:/nonexistent-dir/locks.db'
   it.each([
     [['list'], /^shedlock list: no store: pass --url URL or set SHEDLOCK_URL/],
-    [['list', '--url', 'ftp://user:ftp-s3cret@host/x'], /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//],
+    [
+      ['list', '--url', 'ftp://user:ftp-s3cret@host/x'],
+      /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//,
+    ],
     [['list', '--url', nowhere, '--format', 'xml'], /^shedlock list: --format must be table or json/],
     [['list', '--url', nowhere, '--bogus'], /^shedlock list: Unknown option '--bogus'/],
     [
@@ -86,13 +94,25 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
       /^shedlock list: postgres: --table "locks; DROP TABLE x" is not a plain SQL identifier/,
     ],
     [['list', '--url', 'redis://127.0.0.1:1', '--table', 'x'], /^shedlock list: --table does not apply to redis URLs/],
-    [['list', '--url', 'etcd://127.0.0.1:1?bucket=x'], /^shedlock list: etcd URLs take only \?environment=, got \?bucket=/],
-    [['list', '--url', 'redis://127.0.0.1:1?environment=a:b'], /^shedlock list: redis: environment must be a non-empty string without ':'/],
+    [
+      ['list', '--url', 'etcd://127.0.0.1:1?bucket=x'],
+      /^shedlock list: etcd URLs take only \?environment=, got \?bucket=/,
+    ],
+    [
+      ['list', '--url', 'redis://127.0.0.1:1?environment=a:b'],
+      /^shedlock list: redis: environment must be a non-empty string without ':'/,
+    ],
     [['unlock', '--url', nowhere], /^shedlock unlock: --name NAME is required/],
-    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10m'], /^shedlock run: give the command to run after --/],
+    [
+      ['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10m'],
+      /^shedlock run: give the command to run after --/,
+    ],
     [['run', '--url', nowhere, '--lock-at-most-for', '10m', '--', 'true'], /^shedlock run: --name NAME is required/],
     [['run', '--url', nowhere, '--name', 'a', '--', 'true'], /^shedlock run: --lock-at-most-for is required/],
-    [['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', 'soon', '--', 'true'], /^shedlock run: --lock-at-most-for: Invalid duration "soon"/],
+    [
+      ['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', 'soon', '--', 'true'],
+      /^shedlock run: --lock-at-most-for: Invalid duration "soon"/,
+    ],
     [
       ['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '1m', '--lock-at-least-for', '2m', '--', 'true'],
       /^shedlock run: Lock "a": --lock-at-least-for \(2m\) is longer than --lock-at-most-for \(1m\)/,
@@ -118,7 +138,8 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
 })
 
 /** What `shedlock schema` prints for a SQL store: the lock table, then the run history's table. */
-const withRuns = (ddl: string, runs: string): string => `${ddl}\n-- The run history (optional; shedlock history, shedlock status):\n${runs}\n`
+const withRuns = (ddl: string, runs: string): string =>
+  `${ddl}\n-- The run history (optional; shedlock history, shedlock status):\n${runs}\n`
 
 describe('schema', () => {
   it.each([
@@ -158,7 +179,9 @@ describe('SHEDLOCK_URL', () => {
     const file = join(temp, 'env.db')
     const missing = await cli(['list'], { env: { SHEDLOCK_URL: `sqlite:${file}` } })
     expect(missing.code).toBe(1)
-    expect(missing.stderr).toBe(`shedlock list: no SQLite database at ${file}; create it (and the lock table) with: shedlock init --url sqlite:${file}\n`)
+    expect(missing.stderr).toBe(
+      `shedlock list: no SQLite database at ${file}; create it (and the lock table) with: shedlock init --url sqlite:${file}\n`,
+    )
     const other = join(temp, 'other.db')
     const wins = await cli(['list', '--url', `sqlite:${other}`], { env: { SHEDLOCK_URL: `sqlite:${file}` } })
     expect(wins.stderr).toContain(`no SQLite database at ${other}`)
@@ -214,7 +237,8 @@ describe('history and status', () => {
     const url = `sqlite:${join(temp, 'history.db')}`
     const store = ['--url', url, '--table', 'jobs_lock', '--runs-table', 'jobs_runs']
     expect((await cli(['init', ...store])).code).toBe(0)
-    for (const command of ['history', 'status']) expect((await cli([command, '--help'])).stdout).toContain('--table NAME')
+    for (const command of ['history', 'status'])
+      expect((await cli([command, '--help'])).stdout).toContain('--table NAME')
     const history = await cli(['history', 'report', ...store, '--json'])
     expect(history.code, history.stderr).toBe(0)
     expect(JSON.parse(history.stdout)).toEqual({ task: 'report', runs: [] })
@@ -312,7 +336,9 @@ describe('missing drivers (the built bin copied where no package can be found)',
     expect(run.code).toBe(1)
     expect(lines(run.stderr)).toHaveLength(1)
     expect(run.stderr.trimEnd()).toMatch(message)
-    expect(run.stderr).toContain(`looked from ${project} (the current directory), then from ${join(copy, 'dist', 'support')}/ (shedlock's own folder)`)
+    expect(run.stderr).toContain(
+      `looked from ${project} (the current directory), then from ${join(copy, 'dist', 'support')}/ (shedlock's own folder)`,
+    )
     expect(run.stderr).not.toContain('s3cret')
   })
 
@@ -321,8 +347,14 @@ describe('missing drivers (the built bin copied where no package can be found)',
     const withPg = join(temp, 'project-with-pg')
     mkdirSync(join(withPg, 'node_modules', 'pg'), { recursive: true })
     writeFileSync(join(withPg, 'package.json'), '{"name":"app","private":true}')
-    writeFileSync(join(withPg, 'node_modules', 'pg', 'package.json'), '{"name":"pg","version":"8.0.0","main":"index.js"}')
-    writeFileSync(join(withPg, 'node_modules', 'pg', 'index.js'), "exports.Pool = class { constructor() { throw new Error('the pg of the project') } }\n")
+    writeFileSync(
+      join(withPg, 'node_modules', 'pg', 'package.json'),
+      '{"name":"pg","version":"8.0.0","main":"index.js"}',
+    )
+    writeFileSync(
+      join(withPg, 'node_modules', 'pg', 'index.js'),
+      "exports.Pool = class { constructor() { throw new Error('the pg of the project') } }\n",
+    )
     // From a subfolder too: Node's resolution walks up to the project's node_modules.
     mkdirSync(join(withPg, 'scripts'), { recursive: true })
     for (const cwd of [withPg, join(withPg, 'scripts')]) {
@@ -356,10 +388,17 @@ describe('missing drivers (the built bin copied where no package can be found)',
     symlinkSync(join(root, 'node_modules/redis'), join(modules, 'redis'))
     try {
       expect(resolvable('ioredis')).toBe(false)
-      const run = await cli(['doctor', '--url', `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`], {
-        main,
-        cwd: project,
-      })
+      const run = await cli(
+        [
+          'doctor',
+          '--url',
+          `${redisUrl}${redisUrl.includes('?') ? '&' : '?'}environment=cli-node-redis-${process.pid}`,
+        ],
+        {
+          main,
+          cwd: project,
+        },
+      )
       expect(run.code, run.stdout + run.stderr).toBe(0)
       expect(run.stdout).toMatch(/^ {2}ok {4}reachable: Redis \S+ \(node-redis\)/m)
       expect(run.stdout).toMatch(/^ {2}ok {4}write: took lock .*, released it, removed its record$/m)

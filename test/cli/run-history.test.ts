@@ -38,7 +38,10 @@ async function historyOf(store: string[], name: string): Promise<HistoryRun[]> {
 }
 
 /** `shedlock status --stale NAME=1h --json`: its exit code and the task's line. */
-async function staleness(store: string[], name: string): Promise<{ code: number | null; task: Record<string, unknown> | undefined }> {
+async function staleness(
+  store: string[],
+  name: string,
+): Promise<{ code: number | null; task: Record<string, unknown> | undefined }> {
   const run = await cli(['status', ...store, '--stale', `${name}=1h`, '--json'])
   const { tasks } = JSON.parse(run.stdout) as { tasks: Record<string, unknown>[] }
   return { code: run.code, task: tasks.find((task) => task.name === name) }
@@ -99,7 +102,16 @@ describe.skipIf(!pool)('shedlock run on PostgreSQL with a runs table', () => {
 
   it('a command killed by a signal, or not found, is a failed run that says so', async () => {
     expect((await runSh(store, 'killed', 'kill -TERM $$')).code).toBe(143)
-    const missing = await cli(['run', ...store, '--name', 'killed', '--lock-at-most-for', '1m', '--', '/nonexistent/report.sh'])
+    const missing = await cli([
+      'run',
+      ...store,
+      '--name',
+      'killed',
+      '--lock-at-most-for',
+      '1m',
+      '--',
+      '/nonexistent/report.sh',
+    ])
     expect(missing).toMatchObject({ code: 127, stderr: 'shedlock run: /nonexistent/report.sh: command not found\n' })
     expect((await historyOf(store, 'killed')).map((run) => [run.outcome, run.error?.message])).toEqual([
       ['failed', '/nonexistent/report.sh: command not found (exit 127)'],
@@ -109,7 +121,9 @@ describe.skipIf(!pool)('shedlock run on PostgreSQL with a runs table', () => {
 
   it('--slot: a run records its slot; a slot whose lock another host holds is recorded as skipped', async () => {
     expect((await runSh(store, 'nightly', 'true', '--slot', '2026-11-24T02:00:00Z')).code).toBe(0)
-    const held = await postgresLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name: 'nightly', lockAtMostFor: '1m' }))
+    const held = await postgresLockProvider({ client: db, tableName: table }).lock(
+      lockConfiguration({ name: 'nightly', lockAtMostFor: '1m' }),
+    )
     try {
       const skipped = await runSh(store, 'nightly', 'echo must not run', '--slot', '2026-11-25T02:00:00Z', '--quiet')
       expect(skipped).toMatchObject({ code: 0, stdout: '', stderr: '' })
@@ -117,7 +131,9 @@ describe.skipIf(!pool)('shedlock run on PostgreSQL with a runs table', () => {
       await held!.unlock()
     }
     // Another host holding the lock of a run without a slot: nothing to record on this one.
-    const other = await postgresLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name: 'nightly', lockAtMostFor: '1m' }))
+    const other = await postgresLockProvider({ client: db, tableName: table }).lock(
+      lockConfiguration({ name: 'nightly', lockAtMostFor: '1m' }),
+    )
     try {
       expect((await runSh(store, 'nightly', 'echo must not run', '--quiet')).code).toBe(0)
     } finally {
@@ -130,12 +146,20 @@ describe.skipIf(!pool)('shedlock run on PostgreSQL with a runs table', () => {
   })
 
   it('--no-history: the run is not recorded', async () => {
-    expect(await runSh(store, 'unrecorded', 'echo ran', '--no-history')).toMatchObject({ code: 0, stdout: 'ran\n', stderr: '' })
+    expect(await runSh(store, 'unrecorded', 'echo ran', '--no-history')).toMatchObject({
+      code: 0,
+      stdout: 'ran\n',
+      stderr: '',
+    })
     expect(await historyOf(store, 'unrecorded')).toEqual([])
   })
 
   it('--runs-table naming a table that does not exist: the command runs as usual, with one warning', async () => {
-    const run = await runSh(['--url', POSTGRES_URL, '--table', table, '--runs-table', `${table}_missing`], 'elsewhere', 'echo ran; exit 4')
+    const run = await runSh(
+      ['--url', POSTGRES_URL, '--table', table, '--runs-table', `${table}_missing`],
+      'elsewhere',
+      'echo ran; exit 4',
+    )
     expect(run).toMatchObject({ code: 4, stdout: 'ran\n' })
     expect(run.stderr).toBe(
       `shedlock run: warning: no run history table ${table}_missing; create it with: shedlock init --url ${POSTGRES_URL} --runs-table ${table}_missing; this run is not recorded\n`,
@@ -153,7 +177,9 @@ describe('shedlock run on SQLite without a runs table: as before, until init cre
   const tables = (): string[] => {
     const database = driver.open(file)
     try {
-      const statement = database.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`) as unknown as { all(): { name: string }[] }
+      const statement = database.prepare(
+        `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`,
+      ) as unknown as { all(): { name: string }[] }
       return statement.all().map((row) => row.name)
     } finally {
       database.close()
@@ -168,7 +194,12 @@ describe('shedlock run on SQLite without a runs table: as before, until init cre
 
   it('runs the command, passes its exit code, prints nothing of its own and creates no table', async () => {
     expect(await runSh(store, 'report', 'echo ran')).toEqual({ code: 0, signal: null, stdout: 'ran\n', stderr: '' })
-    expect(await runSh(store, 'report', 'echo failing >&2; exit 3')).toEqual({ code: 3, signal: null, stdout: '', stderr: 'failing\n' })
+    expect(await runSh(store, 'report', 'echo failing >&2; exit 3')).toEqual({
+      code: 3,
+      signal: null,
+      stdout: '',
+      stderr: 'failing\n',
+    })
     expect(tables()).toEqual(['shedlock'])
   })
 
@@ -186,7 +217,10 @@ describe.skipIf(!redis)('shedlock run on Redis: always a run history', () => {
   const environment = `cli-history-${process.pid}-${randomBytes(3).toString('hex')}`
   const store = ['--url', `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}environment=${environment}`]
   afterAll(async () => {
-    const keys = [...(await redis!.keys(`job-lock:${environment}:*`)), ...(await redis!.keys(`shedlock-runs:${environment}:*`))]
+    const keys = [
+      ...(await redis!.keys(`job-lock:${environment}:*`)),
+      ...(await redis!.keys(`shedlock-runs:${environment}:*`)),
+    ]
     if (keys.length > 0) await redis!.del(...keys)
     redis!.disconnect()
   })

@@ -15,23 +15,47 @@ afterAll(async () => {
 })
 
 const run = (name: string, slot: string, ...command: string[]) =>
-  cli(['run', '--url', POSTGRES_URL, '--table', table, '--name', name, '--lock-at-most-for', '1m', '--slot', slot, '--', ...command])
+  cli([
+    'run',
+    '--url',
+    POSTGRES_URL,
+    '--table',
+    table,
+    '--name',
+    name,
+    '--lock-at-most-for',
+    '1m',
+    '--slot',
+    slot,
+    '--',
+    ...command,
+  ])
 
 describe.skipIf(!pool)('shedlock run --slot', () => {
   it('runs the command once per slot: a later host, after the lock was released, prints a skipped line and exits 0', async () => {
-    const first = await run('report', '2026-11-24T02:00:00Z', process.execPath, '-e', 'console.log("ran"); process.exit(3)')
+    const first = await run(
+      'report',
+      '2026-11-24T02:00:00Z',
+      process.execPath,
+      '-e',
+      'console.log("ran"); process.exit(3)',
+    )
     expect(first).toMatchObject({ code: 3, stdout: 'ran\n', stderr: '' })
     // The same slot written with another offset is the same instant.
     const again = await run('report', '2026-11-24T03:00:00+01:00', process.execPath, '-e', 'console.log("ran again")')
     expect(again).toMatchObject({ code: 0, stderr: '' })
-    expect(again.stdout).toBe('skipped: slot 2026-11-24T02:00:00.000Z of lock "report" already ran (or was skipped) on another host\n')
+    expect(again.stdout).toBe(
+      'skipped: slot 2026-11-24T02:00:00.000Z of lock "report" already ran (or was skipped) on another host\n',
+    )
     expect((await run('report', '2026-11-24T02:01:00Z', 'true')).code).toBe(0)
     const { rows } = await pool!.query<{ name: string }>(`SELECT name FROM ${table} ORDER BY name`)
     expect(rows.map((row) => row.name)).toEqual(['report', 'report@20261124T020000Z', 'report@20261124T020100Z'])
   })
 
   it('--slot minute: the current minute on this host, so two hosts of one crontab line agree', async () => {
-    const runs = await Promise.all([1, 2].map(() => run('every-minute', 'minute', process.execPath, '-e', 'console.log("ran")')))
+    const runs = await Promise.all(
+      [1, 2].map(() => run('every-minute', 'minute', process.execPath, '-e', 'console.log("ran")')),
+    )
     // Unless the two calls straddle a minute's boundary, one ran and one was skipped.
     const ran = runs.filter((r) => r.stdout === 'ran\n')
     expect(ran.length).toBeGreaterThanOrEqual(1)
@@ -81,12 +105,24 @@ describe.skipIf(!pool)('shedlock run --slot stopped by a signal before the comma
     try {
       await hostage.query('BEGIN')
       await hostage.query(`SELECT name FROM ${table} WHERE name = $1 FOR UPDATE`, [name])
-      const runner = startCli(['run', '--url', POSTGRES_URL, '--table', table, '--name', name, '--lock-at-most-for', '1m', ...args])
+      const runner = startCli([
+        'run',
+        '--url',
+        POSTGRES_URL,
+        '--table',
+        table,
+        '--name',
+        name,
+        '--lock-at-most-for',
+        '1m',
+        ...args,
+      ])
       const waiting = async (): Promise<boolean> =>
         (
-          await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE $1`, [
-            `INSERT INTO ${table} %`,
-          ])
+          await db.query(
+            `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE $1`,
+            [`INSERT INTO ${table} %`],
+          )
         ).rowCount! > 0
       expect(await waitFor(waiting, 15_000), runner.stderr()).toBe(true)
       runner.child.kill('SIGTERM')
@@ -100,8 +136,19 @@ describe.skipIf(!pool)('shedlock run --slot stopped by a signal before the comma
 
   it('SIGTERM while the lock is taken: exit 143, the command never starts, the slot is given back and a later run of it runs the command', async () => {
     const slot = '2026-11-25T02:00:00Z'
-    const stopped = await stoppedWhileLocking('stopped', ['--slot', slot, '--', process.execPath, '-e', 'console.log("ran")'])
-    expect(stopped).toMatchObject({ code: 143, stdout: '', stderr: 'shedlock run: SIGTERM before the command started: the command will not be run\n' })
+    const stopped = await stoppedWhileLocking('stopped', [
+      '--slot',
+      slot,
+      '--',
+      process.execPath,
+      '-e',
+      'console.log("ran")',
+    ])
+    expect(stopped).toMatchObject({
+      code: 143,
+      stdout: '',
+      stderr: 'shedlock run: SIGTERM before the command started: the command will not be run\n',
+    })
     expect((await inspector.get(slotRecordName('stopped', new Date(slot))))?.held ?? false).toBe(false)
     expect((await inspector.get('stopped'))?.held).toBe(false)
     const again = await run('stopped', slot, process.execPath, '-e', 'console.log("ran")')
@@ -111,7 +158,15 @@ describe.skipIf(!pool)('shedlock run --slot stopped by a signal before the comma
 
   it('--json: one line with reason "stopped" and the signal', async () => {
     const slot = '2026-11-25T03:00:00Z'
-    const stopped = await stoppedWhileLocking('stopped-json', ['--slot', slot, '--json', '--skipped-exit-code', '75', '--', 'true'])
+    const stopped = await stoppedWhileLocking('stopped-json', [
+      '--slot',
+      slot,
+      '--json',
+      '--skipped-exit-code',
+      '75',
+      '--',
+      'true',
+    ])
     expect(stopped.code).toBe(143)
     expect(JSON.parse(stopped.stdout)).toEqual({
       skipped: true,
@@ -129,7 +184,19 @@ describe.skipIf(!pool)('shedlock run --slot stopped by a signal before the comma
 
 describe('shedlock run --slot: usage errors before any store is touched', () => {
   it.each(['2026-11-24T02:00', 'yesterday', 'week', 'constructor', '2026-13-01T00:00:00Z'])('%s', async (slot) => {
-    const result = await cli(['run', '--url', 'postgres://nobody@127.0.0.1:1/none', '--name', 'a', '--lock-at-most-for', '1m', '--slot', slot, '--', 'true'])
+    const result = await cli([
+      'run',
+      '--url',
+      'postgres://nobody@127.0.0.1:1/none',
+      '--name',
+      'a',
+      '--lock-at-most-for',
+      '1m',
+      '--slot',
+      slot,
+      '--',
+      'true',
+    ])
     expect(result.code).toBe(2)
     expect(result.stderr).toMatch(/^shedlock run: --slot: expected minute, hour, day or an ISO date-time with a zone/)
   })

@@ -79,7 +79,8 @@ describe('errors name the flags, not the library options', () => {
 })
 
 describe('shedlock run when skipped', () => {
-  const hold = (url: string, name: string) => cli(['run', '--url', url, '--name', name, '--lock-at-most-for', '1m', '--lock-at-least-for', '1m', '--', 'true'])
+  const hold = (url: string, name: string) =>
+    cli(['run', '--url', url, '--name', name, '--lock-at-most-for', '1m', '--lock-at-least-for', '1m', '--', 'true'])
 
   it('--skipped-exit-code N: a skip exits N, a run keeps the command exit code', async () => {
     const url = await sqliteStore('exit-code')
@@ -101,7 +102,19 @@ describe('shedlock run when skipped', () => {
       'process.exit(0)',
     ])
     expect(first.code, first.stderr).toBe(0)
-    const skipped = await cli(['run', '--url', url, '--name', 'job', '--lock-at-most-for', '1m', '--skipped-exit-code', '75', '--', 'true'])
+    const skipped = await cli([
+      'run',
+      '--url',
+      url,
+      '--name',
+      'job',
+      '--lock-at-most-for',
+      '1m',
+      '--skipped-exit-code',
+      '75',
+      '--',
+      'true',
+    ])
     expect(skipped.code).toBe(75)
     expect(skipped.stdout).toMatch(/^skipped: lock "job" is held by /)
     const defaulted = await cli(['run', '--url', url, '--name', 'job', '--lock-at-most-for', '1m', '--', 'true'])
@@ -109,7 +122,18 @@ describe('shedlock run when skipped', () => {
   })
 
   it.each([['-1'], ['256'], ['x']])('--skipped-exit-code=%s is a usage error', async (value) => {
-    const run = await cli(['run', '--url', 'sqlite::memory:', '--name', 'x', '--lock-at-most-for', '1m', `--skipped-exit-code=${value}`, '--', 'true'])
+    const run = await cli([
+      'run',
+      '--url',
+      'sqlite::memory:',
+      '--name',
+      'x',
+      '--lock-at-most-for',
+      '1m',
+      `--skipped-exit-code=${value}`,
+      '--',
+      'true',
+    ])
     expect(run.code).toBe(2)
     expect(run.stderr).toContain('--skipped-exit-code must be a whole number from 0 to 255')
   })
@@ -128,7 +152,19 @@ describe('shedlock run when skipped', () => {
 
   it('--json with --slot: reason slot-done and the slot', async () => {
     const url = await sqliteStore('json-slot')
-    const args = ['run', '--url', url, '--name', 'nightly', '--lock-at-most-for', '1m', '--slot', '2026-11-24T02:00:00Z', '--json', '--']
+    const args = [
+      'run',
+      '--url',
+      url,
+      '--name',
+      'nightly',
+      '--lock-at-most-for',
+      '1m',
+      '--slot',
+      '2026-11-24T02:00:00Z',
+      '--json',
+      '--',
+    ]
     expect((await cli([...args, 'true'])).code).toBe(0)
     const run = await cli([...args, 'true'])
     expect(run.code).toBe(0)
@@ -144,7 +180,19 @@ describe('shedlock run when skipped', () => {
   })
 
   it('--json and --quiet contradict each other', async () => {
-    const run = await cli(['run', '--url', 'sqlite::memory:', '--name', 'x', '--lock-at-most-for', '1m', '--json', '--quiet', '--', 'true'])
+    const run = await cli([
+      'run',
+      '--url',
+      'sqlite::memory:',
+      '--name',
+      'x',
+      '--lock-at-most-for',
+      '1m',
+      '--json',
+      '--quiet',
+      '--',
+      'true',
+    ])
     expect(run.code).toBe(2)
     expect(run.stderr).toMatch(/--quiet and --json contradict each other/)
   })
@@ -167,11 +215,27 @@ describe('shedlock unlock --json', () => {
   it('one document with the result and the record as it was; then not-held', async () => {
     const url = await sqliteStore('unlock-json')
     // Held for an hour after a run that ends at once (lockAtLeastFor).
-    const hold = await cli(['run', '--url', url, '--name', 'nightly', '--lock-at-most-for', '2h', '--lock-at-least-for', '1h', '--', 'true'])
+    const hold = await cli([
+      'run',
+      '--url',
+      url,
+      '--name',
+      'nightly',
+      '--lock-at-most-for',
+      '2h',
+      '--lock-at-least-for',
+      '1h',
+      '--',
+      'true',
+    ])
     expect(hold.code, hold.stderr).toBe(0)
     const run = await cli(['unlock', '--url', url, '--name', 'nightly', '--yes', '--json'])
     expect(run.code, run.stderr).toBe(0)
-    const released = JSON.parse(run.stdout) as { name: string; result: string; lock: { state: string; lockedBy: string | null; remainingMs: number | null } }
+    const released = JSON.parse(run.stdout) as {
+      name: string
+      result: string
+      lock: { state: string; lockedBy: string | null; remainingMs: number | null }
+    }
     expect(released.name).toBe('nightly')
     expect(released.result).toBe('released')
     expect(released.lock.state).toBe('held')
@@ -196,7 +260,11 @@ describe('shedlock doctor --json', () => {
     const url = await sqliteStore('doctor')
     const run = await cli(['doctor', '--url', url, '--json'])
     expect(run.code, run.stderr).toBe(0)
-    const report = JSON.parse(run.stdout) as { store: string; healthy: boolean; checks: { label: string; status: string; detail: string }[] }
+    const report = JSON.parse(run.stdout) as {
+      store: string
+      healthy: boolean
+      checks: { label: string; status: string; detail: string }[]
+    }
     expect(report.store).toBe(url)
     expect(report.healthy).toBe(true)
     expect(report.checks.map((c) => c.label)).toContain('write')

@@ -44,7 +44,9 @@ describe('parseStoreUrl', () => {
 
 describe('redaction', () => {
   it('replaces the password of a URL, and secret query parameters, by ***', () => {
-    expect(redactUrl('postgres://app:p%40ss-s3cret@db:5432/app?sslmode=require')).toBe('postgres://app:***@db:5432/app?sslmode=require')
+    expect(redactUrl('postgres://app:p%40ss-s3cret@db:5432/app?sslmode=require')).toBe(
+      'postgres://app:***@db:5432/app?sslmode=require',
+    )
     expect(redactUrl('redis://:only-s3cret@cache:6379')).toBe('redis://:***@cache:6379')
     expect(redactUrl('mongodb://u:pw-s3cret@h1:1,h2:2/app?authSource=admin&password=x-s3cret')).toBe(
       'mongodb://u:***@h1:1,h2:2/app?authSource=admin&password=***',
@@ -70,11 +72,18 @@ describe('passwords with @, : and /', () => {
     const parsed = parseStoreUrl('postgres://app:Zq8@Wx3:Kv5@127.0.0.1:1/db')
     expect(parsed.redacted).toBe('postgres://app:***@127.0.0.1:1/db')
     expect(parsed.url?.hostname).toBe('127.0.0.1')
-    expect(redactSecrets('no route to host Wx3:Kv5, user Zq8@Wx3 refused; decoded Zq8@Wx3:Kv5')).toBe('no route to host ***, user *** refused; decoded ***')
+    expect(redactSecrets('no route to host Wx3:Kv5, user Zq8@Wx3 refused; decoded Zq8@Wx3:Kv5')).toBe(
+      'no route to host ***, user *** refused; decoded ***',
+    )
   })
 
   it('refuses a raw / ? or # in a password, which a URL parser reads as the end of the host, naming the fix', () => {
-    for (const raw of ['postgres://app:Zq8/Wx3@h/db', 'mysql://root:Zq8?Wx3@h/db', 'redis://:Zq8#Wx3@h', 'mongodb://u:a@b/c@h1,h2/app']) {
+    for (const raw of [
+      'postgres://app:Zq8/Wx3@h/db',
+      'mysql://root:Zq8?Wx3@h/db',
+      'redis://:Zq8#Wx3@h',
+      'mongodb://u:a@b/c@h1,h2/app',
+    ]) {
       expect(() => parseStoreUrl(raw)).toThrow(UsageError)
       expect(() => parseStoreUrl(raw)).toThrow(
         /the password holds a raw "\/", "\?" or "#", which ends the host part of a URL; percent-encode them \(%2F, %3F, %23\)/,
@@ -88,7 +97,11 @@ describe('passwords with @, : and /', () => {
 describe('ownParameters', () => {
   it('returns the parameters a scheme defines and refuses the others', () => {
     expect(ownParameters(parseStoreUrl('nats://h:4222?bucket=b'), ['bucket']).get('bucket')).toBe('b')
-    expect(() => ownParameters(parseStoreUrl('nats://h:4222?buckets=b'), ['bucket'])).toThrow(/nats URLs take only \?bucket=, got \?buckets=/)
-    expect(() => ownParameters(parseStoreUrl('etcd://h?environment=a&environment=b'), ['environment'])).toThrow(/appears twice/)
+    expect(() => ownParameters(parseStoreUrl('nats://h:4222?buckets=b'), ['bucket'])).toThrow(
+      /nats URLs take only \?bucket=, got \?buckets=/,
+    )
+    expect(() => ownParameters(parseStoreUrl('etcd://h?environment=a&environment=b'), ['environment'])).toThrow(
+      /appears twice/,
+    )
   })
 })

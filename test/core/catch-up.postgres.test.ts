@@ -3,7 +3,12 @@
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, LockProviderError, type LockProvider, lockConfiguration } from '../../src/index.ts'
-import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import {
+  postgresLockProvider,
+  postgresRunLedger,
+  postgresRunsSchema,
+  postgresSchema,
+} from '../../src/providers/postgres/index.ts'
 import { uniqueTable } from '../helpers/backends.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 
@@ -23,14 +28,21 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
   const provider = postgresLockProvider({ client: db, tableName: table })
   const ledger = postgresRunLedger({ client: db, tableName: runs })
   let ready: Promise<unknown> | undefined
-  const setUp = () => (ready ??= db.query(postgresSchema({ tableName: table })).then(() => db.query(postgresRunsSchema({ tableName: runs }))))
+  const setUp = () =>
+    (ready ??= db
+      .query(postgresSchema({ tableName: table }))
+      .then(() => db.query(postgresRunsSchema({ tableName: runs }))))
   afterAll(async () => {
     await db.query(`DROP TABLE IF EXISTS ${table}`)
     await db.query(`DROP TABLE IF EXISTS ${runs}`)
     await db.end()
   })
   const isHeld = async (name: string) =>
-    (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).rowCount === 1
+    (
+      await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [
+        name,
+      ])
+    ).rowCount === 1
 
   /** The task ran at a slot `back` seconds ago; every slot since was missed. */
   async function ranAt(name: string, back: number, on: LockProvider = provider) {
@@ -45,7 +57,10 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
     const name = 'once-3000'
     await ranAt(name, 3000)
     const observed: { left: number; others: boolean }[] = []
-    const nodes = [createLockingTaskExecutor(provider, { runLedger: ledger }), createLockingTaskExecutor(provider, { runLedger: ledger })]
+    const nodes = [
+      createLockingTaskExecutor(provider, { runLedger: ledger }),
+      createLockingTaskExecutor(provider, { runLedger: ledger }),
+    ]
     const results = await Promise.all(
       nodes.map((node) =>
         node.catchUp(
@@ -110,7 +125,11 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
     )
     await inside
     const slot = new Date(lastSecond().getTime() + SECOND)
-    const fired = createLockingTaskExecutor(provider).executeWithLock(({ slot }) => void ran.push(slot!.getTime()), { name, lockAtMostFor: '1m', slot })
+    const fired = createLockingTaskExecutor(provider).executeWithLock(({ slot }) => void ran.push(slot!.getTime()), {
+      name,
+      lockAtMostFor: '1m',
+      slot,
+    })
     await new Promise((resolve) => setTimeout(resolve, 400))
     release()
     await catchingUp
@@ -130,7 +149,9 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
       },
     }
     const slot = new Date(last.getTime() + SECOND)
-    await expect(createLockingTaskExecutor(failing).executeWithLock(() => 'never', { name, lockAtMostFor: '1m', slot })).rejects.toThrow(LockProviderError)
+    await expect(
+      createLockingTaskExecutor(failing).executeWithLock(() => 'never', { name, lockAtMostFor: '1m', slot }),
+    ).rejects.toThrow(LockProviderError)
     fail = false
     const result = await createLockingTaskExecutor(provider).catchUp(
       () => {},

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest'
 import { ExecutorClosedError, LockConfigurationError, LockLostError, LockProviderError } from '../../src/core/errors.ts'
 import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
-import { CatchUpError, type CatchUpPolicy, createLockingTaskExecutor, type LockRequest } from '../../src/core/locking-task-executor.ts'
+import {
+  CatchUpError,
+  type CatchUpPolicy,
+  createLockingTaskExecutor,
+  type LockRequest,
+} from '../../src/core/locking-task-executor.ts'
 import { slotRecordName } from '../../src/core/slots.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/provider.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
@@ -33,14 +38,21 @@ describe('catchUp', () => {
     clock.set(at(5).getTime() + 30_000)
     const ran: (Date | undefined)[] = []
     const task = ({ slot }: { slot: Date | undefined }) => void ran.push(slot)
-    const catchUp = (executor = node()) => executor.catchUp(task, request, { policy, within: '1h', fireTimes: everyMinute })
+    const catchUp = (executor = node()) =>
+      executor.catchUp(task, request, { policy, within: '1h', fireTimes: everyMinute })
     return { clock, ledger, listener, node, ran, catchUp, names }
   }
 
   it("'all' runs each missed slot once, oldest first; a second node starting later finds nothing missed", async () => {
     const { ran, catchUp, ledger, listener } = await setUp('all')
     const result = await catchUp()
-    expect(result).toEqual({ outcome: 'ran', missed: [1, 2, 3, 4, 5].map(at), ran: [1, 2, 3, 4, 5].map(at), failed: [], notRun: [] })
+    expect(result).toEqual({
+      outcome: 'ran',
+      missed: [1, 2, 3, 4, 5].map(at),
+      ran: [1, 2, 3, 4, 5].map(at),
+      failed: [],
+      notRun: [],
+    })
     expect(ran).toEqual([1, 2, 3, 4, 5].map(at))
     expect(await catchUp()).toEqual({ outcome: 'nothing-missed', missed: [], ran: [], failed: [], notRun: [] })
     expect((await ledger.history('report')).map((r) => [r.slot?.getTime(), r.outcome])).toEqual([
@@ -55,8 +67,14 @@ describe('catchUp', () => {
     expect(await catchUp()).toMatchObject({ outcome: 'ran', missed: [1, 2, 3, 4, 5].map(at), ran: [at(5)] })
     expect(ran).toEqual([at(5)])
     // The folded slots are recorded after the run, once the lock is released.
-    const bySlot = (await ledger.history('report')).map((r) => [r.slot?.getTime(), r.outcome]).sort((a, b) => Number(a[0]) - Number(b[0]))
-    expect(bySlot).toEqual([[at(0).getTime(), 'ok'], ...[1, 2, 3, 4].map((m) => [at(m).getTime(), 'skipped']), [at(5).getTime(), 'ok']])
+    const bySlot = (await ledger.history('report'))
+      .map((r) => [r.slot?.getTime(), r.outcome])
+      .sort((a, b) => Number(a[0]) - Number(b[0]))
+    expect(bySlot).toEqual([
+      [at(0).getTime(), 'ok'],
+      ...[1, 2, 3, 4].map((m) => [at(m).getTime(), 'skipped']),
+      [at(5).getTime(), 'ok'],
+    ])
     // Each missed slot is done now: the scheduler firing one of them late does not run it.
     expect(await catchUp()).toMatchObject({ outcome: 'nothing-missed' })
   })
@@ -123,15 +141,15 @@ describe('catchUp', () => {
   it('refuses a window longer than the slot retention, a bad policy, and a provider without an inspector', async () => {
     const inner = inMemoryLockProvider()
     const executor = createLockingTaskExecutor({ lock: (configuration) => inner.lock(configuration) })
-    await expect(executor.catchUp(() => {}, request, { policy: 'all', within: '25h', fireTimes: everyMinute })).rejects.toThrow(
-      /longer than the slot retention/,
-    )
-    await expect(executor.catchUp(() => {}, request, { policy: 'each' as CatchUpPolicy, within: '1h', fireTimes: everyMinute })).rejects.toThrow(
-      LockConfigurationError,
-    )
-    await expect(executor.catchUp(() => {}, request, { policy: 'all', within: '1h', fireTimes: everyMinute })).rejects.toThrow(
-      /needs a provider with an inspector/,
-    )
+    await expect(
+      executor.catchUp(() => {}, request, { policy: 'all', within: '25h', fireTimes: everyMinute }),
+    ).rejects.toThrow(/longer than the slot retention/)
+    await expect(
+      executor.catchUp(() => {}, request, { policy: 'each' as CatchUpPolicy, within: '1h', fireTimes: everyMinute }),
+    ).rejects.toThrow(LockConfigurationError)
+    await expect(
+      executor.catchUp(() => {}, request, { policy: 'all', within: '1h', fireTimes: everyMinute }),
+    ).rejects.toThrow(/needs a provider with an inspector/)
   })
 
   it('the slot records a run leaves are the ones catch-up reads', async () => {
@@ -185,18 +203,24 @@ describe('catchUp after an outage (issue 26)', () => {
     clock.set(seconds(3000).getTime())
     const before = store.names.size
     const left: number[] = []
-    const result = await node().catchUp(({ configuration }) => void left.push(configuration.lockAtMostUntil.getTime() - clock.now()), request, {
-      policy: 'once',
-      within: '1h',
-      fireTimes: everySecond,
-    })
+    const result = await node().catchUp(
+      ({ configuration }) => void left.push(configuration.lockAtMostUntil.getTime() - clock.now()),
+      request,
+      {
+        policy: 'once',
+        within: '1h',
+        fireTimes: everySecond,
+      },
+    )
     expect(result).toMatchObject({ outcome: 'ran', ran: [seconds(3000)], notRun: [] })
     expect(result.missed).toHaveLength(3000)
     expect(left).toHaveLength(1)
     expect(left[0]).toBeGreaterThan(1800)
     // The run's claim, the marker: no claim per folded slot.
     expect(store.names.size - before).toBe(2)
-    expect((await ledger.history('report', { limit: 5000 })).filter((r) => r.outcome === 'skipped').length).toBeGreaterThan(0)
+    expect(
+      (await ledger.history('report', { limit: 5000 })).filter((r) => r.outcome === 'skipped').length,
+    ).toBeGreaterThan(0)
   })
 
   it("defect 1: 'all' makes the lock fresh before each run, and never starts a run on a lock it lost", async () => {
@@ -208,7 +232,9 @@ describe('catchUp after an outage (issue 26)', () => {
         left.push(configuration.lockAtMostUntil.getTime() - clock.now())
         clock.advance(1500) // each run takes 1.5 s of the 2 s lock
         // Another node, at the end of the run: the lock still excludes it.
-        const beside = await provider.lock(lockConfiguration({ name: 'report', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }))
+        const beside = await provider.lock(
+          lockConfiguration({ name: 'report', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }),
+        )
         held.push(beside ? `${slot?.getTime()} taken beside` : 'held')
       },
       request,
@@ -226,7 +252,10 @@ describe('catchUp after an outage (issue 26)', () => {
         ...inner,
         lock: async (configuration) => {
           const handle = await inner.lock(configuration)
-          return handle && Object.assign(Object.create(handle), { unlock: () => handle.unlock(), extend: async () => undefined })
+          return (
+            handle &&
+            Object.assign(Object.create(handle), { unlock: () => handle.unlock(), extend: async () => undefined })
+          )
         },
       }),
     })
@@ -244,7 +273,11 @@ describe('catchUp after an outage (issue 26)', () => {
     expect(result.stoppedBy).toBeInstanceOf(LockLostError)
     // The next catch-up (the lock is free: 2 s passed) runs what was left.
     clock.advance(2000)
-    const again = await createLockingTaskExecutor(provider, { clock }).catchUp(() => {}, request, { policy: 'all', within: '1h', fireTimes: everyMinute })
+    const again = await createLockingTaskExecutor(provider, { clock }).catchUp(() => {}, request, {
+      policy: 'all',
+      within: '1h',
+      fireTimes: everyMinute,
+    })
     expect(again.ran).toEqual([2, 3, 4, 5].map(at))
   })
 
@@ -267,7 +300,9 @@ describe('catchUp after an outage (issue 26)', () => {
     await running
     await executor.close()
     // Released: another node takes the lock at once.
-    const handle = await provider.lock(lockConfiguration({ name: 'report', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }))
+    const handle = await provider.lock(
+      lockConfiguration({ name: 'report', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }),
+    )
     expect(handle).toBeDefined()
     const result = await catchingUp
     expect(ran).toEqual([at(1)])
@@ -291,7 +326,9 @@ describe('catchUp after an outage (issue 26)', () => {
     await until(() => ran.length === 1)
     // Another node's scheduler fires slot 3 (among the missed ones) and slot 6 (a new one).
     const firing = node()
-    const fired = [3, 6].map((m) => firing.executeWithLock(({ slot }) => void ran.push(`fired ${slot?.toISOString()}`), { ...request, slot: at(m) }))
+    const fired = [3, 6].map((m) =>
+      firing.executeWithLock(({ slot }) => void ran.push(`fired ${slot?.toISOString()}`), { ...request, slot: at(m) }),
+    )
     await new Promise((resolve) => setTimeout(resolve, 300))
     release()
     const result = await catchingUp
@@ -320,7 +357,10 @@ describe('catchUp after an outage (issue 26)', () => {
       { policy: 'once', within: '1h', fireTimes: everyMinute },
     )
     await until(() => ran.length === 1)
-    const fired = node().executeWithLock(({ slot }) => void ran.push(`fired ${slot?.getTime()}`), { ...request, slot: at(6) })
+    const fired = node().executeWithLock(({ slot }) => void ran.push(`fired ${slot?.getTime()}`), {
+      ...request,
+      slot: at(6),
+    })
     await new Promise((resolve) => setTimeout(resolve, 300))
     release()
     await catchingUp
@@ -341,7 +381,11 @@ describe('catchUp after an outage (issue 26)', () => {
     await expect(node().executeWithLock(() => 'never', { ...request, slot: at(4) })).rejects.toThrow(LockProviderError)
     fail = false
     const ran: (Date | undefined)[] = []
-    const result = await node().catchUp(({ slot }) => void ran.push(slot), request, { policy: 'all', within: '1h', fireTimes: everyMinute })
+    const result = await node().catchUp(({ slot }) => void ran.push(slot), request, {
+      policy: 'all',
+      within: '1h',
+      fireTimes: everyMinute,
+    })
     expect(result.missed).toEqual([1, 2, 3, 4].map(at))
     expect(ran).toEqual([1, 2, 3, 4].map(at))
   })
@@ -368,7 +412,11 @@ describe('catchUp after an outage (issue 26)', () => {
     for (const m of [3, 4, 5]) expect((await inspector.get(slotRecordName('report', at(m))))?.held ?? false).toBe(false)
     // Nothing stays held: a later catch-up runs the rest at once.
     clock.advance(1)
-    const again = await node().catchUp(({ slot }) => void ran.push(slot), request, { policy: 'all', within: '1h', fireTimes: everyMinute })
+    const again = await node().catchUp(({ slot }) => void ran.push(slot), request, {
+      policy: 'all',
+      within: '1h',
+      fireTimes: everyMinute,
+    })
     expect(again.ran).toEqual([3, 4, 5].map(at))
   })
 
@@ -386,8 +434,15 @@ describe('catchUp after an outage (issue 26)', () => {
       }
     })
     const inspector = provider.inspector!()
-    const many: LockProvider = { ...provider, inspector: () => ({ ...inspector, list: async () => ({ now: new Date(clock.now()), locks: records }) }) }
-    const result = await createLockingTaskExecutor(many, { clock }).catchUp(() => {}, request, { policy: 'all', within: '1h', fireTimes: everyMinute })
+    const many: LockProvider = {
+      ...provider,
+      inspector: () => ({ ...inspector, list: async () => ({ now: new Date(clock.now()), locks: records }) }),
+    }
+    const result = await createLockingTaskExecutor(many, { clock }).catchUp(() => {}, request, {
+      policy: 'all',
+      within: '1h',
+      fireTimes: everyMinute,
+    })
     expect(result).toMatchObject({ outcome: 'ran', missed: [1, 2, 3, 4, 5].map(at) })
   })
 })

@@ -110,9 +110,13 @@ describe('the deadlines of one clock (one timer)', () => {
 
 describe('beforeDeadline', () => {
   it('settles like the promise when it settles first', async () => {
-    await expect(beforeDeadline(Promise.resolve('value'), Date.now() + 1_000, dateClock, () => new Error('late'))).resolves.toBe('value')
+    await expect(
+      beforeDeadline(Promise.resolve('value'), Date.now() + 1_000, dateClock, () => new Error('late')),
+    ).resolves.toBe('value')
     const failure = new Error('store failed')
-    await expect(beforeDeadline(Promise.reject(failure), Date.now() + 1_000, dateClock, () => new Error('late'))).rejects.toBe(failure)
+    await expect(
+      beforeDeadline(Promise.reject(failure), Date.now() + 1_000, dateClock, () => new Error('late')),
+    ).rejects.toBe(failure)
   })
 
   it('rejects with what expired() returns once the deadline passes first', async () => {

@@ -7,11 +7,14 @@ import { defineLock, type ReleaseReport, REPORTS_RELEASE } from '../../src/core/
 import { deferred, manualClock } from '../helpers/fakes.ts'
 
 const clock = manualClock(Date.UTC(2024, 0, 1))
-const config = (): LockConfiguration => lockConfiguration({ name: 'job', lockAtMostFor: '1m', lockAtLeastFor: '10s', createdAt: new Date(clock.now()) })
+const config = (): LockConfiguration =>
+  lockConfiguration({ name: 'job', lockAtMostFor: '1m', lockAtLeastFor: '10s', createdAt: new Date(clock.now()) })
 
 function operations(extendResult: boolean | (() => Promise<boolean>) = true) {
   const unlock = vi.fn(async (_configuration: LockConfiguration) => {})
-  const extend = vi.fn(async (_next: LockConfiguration, _current: LockConfiguration) => (typeof extendResult === 'function' ? extendResult() : extendResult))
+  const extend = vi.fn(async (_next: LockConfiguration, _current: LockConfiguration) =>
+    typeof extendResult === 'function' ? extendResult() : extendResult,
+  )
   return { unlock, extend, clock }
 }
 
@@ -106,8 +109,11 @@ describe('defineLock', () => {
       unlock: () => {
         calls++
         if (calls === 1) throw thrown
-        // biome-ignore lint/suspicious/noThenProperty: a thenable that rejects is what this test hands the lock.
-        if (calls === 2) return { then: (_resolve: () => void, reject: (error: unknown) => void) => reject(new Error('thenable rejected')) } as never
+        if (calls === 2)
+          return {
+            // biome-ignore lint/suspicious/noThenProperty: a thenable that rejects is what this test hands the lock.
+            then: (_resolve: () => void, reject: (error: unknown) => void) => reject(new Error('thenable rejected')),
+          } as never
         return undefined as never
       },
     })
@@ -155,13 +161,16 @@ describe('defineLock', () => {
     ['1m', '2m'],
     ['', 0],
     ['1m', Number.NaN],
-  ])('invalid extend durations (%j, %j) throw LockConfigurationError before the store, and leave the handle usable', async (atMost, atLeast) => {
-    const ops = operations()
-    const lock = defineLock(config(), ops)
-    await expect(lock.extend(atMost as Duration, atLeast as Duration)).rejects.toThrow(LockConfigurationError)
-    expect(ops.extend).not.toHaveBeenCalled()
-    expect(await lock.extend('1m', 0)).toBeDefined()
-  })
+  ])(
+    'invalid extend durations (%j, %j) throw LockConfigurationError before the store, and leave the handle usable',
+    async (atMost, atLeast) => {
+      const ops = operations()
+      const lock = defineLock(config(), ops)
+      await expect(lock.extend(atMost as Duration, atLeast as Duration)).rejects.toThrow(LockConfigurationError)
+      expect(ops.extend).not.toHaveBeenCalled()
+      expect(await lock.extend('1m', 0)).toBeDefined()
+    },
+  )
 
   it('invalid durations name the lock', async () => {
     const lock = defineLock(config(), operations())

@@ -76,7 +76,13 @@ describe('published events', () => {
     )
     expect(result).toEqual({ executed: true, result: 'done' })
     expect(inside).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted'])
-    expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'taskFinished', 'unlocked'])
+    expect(received.map((r) => r.event)).toEqual([
+      'lockAttempt',
+      'lockAcquired',
+      'taskStarted',
+      'taskFinished',
+      'unlocked',
+    ])
 
     const [attempt] = received
     const { execution, configuration } = attempt!.message
@@ -99,7 +105,10 @@ describe('published events', () => {
     const provider = inMemoryLockProvider()
     await provider.lock(lockConfiguration(opts()))
     const received = record()
-    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: false, reason: 'held' })
+    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 1, opts())).resolves.toEqual({
+      executed: false,
+      reason: 'held',
+    })
     expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockNotAcquired'])
     expect(received[1]!.message.execution.provider).toBe('in-memory')
   })
@@ -107,7 +116,9 @@ describe('published events', () => {
   it('a store failure: attempt, failed with the LockProviderError the caller gets', async () => {
     const failure = new LockProviderError('connection refused', { provider: 'test', lockName: 'job' })
     const received = record()
-    await expect(createLockingTaskExecutor({ lock: () => Promise.reject(failure) }).executeWithLock(() => 1, opts())).rejects.toBe(failure)
+    await expect(
+      createLockingTaskExecutor({ lock: () => Promise.reject(failure) }).executeWithLock(() => 1, opts()),
+    ).rejects.toBe(failure)
     expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockFailed'])
     expect(received[1]!.message.error).toBe(failure)
   })
@@ -120,7 +131,13 @@ describe('published events', () => {
         throw boom
       }, opts()),
     ).rejects.toBe(boom)
-    expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'taskFinished', 'unlocked'])
+    expect(received.map((r) => r.event)).toEqual([
+      'lockAttempt',
+      'lockAcquired',
+      'taskStarted',
+      'taskFinished',
+      'unlocked',
+    ])
     expect(received[3]!.message).toMatchObject({ failed: true, error: boom, durationMs: expect.any(Number) })
   })
 
@@ -129,8 +146,17 @@ describe('published events', () => {
     const provider: LockProvider = { lock: async () => fakeHandle({ unlock: async () => Promise.reject(storeDown) }) }
     vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const received = record()
-    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 'ok', opts())).resolves.toEqual({ executed: true, result: 'ok' })
-    expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'taskFinished', 'unlockFailed'])
+    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 'ok', opts())).resolves.toEqual({
+      executed: true,
+      result: 'ok',
+    })
+    expect(received.map((r) => r.event)).toEqual([
+      'lockAttempt',
+      'lockAcquired',
+      'taskStarted',
+      'taskFinished',
+      'unlockFailed',
+    ])
     expect(received[4]!.message.error).toBe(storeDown)
   })
 
@@ -147,7 +173,14 @@ describe('published events', () => {
       return signal.reason as unknown
     }, opts())
     assert(outcome.executed)
-    expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'lockExtended', 'lockLost', 'taskFinished'])
+    expect(received.map((r) => r.event)).toEqual([
+      'lockAttempt',
+      'lockAcquired',
+      'taskStarted',
+      'lockExtended',
+      'lockLost',
+      'taskFinished',
+    ])
     const extended = received[3]!.message
     expect(extended.configuration.lockAtMostUntil.getTime()).toBe(Date.UTC(2024, 0, 1) + 1_000 + 20 * 60_000)
     expect(extended.configuration).not.toBe(received[0]!.message.configuration)
@@ -161,7 +194,15 @@ describe('published events', () => {
     const received = record()
     const executor = createLockingTaskExecutor(inMemoryLockProvider())
     await executor.executeWithLock(() => executor.executeWithLock(() => 'inner', opts()), opts())
-    expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'taskStarted', 'taskFinished', 'taskFinished', 'unlocked'])
+    expect(received.map((r) => r.event)).toEqual([
+      'lockAttempt',
+      'lockAcquired',
+      'taskStarted',
+      'taskStarted',
+      'taskFinished',
+      'taskFinished',
+      'unlocked',
+    ])
     const outer = received[0]!.message.execution
     const inner = received[3]!.message.execution
     expect(inner).not.toBe(outer)
@@ -185,7 +226,13 @@ describe('published events', () => {
     await a
     for (const name of ['a', 'b']) {
       const mine = received.filter((r) => r.message.name === name)
-      expect(mine.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'taskFinished', 'unlocked'])
+      expect(mine.map((r) => r.event)).toEqual([
+        'lockAttempt',
+        'lockAcquired',
+        'taskStarted',
+        'taskFinished',
+        'unlocked',
+      ])
       expect(new Set(mine.map((r) => r.message.execution)).size).toBe(1)
     }
     const ids = received.filter((r) => r.event === 'lockAttempt').map((r) => r.message.execution.id)
@@ -217,8 +264,17 @@ describe('published events', () => {
   it('an extension that finds the lock expired reports lost, never extended', async () => {
     const received = record()
     const handle: ExtensibleLock = fakeHandle({ unlock: async () => {}, extend: async () => undefined })
-    await createLockingTaskExecutor({ lock: async () => handle }).executeWithLock(() => extendActiveLock('1m').catch(() => undefined), opts())
-    expect(received.map((r) => r.event)).toEqual(['lockAttempt', 'lockAcquired', 'taskStarted', 'lockLost', 'taskFinished'])
+    await createLockingTaskExecutor({ lock: async () => handle }).executeWithLock(
+      () => extendActiveLock('1m').catch(() => undefined),
+      opts(),
+    )
+    expect(received.map((r) => r.event)).toEqual([
+      'lockAttempt',
+      'lockAcquired',
+      'taskStarted',
+      'lockLost',
+      'taskFinished',
+    ])
   })
 })
 
@@ -256,12 +312,24 @@ describe('a subscriber that throws', () => {
     const { code, stdout, stderr } = await runChild(source)
     expect(stderr).toBe('')
     expect(code).toBe(0)
-    const out = JSON.parse(stdout) as { result: unknown; again: unknown; ran: number; seen: string[]; uncaught: string[] }
+    const out = JSON.parse(stdout) as {
+      result: unknown
+      again: unknown
+      ran: number
+      seen: string[]
+      uncaught: string[]
+    }
     expect(out.result).toEqual({ executed: true, result: 'done' })
     expect(out.ran).toBe(1)
     // Released: a second call takes the lock again.
     expect(out.again).toEqual({ executed: true, result: 'again' })
-    const oneRun = ['shedlock:lock:attempt', 'shedlock:lock:acquired', 'shedlock:task:started', 'shedlock:task:finished', 'shedlock:lock:unlocked']
+    const oneRun = [
+      'shedlock:lock:attempt',
+      'shedlock:lock:acquired',
+      'shedlock:task:started',
+      'shedlock:task:finished',
+      'shedlock:lock:unlocked',
+    ]
     expect(out.seen).toEqual([...oneRun, ...oneRun])
     // Node reports each subscriber error as an uncaught exception, after the publish returned.
     expect(out.uncaught).toEqual(out.seen.map((name) => `subscriber failed on ${name}`))

@@ -6,8 +6,25 @@ import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 // expected error compiles, or an unmarked one does not.
 describe('the Duration type', () => {
   it('takes what parseDuration() reads, and catches typos at compile time', () => {
-    const good: Duration[] = [1500, '1500', '30s', '10m', '2h', '1d', '500ms', '10MS', '5us', '5µs', '100ns', 'PT15M', 'P1DT2H', 'pt0.5s']
-    expect(good.map((d) => parseDuration(d))).toEqual([1500, 1500, 30_000, 600_000, 7_200_000, 86_400_000, 500, 10, 1, 1, 1, 900_000, 93_600_000, 500])
+    const good: Duration[] = [
+      1500,
+      '1500',
+      '30s',
+      '10m',
+      '2h',
+      '1d',
+      '500ms',
+      '10MS',
+      '5us',
+      '5µs',
+      '100ns',
+      'PT15M',
+      'P1DT2H',
+      'pt0.5s',
+    ]
+    expect(good.map((d) => parseDuration(d))).toEqual([
+      1500, 1500, 30_000, 600_000, 7_200_000, 86_400_000, 500, 10, 1, 1, 1, 900_000, 93_600_000, 500,
+    ])
 
     // @ts-expect-error a space and a word are not a duration
     const words: Duration = '10 minutes'

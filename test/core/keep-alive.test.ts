@@ -1,10 +1,20 @@
 import type { Duration } from '../../src/core/duration.ts'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { LockCannotBeExtendedError, LockConfigurationError, LockLostError, LockStateError } from '../../src/core/errors.ts'
+import {
+  LockCannotBeExtendedError,
+  LockConfigurationError,
+  LockLostError,
+  LockStateError,
+} from '../../src/core/errors.ts'
 import { keepAliveLockProvider } from '../../src/core/keep-alive.ts'
 import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { extendActiveLock } from '../../src/core/lock-context.ts'
-import { type ExtensibleLock, type ExtensibleLockProvider, isKeepAliveLock, type KeepAliveLock } from '../../src/core/lock-provider.ts'
+import {
+  type ExtensibleLock,
+  type ExtensibleLockProvider,
+  isKeepAliveLock,
+  type KeepAliveLock,
+} from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../helpers/fakes.ts'
@@ -50,7 +60,10 @@ let t0 = 0
 const config = (lockAtMostFor: Duration, lockAtLeastFor: Duration = 0, name = 'job') =>
   lockConfiguration({ name, lockAtMostFor, lockAtLeastFor, createdAt: new Date(Date.now()) })
 
-async function mustLock(provider: { lock(c: LockConfiguration): Promise<unknown> }, configuration: LockConfiguration): Promise<KeepAliveLock> {
+async function mustLock(
+  provider: { lock(c: LockConfiguration): Promise<unknown> },
+  configuration: LockConfiguration,
+): Promise<KeepAliveLock> {
   const lock = await provider.lock(configuration)
   expect(lock).toBeDefined()
   expect(isKeepAliveLock(lock as KeepAliveLock)).toBe(true)
@@ -101,7 +114,9 @@ describe('keepAliveLockProvider', () => {
   })
 
   it('rejects an invalid minLockAtMostFor at once', () => {
-    expect(() => keepAliveLockProvider(scriptedProvider(() => t0).provider, { minLockAtMostFor: '10foo' as Duration })).toThrow(LockConfigurationError)
+    expect(() =>
+      keepAliveLockProvider(scriptedProvider(() => t0).provider, { minLockAtMostFor: '10foo' as Duration }),
+    ).toThrow(LockConfigurationError)
   })
 
   it('resolves to undefined when the inner provider does not grant the lock, and schedules nothing', async () => {
@@ -137,12 +152,21 @@ describe('keepAliveLockProvider', () => {
 
   it('reports each extension to onExtended with the new deadlines', async () => {
     const inner = scriptedProvider(() => t0)
-    const lock = await mustLock(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), config('3s', '2s'))
+    const lock = await mustLock(
+      keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+      config('3s', '2s'),
+    )
     const seen: LockConfiguration[] = []
     lock.onExtended = (c) => seen.push(c)
     await vi.advanceTimersByTimeAsync(3_000)
     expect(
-      seen.map((c) => [c.createdAt.getTime() - t0, c.lockAtMostFor, c.lockAtLeastFor, c.lockAtMostUntil.getTime() - t0, c.lockAtLeastUntil.getTime() - t0]),
+      seen.map((c) => [
+        c.createdAt.getTime() - t0,
+        c.lockAtMostFor,
+        c.lockAtLeastFor,
+        c.lockAtMostUntil.getTime() - t0,
+        c.lockAtLeastUntil.getTime() - t0,
+      ]),
     ).toEqual([
       [1500, 3000, 500, 4500, 2000],
       [3000, 3000, 0, 6000, 3000],
@@ -154,7 +178,10 @@ describe('keepAliveLockProvider', () => {
   it('a failed extension (lock expired) aborts the signal with LockLostError and stops', async () => {
     const inner = scriptedProvider(() => t0)
     inner.setBehaviour(async () => false)
-    const lock = await mustLock(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), config('3s'))
+    const lock = await mustLock(
+      keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+      config('3s'),
+    )
     await vi.advanceTimersByTimeAsync(1_500)
     expect(lock.signal.aborted).toBe(true)
     expect(lock.signal.reason).toBeInstanceOf(LockLostError)
@@ -172,7 +199,10 @@ describe('keepAliveLockProvider', () => {
     inner.setBehaviour(async () => {
       throw failure
     })
-    const lock = await mustLock(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), config('3s'))
+    const lock = await mustLock(
+      keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+      config('3s'),
+    )
     await vi.advanceTimersByTimeAsync(1_500)
     expect(lock.signal.aborted).toBe(true)
     expect(lock.signal.reason).toBeInstanceOf(LockLostError)
@@ -199,7 +229,10 @@ describe('keepAliveLockProvider', () => {
 
   it('unlock stops the schedule', async () => {
     const inner = scriptedProvider(() => t0)
-    const lock = await mustLock(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), config('3s'))
+    const lock = await mustLock(
+      keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+      config('3s'),
+    )
     await vi.advanceTimersByTimeAsync(1_000)
     await lock.unlock()
     // The schedule is cancelled; the deadlines' shared timer (unref'd) may fire once more, to find nothing.
@@ -213,7 +246,10 @@ describe('keepAliveLockProvider', () => {
     const inner = scriptedProvider(() => t0)
     const gate = deferred<boolean>()
     inner.setBehaviour(() => gate.promise)
-    const lock = await mustLock(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), config('3s'))
+    const lock = await mustLock(
+      keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+      config('3s'),
+    )
     await vi.advanceTimersByTimeAsync(1_500)
     expect(inner.log).toEqual(['1500: extend #1 (3000, 0)'])
     let unlocked = false
@@ -232,7 +268,10 @@ describe('keepAliveLockProvider', () => {
 
   it('unlocking twice throws LockStateError; a failed unlock can be retried', async () => {
     const inner = scriptedProvider(() => t0)
-    const lock = await mustLock(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), config('3s'))
+    const lock = await mustLock(
+      keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+      config('3s'),
+    )
     await lock.unlock()
     await expect(lock.unlock()).rejects.toThrow(LockStateError)
 
@@ -288,10 +327,13 @@ describe('keepAliveLockProvider', () => {
       const inner = scriptedProvider(() => t0)
       inner.setBehaviour(async () => false)
       const listener = recordingListener()
-      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), {
-        listener,
-        clock: dateClock,
-      })
+      const executor = createLockingTaskExecutor(
+        keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+        {
+          listener,
+          clock: dateClock,
+        },
+      )
       const running = executor.executeWithLock(
         ({ signal }) =>
           new Promise((resolve) => {
@@ -302,14 +344,23 @@ describe('keepAliveLockProvider', () => {
       await vi.advanceTimersByTimeAsync(1_500)
       const result = await running
       expect(result.executed && result.result).toBeInstanceOf(LockLostError)
-      expect(listener.log.slice(0, 5)).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onLockLost job', 'onTaskFinished job'])
+      expect(listener.log.slice(0, 5)).toEqual([
+        'onLockAttempt job',
+        'onLockAcquired job',
+        'onTaskStarted job',
+        'onLockLost job',
+        'onTaskFinished job',
+      ])
       expect(listener.log).not.toContain('onUnlockFailed job')
       expect(inner.log).toEqual(['1500: extend #1 (3000, 0)'])
     })
 
     it('extendActiveLock on a keep-alive lock throws LockCannotBeExtendedError', async () => {
       const inner = scriptedProvider(() => t0)
-      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), { clock: dateClock })
+      const executor = createLockingTaskExecutor(
+        keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+        { clock: dateClock },
+      )
       const result = await executor.executeWithLock(
         async ({ signal }) => {
           await expect(extendActiveLock('1m')).rejects.toThrow(LockCannotBeExtendedError)
@@ -326,7 +377,10 @@ describe('keepAliveLockProvider', () => {
       const inner = scriptedProvider(() => t0)
       const gate = deferred<boolean>()
       inner.setBehaviour(() => gate.promise)
-      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), { clock: dateClock })
+      const executor = createLockingTaskExecutor(
+        keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+        { clock: dateClock },
+      )
       const done = deferred()
       let signal: AbortSignal | undefined
       const running = executor.executeWithLock(
@@ -353,11 +407,17 @@ describe('keepAliveLockProvider', () => {
       const inner = scriptedProvider(() => t0)
       inner.setBehaviour(() => new Promise<boolean>(() => {}))
       const listener = recordingListener()
-      const executor = createLockingTaskExecutor(keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }), {
-        clock: dateClock,
-        listener,
+      const executor = createLockingTaskExecutor(
+        keepAliveLockProvider(inner.provider, { minLockAtMostFor: '1s', clock: dateClock }),
+        {
+          clock: dateClock,
+          listener,
+        },
+      )
+      const running = executor.executeWithLock(() => new Promise<void>((resolve) => setTimeout(resolve, 2_000)), {
+        name: 'job',
+        lockAtMostFor: '3s',
       })
-      const running = executor.executeWithLock(() => new Promise<void>((resolve) => setTimeout(resolve, 2_000)), { name: 'job', lockAtMostFor: '3s' })
       // The extension at 1.5 s never answers; the task ends at 2 s; the release waits for it 5 s at most.
       await vi.advanceTimersByTimeAsync(7_100)
       expect(await running).toEqual({ executed: true, result: undefined })

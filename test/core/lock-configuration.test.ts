@@ -1,7 +1,11 @@
 import type { Duration } from '../../src/core/duration.ts'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LockConfigurationError } from '../../src/core/errors.ts'
-import { isLockConfiguration, type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
+import {
+  isLockConfiguration,
+  type LockConfigurationOptions,
+  lockConfiguration,
+} from '../../src/core/lock-configuration.ts'
 
 const createdAt = new Date('2024-05-01T10:00:00.000Z')
 
@@ -97,7 +101,9 @@ describe('lockConfiguration', () => {
     })
 
     it.each([[undefined], [null], [42]])('missing or non-string name %s', (name) => {
-      const error = errorOf(() => lockConfiguration({ name, lockAtMostFor: '1m' } as unknown as LockConfigurationOptions))
+      const error = errorOf(() =>
+        lockConfiguration({ name, lockAtMostFor: '1m' } as unknown as LockConfigurationOptions),
+      )
       expect(error.message).toContain('non-empty name')
     })
 
@@ -144,7 +150,9 @@ describe('lockConfiguration', () => {
     })
 
     it('by one millisecond', () => {
-      expect(() => lockConfiguration({ name: 'n', lockAtMostFor: 0, lockAtLeastFor: 1 })).toThrow(LockConfigurationError)
+      expect(() => lockConfiguration({ name: 'n', lockAtMostFor: 0, lockAtLeastFor: 1 })).toThrow(
+        LockConfigurationError,
+      )
     })
 
     // UTF-8 stores turn a lone surrogate into U+FFFD, so "a\uD800" and "a\uFFFD" would share a record.
@@ -156,10 +164,14 @@ describe('lockConfiguration', () => {
     })
 
     it('a deadline past the last date JavaScript can hold', () => {
-      const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: 1001, createdAt: new Date(8.64e15 - 1000) }))
+      const error = errorOf(() =>
+        lockConfiguration({ name: 'nightly', lockAtMostFor: 1001, createdAt: new Date(8.64e15 - 1000) }),
+      )
       expect(error.message).toContain('"nightly"')
       expect(error.message).toContain('use a shorter lockAtMostFor')
-      expect(() => lockConfiguration({ name: 'n', lockAtMostFor: Number.MAX_SAFE_INTEGER })).toThrow(LockConfigurationError)
+      expect(() => lockConfiguration({ name: 'n', lockAtMostFor: Number.MAX_SAFE_INTEGER })).toThrow(
+        LockConfigurationError,
+      )
     })
 
     // Regression (hardening issue, defect 5): '3000000d' was accepted, and its ISO deadline
@@ -167,7 +179,9 @@ describe('lockConfiguration', () => {
     it.each([['3000000d'], ['2920000d'], [`${Date.UTC(10000, 0, 1) - Date.UTC(2024, 0, 1)}`]])(
       'a deadline after year 9999 (lockAtMostFor %s)',
       (lockAtMostFor) => {
-        const error = errorOf(() => lockConfiguration({ name: 'nightly', lockAtMostFor: lockAtMostFor as Duration, createdAt }))
+        const error = errorOf(() =>
+          lockConfiguration({ name: 'nightly', lockAtMostFor: lockAtMostFor as Duration, createdAt }),
+        )
         expect(error.message).toBe(
           'Lock "nightly": createdAt + lockAtMostFor is after 9999-12-31T23:59:59.999Z, the last time the stores can hold; use a shorter lockAtMostFor',
         )

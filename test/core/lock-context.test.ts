@@ -10,7 +10,11 @@ import {
   NoActiveLockError,
   NotLockedError,
 } from '../../src/core/errors.ts'
-import { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
+import {
+  type LockConfiguration,
+  type LockConfigurationOptions,
+  lockConfiguration,
+} from '../../src/core/lock-configuration.ts'
 import { assertLocked, extendActiveLock } from '../../src/core/lock-context.ts'
 import type { ExtensibleLock, ExtensibleLockProvider, LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
@@ -30,7 +34,10 @@ function isLocked(): boolean {
 }
 
 /** An extensible provider whose handles are numbered; logs every call as "<op> #<handle> ..." */
-function numberedProvider(log: string[], extendResult: (n: number) => Promise<boolean> = async () => true): ExtensibleLockProvider {
+function numberedProvider(
+  log: string[],
+  extendResult: (n: number) => Promise<boolean> = async () => true,
+): ExtensibleLockProvider {
   let counter = 0
   const handle = (id: number): ExtensibleLock =>
     fakeHandle({
@@ -179,7 +186,9 @@ describe('assertLocked', () => {
   it('a same-name call the task did not await runs under the lock, which is released only after it', async () => {
     const provider = inMemoryLockProvider()
     const log: string[] = []
-    const executor = createLockingTaskExecutor(provider, { listener: recordingListener(log, ['onTaskStarted', 'onTaskFinished', 'onUnlocked']) })
+    const executor = createLockingTaskExecutor(provider, {
+      listener: recordingListener(log, ['onTaskStarted', 'onTaskFinished', 'onUnlocked']),
+    })
     const nestedMayEnd = deferred()
     let nested: Promise<unknown> | undefined
     let outerSettled = false
@@ -202,7 +211,13 @@ describe('assertLocked', () => {
     expect(await outer).toEqual({ executed: true, result: 'outer done' })
     expect(await nested).toEqual({ executed: true, result: true })
     // Outer starts, nested starts, outer ends; the unlock comes only after the nested run ended.
-    expect(log).toEqual(['onTaskStarted job', 'onTaskStarted job', 'onTaskFinished job', 'onTaskFinished job', 'onUnlocked job'])
+    expect(log).toEqual([
+      'onTaskStarted job',
+      'onTaskStarted job',
+      'onTaskFinished job',
+      'onTaskFinished job',
+      'onUnlocked job',
+    ])
     const other = await provider.lock(lockConfiguration(opts()))
     expect(other).toBeDefined()
   })
@@ -254,7 +269,9 @@ describe('assertLocked', () => {
         clock.advance(1_000)
         await vi.waitFor(() => expect(signal.aborted).toBe(true), { timeout: 2_000 })
         // Another node takes the expired lock; the nested call must see that.
-        expect(await provider.lock(lockConfiguration({ ...opts('job', '1m'), createdAt: new Date(clock.now()) }))).toBeDefined()
+        expect(
+          await provider.lock(lockConfiguration({ ...opts('job', '1m'), createdAt: new Date(clock.now()) })),
+        ).toBeDefined()
         return executor.executeWithLock(() => 'nested ran', opts('job', '1m'))
       },
       opts('job', 1_000),
@@ -314,7 +331,11 @@ describe('extendActiveLock', () => {
     )
     const extended = listener.events.filter((e) => e.hook === 'onLockExtended')
     expect(extended).toHaveLength(1)
-    expect(extended[0]!.configuration).toMatchObject({ name: 'job', lockAtMostFor: 3_600_000, lockAtLeastFor: 1_800_000 })
+    expect(extended[0]!.configuration).toMatchObject({
+      name: 'job',
+      lockAtMostFor: 3_600_000,
+      lockAtLeastFor: 1_800_000,
+    })
     expect(extended[0]!.configuration.createdAt.getTime()).toBe(1_000)
     // Unlocked, but held until createdAt + lockAtLeastFor of the extension.
     expect(provider.inspect('job')!.lockUntil.getTime()).toBe(1_000 + 1_800_000)
@@ -366,7 +387,10 @@ describe('extendActiveLock', () => {
     let calls = 0
     const provider = numberedProvider(log, () => gates[calls++]!.promise)
     const executor = createLockingTaskExecutor(provider)
-    const running = executor.executeWithLock(() => Promise.all([extendActiveLock('1m'), extendActiveLock('2m')]), opts())
+    const running = executor.executeWithLock(
+      () => Promise.all([extendActiveLock('1m'), extendActiveLock('2m')]),
+      opts(),
+    )
     await nextTurn()
     expect(log).toEqual(['extend #1 60000 0'])
     gates[0]!.resolve(true)
@@ -457,7 +481,13 @@ describe('extendActiveLock', () => {
     )
     expect(result).toEqual({ executed: true, result: 'finished anyway' })
     expect(unlocks).toEqual([])
-    expect(listener.log).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onLockLost job', 'onTaskFinished job'])
+    expect(listener.log).toEqual([
+      'onLockAttempt job',
+      'onLockAcquired job',
+      'onTaskStarted job',
+      'onLockLost job',
+      'onTaskFinished job',
+    ])
     expect(warn).not.toHaveBeenCalled()
   })
 

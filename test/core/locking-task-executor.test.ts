@@ -4,11 +4,25 @@ import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { LockExecution } from '../../src/core/diagnostics.ts'
-import { ExecutorClosedError, LockConfigurationError, LockLostError, LockProviderError, ShedLockError } from '../../src/core/errors.ts'
-import { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
+import {
+  ExecutorClosedError,
+  LockConfigurationError,
+  LockLostError,
+  LockProviderError,
+  ShedLockError,
+} from '../../src/core/errors.ts'
+import {
+  type LockConfiguration,
+  type LockConfigurationOptions,
+  lockConfiguration,
+} from '../../src/core/lock-configuration.ts'
 import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider, SimpleLock } from '../../src/core/lock-provider.ts'
-import { createLockingTaskExecutor, type LockingTaskExecutorListener, type TaskContext } from '../../src/core/locking-task-executor.ts'
+import {
+  createLockingTaskExecutor,
+  type LockingTaskExecutorListener,
+  type TaskContext,
+} from '../../src/core/locking-task-executor.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { dateClock, deferred, manualClock, recordingListener, fakeHandle } from '../helpers/fakes.ts'
 import { startNode } from '../helpers/processes.ts'
@@ -17,23 +31,24 @@ import { startNode } from '../helpers/processes.ts'
 function recordingProvider(log: string[] = [], grant: (configuration: LockConfiguration) => boolean = () => true) {
   const configurations: LockConfiguration[] = []
   const handles: SimpleLock[] = []
-  const provider: LockProvider & { configurations: LockConfiguration[]; handles: SimpleLock[]; unlockError?: unknown } = {
-    configurations,
-    handles,
-    async lock(configuration) {
-      configurations.push(configuration)
-      log.push(`provider.lock ${configuration.name}`)
-      if (!grant(configuration)) return undefined
-      const handle: SimpleLock = fakeHandle({
-        unlock: vi.fn(async () => {
-          log.push(`provider.unlock ${configuration.name}`)
-          if (provider.unlockError !== undefined) throw provider.unlockError
-        }),
-      })
-      handles.push(handle)
-      return handle
-    },
-  }
+  const provider: LockProvider & { configurations: LockConfiguration[]; handles: SimpleLock[]; unlockError?: unknown } =
+    {
+      configurations,
+      handles,
+      async lock(configuration) {
+        configurations.push(configuration)
+        log.push(`provider.lock ${configuration.name}`)
+        if (!grant(configuration)) return undefined
+        const handle: SimpleLock = fakeHandle({
+          unlock: vi.fn(async () => {
+            log.push(`provider.unlock ${configuration.name}`)
+            if (provider.unlockError !== undefined) throw provider.unlockError
+          }),
+        })
+        handles.push(handle)
+        return handle
+      },
+    }
   return provider
 }
 
@@ -45,17 +60,26 @@ afterEach(() => {
 })
 
 describe('createLockingTaskExecutor', () => {
-  it.each([[null], [undefined], [{}], [{ lock: 'no' }], ['provider'], [() => {}]])('rejects %s as provider with LockConfigurationError', (provider) => {
-    expect(() => createLockingTaskExecutor(provider as unknown as LockProvider)).toThrow(LockConfigurationError)
-  })
+  it.each([[null], [undefined], [{}], [{ lock: 'no' }], ['provider'], [() => {}]])(
+    'rejects %s as provider with LockConfigurationError',
+    (provider) => {
+      expect(() => createLockingTaskExecutor(provider as unknown as LockProvider)).toThrow(LockConfigurationError)
+    },
+  )
 })
 
 describe('executeWithLock', () => {
   it('runs the task and returns { executed: true, result }', async () => {
     const executor = createLockingTaskExecutor(inMemoryLockProvider())
     await expect(executor.executeWithLock(() => 42, opts())).resolves.toEqual({ executed: true, result: 42 })
-    await expect(executor.executeWithLock(async () => 'async', opts())).resolves.toEqual({ executed: true, result: 'async' })
-    await expect(executor.executeWithLock(() => undefined, opts())).resolves.toEqual({ executed: true, result: undefined })
+    await expect(executor.executeWithLock(async () => 'async', opts())).resolves.toEqual({
+      executed: true,
+      result: 'async',
+    })
+    await expect(executor.executeWithLock(() => undefined, opts())).resolves.toEqual({
+      executed: true,
+      result: undefined,
+    })
   })
 
   it("skips the task when the lock is held: { executed: false, reason: 'held' }", async () => {
@@ -124,7 +148,10 @@ describe('executeWithLock', () => {
     expect(task).not.toHaveBeenCalled()
     expect(provider.configurations).toHaveLength(1)
     // Options take a fresh createdAt each call, so the same options keep working.
-    await expect(executor.executeWithLock(() => 'ran', { name: 'nightly', lockAtMostFor: '1m' })).resolves.toEqual({ executed: true, result: 'ran' })
+    await expect(executor.executeWithLock(() => 'ran', { name: 'nightly', lockAtMostFor: '1m' })).resolves.toEqual({
+      executed: true,
+      result: 'ran',
+    })
   })
 
   it.each([
@@ -135,7 +162,9 @@ describe('executeWithLock', () => {
     const provider = recordingProvider()
     const lookAlike = Object.freeze({ ...lockConfiguration(opts()), ...changes }) as LockConfiguration
     const task = vi.fn()
-    await expect(createLockingTaskExecutor(provider).executeWithLock(task, lookAlike)).rejects.toThrow(LockConfigurationError)
+    await expect(createLockingTaskExecutor(provider).executeWithLock(task, lookAlike)).rejects.toThrow(
+      LockConfigurationError,
+    )
     expect(task).not.toHaveBeenCalled()
     expect(provider.configurations).toHaveLength(0)
   })
@@ -143,7 +172,10 @@ describe('executeWithLock', () => {
   it('honours createdAt given in the options', async () => {
     const provider = recordingProvider()
     const createdAt = new Date('2024-01-01T00:00:00Z')
-    await createLockingTaskExecutor(provider, { clock: manualClock(0) }).executeWithLock(() => {}, { ...opts(), createdAt })
+    await createLockingTaskExecutor(provider, { clock: manualClock(0) }).executeWithLock(() => {}, {
+      ...opts(),
+      createdAt,
+    })
     expect(provider.configurations[0]!.createdAt).toEqual(createdAt)
   })
 
@@ -156,9 +188,21 @@ describe('executeWithLock', () => {
         throw failure
       }, opts()),
     ).rejects.toBe(failure)
-    expect(listener.log).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onTaskFinished job', 'onUnlocked job'])
-    expect(listener.events.find((e) => e.hook === 'onTaskFinished')!.extra).toMatchObject({ failed: true, error: failure })
-    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 'second', opts())).resolves.toEqual({ executed: true, result: 'second' })
+    expect(listener.log).toEqual([
+      'onLockAttempt job',
+      'onLockAcquired job',
+      'onTaskStarted job',
+      'onTaskFinished job',
+      'onUnlocked job',
+    ])
+    expect(listener.events.find((e) => e.hook === 'onTaskFinished')!.extra).toMatchObject({
+      failed: true,
+      error: failure,
+    })
+    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 'second', opts())).resolves.toEqual({
+      executed: true,
+      result: 'second',
+    })
   })
 
   it('re-throws an async task rejection (even a non-Error) after unlocking', async () => {
@@ -196,8 +240,12 @@ describe('executeWithLock', () => {
     provider.unlockError = new Error('store down')
     const listener = recordingListener()
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
-    await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(() => 'done', opts())).resolves.toEqual({ executed: true, result: 'done' })
-    expect(listener.events.filter((e) => e.hook === 'onUnlockFailed').map((e) => e.extra)).toEqual([provider.unlockError])
+    await expect(
+      createLockingTaskExecutor(provider, { listener }).executeWithLock(() => 'done', opts()),
+    ).resolves.toEqual({ executed: true, result: 'done' })
+    expect(listener.events.filter((e) => e.hook === 'onUnlockFailed').map((e) => e.extra)).toEqual([
+      provider.unlockError,
+    ])
     expect(warn).not.toHaveBeenCalled()
   })
 
@@ -206,7 +254,9 @@ describe('executeWithLock', () => {
     provider.unlockError = new Error('store down')
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const listener = recordingListener([], ['onUnlocked'])
-    await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(() => 'done', opts('nightly'))).resolves.toEqual({
+    await expect(
+      createLockingTaskExecutor(provider, { listener }).executeWithLock(() => 'done', opts('nightly')),
+    ).resolves.toEqual({
       executed: true,
       result: 'done',
     })
@@ -222,7 +272,10 @@ describe('executeWithLock', () => {
     const provider = recordingProvider()
     provider.unlockError = new Error('store down')
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
-    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 1, opts())).resolves.toEqual({ executed: true, result: 1 })
+    await expect(createLockingTaskExecutor(provider).executeWithLock(() => 1, opts())).resolves.toEqual({
+      executed: true,
+      result: 1,
+    })
     expect(warn).toHaveBeenCalledWith(expect.stringContaining('store down'), 'ShedLockWarning')
   })
 
@@ -232,7 +285,9 @@ describe('executeWithLock', () => {
       const provider: LockProvider = { lock: async () => Promise.reject(failure) }
       const listener = recordingListener()
       const task = vi.fn()
-      await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(task, opts())).rejects.toBe(failure)
+      await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(task, opts())).rejects.toBe(
+        failure,
+      )
       expect(task).not.toHaveBeenCalled()
       expect(listener.log).toEqual(['onLockAttempt job', 'onLockFailed job'])
       expect(listener.events[1]!.extra).toBe(failure)
@@ -269,7 +324,9 @@ describe('executeWithLock', () => {
           throw new Error('sync')
         },
       } as unknown as LockProvider
-      await expect(createLockingTaskExecutor(provider).executeWithLock(() => {}, opts())).rejects.toThrow(LockProviderError)
+      await expect(createLockingTaskExecutor(provider).executeWithLock(() => {}, opts())).rejects.toThrow(
+        LockProviderError,
+      )
     })
   })
 
@@ -291,7 +348,10 @@ describe('executeWithLock', () => {
         'provider.unlock job',
         'onUnlocked job',
       ])
-      const finished = listener.events.find((e) => e.hook === 'onTaskFinished')!.extra as { durationMs: number; failed: boolean }
+      const finished = listener.events.find((e) => e.hook === 'onTaskFinished')!.extra as {
+        durationMs: number
+        failed: boolean
+      }
       expect(finished.failed).toBe(false)
       expect(finished.durationMs).toBeGreaterThanOrEqual(0)
     })
@@ -344,7 +404,10 @@ describe('executeWithLock', () => {
     it('re-entrancy holds across executors and for a second executor on another provider', async () => {
       const first = recordingProvider()
       const second = recordingProvider()
-      await createLockingTaskExecutor(first).executeWithLock(() => createLockingTaskExecutor(second).executeWithLock(() => {}, opts()), opts())
+      await createLockingTaskExecutor(first).executeWithLock(
+        () => createLockingTaskExecutor(second).executeWithLock(() => {}, opts()),
+        opts(),
+      )
       expect(first.configurations).toHaveLength(1)
       expect(second.configurations).toHaveLength(0)
     })
@@ -354,7 +417,10 @@ describe('executeWithLock', () => {
       const provider = recordingProvider(log)
       const listener = recordingListener(log)
       const executor = createLockingTaskExecutor(provider, { listener })
-      await executor.executeWithLock(() => executor.executeWithLock(() => log.push('inner task'), opts('inner')), opts('outer'))
+      await executor.executeWithLock(
+        () => executor.executeWithLock(() => log.push('inner task'), opts('inner')),
+        opts('outer'),
+      )
       expect(log).toEqual([
         'onLockAttempt outer',
         'provider.lock outer',
@@ -410,15 +476,18 @@ describe('executeWithLock', () => {
             ).executeWithLock(() => 1, opts()),
           ).resolves.toEqual({ executed: false, reason: 'held' })
           provider.unlockError = new Error('unlock')
-          await expect(executor.executeWithLock(() => 'still ok', opts())).resolves.toEqual({ executed: true, result: 'still ok' })
+          await expect(executor.executeWithLock(() => 'still ok', opts())).resolves.toEqual({
+            executed: true,
+            result: 'still ok',
+          })
           provider.unlockError = undefined
         }
         const failure = new LockProviderError('down')
         await expect(
-          createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: { onLockAttempt: boom, onLockFailed: boom } }).executeWithLock(
-            () => 1,
-            opts(),
-          ),
+          createLockingTaskExecutor(
+            { lock: () => Promise.reject(failure) },
+            { listener: { onLockAttempt: boom, onLockFailed: boom } },
+          ).executeWithLock(() => 1, opts()),
         ).rejects.toBe(failure)
         // Let rejected listener promises settle.
         await new Promise((resolve) => setImmediate(resolve))
@@ -449,17 +518,25 @@ describe('executeWithLock', () => {
     clock.advance(1)
     expect(await executor.executeWithLock(() => 'too soon', options)).toEqual({ executed: false, reason: 'held' })
     clock.advance(4_998)
-    expect(await createLockingTaskExecutor(provider, { clock }).executeWithLock(() => 'too soon', options)).toEqual({ executed: false, reason: 'held' })
+    expect(await createLockingTaskExecutor(provider, { clock }).executeWithLock(() => 'too soon', options)).toEqual({
+      executed: false,
+      reason: 'held',
+    })
     clock.advance(1)
     expect(await executor.executeWithLock(() => 'again', options)).toEqual({ executed: true, result: 'again' })
   })
 
   describe('validation', () => {
-    it.each([[undefined], [null], ['task'], [{}]])('a non-function task %s is a LockConfigurationError, before the store', async (task) => {
-      const provider = recordingProvider()
-      await expect(createLockingTaskExecutor(provider).executeWithLock(task as unknown as () => void, opts())).rejects.toThrow(LockConfigurationError)
-      expect(provider.configurations).toHaveLength(0)
-    })
+    it.each([[undefined], [null], ['task'], [{}]])(
+      'a non-function task %s is a LockConfigurationError, before the store',
+      async (task) => {
+        const provider = recordingProvider()
+        await expect(
+          createLockingTaskExecutor(provider).executeWithLock(task as unknown as () => void, opts()),
+        ).rejects.toThrow(LockConfigurationError)
+        expect(provider.configurations).toHaveLength(0)
+      },
+    )
 
     it.each([
       [{ name: '', lockAtMostFor: '1m' }],
@@ -472,7 +549,9 @@ describe('executeWithLock', () => {
       const provider = recordingProvider()
       const listener = recordingListener()
       const task = vi.fn()
-      await expect(createLockingTaskExecutor(provider, { listener }).executeWithLock(task, options as never)).rejects.toThrow(LockConfigurationError)
+      await expect(
+        createLockingTaskExecutor(provider, { listener }).executeWithLock(task, options as never),
+      ).rejects.toThrow(LockConfigurationError)
       expect(provider.configurations).toHaveLength(0)
       expect(task).not.toHaveBeenCalled()
       expect(listener.log).toEqual([])
@@ -512,7 +591,10 @@ describe('executeWithLock', () => {
     it('does not abort after the task finished', async () => {
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
       const listener = recordingListener()
-      const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock: dateClock }), { listener, clock: dateClock })
+      const executor = createLockingTaskExecutor(inMemoryLockProvider({ clock: dateClock }), {
+        listener,
+        clock: dateClock,
+      })
       let signal: AbortSignal | undefined
       await executor.executeWithLock(
         (ctx) => {
@@ -564,7 +646,11 @@ describe('executeWithLock', () => {
       await vi.advanceTimersByTimeAsync(6_000)
       extendNow.resolve()
       await vi.advanceTimersByTimeAsync(0)
-      expect(listener.events.filter((e) => e.hook === 'onLockExtended').map((e) => e.configuration.lockAtMostUntil.getTime())).toEqual([Date.now() + 10_000])
+      expect(
+        listener.events
+          .filter((e) => e.hook === 'onLockExtended')
+          .map((e) => e.configuration.lockAtMostUntil.getTime()),
+      ).toEqual([Date.now() + 10_000])
       // The original deadline (10 s) passes: no abort.
       await vi.advanceTimersByTimeAsync(9_999)
       expect(signal!.aborted).toBe(false)
@@ -607,12 +693,27 @@ describe('executeWithLock', () => {
 describe('the execution argument of listener hooks', () => {
   it('every hook of one call gets the same frozen execution, last; the detail hooks keep their detail second', async () => {
     const calls: Array<{ hook: string; args: unknown[] }> = []
-    const hooks = ['onLockAttempt', 'onLockAcquired', 'onTaskStarted', 'onTaskFinished', 'onUnlocked', 'onLockExtended'] as const
+    const hooks = [
+      'onLockAttempt',
+      'onLockAcquired',
+      'onTaskStarted',
+      'onTaskFinished',
+      'onUnlocked',
+      'onLockExtended',
+    ] as const
     const listener: LockingTaskExecutorListener = {}
-    for (const hook of hooks) (listener as Record<string, unknown>)[hook] = (...args: unknown[]) => calls.push({ hook, args })
+    for (const hook of hooks)
+      (listener as Record<string, unknown>)[hook] = (...args: unknown[]) => calls.push({ hook, args })
     const provider = Object.assign(inMemoryLockProvider(), { name: 'memory' })
     await createLockingTaskExecutor(provider, { listener }).executeWithLock(() => extendActiveLock('20m'), opts())
-    expect(calls.map((c) => c.hook)).toEqual(['onLockAttempt', 'onLockAcquired', 'onTaskStarted', 'onLockExtended', 'onTaskFinished', 'onUnlocked'])
+    expect(calls.map((c) => c.hook)).toEqual([
+      'onLockAttempt',
+      'onLockAcquired',
+      'onTaskStarted',
+      'onLockExtended',
+      'onTaskFinished',
+      'onUnlocked',
+    ])
     const execution = calls[0]!.args[1] as LockExecution
     expect(execution).toEqual({ id: expect.any(Number), provider: 'memory', reentrant: false })
     expect(Object.isFrozen(execution)).toBe(true)
@@ -631,13 +732,20 @@ describe('the execution argument of listener hooks', () => {
       onLockLost: (...args) => (seen.onLockLost = args),
     }
     const failure = new LockProviderError('down')
-    await expect(createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener }).executeWithLock(() => 1, opts())).rejects.toBe(failure)
+    await expect(
+      createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener }).executeWithLock(() => 1, opts()),
+    ).rejects.toBe(failure)
     expect(seen.onLockFailed![1]).toBe(failure)
     expect((seen.onLockFailed![2] as LockExecution).reentrant).toBe(false)
 
     const unlockError = new Error('store down')
-    const expiring: LockProvider = { lock: async () => fakeHandle({ unlock: () => Promise.reject(unlockError), extend: async () => undefined }) }
-    await createLockingTaskExecutor(expiring, { listener }).executeWithLock(() => extendActiveLock('1m').catch(() => undefined), opts())
+    const expiring: LockProvider = {
+      lock: async () => fakeHandle({ unlock: () => Promise.reject(unlockError), extend: async () => undefined }),
+    }
+    await createLockingTaskExecutor(expiring, { listener }).executeWithLock(
+      () => extendActiveLock('1m').catch(() => undefined),
+      opts(),
+    )
     expect(seen.onLockLost![1]).toBeInstanceOf(LockLostError)
     // The lost handle is not released, so no unlock error here...
     expect(seen.onUnlockFailed).toBeUndefined()
@@ -741,12 +849,20 @@ describe('aroundTask', () => {
     const task = vi.fn(() => 'result')
     const listener = recordingListener()
     Object.assign(listener, { aroundTask })
-    await expect(createLockingTaskExecutor(inMemoryLockProvider(), { listener }).executeWithLock(task, opts())).resolves.toEqual({
+    await expect(
+      createLockingTaskExecutor(inMemoryLockProvider(), { listener }).executeWithLock(task, opts()),
+    ).resolves.toEqual({
       executed: true,
       result: 'result',
     })
     expect(task).toHaveBeenCalledTimes(1)
-    expect(listener.log).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onTaskFinished job', 'onUnlocked job'])
+    expect(listener.log).toEqual([
+      'onLockAttempt job',
+      'onLockAcquired job',
+      'onTaskStarted job',
+      'onTaskFinished job',
+      'onUnlocked job',
+    ])
   })
 
   it('a start called later, after the hook returned, does nothing: the executor already started the task', async () => {
@@ -825,7 +941,8 @@ describe('NODE_DEBUG=shedlock', () => {
     const lines = stderr.split('\n').filter((line) => line !== '')
     const prefix = `SHEDLOCK ${'\\d+'}: `
     for (const line of lines) expect(line).toMatch(new RegExp(`^${prefix}Lock "[a-z]+" `))
-    const of = (name: string) => lines.filter((line) => line.includes(`Lock "${name}"`)).map((line) => line.replace(new RegExp(`^${prefix}`), ''))
+    const of = (name: string) =>
+      lines.filter((line) => line.includes(`Lock "${name}"`)).map((line) => line.replace(new RegExp(`^${prefix}`), ''))
     const acquired = (name: string, provider = ' from memory') =>
       new RegExp(`^Lock "${name}" acquired${provider}; held at most until ${ISO}, at least until ${ISO}$`)
     const released = (name: string, kept = '') => new RegExp(`^Lock "${name}" released after the task${kept}$`)
@@ -834,7 +951,9 @@ describe('NODE_DEBUG=shedlock', () => {
     expect(of('ran')[0]).toMatch(acquired('ran'))
     expect(of('ran')[1]).toMatch(released('ran', `; held until ${ISO} \\(lockAtLeastFor\\)`))
     expect(of('held')).toEqual(['Lock "held" not acquired: another node holds it; the task is skipped'])
-    expect(of('down')).toEqual(['Lock "down" could not be acquired, the task does not run: Could not acquire lock "down": connection refused'])
+    expect(of('down')).toEqual([
+      'Lock "down" could not be acquired, the task does not run: Could not acquire lock "down": connection refused',
+    ])
     expect(of('nested')).toHaveLength(3)
     expect(of('nested')[0]).toMatch(acquired('nested'))
     expect(of('nested')[1]).toBe('Lock "nested" is already held in this async context; the nested task runs under it')
@@ -843,7 +962,9 @@ describe('NODE_DEBUG=shedlock', () => {
     expect(of('extended')[1]).toMatch(new RegExp(`^Lock "extended" extended: held at most until ${ISO}$`))
     expect(of('lost')).toHaveLength(3)
     expect(of('lost')[0]).toMatch(acquired('lost', ''))
-    expect(of('lost')[1]).toMatch(/^Lock "lost" lost: Lock "lost" was lost: it had expired when the task tried to extend it$/)
+    expect(of('lost')[1]).toMatch(
+      /^Lock "lost" lost: Lock "lost" was lost: it had expired when the task tried to extend it$/,
+    )
     expect(of('lost')[2]).toBe('Lock "lost" not released: it was lost during the task')
     expect(of('stuck')).toHaveLength(2)
     expect(of('stuck')[1]).toMatch(new RegExp(`^Lock "stuck" could not be released, it expires at ${ISO}: store down$`))
@@ -864,8 +985,14 @@ describe('graceful shutdown: close() and the caller signal', () => {
     const reason = new Error('shutting down')
     controller.abort(reason)
     const task = vi.fn()
-    await expect(createLockingTaskExecutor(provider).executeWithLock(task, { ...opts(), signal: controller.signal })).rejects.toBe(reason)
-    await expect(createLockingTaskExecutor(provider).executeWithLock(task, lockConfiguration(opts()), { signal: controller.signal })).rejects.toBe(reason)
+    await expect(
+      createLockingTaskExecutor(provider).executeWithLock(task, { ...opts(), signal: controller.signal }),
+    ).rejects.toBe(reason)
+    await expect(
+      createLockingTaskExecutor(provider).executeWithLock(task, lockConfiguration(opts()), {
+        signal: controller.signal,
+      }),
+    ).rejects.toBe(reason)
     expect(provider.configurations).toHaveLength(0)
     expect(task).not.toHaveBeenCalled()
   })
@@ -974,6 +1101,8 @@ describe('graceful shutdown: close() and the caller signal', () => {
 
   it('refuses a signal that is not an AbortSignal', async () => {
     const executor = createLockingTaskExecutor(recordingProvider())
-    await expect(executor.executeWithLock(() => {}, { ...opts(), signal: 'stop' as unknown as AbortSignal })).rejects.toThrow(LockConfigurationError)
+    await expect(
+      executor.executeWithLock(() => {}, { ...opts(), signal: 'stop' as unknown as AbortSignal }),
+    ).rejects.toThrow(LockConfigurationError)
   })
 })

@@ -29,22 +29,33 @@ describe('executor logger', () => {
         { name: 'billing', lockAtMostFor: '1m' },
       ),
     ).rejects.toThrow()
-    await executor.executeWithLock(() => executor.executeWithLock(() => undefined, { name: 'other', lockAtMostFor: '1m' }), {
-      name: 'outer',
-      lockAtMostFor: '1m',
-    })
+    await executor.executeWithLock(
+      () => executor.executeWithLock(() => undefined, { name: 'other', lockAtMostFor: '1m' }),
+      {
+        name: 'outer',
+        lockAtMostFor: '1m',
+      },
+    )
     const other = createLockingTaskExecutor(provider, { logger })
     let release: () => void = () => undefined
-    const holding = executor.executeWithLock(() => new Promise<void>((resolve) => (release = resolve)), { name: 'held', lockAtMostFor: '1m' })
+    const holding = executor.executeWithLock(() => new Promise<void>((resolve) => (release = resolve)), {
+      name: 'held',
+      lockAtMostFor: '1m',
+    })
     await other.executeWithLock(() => undefined, { name: 'held', lockAtMostFor: '1m' })
     release()
     await holding
     const text = lines.map((l) => `${l.level} ${String(l.args[0])}`)
     expect(text).toContainEqual(expect.stringMatching(/^info shedlock: task "report" ran in \d+ ms$/))
-    expect(text).toContainEqual('error shedlock: task "billing" failed after 0 ms: Error: connect postgres://app:***@db/app refused')
+    expect(text).toContainEqual(
+      'error shedlock: task "billing" failed after 0 ms: Error: connect postgres://app:***@db/app refused',
+    )
     expect(text).toContainEqual('debug shedlock: task "held" skipped: its lock is held elsewhere')
     expect(JSON.stringify(lines)).not.toContain('pw-secret')
-    expect(lines.find((l) => String(l.args[0]).includes('"report" ran'))?.args[1]).toMatchObject({ lock: 'report', durationMs: expect.any(Number) })
+    expect(lines.find((l) => String(l.args[0]).includes('"report" ran'))?.args[1]).toMatchObject({
+      lock: 'report',
+      durationMs: expect.any(Number),
+    })
   })
 
   it('calls a pino-shaped logger (it has bindings()) with the fields first', async () => {
@@ -54,11 +65,17 @@ describe('executor logger', () => {
       (...args: unknown[]) =>
         lines.push({ level, args })
     const pino = { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), bindings: () => ({}) }
-    await createLockingTaskExecutor(inMemoryLockProvider(), { logger: pino }).executeWithLock(() => undefined, { name: 'report', lockAtMostFor: '1m' })
+    await createLockingTaskExecutor(inMemoryLockProvider(), { logger: pino }).executeWithLock(() => undefined, {
+      name: 'report',
+      lockAtMostFor: '1m',
+    })
     expect(lines).toEqual([
       {
         level: 'info',
-        args: [{ lock: 'report', provider: expect.any(String), durationMs: expect.any(Number) }, expect.stringMatching(/^shedlock: task "report" ran in/)],
+        args: [
+          { lock: 'report', provider: expect.any(String), durationMs: expect.any(Number) },
+          expect.stringMatching(/^shedlock: task "report" ran in/),
+        ],
       },
     ])
   })
@@ -72,14 +89,19 @@ describe('executor logger', () => {
         throw new Error('listener bug')
       },
     }
-    await createLockingTaskExecutor(inMemoryLockProvider(), { listener, logger }).executeWithLock(() => undefined, { name: 'report', lockAtMostFor: '1m' })
+    await createLockingTaskExecutor(inMemoryLockProvider(), { listener, logger }).executeWithLock(() => undefined, {
+      name: 'report',
+      lockAtMostFor: '1m',
+    })
     expect(seen).toEqual(['report'])
     expect(lines.map((l) => l.level)).toEqual(['info'])
   })
 
   it('refuses a logger without error, warn and info', () => {
-    expect(() => createLockingTaskExecutor(inMemoryLockProvider(), { logger: { info: () => undefined } as unknown as ShedlockLogger })).toThrow(
-      /logger must have error, warn and info/,
-    )
+    expect(() =>
+      createLockingTaskExecutor(inMemoryLockProvider(), {
+        logger: { info: () => undefined } as unknown as ShedlockLogger,
+      }),
+    ).toThrow(/logger must have error, warn and info/)
   })
 })

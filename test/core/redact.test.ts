@@ -40,7 +40,9 @@ describe('redact: URL passwords', () => {
 
   it('redacts every URL of a text, up to whitespace or the end of a JSON string', () => {
     const text = 'tried postgres://a:p@1@h1/db, then "mysql://b:p:2@h2/db" and {"url":"redis://:p/3@h3","user":"x@y"}'
-    expect(redact(text)).toBe('tried postgres://a:***@h1/db, then "mysql://b:***@h2/db" and {"url":"redis://:***@h3","user":"x@y"}')
+    expect(redact(text)).toBe(
+      'tried postgres://a:***@h1/db, then "mysql://b:***@h2/db" and {"url":"redis://:***@h3","user":"x@y"}',
+    )
   })
 
   it('hides a password whose raw text another reading would split differently', () => {
@@ -52,7 +54,10 @@ describe('redact: URL passwords', () => {
   })
 
   it('lists the passwords of a text as written', () => {
-    expect(urlPasswords('a postgres://app:p@ss:w/rd@h/db and redis://:x%40y@h2 and postgres://u@h3')).toEqual(['p@ss:w/rd', 'x%40y'])
+    expect(urlPasswords('a postgres://app:p@ss:w/rd@h/db and redis://:x%40y@h2 and postgres://u@h3')).toEqual([
+      'p@ss:w/rd',
+      'x%40y',
+    ])
   })
 })
 
@@ -89,16 +94,28 @@ describe('redact: key=value secrets', () => {
 
 describe('errors leave the library redacted', () => {
   it('a LockProviderError (and every shedlock error) has its secrets replaced in its message', () => {
-    const error = new LockProviderError('postgres: could not acquire lock "a": connect postgres://app:p@ss:w/rd@h/db failed (password=p@ss:w/rd)', {
-      provider: 'postgres',
-    })
-    expect(error.message).toBe('postgres: could not acquire lock "a": connect postgres://app:***@h/db failed (password=***')
+    const error = new LockProviderError(
+      'postgres: could not acquire lock "a": connect postgres://app:p@ss:w/rd@h/db failed (password=p@ss:w/rd)',
+      {
+        provider: 'postgres',
+      },
+    )
+    expect(error.message).toBe(
+      'postgres: could not acquire lock "a": connect postgres://app:***@h/db failed (password=***',
+    )
     expect(new LockConfigurationError('token=abc is not valid').message).toBe('token=*** is not valid')
   })
 
   it('the run ledger stores a task error with its URL password and password=... redacted', () => {
-    const stored = runErrorOf(new Error('export to postgres://app:q7@z9:k4/m2@warehouse/db failed; retry with password=q7@z9:k4/m2\nsecond line'))
-    expect(stored).toEqual({ type: 'Error', message: 'export to postgres://app:***@warehouse/db failed; retry with password=***' })
+    const stored = runErrorOf(
+      new Error(
+        'export to postgres://app:q7@z9:k4/m2@warehouse/db failed; retry with password=q7@z9:k4/m2\nsecond line',
+      ),
+    )
+    expect(stored).toEqual({
+      type: 'Error',
+      message: 'export to postgres://app:***@warehouse/db failed; retry with password=***',
+    })
     for (const piece of pieces('q7@z9:k4/m2')) expect(stored.message).not.toContain(piece)
   })
 })

@@ -19,7 +19,10 @@ describe('slot record names', () => {
     expect(slotRecordName('nightly-report', T)).toBe('nightly-report@20261124T020000Z')
     expect(slotRecordName('n', new Date('2026-11-24T02:00:00.250Z'))).toBe('n@20261124T020000.250Z')
     expect(parseSlotRecordName('nightly-report@20261124T020000Z')).toEqual({ name: 'nightly-report', slot: T })
-    expect(parseSlotRecordName('a@b@20261124T020000.250Z')).toEqual({ name: 'a@b', slot: new Date('2026-11-24T02:00:00.250Z') })
+    expect(parseSlotRecordName('a@b@20261124T020000.250Z')).toEqual({
+      name: 'a@b',
+      slot: new Date('2026-11-24T02:00:00.250Z'),
+    })
     expect(parseSlotRecordName('nightly-report')).toBeUndefined()
     expect(parseSlotRecordName('x@20261324T020000Z')).toBeUndefined()
   })
@@ -29,7 +32,9 @@ describe('slot record names', () => {
     const lock = vi.spyOn(provider, 'lock')
     const executor = createLockingTaskExecutor(provider)
     for (const slot of [new Date(Number.NaN), '2026-11-24T02:00:00Z', 1_700_000_000_000]) {
-      await expect(executor.executeWithLock(() => {}, { name: 'n', lockAtMostFor: '1m', slot: slot as Date })).rejects.toThrow(LockConfigurationError)
+      await expect(
+        executor.executeWithLock(() => {}, { name: 'n', lockAtMostFor: '1m', slot: slot as Date }),
+      ).rejects.toThrow(LockConfigurationError)
     }
     expect(lock).not.toHaveBeenCalled()
   })
@@ -42,8 +47,14 @@ describe('executeWithLock with a slot', () => {
     const options = { name: 'report', lockAtMostFor: '1m', lockAtLeastFor: 0 } as const
     expect(await a.executeWithLock(() => 'a', { ...options, slot: T })).toEqual({ executed: true, result: 'a' })
     // The lock is free again (lockAtLeastFor 0): only the slot's record stops b.
-    expect(await b.executeWithLock(() => 'b', { ...options, slot: T })).toEqual({ executed: false, reason: 'slot-done' })
-    expect(await a.executeWithLock(() => 'a again', { ...options, slot: T })).toEqual({ executed: false, reason: 'slot-done' })
+    expect(await b.executeWithLock(() => 'b', { ...options, slot: T })).toEqual({
+      executed: false,
+      reason: 'slot-done',
+    })
+    expect(await a.executeWithLock(() => 'a again', { ...options, slot: T })).toEqual({
+      executed: false,
+      reason: 'slot-done',
+    })
     expect(await b.executeWithLock(() => 'b', { ...options, slot: next(T) })).toEqual({ executed: true, result: 'b' })
     // A plain call (no slot) is not affected by slot records.
     expect(await b.executeWithLock(() => 'plain', options)).toEqual({ executed: true, result: 'plain' })
@@ -59,24 +70,40 @@ describe('executeWithLock with a slot', () => {
     expect(await executor.executeWithLock(() => 2, options)).toEqual({ executed: false, reason: 'slot-done' })
     expect(provider.inspect(slotRecordName('report', T))!.lockUntil.getTime()).toBe(T.getTime() + 10 * 60_000)
     clock.advance(60_000)
-    expect(await executor.executeWithLock(() => 3, { ...options, slotRetention: '1h' })).toEqual({ executed: true, result: 3 })
-    expect(provider.inspect(slotRecordName('report', T))!.lockUntil.getTime()).toBe(T.getTime() + 10 * 60_000 + 3_600_000)
+    expect(await executor.executeWithLock(() => 3, { ...options, slotRetention: '1h' })).toEqual({
+      executed: true,
+      result: 3,
+    })
+    expect(provider.inspect(slotRecordName('report', T))!.lockUntil.getTime()).toBe(
+      T.getTime() + 10 * 60_000 + 3_600_000,
+    )
   })
 
   it('a long run of slot T makes slot T+1 skip: the claiming node records the skip once, and T+1 never runs later', async () => {
     const provider = inMemoryLockProvider()
     const ledger = inMemoryRunLedger()
     const listener = recordingListener()
-    const [a, b, c] = [0, 1, 2].map(() => createLockingTaskExecutor(provider, { runLedger: ledger, listener, node: 'n' }))
+    const [a, b, c] = [0, 1, 2].map(() =>
+      createLockingTaskExecutor(provider, { runLedger: ledger, listener, node: 'n' }),
+    )
     const long = deferred()
     const options: LockRequest = { name: 'report', lockAtMostFor: '1m' }
     const first = a!.executeWithLock(() => long.promise, { ...options, slot: T })
     await sleep(5)
-    expect(await b!.executeWithLock(() => 'T+1 on b', { ...options, slot: next(T) })).toEqual({ executed: false, reason: 'held' })
-    expect(await c!.executeWithLock(() => 'T+1 on c', { ...options, slot: next(T) })).toEqual({ executed: false, reason: 'slot-done' })
+    expect(await b!.executeWithLock(() => 'T+1 on b', { ...options, slot: next(T) })).toEqual({
+      executed: false,
+      reason: 'held',
+    })
+    expect(await c!.executeWithLock(() => 'T+1 on c', { ...options, slot: next(T) })).toEqual({
+      executed: false,
+      reason: 'slot-done',
+    })
     long.resolve()
     await first
-    expect(await c!.executeWithLock(() => 'T+1 late', { ...options, slot: next(T) })).toEqual({ executed: false, reason: 'slot-done' })
+    expect(await c!.executeWithLock(() => 'T+1 late', { ...options, slot: next(T) })).toEqual({
+      executed: false,
+      reason: 'slot-done',
+    })
     const history = await ledger.history('report')
     expect(history.map((r) => [r.slot?.toISOString(), r.outcome])).toEqual([
       [next(T).toISOString(), 'skipped'],
@@ -109,7 +136,10 @@ describe('executeWithLock with a slot', () => {
     const options: LockRequest = { name: 'report', lockAtMostFor: '1m' }
     const first = a!.executeWithLock(() => long.promise, { ...options, slot: T })
     await sleep(5)
-    expect(await b!.executeWithLock(() => 'T+1', { ...options, slot: next(T) })).toEqual({ executed: false, reason: 'held' })
+    expect(await b!.executeWithLock(() => 'T+1', { ...options, slot: next(T) })).toEqual({
+      executed: false,
+      reason: 'held',
+    })
     long.resolve()
     await first
     const nodes = (await ledger.history('report')).map((r) => [r.outcome, r.node])
@@ -123,12 +153,24 @@ describe('executeWithLock with a slot', () => {
     const ledger = inMemoryRunLedger()
     const executor = createLockingTaskExecutor(inMemoryLockProvider(), { runLedger: ledger, node: 'web-1' })
     const options: LockRequest = { name: 'report', lockAtMostFor: '1m', slot: T }
-    await expect(executor.executeWithLock(() => Promise.reject(new TypeError('boom\nsecond line postgres://u:pw@db/x')), options)).rejects.toThrow('boom')
+    await expect(
+      executor.executeWithLock(() => Promise.reject(new TypeError('boom\nsecond line postgres://u:pw@db/x')), options),
+    ).rejects.toThrow('boom')
     expect(await executor.executeWithLock(() => 'retry', options)).toEqual({ executed: false, reason: 'slot-done' })
     const [run] = await ledger.history('report')
-    expect(run).toMatchObject({ name: 'report', slot: T, node: 'web-1', outcome: 'failed', error: { type: 'TypeError', message: 'boom' } })
+    expect(run).toMatchObject({
+      name: 'report',
+      slot: T,
+      node: 'web-1',
+      outcome: 'failed',
+      error: { type: 'TypeError', message: 'boom' },
+    })
     expect(run!.finishedAt!.getTime()).toBeGreaterThanOrEqual(run!.startedAt.getTime())
-    expect(await ledger.health('report')).toMatchObject({ consecutiveFailures: 1, lastSuccess: undefined, lastFailure: { id: run!.id } })
+    expect(await ledger.health('report')).toMatchObject({
+      consecutiveFailures: 1,
+      lastSuccess: undefined,
+      lastFailure: { id: run!.id },
+    })
   })
 
   it('a store failure after the claim gives the slot back: a later attempt runs it', async () => {
@@ -160,7 +202,9 @@ describe('executeWithLock with a slot', () => {
       },
     }
     const executor = createLockingTaskExecutor(keepAliveLockProvider(spy, { minLockAtMostFor: 1 }))
-    expect((await executor.executeWithLock(() => 1, { name: 'report', lockAtMostFor: '1m', slot: T })).executed).toBe(true)
+    expect((await executor.executeWithLock(() => 1, { name: 'report', lockAtMostFor: '1m', slot: T })).executed).toBe(
+      true,
+    )
     expect(claims).toEqual(['report@20261124T020000Z', 'report'])
   })
 })
@@ -173,7 +217,9 @@ describe('the run ledger', () => {
     const [run] = await ledger.history('report')
     expect(run).toMatchObject({ name: 'report', slot: undefined, node: 'web-1', outcome: 'ok', error: undefined })
     expect(run!.durationMs).toBeGreaterThanOrEqual(15)
-    expect(await ledger.tasks()).toEqual([expect.objectContaining({ name: 'report', consecutiveFailures: 0, lastSuccess: run })])
+    expect(await ledger.tasks()).toEqual([
+      expect.objectContaining({ name: 'report', consecutiveFailures: 0, lastSuccess: run }),
+    ])
   })
 
   it('records a lock lost during the run as lock-lost', async () => {
@@ -199,14 +245,20 @@ describe('the run ledger', () => {
     }
     const listener = recordingListener([], ['onRunLedgerFailed'])
     const executor = createLockingTaskExecutor(inMemoryLockProvider(), { runLedger: broken, listener })
-    expect(await executor.executeWithLock(() => 'ran', { name: 'report', lockAtMostFor: '1m' })).toEqual({ executed: true, result: 'ran' })
+    expect(await executor.executeWithLock(() => 'ran', { name: 'report', lockAtMostFor: '1m' })).toEqual({
+      executed: true,
+      result: 'ran',
+    })
     expect(listener.log).toEqual(['onRunLedgerFailed report'])
     // A ledger that never answers is given up on after 5 s; the lock is released meanwhile.
     const hanging: RunLedger = { ...inMemoryRunLedger(), start: () => new Promise(() => {}) }
     const provider = inMemoryLockProvider()
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
     try {
-      const done = createLockingTaskExecutor(provider, { runLedger: hanging }).executeWithLock(() => 'ran', { name: 'slow', lockAtMostFor: '1m' })
+      const done = createLockingTaskExecutor(provider, { runLedger: hanging }).executeWithLock(() => 'ran', {
+        name: 'slow',
+        lockAtMostFor: '1m',
+      })
       await vi.advanceTimersByTimeAsync(6_000)
       expect(await done).toEqual({ executed: true, result: 'ran' })
     } finally {

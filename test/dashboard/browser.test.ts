@@ -18,13 +18,15 @@ import { SECRET, type SeededStore, seedMain, seedSecond } from './support/seed.t
 // What the page functions below read in the browser (the tests compile without the DOM library).
 declare const document: { activeElement: { id: string; textContent: string | null } | null }
 
-const CHROMIUM = process.env.SHEDLOCK_CHROMIUM ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path))
+const CHROMIUM =
+  process.env.SHEDLOCK_CHROMIUM ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path))
 const ARTEFACTS = fileURLToPath(new URL('../../test-results/dashboard/', import.meta.url))
 const DOCS_IMAGES = fileURLToPath(new URL('../../docs/images/', import.meta.url))
 const required = process.env.CI === 'true'
 
 if (!CHROMIUM) {
-  if (required) throw new Error('chromium is missing: bash scripts/services.sh chromium installs it (Debian package chromium)')
+  if (required)
+    throw new Error('chromium is missing: bash scripts/services.sh chromium installs it (Debian package chromium)')
   console.warn('dashboard browser tests skipped: no chromium (bash scripts/services.sh chromium installs it)')
 }
 
@@ -67,7 +69,20 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     main = await seedMain(join(dir, 'locks.db'))
     second = await seedSecond(join(dir, 'second.db'))
     server = startCli(
-      ['dashboard', '--url', `sqlite:${main.file}`, '--url', `sqlite:${second.file}`, '--port', '0', '--stale', '26h', '--allow-release', '--refresh', '0'],
+      [
+        'dashboard',
+        '--url',
+        `sqlite:${main.file}`,
+        '--url',
+        `sqlite:${second.file}`,
+        '--port',
+        '0',
+        '--stale',
+        '26h',
+        '--allow-release',
+        '--refresh',
+        '0',
+      ],
       { cwd: dir },
     )
     const started = await waitFor(() => /on (http:\/\/\S+\/) /.test(server.stdout()), 15_000)
@@ -90,8 +105,12 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     await screenshot(page, 'dashboard')
     const html = await page.content()
     expect(html).not.toContain(SECRET)
-    expect(await page.locator('h2').allTextContents()).toEqual([expect.stringContaining('locks.db'), expect.stringContaining('second.db')])
-    const state = async (task: string) => page.locator(`tr.task[data-task="${task}"]`).first().getAttribute('data-state')
+    expect(await page.locator('h2').allTextContents()).toEqual([
+      expect.stringContaining('locks.db'),
+      expect.stringContaining('second.db'),
+    ])
+    const state = async (task: string) =>
+      page.locator(`tr.task[data-task="${task}"]`).first().getAttribute('data-state')
     expect(await state('nightly-export')).toBe('stale')
     expect(await state('billing')).toBe('failing')
     expect(await state('sync')).toBe('failing')
@@ -122,12 +141,17 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
       const svg = page.locator(`svg.timeline[data-task="${task}"]`)
       const marks = await svg
         .locator('.mark')
-        .evaluateAll((nodes) => nodes.map((n) => ({ run: n.getAttribute('data-run'), kind: n.getAttribute('data-kind') })))
+        .evaluateAll((nodes) =>
+          nodes.map((n) => ({ run: n.getAttribute('data-run'), kind: n.getAttribute('data-kind') })),
+        )
       expect(marks.map((m) => m.run).sort(), task).toEqual(runs.map((run) => run.id).sort())
-      for (const run of runs) expect(marks.find((m) => m.run === run.id)?.kind, `${task} ${run.id}`).toBe(markOf(run).kind)
+      for (const run of runs)
+        expect(marks.find((m) => m.run === run.id)?.kind, `${task} ${run.id}`).toBe(markOf(run).kind)
     }
     const kinds = async (task: string) =>
-      page.locator(`svg.timeline[data-task="${task}"] .mark`).evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-kind')).sort())
+      page
+        .locator(`svg.timeline[data-task="${task}"] .mark`)
+        .evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-kind')).sort())
     expect(await kinds('cleanup')).toEqual(['caught-up', 'missed', 'missed', 'missed', 'ok'])
     expect(await kinds('sync')).toEqual(['lock-lost', 'ok'])
     expect(await kinds('report')).toEqual(expect.arrayContaining(['failed', 'ok', 'running', 'skipped']))
@@ -135,7 +159,9 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
       .locator('svg.timeline[data-task="report"] .mark')
       .evaluateAll((nodes) => [...new Set(nodes.map((n) => n.getAttribute('data-lane')!.split(':')[0]))].sort())
     expect(lanes).toEqual(['node-a', 'node-b', 'node-c'])
-    expect(await page.locator('svg.timeline[data-task="nightly-export"] text').allTextContents()).toContain('no runs in this window')
+    expect(await page.locator('svg.timeline[data-task="nightly-export"] text').allTextContents()).toContain(
+      'no runs in this window',
+    )
     const week = await openPage('?window=week')
     expect(await week.locator('svg.timeline[data-task="nightly-export"] .mark').count()).toBe(1)
     await screenshot(week, 'dashboard-week')
@@ -146,18 +172,28 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     const { locks } = await main.inspector.list()
     const taskLocks = locks.filter((l) => parseSlotRecordName(l.name) === undefined && !l.name.endsWith('@catch-up'))
     const rows = page.locator('#store-0-locks tbody tr')
-    expect(await rows.evaluateAll((trs) => trs.map((tr) => `${tr.getAttribute('data-lock')} ${tr.getAttribute('data-held')}`))).toEqual(
-      taskLocks.map((l) => `${l.name} ${l.held}`),
-    )
+    expect(
+      await rows.evaluateAll((trs) =>
+        trs.map((tr) => `${tr.getAttribute('data-lock')} ${tr.getAttribute('data-held')}`),
+      ),
+    ).toEqual(taskLocks.map((l) => `${l.name} ${l.held}`))
     expect(await page.locator('#store-0-locks tr[data-lock="report"]').getAttribute('data-held')).toBe('true')
     expect(await page.locator('#store-0-locks tr[data-lock="billing"]').getAttribute('data-held')).toBe('false')
     expect(await page.locator('#store-0-slots tbody tr').count()).toBe(locks.length - taskLocks.length)
     expect(await page.locator('#store-1-locks tr[data-lock="maintenance"]').innerText()).toContain('maintenance-host')
     // Typing filters at once (script); the form does the same without it.
     await page.locator('#store-0-q').fill('bill')
-    expect(await page.locator('#store-0-locks tbody tr:not([hidden])').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-lock')))).toEqual(['billing'])
+    expect(
+      await page
+        .locator('#store-0-locks tbody tr:not([hidden])')
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-lock'))),
+    ).toEqual(['billing'])
     const noScript = await openPage('?q=sync', { javaScriptEnabled: false })
-    expect(await noScript.locator('#store-0-locks tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-lock')))).toEqual(['sync'])
+    expect(
+      await noScript
+        .locator('#store-0-locks tbody tr')
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-lock'))),
+    ).toEqual(['sync'])
     // Readable without JavaScript: the tables and the timelines come from the server.
     expect(await noScript.locator('svg.timeline').count()).toBe(6)
     expect(await noScript.locator('time').first().getAttribute('title')).toBe('UTC')
@@ -211,7 +247,9 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     expect(report.stores[0]).toMatchObject({ stale: verdict.stale, failing: verdict.failing })
     expect(JSON.stringify(report)).not.toContain(SECRET)
 
-    const healthy = startCli(['dashboard', '--url', `sqlite:${second.file}`, '--port', '0', '--stale', '26h'], { cwd: dir })
+    const healthy = startCli(['dashboard', '--url', `sqlite:${second.file}`, '--port', '0', '--stale', '26h'], {
+      cwd: dir,
+    })
     expect(await waitFor(() => /on (http:\/\/\S+\/) /.test(healthy.stdout()), 15_000), healthy.stderr()).toBe(true)
     const secondUrl = /on (http:\/\/\S+\/) /.exec(healthy.stdout())![1]!
     const ok = await fetch(`${secondUrl}healthz`)

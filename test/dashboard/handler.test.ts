@@ -6,7 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, lockConfiguration } from '../../src/index.ts'
 import { createDashboard, type RunningDashboard, startDashboard } from '../../src/dashboard/index.ts'
 import { loadSqliteDriver, type SqliteConnection } from '../../src/providers/sqlite/driver.ts'
-import { sqliteLockInspector, sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } from '../../src/providers/sqlite/index.ts'
+import {
+  sqliteLockInspector,
+  sqliteLockProvider,
+  sqliteRunLedger,
+  sqliteRunsSchema,
+  sqliteSchema,
+} from '../../src/providers/sqlite/index.ts'
 
 // The dashboard's guards, over HTTP on loopback against a SQLite store: who may see it, and who
 // may release a lock.
@@ -23,8 +29,16 @@ describe('dashboard handler', () => {
     db = (await loadSqliteDriver()).open(join(dir, 'locks.db'))
     db.exec(sqliteSchema())
     db.exec(sqliteRunsSchema())
-    stores = [{ label: 'sqlite://app:s3cret-pass@host/locks', inspector: sqliteLockInspector({ database: db }), runLedger: sqliteRunLedger({ database: db }) }]
-    await sqliteLockProvider({ database: db, lockedBy: 'holder' }).lock(lockConfiguration({ name: 'job', lockAtMostFor: '10m' }))
+    stores = [
+      {
+        label: 'sqlite://app:s3cret-pass@host/locks',
+        inspector: sqliteLockInspector({ database: db }),
+        runLedger: sqliteRunLedger({ database: db }),
+      },
+    ]
+    await sqliteLockProvider({ database: db, lockedBy: 'holder' }).lock(
+      lockConfiguration({ name: 'job', lockAtMostFor: '10m' }),
+    )
   })
 
   afterAll(() => {
@@ -57,13 +71,17 @@ describe('dashboard handler', () => {
       const none = await fetch(dashboard.url)
       expect(none.status).toBe(401)
       expect(none.headers.get('www-authenticate')).toMatch(/^Basic /)
-      expect((await fetch(dashboard.url, { headers: { authorization: 'Bearer wrong-token-of-24-chars!' } })).status).toBe(401)
+      expect(
+        (await fetch(dashboard.url, { headers: { authorization: 'Bearer wrong-token-of-24-chars!' } })).status,
+      ).toBe(401)
       const bearer = await fetch(dashboard.url, { headers: { authorization: `Bearer ${TOKEN}` } })
       expect(bearer.status).toBe(200)
       const page = await bearer.text()
       expect(page).toContain('sqlite://app:***@host/locks')
       expect(page).not.toContain('s3cret-pass')
-      const basic = await fetch(`${dashboard.url}healthz`, { headers: { authorization: `Basic ${Buffer.from('ops:pw-of-ops').toString('base64')}` } })
+      const basic = await fetch(`${dashboard.url}healthz`, {
+        headers: { authorization: `Basic ${Buffer.from('ops:pw-of-ops').toString('base64')}` },
+      })
       expect(basic.status).toBe(200)
     } finally {
       await dashboard.close()
@@ -74,7 +92,10 @@ describe('dashboard handler', () => {
     const readOnly = await running()
     try {
       expect(await (await fetch(readOnly.url)).text()).not.toContain('Release…')
-      const post = await fetch(readOnly.url, { method: 'POST', body: new URLSearchParams({ lock: 'job', store: '0', step: 'release' }) })
+      const post = await fetch(readOnly.url, {
+        method: 'POST',
+        body: new URLSearchParams({ lock: 'job', store: '0', step: 'release' }),
+      })
       expect(post.status).toBe(403)
     } finally {
       await readOnly.close()
@@ -86,21 +107,39 @@ describe('dashboard handler', () => {
       const csrf = /name="csrf" value="([^"]+)"/.exec(page)![1]!
       const lockUntil = /name="lockUntil" value="([^"]+)"/.exec(page)![1]!
       const lockedBy = /name="lockedBy" value="([^"]+)"/.exec(page)![1]!
-      const form = (fields: Record<string, string>) => new URLSearchParams({ store: '0', lock: 'job', lockedBy, lockUntil, step: 'release', ...fields })
+      const form = (fields: Record<string, string>) =>
+        new URLSearchParams({ store: '0', lock: 'job', lockedBy, lockUntil, step: 'release', ...fields })
       expect((await fetch(dashboard.url, { method: 'POST', body: form({ csrf: 'forged' }) })).status).toBe(403)
-      const otherSite = await fetch(dashboard.url, { method: 'POST', body: form({ csrf }), headers: { origin: 'https://evil.example' } })
+      const otherSite = await fetch(dashboard.url, {
+        method: 'POST',
+        body: form({ csrf }),
+        headers: { origin: 'https://evil.example' },
+      })
       expect(otherSite.status).toBe(403)
       // The record as read: a release of an older state (another lockUntil) frees nothing.
-      const stale = await fetch(dashboard.url, { method: 'POST', body: form({ csrf, lockUntil: new Date(0).toISOString() }) })
+      const stale = await fetch(dashboard.url, {
+        method: 'POST',
+        body: form({ csrf, lockUntil: new Date(0).toISOString() }),
+      })
       expect(await stale.text()).toContain('changed since the page showed it')
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(true)
-      const confirm = await (await fetch(dashboard.url, { method: 'POST', body: form({ csrf, step: 'confirm' }) })).text()
+      const confirm = await (
+        await fetch(dashboard.url, { method: 'POST', body: form({ csrf, step: 'confirm' }) })
+      ).text()
       expect(confirm).toContain('Release lock “job”?')
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(true)
-      const done = await fetch(dashboard.url, { method: 'POST', body: form({ csrf }), headers: { origin: dashboard.url.replace(/\/$/, '') } })
+      const done = await fetch(dashboard.url, {
+        method: 'POST',
+        body: form({ csrf }),
+        headers: { origin: dashboard.url.replace(/\/$/, '') },
+      })
       expect(await done.text()).toContain('Released lock &quot;job&quot;')
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(false)
-      expect(audit).toEqual([expect.stringMatching(/anonymous@127\.0\.0\.1 released lock "job" of sqlite:\/\/app:\*\*\*@host\/locks \(held by holder:/)])
+      expect(audit).toEqual([
+        expect.stringMatching(
+          /anonymous@127\.0\.0\.1 released lock "job" of sqlite:\/\/app:\*\*\*@host\/locks \(held by holder:/,
+        ),
+      ])
     } finally {
       await dashboard.close()
     }
@@ -108,8 +147,16 @@ describe('dashboard handler', () => {
 })
 
 /** Calls the handler with a request from `remoteAddress`, without a socket: the address is what is tested. */
-async function call(handler: ReturnType<typeof createDashboard>, options: { remoteAddress: string }): Promise<{ status: number; body: string }> {
-  const request = { url: '/', method: 'GET', headers: {}, socket: { remoteAddress: options.remoteAddress } } as unknown as IncomingMessage
+async function call(
+  handler: ReturnType<typeof createDashboard>,
+  options: { remoteAddress: string },
+): Promise<{ status: number; body: string }> {
+  const request = {
+    url: '/',
+    method: 'GET',
+    headers: {},
+    socket: { remoteAddress: options.remoteAddress },
+  } as unknown as IncomingMessage
   let body = ''
   const response = {
     statusCode: 0,

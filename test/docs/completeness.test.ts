@@ -21,7 +21,9 @@ function markdownUnder(folder: string): string[] {
 
 /** The relative link targets of a Markdown text, without their anchors. */
 function linksOf(markdown: string): string[] {
-  return [...markdown.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((target) => !/^[a-z]+:/i.test(target))
+  return [...markdown.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
+    .map((m) => m[1]!)
+    .filter((target) => !/^[a-z]+:/i.test(target))
 }
 
 describe('docs/README.md', () => {
@@ -41,7 +43,10 @@ describe('docs/README.md', () => {
 async function registeredCommands(): Promise<Command[]> {
   const source = read('src/cli/main.ts')
   const array = /const commands: readonly Command\[\] = \[([^\]]*)\]/.exec(source)
-  if (!array) throw new Error('src/cli/main.ts: no `const commands: readonly Command[] = [...]` found; update this test to the registry')
+  if (!array)
+    throw new Error(
+      'src/cli/main.ts: no `const commands: readonly Command[] = [...]` found; update this test to the registry',
+    )
   const names = array[1]!
     .split(',')
     .map((name) => name.trim())

@@ -104,7 +104,9 @@ describe('the link checker', () => {
   })
 
   it('lists the TypeScript blocks of the fixture', () => {
-    const result = spawnSync(process.execPath, [script, '--root', fixture, '--snippets-only-list'], { encoding: 'utf8' })
+    const result = spawnSync(process.execPath, [script, '--root', fixture, '--snippets-only-list'], {
+      encoding: 'utf8',
+    })
     expect(result.status).toBe(0)
     expect(result.stdout).toBe('--- docs/a.md:15 ts (2 lines)\n[not a link](missing.md)\nconst x: number = 1\n')
   })
@@ -121,7 +123,9 @@ describe('the snippet list', () => {
   it('shows the module systems named after the language (```ts esm commonjs)', () => {
     const result = list('```ts esm commonjs\nconst a = 1\n```\n\n```typescript commonjs\nconst b = 2\n```\n')
     expect(result.status).toBe(0)
-    expect(result.stdout).toBe('--- README.md:2 ts esm commonjs (1 lines)\nconst a = 1\n--- README.md:6 typescript commonjs (1 lines)\nconst b = 2\n')
+    expect(result.stdout).toBe(
+      '--- README.md:2 ts esm commonjs (1 lines)\nconst a = 1\n--- README.md:6 typescript commonjs (1 lines)\nconst b = 2\n',
+    )
   })
 
   it('refuses any other word there, so that a typo does not drop a check', () => {

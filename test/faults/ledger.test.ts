@@ -19,7 +19,10 @@ describe('the ledger checker (self-test)', () => {
   }
 
   it('accepts executions of one name that follow each other, even back to back', () => {
-    const report = ledgers({ a: ['1 S 100 x', '1 E 200', '2 S 400 x', '2 E 500'], b: ['1 S 200 x', '1 E 300', '2 S 300 y', '2 E 900'] })
+    const report = ledgers({
+      a: ['1 S 100 x', '1 E 200', '2 S 400 x', '2 E 500'],
+      b: ['1 S 200 x', '1 E 300', '2 S 300 y', '2 E 900'],
+    })
     expect(report.overlaps).toEqual([])
     expect(report.executions).toBe(4)
     expect(report.perNode).toEqual({ a: 2, b: 2 })
@@ -45,7 +48,10 @@ describe('the ledger checker (self-test)', () => {
   })
 
   it('measures heap growth after the warm-up half', () => {
-    const flat = Array.from({ length: 20 }, (_, i) => ({ at: i * 1000, heapUsed: (i < 10 ? 5_000_000 + i * 100_000 : 6_000_000) + (i % 2) * 1000 }))
+    const flat = Array.from({ length: 20 }, (_, i) => ({
+      at: i * 1000,
+      heapUsed: (i < 10 ? 5_000_000 + i * 100_000 : 6_000_000) + (i % 2) * 1000,
+    }))
     const leaking = Array.from({ length: 20 }, (_, i) => ({ at: i * 1000, heapUsed: 5_000_000 + i * 50_000 }))
     expect(Math.abs(heapSlope(flat))).toBeLessThan(1_000)
     expect(heapSlope(leaking)).toBeCloseTo(50_000, -2)

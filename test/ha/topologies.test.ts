@@ -31,13 +31,21 @@ afterAll(() => {
   console.log(`\nReplicated topologies (test/ha/results/latest.md):\n\n${table}\n`)
 })
 
-async function until(check: () => boolean | Promise<boolean>, ms: number, what: string | (() => string)): Promise<void> {
+async function until(
+  check: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string | (() => string),
+): Promise<void> {
   const deadline = Date.now() + ms
   for (;;) {
     // Each check is bounded too: a probe stuck on a dead peer's connection must not outlast the deadline unnoticed.
     const left = Math.max(deadline - Date.now(), 100)
-    if (await Promise.race([Promise.resolve(check()).catch(() => false), sleep(Math.min(left, 5_000)).then(() => false)])) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`)
+    if (
+      await Promise.race([Promise.resolve(check()).catch(() => false), sleep(Math.min(left, 5_000)).then(() => false)])
+    )
+      return
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`)
     await sleep(100)
   }
 }
@@ -82,7 +90,14 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
     )
   }
   const admin = (host: string, port = 6379): Redis => {
-    const client = new Redis({ host, port, lazyConnect: false, maxRetriesPerRequest: 1, connectTimeout: 1000, retryStrategy: () => 200 })
+    const client = new Redis({
+      host,
+      port,
+      lazyConnect: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 1000,
+      retryStrategy: () => 200,
+    })
     client.on('error', () => {})
     clients.push(client)
     return client
@@ -99,11 +114,21 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
         async () => {
           const master = (await client.call('SENTINEL', 'MASTER', 'm')) as string[]
           const field = (k: string) => master[master.indexOf(k) + 1]
-          if (field('ip') !== net.address(primary) || field('num-other-sentinels') !== '2' || field('flags') !== 'master') return false
+          if (
+            field('ip') !== net.address(primary) ||
+            field('num-other-sentinels') !== '2' ||
+            field('flags') !== 'master'
+          )
+            return false
           const replicas = (await client.call('SENTINEL', 'REPLICAS', 'm')) as string[][]
           return replicas.some((r) => {
             const f = (k: string) => r[r.indexOf(k) + 1]
-            return f('ip') === net.address(replica) && f('flags') === 'slave' && f('master-link-status') === 'ok' && f('master-host') === net.address(primary)
+            return (
+              f('ip') === net.address(replica) &&
+              f('flags') === 'slave' &&
+              f('master-link-status') === 'ok' &&
+              f('master-host') === net.address(primary)
+            )
           })
         },
         Math.max(deadline - Date.now(), 0),
@@ -112,7 +137,13 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
     }
   }
   const role = async (name: string): Promise<string> => {
-    const probe = new Redis({ host: net.address(name), port: 6379, maxRetriesPerRequest: 0, connectTimeout: 500, retryStrategy: () => null })
+    const probe = new Redis({
+      host: net.address(name),
+      port: 6379,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 500,
+      retryStrategy: () => null,
+    })
     probe.on('error', () => {})
     try {
       return String(await probe.info('replication'))
@@ -271,7 +302,17 @@ for (const mode of ['async', 'sync'] as const) {
           name,
           net.spawn(
             name,
-            [bin('postgres'), '-D', join(dir, name), '-c', `listen_addresses=${net.address(name)}`, '-c', 'unix_socket_directories=', '-c', 'port=5432'],
+            [
+              bin('postgres'),
+              '-D',
+              join(dir, name),
+              '-c',
+              `listen_addresses=${net.address(name)}`,
+              '-c',
+              'unix_socket_directories=',
+              '-c',
+              'port=5432',
+            ],
             {
               dir,
               log: `${name}.log`,
@@ -280,15 +321,29 @@ for (const mode of ['async', 'sync'] as const) {
           ),
         )
       }
-      const ready = (name: string) => spawnSync(bin('pg_isready'), ['-q', '-h', net.address(name), '-p', '5432', '-U', 'postgres']).status === 0
+      const ready = (name: string) =>
+        spawnSync(bin('pg_isready'), ['-q', '-h', net.address(name), '-p', '5432', '-U', 'postgres']).status === 0
       const pool = (name: string) => {
-        const p = new pg.Pool({ host: net.address(name), port: 5432, user: 'postgres', database: 'postgres', max: 2, connectionTimeoutMillis: 2000 })
+        const p = new pg.Pool({
+          host: net.address(name),
+          port: 5432,
+          user: 'postgres',
+          database: 'postgres',
+          max: 2,
+          connectionTimeoutMillis: 2000,
+        })
         p.on('error', () => {})
         pools.push(p)
         return p
       }
       const sql = async (name: string, text: string) => {
-        const client = new pg.Client({ host: net.address(name), port: 5432, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2000 })
+        const client = new pg.Client({
+          host: net.address(name),
+          port: 5432,
+          user: 'postgres',
+          database: 'postgres',
+          connectionTimeoutMillis: 2000,
+        })
         client.on('error', () => {})
         await client.connect()
         try {
@@ -324,7 +379,12 @@ for (const mode of ['async', 'sync'] as const) {
         )
         writeFileSync(
           join(dir, 'p0', 'pg_hba.conf'),
-          ['local all all trust', 'host all all 10.231.0.0/16 trust', 'host replication all 10.231.0.0/16 trust', ''].join('\n'),
+          [
+            'local all all trust',
+            'host all all 10.231.0.0/16 trust',
+            'host replication all 10.231.0.0/16 trust',
+            '',
+          ].join('\n'),
         )
         chownSync(join(dir, 'p0', 'pg_hba.conf'), ...ids('postgres'))
         chownSync(join(dir, 'p0', 'postgresql.auto.conf'), ...ids('postgres'))
@@ -336,7 +396,20 @@ for (const mode of ['async', 'sync'] as const) {
         )
         execFileSync(
           bin('pg_basebackup'),
-          ['-h', net.address('p0'), '-p', '5432', '-U', 'postgres', '-D', join(dir, 'p1'), '-R', '-X', 'stream', '--no-sync'],
+          [
+            '-h',
+            net.address('p0'),
+            '-p',
+            '5432',
+            '-U',
+            'postgres',
+            '-D',
+            join(dir, 'p1'),
+            '-R',
+            '-X',
+            'stream',
+            '--no-sync',
+          ],
           asPostgres,
         )
         startPostgres('p1')
@@ -346,7 +419,10 @@ for (const mode of ['async', 'sync'] as const) {
           () => `the standby (${tail(join(dir, 'p1.log'))})`,
         )
         await until(
-          async () => (await sql('p0', 'SELECT sync_state FROM pg_stat_replication')).some((r) => r.sync_state === (mode === 'sync' ? 'sync' : 'async')),
+          async () =>
+            (await sql('p0', 'SELECT sync_state FROM pg_stat_replication')).some(
+              (r) => r.sync_state === (mode === 'sync' ? 'sync' : 'async'),
+            ),
           30_000,
           'the standby to stream',
         )
@@ -390,7 +466,11 @@ for (const mode of ['async', 'sync'] as const) {
           net.heal(primary)
           // What a failover manager (Patroni, repmgr) does once it has seen the primary die.
           net.exec(standby, [bin('pg_ctl'), 'promote', '-D', join(dir, standby), '-w'], 'postgres')
-          await until(async () => (await sql(standby, 'SELECT pg_is_in_recovery() AS r'))[0]?.r === false, 20_000, 'the promotion')
+          await until(
+            async () => (await sql(standby, 'SELECT pg_is_in_recovery() AS r'))[0]?.r === false,
+            20_000,
+            'the promotion',
+          )
           const old = primary
           primary = standby
           standby = old
@@ -402,13 +482,29 @@ for (const mode of ['async', 'sync'] as const) {
           const asPostgres = { uid: ids('postgres')[0], gid: ids('postgres')[1], stdio: 'ignore' as const, cwd: dir }
           execFileSync(
             bin('pg_basebackup'),
-            ['-h', net.address(primary), '-p', '5432', '-U', 'postgres', '-D', join(dir, old), '-R', '-X', 'stream', '--no-sync'],
+            [
+              '-h',
+              net.address(primary),
+              '-p',
+              '5432',
+              '-U',
+              'postgres',
+              '-D',
+              join(dir, old),
+              '-R',
+              '-X',
+              'stream',
+              '--no-sync',
+            ],
             asPostgres,
           )
           startPostgres(old)
           await until(() => ready(old), 30_000, 'the rebuilt standby')
           await until(
-            async () => (await sql(primary, 'SELECT sync_state FROM pg_stat_replication')).some((r) => r.sync_state === (mode === 'sync' ? 'sync' : 'async')),
+            async () =>
+              (await sql(primary, 'SELECT sync_state FROM pg_stat_replication')).some(
+                (r) => r.sync_state === (mode === 'sync' ? 'sync' : 'async'),
+              ),
             30_000,
             'the rebuilt standby to stream',
           )
@@ -446,7 +542,9 @@ for (const mode of ['async', 'sync'] as const) {
           .lock(lockConfiguration({ name: 'on-the-standby', lockAtMostFor: '10s' }))
           .catch((e: unknown) => e)
         expect(error).toBeInstanceOf(LockProviderError)
-        expect((error as Error).message).toContain('the server is read-only (cannot execute INSERT in a read-only transaction)')
+        expect((error as Error).message).toContain(
+          'the server is read-only (cannot execute INSERT in a read-only transaction)',
+        )
       })
     },
   )

@@ -16,13 +16,19 @@ export function isRequired(backend: string): boolean {
  * Runs `connect`; returns its value, or `undefined` (after printing why) when the store is
  * unreachable and not required. Throws when it is required.
  */
-export async function connectOrSkip<T>(backend: string, where: string, connect: () => Promise<T>): Promise<T | undefined> {
+export async function connectOrSkip<T>(
+  backend: string,
+  where: string,
+  connect: () => Promise<T>,
+): Promise<T | undefined> {
   try {
     return await connect()
   } catch (error) {
     const why = `${backend} is not reachable at ${where}: ${error instanceof Error ? error.message : String(error)}`
     if (isRequired(backend)) throw new Error(`${why} (required in this run)`, { cause: error })
-    console.warn(`SKIPPED ${backend} tests: ${why}. Set CI=true or SHEDLOCK_REQUIRED_BACKENDS=${backend} to make this a failure.`)
+    console.warn(
+      `SKIPPED ${backend} tests: ${why}. Set CI=true or SHEDLOCK_REQUIRED_BACKENDS=${backend} to make this a failure.`,
+    )
     return undefined
   }
 }

@@ -7,7 +7,11 @@ import { createLockingTaskExecutor, type LockProvider, LockProviderError, lockCo
  * given) and keeps the driver's error as `cause`; and an executor over it rejects the same way
  * without running the task.
  */
-export async function assertFailsClosed(provider: LockProvider, name: string, message?: string | RegExp): Promise<void> {
+export async function assertFailsClosed(
+  provider: LockProvider,
+  name: string,
+  message?: string | RegExp,
+): Promise<void> {
   const config = () => lockConfiguration({ name, lockAtMostFor: '5m' })
   const error = await provider.lock(config()).then(
     (lock) => new Error(`lock "${name}" was ${lock ? 'acquired' : 'reported as held'} while the store is down`),

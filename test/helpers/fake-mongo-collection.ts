@@ -57,13 +57,15 @@ export class FakeMongoCollection {
     checkOptions(options)
     // The driver refuses a replacement document before it sends anything.
     const keys = Object.keys(update ?? {})
-    if (keys.length === 0 || !keys.every((key) => key.startsWith('$'))) throw new MongoInvalidArgumentError('Update document requires atomic operators')
+    if (keys.length === 0 || !keys.every((key) => key.startsWith('$')))
+      throw new MongoInvalidArgumentError('Update document requires atomic operators')
     const set = setOf(update)
     const predicates = compile(filter)
     await tick()
     this.#throwIfFailing(filter)
 
-    const wrap = (value: Document | null, lastErrorObject: Document): unknown => (options.includeResultMetadata ? { value, ok: 1, lastErrorObject } : value)
+    const wrap = (value: Document | null, lastErrorObject: Document): unknown =>
+      options.includeResultMetadata ? { value, ok: 1, lastErrorObject } : value
     const after = options.returnDocument === 'after'
 
     const match = [...this.#documents.values()].find((doc) => predicates.every((p) => p(doc)))
@@ -101,7 +103,9 @@ export class FakeMongoCollection {
       toArray: async () => {
         await tick()
         this.#throwIfFailing(filter)
-        return [...this.#documents.values()].filter((doc) => predicates.every((p) => p(doc))).map((doc) => structuredClone(doc))
+        return [...this.#documents.values()]
+          .filter((doc) => predicates.every((p) => p(doc)))
+          .map((doc) => structuredClone(doc))
       },
     }
   }
@@ -119,11 +123,13 @@ export class FakeMongoCollection {
   /** `Collection.updateOne` without upsert: updates the first matching document, atomically. */
   async updateOne(filter: Document, update: Document, options: Document = {}): Promise<UpdateResult> {
     for (const [key, value] of Object.entries(options ?? {})) {
-      if (key === 'upsert' ? value !== false : key !== 'writeConcern' && key !== 'comment') throw notSupported(`updateOne option ${key}`)
+      if (key === 'upsert' ? value !== false : key !== 'writeConcern' && key !== 'comment')
+        throw notSupported(`updateOne option ${key}`)
     }
     // The driver refuses a replacement document before it sends anything.
     const keys = Object.keys(update ?? {})
-    if (keys.length === 0 || !keys.every((key) => key.startsWith('$'))) throw new MongoInvalidArgumentError('Update document requires atomic operators')
+    if (keys.length === 0 || !keys.every((key) => key.startsWith('$')))
+      throw new MongoInvalidArgumentError('Update document requires atomic operators')
     const set = setOf(update)
     const predicates = compile(filter)
     await tick()
@@ -140,7 +146,8 @@ export class FakeMongoCollection {
 
   /** `Collection.deleteMany`: deletes every matching document. */
   async deleteMany(filter: Document = {}, options: Document = {}): Promise<DeleteResult> {
-    for (const key of Object.keys(options ?? {})) if (key !== 'writeConcern' && key !== 'comment') throw notSupported(`deleteMany option ${key}`)
+    for (const key of Object.keys(options ?? {}))
+      if (key !== 'writeConcern' && key !== 'comment') throw notSupported(`deleteMany option ${key}`)
     const predicates = compile(filter)
     await tick()
     this.#throwIfFailing(filter)
@@ -231,7 +238,14 @@ export interface UpdateResult {
   upsertedId: unknown
 }
 
-const KNOWN_OPTIONS = new Set(['upsert', 'returnDocument', 'includeResultMetadata', 'writeConcern', 'comment', 'maxTimeMS'])
+const KNOWN_OPTIONS = new Set([
+  'upsert',
+  'returnDocument',
+  'includeResultMetadata',
+  'writeConcern',
+  'comment',
+  'maxTimeMS',
+])
 
 /** Shaped like the driver's error of the same name: `name` is what callers test. */
 export class MongoServerError extends Error {
@@ -260,7 +274,9 @@ export class MongoInvalidArgumentError extends Error {
 }
 
 function notSupported(what: string): Error {
-  return new Error(`${what} is not supported by the fake MongoDB collection; extend test/helpers/fake-mongo-collection.ts (and check it against a real server)`)
+  return new Error(
+    `${what} is not supported by the fake MongoDB collection; extend test/helpers/fake-mongo-collection.ts (and check it against a real server)`,
+  )
 }
 
 function checkOptions(options: FindOneAndUpdateOptions): void {
@@ -270,7 +286,8 @@ function checkOptions(options: FindOneAndUpdateOptions): void {
 function setOf(update: Document): Document {
   for (const key of Object.keys(update)) if (key !== '$set') throw notSupported(`update operator ${key}`)
   const set = update.$set
-  if (!isPlainObject(set)) throw new MongoServerError('Modifiers operate on fields but we found type string instead', 9, 'FailedToParse')
+  if (!isPlainObject(set))
+    throw new MongoServerError('Modifiers operate on fields but we found type string instead', 9, 'FailedToParse')
   for (const field of Object.keys(set)) {
     if (field.includes('.') || field.startsWith('$')) throw notSupported(`$set of ${field}`)
   }
@@ -331,8 +348,10 @@ function compare(a: unknown, b: unknown, accept: (c: number) => boolean): boolea
 
 function bsonEqual(a: unknown, b: unknown): boolean {
   if (b === null) return a === null || a === undefined
-  if (a instanceof Date || b instanceof Date) return a instanceof Date && b instanceof Date && a.getTime() === b.getTime()
-  if (isPlainObject(a) || isPlainObject(b) || Array.isArray(a) || Array.isArray(b)) throw notSupported('equality on documents or arrays')
+  if (a instanceof Date || b instanceof Date)
+    return a instanceof Date && b instanceof Date && a.getTime() === b.getTime()
+  if (isPlainObject(a) || isPlainObject(b) || Array.isArray(a) || Array.isArray(b))
+    throw notSupported('equality on documents or arrays')
   return a === b
 }
 
@@ -364,5 +383,9 @@ function duplicateKey(collection: string, id: unknown): MongoServerError {
 }
 
 function immutableId(): MongoServerError {
-  return new MongoServerError("Performing an update on the path '_id' would modify the immutable field '_id'", 66, 'ImmutableField')
+  return new MongoServerError(
+    "Performing an update on the path '_id' would modify the immutable field '_id'",
+    66,
+    'ImmutableField',
+  )
 }

@@ -72,7 +72,10 @@ export interface RecordedEvent {
  * A listener that records every hook as `"<hook> <lock name>"` into `log` (shared, so several
  * executors or a test's own marks can interleave) and keeps the arguments in `events`.
  */
-export function recordingListener(log: string[] = [], only?: readonly Hook[]): LockingTaskExecutorListener & { log: string[]; events: RecordedEvent[] } {
+export function recordingListener(
+  log: string[] = [],
+  only?: readonly Hook[],
+): LockingTaskExecutorListener & { log: string[]; events: RecordedEvent[] } {
   const events: RecordedEvent[] = []
   const listener: LockingTaskExecutorListener & { log: string[]; events: RecordedEvent[] } = { log, events }
   for (const hook of only ?? HOOKS) {

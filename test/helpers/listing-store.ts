@@ -23,14 +23,24 @@ export interface InMemoryLike {
  *   the tests of @shedlock/nestjs pass the built package's, whose executor takes its own
  *   configurations only.
  */
-export function listingStore(clock: Clock = systemClock, inMemory: (options: { clock: Clock }) => InMemoryLike = inMemoryLockProvider): ListingStore {
+export function listingStore(
+  clock: Clock = systemClock,
+  inMemory: (options: { clock: Clock }) => InMemoryLike = inMemoryLockProvider,
+): ListingStore {
   const inner = inMemory({ clock })
   const names = new Set<string>()
   const recordOf = (name: string): LockRecord | undefined => {
     const entry = inner.inspect(name)
     if (!entry) return undefined
     const remaining = entry.lockUntil.getTime() - clock.now()
-    return { name, lockUntil: entry.lockUntil, lockedAt: entry.lockedAt, lockedBy: undefined, held: remaining > 0, remainingMs: Math.max(0, remaining) }
+    return {
+      name,
+      lockUntil: entry.lockUntil,
+      lockedAt: entry.lockedAt,
+      lockedBy: undefined,
+      held: remaining > 0,
+      remainingMs: Math.max(0, remaining),
+    }
   }
   const inspector: LockInspector = {
     name: 'in-memory',

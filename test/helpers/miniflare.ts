@@ -40,11 +40,19 @@ export interface ScheduledOutcome {
 export interface MiniflareInstance {
   ready: Promise<URL>
   /** The D1 binding `bindingName` of Worker `workerName` (the first Worker by default). */
-  getD1Database(bindingName: string, workerName?: string): Promise<D1LockDatabase & { exec(query: string): Promise<unknown> }>
+  getD1Database(
+    bindingName: string,
+    workerName?: string,
+  ): Promise<D1LockDatabase & { exec(query: string): Promise<unknown> }>
   /** The Durable Object namespace binding `bindingName` (of the first Worker by default), proxied to workerd. */
   getDurableObjectNamespace(bindingName: string, workerName?: string): Promise<DurableObjectLockNamespace>
-  getWorker(workerName?: string): Promise<{ scheduled(options?: { scheduledTime?: Date; cron?: string }): Promise<ScheduledOutcome> }>
-  dispatchFetch(input: string, init?: { method?: string; body?: string }): Promise<{ status: number; text(): Promise<string>; json(): Promise<unknown> }>
+  getWorker(
+    workerName?: string,
+  ): Promise<{ scheduled(options?: { scheduledTime?: Date; cron?: string }): Promise<ScheduledOutcome> }>
+  dispatchFetch(
+    input: string,
+    init?: { method?: string; body?: string },
+  ): Promise<{ status: number; text(): Promise<string>; json(): Promise<unknown> }>
   dispose(): Promise<void>
 }
 
@@ -69,6 +77,8 @@ export async function loadMiniflare(): Promise<MiniflareModule> {
         `miniflare is not installed (${error instanceof Error ? error.message : String(error)}); npm install it, or set SHEDLOCK_MINIFLARE_DIR to a directory where npm install --prefix DIR miniflare@4.20260426.0 put it`,
         { cause: error },
       )
-    return (await import(/* @vite-ignore */ pathToFileURL(join(dir, 'node_modules', 'miniflare', 'dist', 'src', 'index.js')).href)) as MiniflareModule
+    return (await import(
+      /* @vite-ignore */ pathToFileURL(join(dir, 'node_modules', 'miniflare', 'dist', 'src', 'index.js')).href
+    )) as MiniflareModule
   }
 }

@@ -1,4 +1,11 @@
-import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, ListBucketsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3'
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  ListBucketsCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from '@aws-sdk/client-s3'
 import { BlobServiceClient } from '@azure/storage-blob'
 import { connectOrSkip } from './backends.ts'
 
@@ -47,8 +54,12 @@ export async function dropBucket(client: S3Client, bucket: string): Promise<void
   try {
     let token: string | undefined
     do {
-      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, ...(token ? { ContinuationToken: token } : {}) }))
-      await Promise.all((page.Contents ?? []).map((o) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: o.Key! }))))
+      const page = await client.send(
+        new ListObjectsV2Command({ Bucket: bucket, ...(token ? { ContinuationToken: token } : {}) }),
+      )
+      await Promise.all(
+        (page.Contents ?? []).map((o) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: o.Key! }))),
+      )
       token = page.IsTruncated ? page.NextContinuationToken : undefined
     } while (token)
     await client.send(new DeleteBucketCommand({ Bucket: bucket }))
@@ -72,11 +83,15 @@ export function azuriteConnectionString(endpoint: string = AZURITE_URL, key: str
  * unreachable and not required (in CI it is: start it with scripts/azurite.sh).
  */
 export function azuriteOrSkip(): Promise<BlobServiceClient | undefined> {
-  return connectOrSkip('azure-blob', `${AZURITE_URL} (SHEDLOCK_AZURITE_URL; start it with scripts/azurite.sh)`, async () => {
-    const service = azuriteService()
-    await service.listContainers().next()
-    return service
-  })
+  return connectOrSkip(
+    'azure-blob',
+    `${AZURITE_URL} (SHEDLOCK_AZURITE_URL; start it with scripts/azurite.sh)`,
+    async () => {
+      const service = azuriteService()
+      await service.listContainers().next()
+      return service
+    },
+  )
 }
 
 /** A BlobServiceClient for azurite (or `endpoint`), with `maxTries` tries per request. */

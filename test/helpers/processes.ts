@@ -111,7 +111,8 @@ export function startNode(args: readonly string[], options: StartNodeOptions = {
   let stderr = ''
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-  const timer = options.killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), options.killAfterMs)
+  const timer =
+    options.killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), options.killAfterMs)
   const exited = new Promise<ProcessExit>((resolve) =>
     child.once('exit', (code, signal) => {
       clearTimeout(timer)
@@ -119,7 +120,9 @@ export function startNode(args: readonly string[], options: StartNodeOptions = {
       resolve({ code, signal })
     }),
   )
-  const done = new Promise<ProcessRun>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })))
+  const done = new Promise<ProcessRun>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
+  )
   return { child, stdout: () => stdout, stderr: () => stderr, exited, done }
 }
 

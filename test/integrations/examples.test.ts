@@ -35,7 +35,13 @@ beforeAll(async () => {
 }, 120_000)
 
 it('examples/ holds the five documented examples', () => {
-  expect([...examples].sort()).toEqual(['cron-sqlite', 'croner-sqlite', 'nestjs-postgres', 'node-cron-sqlite', 'node-schedule-sqlite'])
+  expect([...examples].sort()).toEqual([
+    'cron-sqlite',
+    'croner-sqlite',
+    'nestjs-postgres',
+    'node-cron-sqlite',
+    'node-schedule-sqlite',
+  ])
 })
 
 describe.each(examples)('example %s', (example) => {

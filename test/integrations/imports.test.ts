@@ -9,7 +9,9 @@ const files = readdirSync(dir).filter((file) => file.endsWith('.ts'))
 describe.each(files)('src/integrations/%s', (file) => {
   it('imports only node: built-ins and relative modules at run time', () => {
     const source = readFileSync(new URL(file, dir), 'utf8')
-    const runtime = [...source.matchAll(/^\s*import\s+(?!type\b)(?:[^'"]*?\s+from\s+)?['"]([^'"]+)['"]/gm)].map((m) => m[1]!)
+    const runtime = [...source.matchAll(/^\s*import\s+(?!type\b)(?:[^'"]*?\s+from\s+)?['"]([^'"]+)['"]/gm)].map(
+      (m) => m[1]!,
+    )
     expect(runtime.filter((specifier) => !specifier.startsWith('.') && !specifier.startsWith('node:'))).toEqual([])
   })
 })

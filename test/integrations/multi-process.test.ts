@@ -28,10 +28,17 @@ describe.each(['node-cron', 'croner', 'cron', 'node-schedule'])('%s: three proce
     const dir = mkdtempSync(join(tmpdir(), `shedlock-proof-${app}-`))
     dirs.push(dir)
     const ledger = join(dir, 'ledger.jsonl')
-    const env = { PROOF_DB: join(dir, 'locks.db'), PROOF_LEDGER: ledger, PROOF_LOCK: `proof-${app}-${randomUUID()}`, PROOF_RUN_MS: String(RUN_MS) }
+    const env = {
+      PROOF_DB: join(dir, 'locks.db'),
+      PROOF_LEDGER: ledger,
+      PROOF_LOCK: `proof-${app}-${randomUUID()}`,
+      PROOF_RUN_MS: String(RUN_MS),
+    }
     const script = fileURLToPath(new URL(`../fixtures/apps/${app}.mjs`, import.meta.url))
 
-    const runs = await Promise.all(NODES.map((node) => runProofProcess(script, node, { ...env, PROOF_NODE: node }, RUN_MS + 15_000)))
+    const runs = await Promise.all(
+      NODES.map((node) => runProofProcess(script, node, { ...env, PROOF_NODE: node }, RUN_MS + 15_000)),
+    )
     countDoubleRuns(() => [analyse(readLedger(ledger), runs)])
     for (const run of runs) {
       expect(stderrErrors(run), `stderr of node ${run.node}`).toEqual([])

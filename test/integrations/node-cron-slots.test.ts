@@ -6,11 +6,20 @@ import { LockConfigurationError } from '../../src/core/errors.ts'
 import { assertLocked } from '../../src/core/lock-context.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
 import { slotRecordName } from '../../src/core/slots.ts'
-import { type LockingRunCoordinator, lockingRunCoordinator, lockingTaskOptions } from '../../src/integrations/node-cron.ts'
+import {
+  type LockingRunCoordinator,
+  lockingRunCoordinator,
+  lockingTaskOptions,
+} from '../../src/integrations/node-cron.ts'
 import { taskContext } from '../../src/integrations/task-context.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
-import { postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../src/providers/postgres/index.ts'
+import {
+  postgresLockProvider,
+  postgresRunLedger,
+  postgresRunsSchema,
+  postgresSchema,
+} from '../../src/providers/postgres/index.ts'
 import { cli } from '../cli/support/cli.ts'
 import { uniqueTable } from '../helpers/backends.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
@@ -49,7 +58,11 @@ describe('lockingRunCoordinator with slot: true', () => {
   })
 
   it('a key without a fire time rejects with LockConfigurationError: node-cron skips the fire (coordinator-error)', async () => {
-    const coordinator = lockingRunCoordinator(inMemoryLockProvider(), { name: 'report', lockAtMostFor: '1m', slot: true })
+    const coordinator = lockingRunCoordinator(inMemoryLockProvider(), {
+      name: 'report',
+      lockAtMostFor: '1m',
+      slot: true,
+    })
     await expect(coordinator.shouldRun('report', 30_000)).rejects.toThrow(LockConfigurationError)
     await expect(coordinator.shouldRun('report:yesterday', 30_000)).rejects.toThrow(/<task name>:<fire time>/)
   })
@@ -73,7 +86,11 @@ describe('lockingRunCoordinator with slot: true', () => {
       cron.schedule('* * * * * *', record('a'), a),
       cron.schedule('* * * * * *', record('b'), { name: 'every-second', distributed: true, runCoordinator: b }),
     ]
-    for (const task of tasks) task.on('execution:skipped', (context) => void skipped.push(`${String(context.reason)} ${context.date.toISOString()}`))
+    for (const task of tasks)
+      task.on(
+        'execution:skipped',
+        (context) => void skipped.push(`${String(context.reason)} ${context.date.toISOString()}`),
+      )
     destroy.push(() => {
       for (const task of tasks) task.destroy()
     })
@@ -88,15 +105,22 @@ describe('lockingRunCoordinator with slot: true', () => {
   it('lockingTaskOptions passes slot, slotRetention and catchUp through to its coordinator', async () => {
     const clock = manualClock(T0)
     const provider = inMemoryLockProvider({ clock })
-    const options = lockingTaskOptions(createLockingTaskExecutor(provider, { clock }), { name: 'report', lockAtMostFor: '1m', slot: true, slotRetention: '2h' })
+    const options = lockingTaskOptions(createLockingTaskExecutor(provider, { clock }), {
+      name: 'report',
+      lockAtMostFor: '1m',
+      slot: true,
+      slotRetention: '2h',
+    })
     await expect(options.runCoordinator.shouldRun(keyOf(T0), 60_000)).resolves.toBe(true)
     await options.runCoordinator.onComplete(keyOf(T0))
     expect(provider.inspect(slotRecordName('report', new Date(T0)))!.lockUntil.getTime()).toBe(T0 + 2 * 3_600_000)
     expect(typeof options.runCoordinator.catchUp).toBe('function')
-    expect(() => lockingTaskOptions(provider, { name: 'report', lockAtMostFor: '1m', catchUp: { policy: 'all', within: '1h' } })).toThrow(/catchUp needs slot/)
-    expect(() => lockingRunCoordinator(provider, { name: 'report', lockAtMostFor: '1m', slot: 'yes' as unknown as boolean })).toThrow(
-      /slot must be true or false/,
-    )
+    expect(() =>
+      lockingTaskOptions(provider, { name: 'report', lockAtMostFor: '1m', catchUp: { policy: 'all', within: '1h' } }),
+    ).toThrow(/catchUp needs slot/)
+    expect(() =>
+      lockingRunCoordinator(provider, { name: 'report', lockAtMostFor: '1m', slot: 'yes' as unknown as boolean }),
+    ).toThrow(/slot must be true or false/)
   })
 })
 
@@ -208,7 +232,11 @@ describe.skipIf(!pool)('lockingTaskOptions with slot: true and a PostgreSQL run 
     )
     destroy.push(() => task.destroy())
     const deadline = Date.now() + 5_000
-    while (Date.now() < deadline && (await runLedger.history('unwatched-report')).filter((r) => r.finishedAt).length < 2) await sleep(100)
+    while (
+      Date.now() < deadline &&
+      (await runLedger.history('unwatched-report')).filter((r) => r.finishedAt).length < 2
+    )
+      await sleep(100)
     await task.destroy()
     await options.runCoordinator.close({ timeout: '5s' })
     destroy.push(() => db.query(`DROP TABLE IF EXISTS ${runs}_auto`))
@@ -238,7 +266,8 @@ describe.skipIf(!pool)('lockingTaskOptions with slot: true and a PostgreSQL run 
     options.runCoordinator.watch(task)
     options.runCoordinator.watch(task) // twice is once
     const deadline = Date.now() + 5_000
-    while (Date.now() < deadline && (await runLedger.history('failing-report')).filter((r) => r.finishedAt).length < 2) await sleep(100)
+    while (Date.now() < deadline && (await runLedger.history('failing-report')).filter((r) => r.finishedAt).length < 2)
+      await sleep(100)
     await task.destroy()
     await options.runCoordinator.close({ timeout: '5s' })
 
@@ -248,16 +277,32 @@ describe.skipIf(!pool)('lockingTaskOptions with slot: true and a PostgreSQL run 
     for (const run of finished) {
       expect(run.outcome).toBe('failed')
       expect(run.slot).toBeInstanceOf(Date)
-      expect(run.error).toEqual({ type: 'TypeError', message: 'cannot reach postgres://report:***@db.internal/reports' })
+      expect(run.error).toEqual({
+        type: 'TypeError',
+        message: 'cannot reach postgres://report:***@db.internal/reports',
+      })
     }
     const health = await runLedger.health('failing-report')
     expect(health.lastSuccess).toBeUndefined()
     expect(health.consecutiveFailures).toBe(finished.length)
     expect(stateOf(health, 3_600_000, Date.now())).toBe('stale')
 
-    const status = await cli(['status', '--url', POSTGRES_URL, '--table', locks, '--runs-table', runs, '--stale', 'failing-report=1h', '--json'])
+    const status = await cli([
+      'status',
+      '--url',
+      POSTGRES_URL,
+      '--table',
+      locks,
+      '--runs-table',
+      runs,
+      '--stale',
+      'failing-report=1h',
+      '--json',
+    ])
     expect(status.code, status.stderr).toBe(1)
-    expect(JSON.parse(status.stdout).tasks).toMatchObject([{ name: 'failing-report', state: 'stale', lastSuccess: null }])
+    expect(JSON.parse(status.stdout).tasks).toMatchObject([
+      { name: 'failing-report', state: 'stale', lastSuccess: null },
+    ])
   })
 
   it('watch() refuses what is not a node-cron task', () => {

@@ -7,7 +7,11 @@ import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { assertLocked } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
-import { lockingRunCoordinator, lockingTaskOptions, type NodeCronRunCoordinator } from '../../src/integrations/node-cron.ts'
+import {
+  lockingRunCoordinator,
+  lockingTaskOptions,
+  type NodeCronRunCoordinator,
+} from '../../src/integrations/node-cron.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import { manualClock, recordingListener } from '../helpers/fakes.ts'
 
@@ -104,11 +108,20 @@ describe('lockingRunCoordinator', () => {
 
   it("reports to an executor's listener, the run lasting from shouldRun to onComplete", async () => {
     const listener = recordingListener()
-    const coordinator = lockingRunCoordinator(createLockingTaskExecutor(inMemoryLockProvider(), { listener }), { name: 'report', lockAtMostFor: '1m' })
+    const coordinator = lockingRunCoordinator(createLockingTaskExecutor(inMemoryLockProvider(), { listener }), {
+      name: 'report',
+      lockAtMostFor: '1m',
+    })
     await coordinator.shouldRun(key(1), 1)
     expect(listener.log).toEqual(['onLockAttempt report', 'onLockAcquired report', 'onTaskStarted report'])
     await coordinator.onComplete(key(1))
-    expect(listener.log).toEqual(['onLockAttempt report', 'onLockAcquired report', 'onTaskStarted report', 'onTaskFinished report', 'onUnlocked report'])
+    expect(listener.log).toEqual([
+      'onLockAttempt report',
+      'onLockAcquired report',
+      'onTaskStarted report',
+      'onTaskFinished report',
+      'onUnlocked report',
+    ])
   })
 
   it.each([
@@ -134,16 +147,20 @@ describe('lockingRunCoordinator', () => {
 
 describe('lockingTaskOptions', () => {
   it('fills in name, distributed, the coordinator and distributedLease = lockAtMostFor', () => {
-    const options = lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: '2m', lockAtLeastFor: '1s' })
+    const options = lockingTaskOptions(inMemoryLockProvider(), {
+      name: 'report',
+      lockAtMostFor: '2m',
+      lockAtLeastFor: '1s',
+    })
     expect(options).toMatchObject({ name: 'report', distributed: true, distributedLease: 120_000 })
     expect(typeof options.runCoordinator.shouldRun).toBe('function')
     expect(typeof options.runCoordinator.onComplete).toBe('function')
   })
 
   it('rejects bad options at once', () => {
-    expect(() => lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: 'x' as Duration })).toThrow(
-      /^lockingTaskOptions\(\): Lock "report": lockAtMostFor is invalid/,
-    )
+    expect(() =>
+      lockingTaskOptions(inMemoryLockProvider(), { name: 'report', lockAtMostFor: 'x' as Duration }),
+    ).toThrow(/^lockingTaskOptions\(\): Lock "report": lockAtMostFor is invalid/)
   })
 })
 
@@ -171,7 +188,14 @@ describe('with node-cron itself (real time, about 2.5 s)', () => {
           runs.push({ node, second: Math.floor(context.date.getTime() / 1000), locked })
         },
         // Two executors, as two processes would have; one in-memory store stands for the shared one.
-        { ...lockingTaskOptions(createLockingTaskExecutor(provider), { name: 'report', lockAtMostFor: '10s', lockAtLeastFor: '500ms' }), noOverlap: true },
+        {
+          ...lockingTaskOptions(createLockingTaskExecutor(provider), {
+            name: 'report',
+            lockAtMostFor: '10s',
+            lockAtLeastFor: '500ms',
+          }),
+          noOverlap: true,
+        },
       )
       task.on('execution:skipped', (context) => {
         skipped.push({ node, second: Math.floor(context.date.getTime() / 1000), reason: context.reason })

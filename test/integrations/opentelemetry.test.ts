@@ -4,13 +4,22 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as api from '@opentelemetry/api'
 import { type DataPoint, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
-import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { LockConfigurationError, LockProviderError } from '../../src/core/errors.ts'
 import { type LockConfigurationOptions, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { extendActiveLock } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
-import { createLockingTaskExecutor, type LockingTaskExecutorListener, type TaskOutcome } from '../../src/core/locking-task-executor.ts'
+import {
+  createLockingTaskExecutor,
+  type LockingTaskExecutorListener,
+  type TaskOutcome,
+} from '../../src/core/locking-task-executor.ts'
 import { openTelemetryListener, type OpenTelemetryListenerOptions } from '../../src/integrations/opentelemetry.ts'
 import { postgresLockProvider, postgresSchema } from '../../src/providers/postgres/index.ts'
 import type { RunLedger } from '../../src/core/run-ledger.ts'
@@ -27,7 +36,12 @@ class AsyncLocalStorageContextManager implements api.ContextManager {
   active(): api.Context {
     return this.#storage.getStore() ?? api.ROOT_CONTEXT
   }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: api.Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    context: api.Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     return this.#storage.run(context, () => fn.apply(thisArg, args))
   }
   bind<T>(_context: api.Context, target: T): T {
@@ -73,10 +87,13 @@ function telemetry(options: { meter?: boolean; tracer?: boolean; api?: boolean; 
   const points = async (name: string): Promise<Array<DataPoint<number | Histogram>>> => {
     const { resourceMetrics, errors } = await reader.collect()
     expect(errors).toEqual([])
-    const metric = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === name)
+    const metric = resourceMetrics.scopeMetrics
+      .flatMap((scope) => scope.metrics)
+      .find((m) => m.descriptor.name === name)
     return (metric?.dataPoints ?? []) as Array<DataPoint<number | Histogram>>
   }
-  const matching = (point: DataPoint<unknown>, attributes: Attributes) => Object.entries(attributes).every(([key, value]) => point.attributes[key] === value)
+  const matching = (point: DataPoint<unknown>, attributes: Attributes) =>
+    Object.entries(attributes).every(([key, value]) => point.attributes[key] === value)
 
   return {
     listener,
@@ -85,7 +102,9 @@ function telemetry(options: { meter?: boolean; tracer?: boolean; api?: boolean; 
     spans: (): ReadableSpan[] => exporter.getFinishedSpans(),
     /** The value of a counter or up-down counter, summed over the points carrying `attributes`. */
     async sum(name: string, attributes: Attributes = {}): Promise<number> {
-      return (await points(name)).filter((p) => matching(p, attributes)).reduce((total, p) => total + (p.value as number), 0)
+      return (await points(name))
+        .filter((p) => matching(p, attributes))
+        .reduce((total, p) => total + (p.value as number), 0)
     },
     /** Every point of `name`, with its attributes. */
     async attributesOf(name: string): Promise<Array<Record<string, unknown>>> {
@@ -96,7 +115,8 @@ function telemetry(options: { meter?: boolean; tracer?: boolean; api?: boolean; 
     },
     async descriptor(name: string) {
       const { resourceMetrics } = await reader.collect()
-      return resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === name)?.descriptor
+      return resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === name)
+        ?.descriptor
     },
   }
 }
@@ -161,7 +181,10 @@ describe('openTelemetryListener', () => {
     expect(span!.status.code).toBe(api.SpanStatusCode.UNSET)
     expect(eventNames(span!)).toEqual(['shedlock.lock.acquired'])
     const acquired = span!.events[0]!.attributes!
-    expect(Date.parse(acquired['shedlock.lock.at_most_until'] as string) - Date.parse(acquired['shedlock.lock.at_least_until'] as string)).toBe(570_000)
+    expect(
+      Date.parse(acquired['shedlock.lock.at_most_until'] as string) -
+        Date.parse(acquired['shedlock.lock.at_least_until'] as string),
+    ).toBe(570_000)
   })
 
   it('declares the instruments with OpenTelemetry units: {attempt}, {loss}, s with buckets up to an hour, {task}', async () => {
@@ -172,7 +195,9 @@ describe('openTelemetryListener', () => {
     expect(await t.descriptor('shedlock.task.duration')).toMatchObject({ unit: 's', type: 'HISTOGRAM' })
     expect(await t.descriptor('shedlock.task.active')).toMatchObject({ unit: '{task}', type: 'UP_DOWN_COUNTER' })
     const [duration] = await t.histogram('shedlock.task.duration')
-    expect(duration!.buckets.boundaries).toEqual([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600])
+    expect(duration!.buckets.boundaries).toEqual([
+      0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+    ])
     const lost = createLockingTaskExecutor(
       { lock: async () => fakeHandle({ unlock: async () => {}, extend: async () => undefined }) },
       { listener: t.listener },
@@ -186,7 +211,9 @@ describe('openTelemetryListener', () => {
     const provider = inMemoryLockProvider()
     await provider.lock(lockConfiguration(opts()))
     const task = vi.fn()
-    await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(task, opts())).resolves.toEqual({
+    await expect(
+      createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(task, opts()),
+    ).resolves.toEqual({
       executed: false,
       reason: 'held',
     })
@@ -211,23 +238,36 @@ describe('openTelemetryListener', () => {
       lockName: 'job',
     })
     const provider = named({ lock: () => Promise.reject(failure) } as LockProvider, 'postgres')
-    await expect(createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(() => 1, opts())).rejects.toBe(failure)
+    await expect(
+      createLockingTaskExecutor(provider, { listener: t.listener }).executeWithLock(() => 1, opts()),
+    ).rejects.toBe(failure)
     expect(await t.attributesOf('shedlock.lock.attempts')).toEqual([
-      { 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'postgres', 'shedlock.lock.result': 'failed', 'error.type': 'ECONNREFUSED' },
+      {
+        'shedlock.lock.name': 'job',
+        'shedlock.provider.name': 'postgres',
+        'shedlock.lock.result': 'failed',
+        'error.type': 'ECONNREFUSED',
+      },
     ])
     const [span] = t.spans()
     expect(span!.attributes).toMatchObject({ 'shedlock.execution.outcome': 'error', 'error.type': 'ECONNREFUSED' })
     expect(span!.status).toEqual({ code: api.SpanStatusCode.ERROR, message: failure.message })
     expect(eventNames(span!)).toEqual(['exception'])
-    expect(span!.events[0]!.attributes).toMatchObject({ 'exception.type': 'LockProviderError', 'exception.message': failure.message })
+    expect(span!.events[0]!.attributes).toMatchObject({
+      'exception.type': 'LockProviderError',
+      'exception.message': failure.message,
+    })
   })
 
   it('a store failure without a driver code is typed by its class', async () => {
     const t = telemetry()
     const failure = new LockProviderError('down')
-    await expect(createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: t.listener }).executeWithLock(() => 1, opts())).rejects.toBe(
-      failure,
-    )
+    await expect(
+      createLockingTaskExecutor({ lock: () => Promise.reject(failure) }, { listener: t.listener }).executeWithLock(
+        () => 1,
+        opts(),
+      ),
+    ).rejects.toBe(failure)
     expect(await t.sum('shedlock.lock.attempts', { 'error.type': 'LockProviderError' })).toBe(1)
   })
 
@@ -277,7 +317,9 @@ describe('openTelemetryListener', () => {
     expect(await t.sum('shedlock.task.active', { 'shedlock.lock.name': 'a' })).toBe(1)
     releaseB.resolve()
     await expect(b).rejects.toThrow('b failed')
-    expect(t.spans().map((s) => [s.name, s.attributes['shedlock.execution.outcome']])).toEqual([['shedlock b', 'failed']])
+    expect(t.spans().map((s) => [s.name, s.attributes['shedlock.execution.outcome']])).toEqual([
+      ['shedlock b', 'failed'],
+    ])
     expect(await t.sum('shedlock.task.active')).toBe(1)
     releaseA.resolve()
     await a
@@ -346,25 +388,34 @@ describe('openTelemetryListener', () => {
       const byName = Object.fromEntries(t.spans().map((s) => [s.name, s]))
       const tick = byName['cron tick']!.spanContext().spanId
       expect(parentOf(byName['shedlock job']!)).toBe(tick)
-      expect(parentOf(byName['task work']!), `api: ${withApi}`).toBe(withApi ? byName['shedlock job']!.spanContext().spanId : tick)
+      expect(parentOf(byName['task work']!), `api: ${withApi}`).toBe(
+        withApi ? byName['shedlock job']!.spanContext().spanId : tick,
+      )
     }
   })
 
   it('extensions are span events with the new deadline; a lost lock counts a loss and records the LockLostError', async () => {
     const t = telemetry()
     const clock = manualClock(Date.UTC(2024, 0, 1))
-    const executor = createLockingTaskExecutor(named(inMemoryLockProvider({ clock }), 'memory'), { listener: t.listener, clock })
+    const executor = createLockingTaskExecutor(named(inMemoryLockProvider({ clock }), 'memory'), {
+      listener: t.listener,
+      clock,
+    })
     await executor.executeWithLock(async () => {
       clock.advance(1_000)
       await extendActiveLock('20m')
       clock.advance(21 * 60_000)
       await extendActiveLock('20m').catch(() => undefined)
     }, opts())
-    expect(await t.attributesOf('shedlock.lock.losses')).toEqual([{ 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'memory' }])
+    expect(await t.attributesOf('shedlock.lock.losses')).toEqual([
+      { 'shedlock.lock.name': 'job', 'shedlock.provider.name': 'memory' },
+    ])
     expect(await t.sum('shedlock.lock.losses')).toBe(1)
     const [span] = t.spans()
     expect(eventNames(span!)).toEqual(['shedlock.lock.acquired', 'shedlock.lock.extended', 'exception'])
-    expect(span!.events[1]!.attributes!['shedlock.lock.at_most_until']).toBe(new Date(Date.UTC(2024, 0, 1) + 1_000 + 20 * 60_000).toISOString())
+    expect(span!.events[1]!.attributes!['shedlock.lock.at_most_until']).toBe(
+      new Date(Date.UTC(2024, 0, 1) + 1_000 + 20 * 60_000).toISOString(),
+    )
     expect(span!.events[2]!.attributes).toMatchObject({ 'exception.type': 'LockLostError' })
     // The task itself succeeded.
     expect(span!.attributes['shedlock.execution.outcome']).toBe('executed')
@@ -372,12 +423,18 @@ describe('openTelemetryListener', () => {
 
   it('works with a meter alone or a tracer alone', async () => {
     const metricsOnly = telemetry({ tracer: false, api: false })
-    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: metricsOnly.listener }).executeWithLock(() => {}, opts())
+    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: metricsOnly.listener }).executeWithLock(
+      () => {},
+      opts(),
+    )
     expect(await metricsOnly.sum('shedlock.lock.attempts')).toBe(1)
     expect(metricsOnly.spans()).toEqual([])
 
     const tracesOnly = telemetry({ meter: false })
-    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: tracesOnly.listener }).executeWithLock(() => {}, opts())
+    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: tracesOnly.listener }).executeWithLock(
+      () => {},
+      opts(),
+    )
     expect(await tracesOnly.sum('shedlock.lock.attempts')).toBe(0)
     expect(tracesOnly.spans().map((s) => s.name)).toEqual(['shedlock job'])
   })
@@ -387,15 +444,27 @@ describe('openTelemetryListener', () => {
     const provider = named(inMemoryLockProvider(), 'memory')
     const here = createLockingTaskExecutor(provider, { listener: t.listener })
     const there = createLockingTaskExecutor(provider, { listener: t.listener })
-    const outcome = (o: string) => t.sum('shedlock.slot.outcomes', { 'shedlock.lock.name': 'tick', 'shedlock.slot.outcome': o })
+    const outcome = (o: string) =>
+      t.sum('shedlock.slot.outcomes', { 'shedlock.lock.name': 'tick', 'shedlock.slot.outcome': o })
     const slot = new Date(Date.now() - 5_000)
-    expect(await here.executeWithLock(() => 'ran', { ...opts('tick'), slot })).toEqual({ executed: true, result: 'ran' })
-    expect(await there.executeWithLock(() => 'ran', { ...opts('tick'), slot })).toEqual({ executed: false, reason: 'slot-done' })
+    expect(await here.executeWithLock(() => 'ran', { ...opts('tick'), slot })).toEqual({
+      executed: true,
+      result: 'ran',
+    })
+    expect(await there.executeWithLock(() => 'ran', { ...opts('tick'), slot })).toEqual({
+      executed: false,
+      reason: 'slot-done',
+    })
     // A long run of the next slot holds the lock: the one after is claimed, then skipped.
     const release = deferred()
-    const long = here.executeWithLock(() => release.promise, { ...opts('tick'), slot: new Date(slot.getTime() + 1_000) })
+    const long = here.executeWithLock(() => release.promise, {
+      ...opts('tick'),
+      slot: new Date(slot.getTime() + 1_000),
+    })
     await vi.waitFor(async () => expect(await outcome('run')).toBe(2))
-    expect(await there.executeWithLock(() => 'ran', { ...opts('tick'), slot: new Date(slot.getTime() + 2_000) })).toEqual({ executed: false, reason: 'held' })
+    expect(
+      await there.executeWithLock(() => 'ran', { ...opts('tick'), slot: new Date(slot.getTime() + 2_000) }),
+    ).toEqual({ executed: false, reason: 'held' })
     release.resolve()
     await long
     expect(await outcome('run')).toBe(2)
@@ -444,14 +513,25 @@ describe('openTelemetryListener', () => {
       outcome: 'ok',
       durationMs: 5_000,
     })
-    await runLedger.record({ name: 'failing', slot: undefined, node: 'web-2', startedAt: at, finishedAt: at, outcome: 'failed', durationMs: 1 })
+    await runLedger.record({
+      name: 'failing',
+      slot: undefined,
+      node: 'web-2',
+      startedAt: at,
+      finishedAt: at,
+      outcome: 'failed',
+      durationMs: 1,
+    })
     const t = telemetry({ tracer: false, api: false, runLedger })
     expect(await t.attributesOf('shedlock.task.last_success')).toEqual([{ 'shedlock.lock.name': 'elsewhere' }])
     expect(await t.sum('shedlock.task.last_success', { 'shedlock.lock.name': 'elsewhere' })).toBe(at.getTime() / 1000)
 
     const broken: RunLedger = { ...runLedger, tasks: () => Promise.reject(new Error('store down')) }
     const u = telemetry({ tracer: false, api: false, runLedger: broken })
-    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: u.listener }).executeWithLock(() => undefined, opts('local'))
+    await createLockingTaskExecutor(inMemoryLockProvider(), { listener: u.listener }).executeWithLock(
+      () => undefined,
+      opts('local'),
+    )
     expect(await u.attributesOf('shedlock.task.last_success')).toEqual([{ 'shedlock.lock.name': 'local' }])
     expect(() => openTelemetryListener({ tracer: t.tracer, runLedger })).toThrow(/needs a meter/)
   })
@@ -463,7 +543,9 @@ describe('openTelemetryListener', () => {
       },
     }
     const task = vi.fn(() => 'still runs')
-    const executor = createLockingTaskExecutor(inMemoryLockProvider(), { listener: openTelemetryListener({ tracer, api }) })
+    const executor = createLockingTaskExecutor(inMemoryLockProvider(), {
+      listener: openTelemetryListener({ tracer, api }),
+    })
     await expect(executor.executeWithLock(task, opts())).resolves.toEqual({ executed: true, result: 'still runs' })
     expect(task).toHaveBeenCalledTimes(1)
   })
@@ -496,7 +578,12 @@ describe('openTelemetryListener', () => {
  * Two executors on one store stand for two nodes. The provider's `name` is set the way the
  * proposed `LockProvider.name` would set it.
  */
-async function twoNodesOnARealStore(store: { provider: () => LockProvider; missingTable: () => LockProvider; name: string; errorType: string }) {
+async function twoNodesOnARealStore(store: {
+  provider: () => LockProvider
+  missingTable: () => LockProvider
+  name: string
+  errorType: string
+}) {
   const t = telemetry()
   const nodeA = createLockingTaskExecutor(named(store.provider(), store.name), { listener: t.listener })
   const nodeB = createLockingTaskExecutor(named(store.provider(), store.name), { listener: t.listener })
@@ -521,10 +608,21 @@ async function twoNodesOnARealStore(store: { provider: () => LockProvider; missi
   const lock = { 'shedlock.lock.name': lockName, 'shedlock.provider.name': store.name }
   expect(await t.sum('shedlock.lock.attempts', { ...lock, 'shedlock.lock.result': 'acquired' })).toBe(1)
   expect(await t.sum('shedlock.lock.attempts', { ...lock, 'shedlock.lock.result': 'not_acquired' })).toBe(1)
-  expect(await t.attributesOf('shedlock.lock.attempts')).toContainEqual({ ...lock, 'shedlock.lock.result': 'failed', 'error.type': store.errorType })
+  expect(await t.attributesOf('shedlock.lock.attempts')).toContainEqual({
+    ...lock,
+    'shedlock.lock.result': 'failed',
+    'error.type': store.errorType,
+  })
   expect((await t.histogram('shedlock.task.duration', lock)).map((h) => h.count)).toEqual([1])
   expect(await t.sum('shedlock.task.active', lock)).toBe(0)
-  const outcomes = t.spans().map((s) => [s.name, s.attributes['shedlock.provider.name'], s.attributes['shedlock.execution.outcome'], s.status.code])
+  const outcomes = t
+    .spans()
+    .map((s) => [
+      s.name,
+      s.attributes['shedlock.provider.name'],
+      s.attributes['shedlock.execution.outcome'],
+      s.status.code,
+    ])
   expect(outcomes).toEqual([
     [`shedlock ${lockName}`, store.name, 'skipped', api.SpanStatusCode.UNSET],
     [`shedlock ${lockName}`, store.name, 'executed', api.SpanStatusCode.UNSET],
@@ -541,7 +639,11 @@ interface SqliteConnection extends SqliteDatabase {
  * libsql (better-sqlite3's API, prebuilt), or node:sqlite where libsql does not load, with the
  * error code each driver gives a missing table.
  */
-async function sqliteDriver(): Promise<{ name: string; open: (file: string) => SqliteConnection; missingTableCode: string }> {
+async function sqliteDriver(): Promise<{
+  name: string
+  open: (file: string) => SqliteConnection
+  missingTableCode: string
+}> {
   try {
     const Database = (await import('libsql')).default
     new Database(':memory:').close()

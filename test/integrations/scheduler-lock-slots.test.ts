@@ -6,7 +6,13 @@ import { ExecutorClosedError, LockConfigurationError } from '../../src/core/erro
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import { slotRecordName } from '../../src/core/slots.ts'
-import { catchUpSchedulerLock, closeSchedulerLock, configureSchedulerLock, resetSchedulerLock, SchedulerLock } from '../../src/integrations/scheduler-lock.ts'
+import {
+  catchUpSchedulerLock,
+  closeSchedulerLock,
+  configureSchedulerLock,
+  resetSchedulerLock,
+  SchedulerLock,
+} from '../../src/integrations/scheduler-lock.ts'
 import { taskContext } from '../../src/integrations/task-context.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
 import type * as Fixture from '../fixtures/decorators/slots.ts'
@@ -76,17 +82,24 @@ describe('@SchedulerLock({ slot: true }) on a @Cron method: the latest fire time
   })
 
   it('is refused where the class is defined with @Interval below, and with standard decorators', async () => {
-    expect(() => fixture.defineIntervalSlot(lib)).toThrow(/IntervalJobs\.tick\(\).*@Interval and @Timeout have no fire times/)
+    expect(() => fixture.defineIntervalSlot(lib)).toThrow(
+      /IntervalJobs\.tick\(\).*@Interval and @Timeout have no fire times/,
+    )
     const standard = await importCompiled<typeof Fixture>(FIXTURE, 'standard')
     expect(() => standard.defineStandardSlot(lib)).toThrow(/needs legacy decorators/)
   })
 
   it('refuses bad slot options where the class is defined', () => {
-    const decorate = (options: Parameters<typeof SchedulerLock>[0]) => () => SchedulerLock(options)({}, 'm', { value: async () => {} })
+    const decorate = (options: Parameters<typeof SchedulerLock>[0]) => () =>
+      SchedulerLock(options)({}, 'm', { value: async () => {} })
     expect(decorate({ name: 'n', slot: 'yes' as unknown as true })).toThrow(/slot must be true/)
     expect(decorate({ name: 'n', catchUp: { policy: 'all', within: '1h' } })).toThrow(/catchUp needs slot/)
-    expect(decorate({ name: () => 'n', slot: () => new Date(), catchUp: { policy: 'all', within: '1h' } })).toThrow(/fixed lock name/)
-    expect(decorate({ name: 'n', slot: () => new Date(), slotRetention: '1h', catchUp: { policy: 'all', within: '2h' } })).toThrow(/longer than slotRetention/)
+    expect(decorate({ name: () => 'n', slot: () => new Date(), catchUp: { policy: 'all', within: '1h' } })).toThrow(
+      /fixed lock name/,
+    )
+    expect(
+      decorate({ name: 'n', slot: () => new Date(), slotRetention: '1h', catchUp: { policy: 'all', within: '2h' } }),
+    ).toThrow(/longer than slotRetention/)
   })
 })
 
@@ -119,7 +132,9 @@ describe('catchUpSchedulerLock', () => {
 
   it('a method without catchUp does nothing; a method without @SchedulerLock is refused', async () => {
     await expect(catchUpSchedulerLock(new Jobs(), 'cronBelow')).resolves.toMatchObject({ outcome: 'skipped' })
-    await expect(catchUpSchedulerLock(new Jobs(), 'record')).rejects.toThrow(/Jobs\.record is not a method with @SchedulerLock/)
+    await expect(catchUpSchedulerLock(new Jobs(), 'record')).rejects.toThrow(
+      /Jobs\.record is not a method with @SchedulerLock/,
+    )
   })
 })
 
@@ -128,7 +143,12 @@ describe('configureSchedulerLock() returns its executors; closeSchedulerLock() c
     const listener = recordingListener()
     const a = inMemoryLockProvider()
     const b = inMemoryLockProvider()
-    const configuration = configureSchedulerLock({ providers: { a, b }, provider: a, listener, defaultLockAtMostFor: '1m' })
+    const configuration = configureSchedulerLock({
+      providers: { a, b },
+      provider: a,
+      listener,
+      defaultLockAtMostFor: '1m',
+    })
     await configuration.executor('b').executeWithLock(() => {}, { name: 'outside', lockAtMostFor: '1m' })
     expect(listener.log).toContain('onLockAcquired outside')
     expect(configuration.executor()).toBe(configuration.executor())

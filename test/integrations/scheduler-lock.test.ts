@@ -71,7 +71,12 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
   beforeEach(() => {
     a = inMemoryLockProvider()
     b = inMemoryLockProvider()
-    configureSchedulerLock({ provider: a, providers: { a, b }, defaultLockAtMostFor: '5m', defaultLockAtLeastFor: '1s' })
+    configureSchedulerLock({
+      provider: a,
+      providers: { a, b },
+      defaultLockAtMostFor: '5m',
+      defaultLockAtLeastFor: '1s',
+    })
   })
 
   afterEach(() => {
@@ -249,11 +254,15 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
   describe('bad input fails where the class is defined, naming class, method and lock', () => {
     const owner = (cls: string, method: string) => (mode === 'legacy' ? `${cls}.${method}` : `method ${method}`)
     const cases: Array<[keyof typeof Fixture.misuses, (m: DecoratorMode) => string]> = [
-      ['missingName', () => `@SchedulerLock on ${owner('BadName', 'run')}(): the lock name is missing; pass name: "nightly-report"`],
+      [
+        'missingName',
+        () => `@SchedulerLock on ${owner('BadName', 'run')}(): the lock name is missing; pass name: "nightly-report"`,
+      ],
       ['blankName', () => `@SchedulerLock on ${owner('BlankName', 'run')}() (lock " "): the lock name " " is blank`],
       [
         'badDuration',
-        () => `@SchedulerLock on ${owner('BadDuration', 'run')}() (lock "bad-duration"): lockAtMostFor is invalid. Invalid duration "10 minutes"`,
+        () =>
+          `@SchedulerLock on ${owner('BadDuration', 'run')}() (lock "bad-duration"): lockAtMostFor is invalid. Invalid duration "10 minutes"`,
       ],
       [
         'atLeastAboveAtMost',
@@ -262,7 +271,8 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
       ],
       [
         'blankProvider',
-        () => `@SchedulerLock on ${owner('BlankProvider', 'run')}() (lock "blank-provider"): provider must be the name of one of the providers`,
+        () =>
+          `@SchedulerLock on ${owner('BlankProvider', 'run')}() (lock "blank-provider"): provider must be the name of one of the providers`,
       ],
       [
         'onField',
@@ -285,7 +295,11 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
             ? '@SchedulerLock (lock "on-class"): it decorates methods only, not the class OnClass'
             : '@SchedulerLock on class OnClass (lock "on-class"): it decorates methods only, not a class',
       ],
-      ['twice', () => `@SchedulerLock on ${owner('Twice', 'run')}() (lock "first"): the method already has a @SchedulerLock; keep one`],
+      [
+        'twice',
+        () =>
+          `@SchedulerLock on ${owner('Twice', 'run')}() (lock "first"): the method already has a @SchedulerLock; keep one`,
+      ],
     ]
 
     it.each(cases)('%s', (misuse, message) => {
@@ -296,7 +310,10 @@ describe.each<DecoratorMode>(['standard', 'legacy'])('@SchedulerLock with %s dec
         error = e
       }
       expect(error).toBeInstanceOf(LockConfigurationError)
-      expect((error as Error).message.startsWith(message(mode)), `${(error as Error).message}\ndoes not start with\n${message(mode)}`).toBe(true)
+      expect(
+        (error as Error).message.startsWith(message(mode)),
+        `${(error as Error).message}\ndoes not start with\n${message(mode)}`,
+      ).toBe(true)
     })
   })
 })
@@ -307,7 +324,11 @@ describe('configureSchedulerLock', () => {
 
   it.each([
     ['no options', undefined, /^configureSchedulerLock\(\): options are missing/],
-    ['no defaultLockAtMostFor', { provider }, /^configureSchedulerLock\(\): defaultLockAtMostFor is required; set it well above/],
+    [
+      'no defaultLockAtMostFor',
+      { provider },
+      /^configureSchedulerLock\(\): defaultLockAtMostFor is required; set it well above/,
+    ],
     [
       'a bad defaultLockAtMostFor',
       { provider, defaultLockAtMostFor: 'soon' },
@@ -334,7 +355,11 @@ describe('configureSchedulerLock', () => {
       { providers: { main: 'postgres' }, defaultLockAtMostFor: '1m' },
       /^configureSchedulerLock\(\): providers\.main: expected a LockProvider/,
     ],
-    ['providers as an array', { providers: [provider], defaultLockAtMostFor: '1m' }, /providers must be an object of named providers/],
+    [
+      'providers as an array',
+      { providers: [provider], defaultLockAtMostFor: '1m' },
+      /providers must be an object of named providers/,
+    ],
     ['a blank provider name', { providers: { ' ': provider }, defaultLockAtMostFor: '1m' }, /a provider name is blank/],
   ])('rejects %s with LockConfigurationError', (_, options, message) => {
     expect(() => configureSchedulerLock(options as never)).toThrow(LockConfigurationError)
@@ -368,14 +393,18 @@ describe('a dynamic name that is bad at the call (decorator applied by hand, leg
   }
 
   it('a blank computed name rejects, naming class and method, before touching the store', async () => {
-    await expect(locked(() => ' ').run()).rejects.toThrow(/^@SchedulerLock on Manual\.run\(\) \(lock name from a function\): Lock name " " is blank/)
+    await expect(locked(() => ' ').run()).rejects.toThrow(
+      /^@SchedulerLock on Manual\.run\(\) \(lock name from a function\): Lock name " " is blank/,
+    )
   })
 
   it('a name function that throws', async () => {
     const instance = locked(() => {
       throw new Error('no tenant')
     })
-    await expect(instance.run()).rejects.toThrow('@SchedulerLock on Manual.run() (lock name from a function): the name function threw: no tenant')
+    await expect(instance.run()).rejects.toThrow(
+      '@SchedulerLock on Manual.run() (lock name from a function): the name function threw: no tenant',
+    )
   })
 
   it('the name function gets the arguments and the instance', async () => {

@@ -49,7 +49,11 @@ function cronerRun(pattern: string, started: Date, options: ConstructorParameter
 }
 
 /** A cron job whose tick started at `started`: its CronTime, lastDate() replaced. */
-function cronTick(cronTime: string, started: Date, zone: { timeZone?: string; utcOffset?: number } = { timeZone: 'UTC' }): CronJobLike {
+function cronTick(
+  cronTime: string,
+  started: Date,
+  zone: { timeZone?: string; utcOffset?: number } = { timeZone: 'UTC' },
+): CronJobLike {
   const job =
     zone.utcOffset === undefined
       ? CronJob.from({ cronTime, onTick: () => {}, start: false, timeZone: zone.timeZone ?? null })
@@ -61,7 +65,11 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
   describe('croner: the latest fire time at or before currentRun() (its actual start)', () => {
     it.each([
       ['a run that started 3 ms late', '2026-11-24T02:00:00.003Z', '2026-11-24T02:00:00.000Z'],
-      ['a run that started exactly on time (previousRuns() alone would say 01:59)', '2026-11-24T02:00:00.000Z', '2026-11-24T02:00:00.000Z'],
+      [
+        'a run that started exactly on time (previousRuns() alone would say 01:59)',
+        '2026-11-24T02:00:00.000Z',
+        '2026-11-24T02:00:00.000Z',
+      ],
       ['a run that started 1.5 s late', '2026-11-24T02:00:01.500Z', '2026-11-24T02:00:00.000Z'],
       ['a run that started 59.9 s late', '2026-11-24T02:00:59.900Z', '2026-11-24T02:00:00.000Z'],
     ])('%s', (_, started, slot) => {
@@ -78,18 +86,27 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
       ['02:00:05.010', '02:00:05'],
       ['02:00:09.999', '02:00:05'],
       ['02:00:10.000', '02:00:10'],
-    ])('with the interval option (previousRuns() looks from the reference moved back by the interval): started %s, slot %s', (started, slot) => {
-      const interval = cronerRun('*/5 * * * * *', at(`2026-11-24T${started}Z`), { interval: 5 })
-      expect(interval.previousRuns(1, at(`2026-11-24T${started}Z`))[0]!.getTime()).toBeLessThan(at(`2026-11-24T${slot}Z`).getTime())
-      expect(iso(nominalFireTime('t', undefined, [interval]))).toBe(`2026-11-24T${slot}.000Z`)
-    })
+    ])(
+      'with the interval option (previousRuns() looks from the reference moved back by the interval): started %s, slot %s',
+      (started, slot) => {
+        const interval = cronerRun('*/5 * * * * *', at(`2026-11-24T${started}Z`), { interval: 5 })
+        expect(interval.previousRuns(1, at(`2026-11-24T${started}Z`))[0]!.getTime()).toBeLessThan(
+          at(`2026-11-24T${slot}Z`).getTime(),
+        )
+        expect(iso(nominalFireTime('t', undefined, [interval]))).toBe(`2026-11-24T${slot}.000Z`)
+      },
+    )
 
     it('a one-off job (a Date): the date', () => {
       const once = new Cron(at('2030-01-01T00:00:00.000Z'), { paused: true })
       once.stop()
-      expect(iso(nominalFireTime('t', undefined, [Object.assign(Object.create(once) as Cron, { currentRun: () => at('2030-01-01T00:00:00.004Z') })]))).toBe(
-        '2030-01-01T00:00:00.000Z',
-      )
+      expect(
+        iso(
+          nominalFireTime('t', undefined, [
+            Object.assign(Object.create(once) as Cron, { currentRun: () => at('2030-01-01T00:00:00.004Z') }),
+          ]),
+        ),
+      ).toBe('2030-01-01T00:00:00.000Z')
     })
 
     it('a job with no current run is refused', () => {
@@ -114,14 +131,30 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
     })
 
     it("in the job's time zone, or its utcOffset", () => {
-      expect(iso(nominalFireTime('t', cronTick('0 30 2 * * *', at('2026-11-24T01:30:00.800Z'), { timeZone: 'Europe/Berlin' }), []))).toBe(
-        '2026-11-24T01:30:00.000Z',
-      )
-      expect(iso(nominalFireTime('t', cronTick('0 30 2 * * *', at('2026-06-24T00:30:01.000Z'), { timeZone: 'Europe/Berlin' }), []))).toBe(
-        '2026-06-24T00:30:00.000Z',
-      )
-      expect(iso(nominalFireTime('t', cronTick('0 0 3 * * *', at('2026-11-24T01:00:00.300Z'), { utcOffset: 120 }), []))).toBe('2026-11-24T01:00:00.000Z')
-      expect(iso(nominalFireTime('t', cronTick('0 0 3 * * *', at('2026-11-24T07:30:00.300Z'), { utcOffset: -270 }), []))).toBe('2026-11-24T07:30:00.000Z')
+      expect(
+        iso(
+          nominalFireTime(
+            't',
+            cronTick('0 30 2 * * *', at('2026-11-24T01:30:00.800Z'), { timeZone: 'Europe/Berlin' }),
+            [],
+          ),
+        ),
+      ).toBe('2026-11-24T01:30:00.000Z')
+      expect(
+        iso(
+          nominalFireTime(
+            't',
+            cronTick('0 30 2 * * *', at('2026-06-24T00:30:01.000Z'), { timeZone: 'Europe/Berlin' }),
+            [],
+          ),
+        ),
+      ).toBe('2026-06-24T00:30:00.000Z')
+      expect(
+        iso(nominalFireTime('t', cronTick('0 0 3 * * *', at('2026-11-24T01:00:00.300Z'), { utcOffset: 120 }), [])),
+      ).toBe('2026-11-24T01:00:00.000Z')
+      expect(
+        iso(nominalFireTime('t', cronTick('0 0 3 * * *', at('2026-11-24T07:30:00.300Z'), { utcOffset: -270 }), [])),
+      ).toBe('2026-11-24T07:30:00.000Z')
     })
 
     it('a job without lastDate() (fireOnTick() by hand before its first tick) is refused', () => {
@@ -135,16 +168,26 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
     const fireDate = at('2026-11-24T02:00:00.000Z')
     expect(nominalFireTime('t', undefined, [fireDate])).toBe(fireDate)
     const task = cron.createTask('* * * * *', () => {})
-    const context = { date: fireDate, dateLocalIso: '', triggeredAt: new Date(), task, execution: { id: '1', reason: 'scheduled' } }
+    const context = {
+      date: fireDate,
+      dateLocalIso: '',
+      triggeredAt: new Date(),
+      task,
+      execution: { id: '1', reason: 'scheduled' },
+    }
     expect(nominalFireTime('t', undefined, [context])).toBe(fireDate)
-    expect(() => nominalFireTime('t', undefined, [{ ...context, execution: { id: '2', reason: 'invoked' } }])).toThrow(/by hand/)
+    expect(() => nominalFireTime('t', undefined, [{ ...context, execution: { id: '2', reason: 'invoked' } }])).toThrow(
+      /by hand/,
+    )
   })
 
   it('a call that carries no fire time is refused with a LockConfigurationError that says what to do', () => {
     for (const args of [[], ['x'], [{ date: 'no' }]]) {
       expect(() => nominalFireTime('withLock() of lock "a"', { unrelated: true }, args)).toThrow(LockConfigurationError)
     }
-    expect(() => nominalFireTime('withLock() of lock "a"', undefined, [])).toThrow(/pass slot: \(\.\.\.args\) => Date instead/)
+    expect(() => nominalFireTime('withLock() of lock "a"', undefined, [])).toThrow(
+      /pass slot: \(\.\.\.args\) => Date instead/,
+    )
     expect(() => nominalFireTime('t', undefined, [new Date(Number.NaN)])).toThrow(/Invalid Date/)
   })
 })
@@ -179,23 +222,39 @@ describe('fireTimesOf: fire times from the scheduler itself, both ends included'
     ['node-cron ScheduledTask (six fields)', () => cron.createTask('*/30 * * * * *', () => {}, { timezone: 'UTC' })],
     [
       'a function (node-schedule: RecurrenceRule.nextInvocationDate)',
-      () => nodeScheduleFireTimes(new schedule.RecurrenceRule(undefined, undefined, undefined, undefined, undefined, undefined, 0, 'UTC')),
+      () =>
+        nodeScheduleFireTimes(
+          new schedule.RecurrenceRule(undefined, undefined, undefined, undefined, undefined, undefined, 0, 'UTC'),
+        ),
     ],
   ])('%s', (kind, make) => {
     const times = fireTimesOf(make())(from, to).map(iso)
-    if (kind.includes('six fields')) expect(times).toEqual(minutes.flatMap((m, i) => (i === 5 ? [m] : [m, m.replace(':00.000Z', ':30.000Z')])))
+    if (kind.includes('six fields'))
+      expect(times).toEqual(minutes.flatMap((m, i) => (i === 5 ? [m] : [m, m.replace(':00.000Z', ':30.000Z')])))
     else expect(times).toEqual(minutes)
     // From inside a second: the fire at its start is before `from`.
-    expect(fireTimesOf(make())(new Date(from.getTime() + 1), to).map(iso)[0]).toBe(kind.includes('six fields') ? '2026-11-24T02:00:30.000Z' : minutes[1])
+    expect(fireTimesOf(make())(new Date(from.getTime() + 1), to).map(iso)[0]).toBe(
+      kind.includes('six fields') ? '2026-11-24T02:00:30.000Z' : minutes[1],
+    )
   })
 
   it("in the scheduler's time zone", () => {
     const day = [at('2026-11-23T00:00:00Z'), at('2026-11-25T00:00:00Z')] as const
     const expected = ['2026-11-23T01:30:00.000Z', '2026-11-24T01:30:00.000Z']
-    expect(fireTimesOf(new Cron('0 30 2 * * *', { paused: true, timezone: 'Europe/Berlin' }))(...day).map(iso)).toEqual(expected)
-    expect(fireTimesOf(CronJob.from({ cronTime: '0 30 2 * * *', onTick: () => {}, timeZone: 'Europe/Berlin' }))(...day).map(iso)).toEqual(expected)
-    expect(fireTimesOf(CronJob.from({ cronTime: '0 30 3 * * *', onTick: () => {}, utcOffset: 120 }))(...day).map(iso)).toEqual(expected)
-    expect(fireTimesOf(cron.createTask('30 2 * * *', () => {}, { timezone: 'Europe/Berlin' }))(...day).map(iso)).toEqual(expected)
+    expect(fireTimesOf(new Cron('0 30 2 * * *', { paused: true, timezone: 'Europe/Berlin' }))(...day).map(iso)).toEqual(
+      expected,
+    )
+    expect(
+      fireTimesOf(CronJob.from({ cronTime: '0 30 2 * * *', onTick: () => {}, timeZone: 'Europe/Berlin' }))(...day).map(
+        iso,
+      ),
+    ).toEqual(expected)
+    expect(
+      fireTimesOf(CronJob.from({ cronTime: '0 30 3 * * *', onTick: () => {}, utcOffset: 120 }))(...day).map(iso),
+    ).toEqual(expected)
+    expect(
+      fireTimesOf(cron.createTask('30 2 * * *', () => {}, { timezone: 'Europe/Berlin' }))(...day).map(iso),
+    ).toEqual(expected)
   })
 
   it('refuses anything else', () => {
@@ -208,7 +267,12 @@ describe('fireTimesOf: fire times from the scheduler itself, both ends included'
 function nodeScheduleFireTimes(rule: schedule.RecurrenceRule) {
   return (from: Date, to: Date): Date[] => {
     const out: Date[] = []
-    for (let next = rule.nextInvocationDate(new Date(from.getTime() - 1)); next && next <= to; next = rule.nextInvocationDate(next)) out.push(next)
+    for (
+      let next = rule.nextInvocationDate(new Date(from.getTime() - 1));
+      next && next <= to;
+      next = rule.nextInvocationDate(next)
+    )
+      out.push(next)
     return out
   }
 }
@@ -266,7 +330,11 @@ describe('a timer that fires late still yields its nominal fire time (real sched
 
   it('croner: 1.3 s late', async () => {
     const seen: Seen[] = []
-    const locked = withLock(inMemoryLockProvider(), { name: 'croner-late', lockAtMostFor: '10s', slot: true }, task(seen, 1300))
+    const locked = withLock(
+      inMemoryLockProvider(),
+      { name: 'croner-late', lockAtMostFor: '10s', slot: true },
+      task(seen, 1300),
+    )
     const job = new Cron('*/2 * * * * *', { timezone: 'UTC' }, locked)
     stop.push(() => job.stop())
     await expectLate(seen, 1300)
@@ -274,7 +342,11 @@ describe('a timer that fires late still yields its nominal fire time (real sched
 
   it('cron: 1.3 s late', async () => {
     const seen: Seen[] = []
-    const locked = withLock(inMemoryLockProvider(), { name: 'cron-late', lockAtMostFor: '10s', slot: true }, task(seen, 1300))
+    const locked = withLock(
+      inMemoryLockProvider(),
+      { name: 'cron-late', lockAtMostFor: '10s', slot: true },
+      task(seen, 1300),
+    )
     const job = CronJob.from({ cronTime: '*/2 * * * * *', onTick: locked, start: true, timeZone: 'UTC' })
     stop.push(() => job.stop())
     await expectLate(seen, 1300)
@@ -282,7 +354,11 @@ describe('a timer that fires late still yields its nominal fire time (real sched
 
   it('node-schedule: 1.3 s late', async () => {
     const seen: Seen[] = []
-    const locked = withLock(inMemoryLockProvider(), { name: 'node-schedule-late', lockAtMostFor: '10s', slot: true }, task(seen, 1300))
+    const locked = withLock(
+      inMemoryLockProvider(),
+      { name: 'node-schedule-late', lockAtMostFor: '10s', slot: true },
+      task(seen, 1300),
+    )
     const job = schedule.scheduleJob({ rule: '*/2 * * * * *', tz: 'UTC' }, locked)
     stop.push(() => job.cancel())
     await expectLate(seen, 1300)
@@ -290,7 +366,11 @@ describe('a timer that fires late still yields its nominal fire time (real sched
 
   it('node-cron: 0.7 s late (it skips a fire later than its missedExecutionTolerance, 1 s)', async () => {
     const seen: Seen[] = []
-    const locked = withLock(inMemoryLockProvider(), { name: 'node-cron-late', lockAtMostFor: '10s', slot: true }, task(seen, 700))
+    const locked = withLock(
+      inMemoryLockProvider(),
+      { name: 'node-cron-late', lockAtMostFor: '10s', slot: true },
+      task(seen, 700),
+    )
     const scheduled = cron.schedule('*/2 * * * * *', locked, { timezone: 'UTC' })
     stop.push(() => scheduled.destroy())
     await expectLate(seen, 700)

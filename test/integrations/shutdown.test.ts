@@ -64,11 +64,20 @@ describe.skipIf(!pool)('graceful shutdown across processes, on PostgreSQL', () =
 
   it('executor.close() on SIGTERM: the task stops, the lock is released, and another process takes it within a second of the exit', async () => {
     const name = `shutdown-${randomUUID()}`
-    const node = start([join(root, 'test/fixtures/apps/shutdown-worker.mjs')], { SHUTDOWN_URL: POSTGRES_URL, SHUTDOWN_TABLE: table, SHUTDOWN_LOCK: name })
+    const node = start([join(root, 'test/fixtures/apps/shutdown-worker.mjs')], {
+      SHUTDOWN_URL: POSTGRES_URL,
+      SHUTDOWN_TABLE: table,
+      SHUTDOWN_LOCK: name,
+    })
     expect(await waitFor(() => node.stdout().includes('running'), 20_000), node.stderr()).toBe(true)
     const t = await terminateAndTakeOver(node, provider, name)
     expect(node.stderr()).toBe('')
-    expect(node.stdout().trim().split('\n')).toEqual(['running', 'outcome {"executed":true,"result":"stopped"}', 'closed', 'exit'])
+    expect(node.stdout().trim().split('\n')).toEqual([
+      'running',
+      'outcome {"executed":true,"result":"stopped"}',
+      'closed',
+      'exit',
+    ])
     expect(t.taken, 'another process took the lock').toBe(true)
     // Taken once released, which is before the process exits: well within a second of the exit,
     // where without the shutdown it would have waited for lockAtMostFor (60 s).

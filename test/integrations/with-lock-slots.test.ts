@@ -8,7 +8,11 @@ import { ExecutorClosedError, LockConfigurationError, NotLockedError } from '../
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import { assertLocked } from '../../src/core/lock-context.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
-import { createLockingTaskExecutor, type LockingTaskExecutor, type SkipReason } from '../../src/core/locking-task-executor.ts'
+import {
+  createLockingTaskExecutor,
+  type LockingTaskExecutor,
+  type SkipReason,
+} from '../../src/core/locking-task-executor.ts'
 import { slotRecordName } from '../../src/core/slots.ts'
 import { intervalSlot } from '../../src/integrations/schedules.ts'
 import { taskContext } from '../../src/integrations/task-context.ts'
@@ -25,7 +29,11 @@ afterEach(async () => {
 })
 
 /** An executor whose listener records why calls were skipped. */
-function node(provider: LockProvider, skipped: SkipReason[] = [], options: { clock?: { now(): number } } = {}): LockingTaskExecutor {
+function node(
+  provider: LockProvider,
+  skipped: SkipReason[] = [],
+  options: { clock?: { now(): number } } = {},
+): LockingTaskExecutor {
   return createLockingTaskExecutor(provider, {
     ...options,
     listener: {
@@ -41,7 +49,10 @@ describe('withLock with slot: two nodes firing the same slot run it once', () =>
   // (lockAtLeastFor 0): only the slot record keeps B from running the same fire again.
   const LATE_MS = 300
 
-  async function runTwoNodes(start: (a: (...args: never[]) => unknown, b: (...args: never[]) => unknown) => void, slot: boolean) {
+  async function runTwoNodes(
+    start: (a: (...args: never[]) => unknown, b: (...args: never[]) => unknown) => void,
+    slot: boolean,
+  ) {
     const provider = inMemoryLockProvider()
     const runs: Array<{ node: string; slot: number | undefined }> = []
     const skipped: SkipReason[] = []
@@ -131,9 +142,13 @@ describe('withLock slot option', () => {
     const provider = inMemoryLockProvider({ clock })
     const ran: string[] = []
     const make = (name: string) =>
-      withLock(node(provider, [], { clock }), { name: 'sync', lockAtMostFor: '1m', slot: intervalSlot('5m', clock) }, () => {
-        ran.push(`${name} ${taskContext().slot!.toISOString()}`)
-      })
+      withLock(
+        node(provider, [], { clock }),
+        { name: 'sync', lockAtMostFor: '1m', slot: intervalSlot('5m', clock) },
+        () => {
+          ran.push(`${name} ${taskContext().slot!.toISOString()}`)
+        },
+      )
     const [a, b] = [make('a'), make('b')]
     await a()
     clock.advance(90_000) // b's timer, started at another time, ticks within the same interval
@@ -147,8 +162,12 @@ describe('withLock slot option', () => {
   it('a slot function that throws or returns no valid Date rejects with LockConfigurationError (or goes to onError); the task does not run', async () => {
     const fn = vi.fn()
     const provider = inMemoryLockProvider()
-    await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => undefined }, fn)()).rejects.toThrow(/the slot function returned undefined/)
-    await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => new Date(Number.NaN) }, fn)()).rejects.toThrow(/Invalid Date/)
+    await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => undefined }, fn)()).rejects.toThrow(
+      /the slot function returned undefined/,
+    )
+    await expect(
+      withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: () => new Date(Number.NaN) }, fn)(),
+    ).rejects.toThrow(/Invalid Date/)
     await expect(
       withLock(
         provider,
@@ -163,14 +182,18 @@ describe('withLock slot option', () => {
       )(),
     ).rejects.toThrow(/the slot function threw: boom/)
     const errors: unknown[] = []
-    await expect(withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, onError: (error) => errors.push(error) }, fn)()).resolves.toBeUndefined()
+    await expect(
+      withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, onError: (error) => errors.push(error) }, fn)(),
+    ).resolves.toBeUndefined()
     expect(errors[0]).toBeInstanceOf(LockConfigurationError)
     expect(fn).not.toHaveBeenCalled()
   })
 
   it('slot: true with a call by hand rejects: a call never runs without its slot', async () => {
     const fn = vi.fn()
-    await expect(withLock(inMemoryLockProvider(), { name: 'n', lockAtMostFor: '1m', slot: true }, fn)()).rejects.toThrow(LockConfigurationError)
+    await expect(
+      withLock(inMemoryLockProvider(), { name: 'n', lockAtMostFor: '1m', slot: true }, fn)(),
+    ).rejects.toThrow(LockConfigurationError)
     expect(fn).not.toHaveBeenCalled()
   })
 
@@ -178,26 +201,50 @@ describe('withLock slot option', () => {
     const clock = manualClock(Date.UTC(2026, 10, 24, 2, 0, 0))
     const provider = inMemoryLockProvider({ clock })
     const slot = new Date(clock.now())
-    await withLock(node(provider, [], { clock }), { name: 'kept', lockAtMostFor: '1m', slot: () => slot, slotRetention: '2h' }, () => {})()
+    await withLock(
+      node(provider, [], { clock }),
+      { name: 'kept', lockAtMostFor: '1m', slot: () => slot, slotRetention: '2h' },
+      () => {},
+    )()
     expect(provider.inspect(slotRecordName('kept', slot))!.lockUntil.getTime()).toBe(clock.now() + 2 * 3_600_000)
   })
 
   it('refuses bad slot options where withLock is called', () => {
     const provider = inMemoryLockProvider()
     const fn = () => {}
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: 'yes' as unknown as true }, fn)).toThrow(/slot must be true/)
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slotRetention: '1h' }, fn)).toThrow(/slotRetention is set without slot/)
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', catchUp: { policy: 'all', within: '1h' } }, fn)).toThrow(/catchUp needs slot/)
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'each' as 'all', within: '1h' } }, fn)).toThrow(
-      /policy must be/,
+    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: 'yes' as unknown as true }, fn)).toThrow(
+      /slot must be true/,
     )
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slot: true, slotRetention: '1h', catchUp: { policy: 'all', within: '2h' } }, fn)).toThrow(
-      /longer than slotRetention/,
+    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', slotRetention: '1h' }, fn)).toThrow(
+      /slotRetention is set without slot/,
     )
-    expect(() => withLock(provider, { name: () => 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'all', within: '1h' } }, fn)).toThrow(
-      /fixed lock name/,
+    expect(() =>
+      withLock(provider, { name: 'n', lockAtMostFor: '1m', catchUp: { policy: 'all', within: '1h' } }, fn),
+    ).toThrow(/catchUp needs slot/)
+    expect(() =>
+      withLock(
+        provider,
+        { name: 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'each' as 'all', within: '1h' } },
+        fn,
+      ),
+    ).toThrow(/policy must be/)
+    expect(() =>
+      withLock(
+        provider,
+        { name: 'n', lockAtMostFor: '1m', slot: true, slotRetention: '1h', catchUp: { policy: 'all', within: '2h' } },
+        fn,
+      ),
+    ).toThrow(/longer than slotRetention/)
+    expect(() =>
+      withLock(
+        provider,
+        { name: () => 'n', lockAtMostFor: '1m', slot: true, catchUp: { policy: 'all', within: '1h' } },
+        fn,
+      ),
+    ).toThrow(/fixed lock name/)
+    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', signal: {} as AbortSignal }, fn)).toThrow(
+      /signal must be an AbortSignal/,
     )
-    expect(() => withLock(provider, { name: 'n', lockAtMostFor: '1m', signal: {} as AbortSignal }, fn)).toThrow(/signal must be an AbortSignal/)
   })
 })
 
@@ -234,20 +281,41 @@ describe("withLock's catchUp(schedule): the slots every node missed, with the sc
     [
       'node-schedule, through a function',
       () => (from: Date, to: Date) => {
-        const rule = new schedule.RecurrenceRule(undefined, undefined, undefined, undefined, undefined, undefined, 0, 'UTC')
+        const rule = new schedule.RecurrenceRule(
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          0,
+          'UTC',
+        )
         const out: Date[] = []
-        for (let next = rule.nextInvocationDate(new Date(from.getTime() - 1)); next && next <= to; next = rule.nextInvocationDate(next)) out.push(next)
+        for (
+          let next = rule.nextInvocationDate(new Date(from.getTime() - 1));
+          next && next <= to;
+          next = rule.nextInvocationDate(next)
+        )
+          out.push(next)
         return out
       },
     ],
-  ])("policy 'all' with %s: each missed slot once, oldest first, called without arguments; a second catch-up finds nothing", async (_, make) => {
-    const { make: locked, ran } = await setUp('all')
-    const fn = locked()
-    const result = await fn.catchUp(make() as Parameters<typeof fn.catchUp>[0])
-    expect(result).toMatchObject({ outcome: 'ran', missed: [1, 2, 3, 4, 5].map((m) => new Date(minute(m))), failed: [] })
-    expect(ran).toEqual([1, 2, 3, 4, 5].map((m) => `${minute(m)} 0 undefined`))
-    expect((await locked().catchUp(make() as Parameters<typeof fn.catchUp>[0])).outcome).toBe('nothing-missed')
-  })
+  ])(
+    "policy 'all' with %s: each missed slot once, oldest first, called without arguments; a second catch-up finds nothing",
+    async (_, make) => {
+      const { make: locked, ran } = await setUp('all')
+      const fn = locked()
+      const result = await fn.catchUp(make() as Parameters<typeof fn.catchUp>[0])
+      expect(result).toMatchObject({
+        outcome: 'ran',
+        missed: [1, 2, 3, 4, 5].map((m) => new Date(minute(m))),
+        failed: [],
+      })
+      expect(ran).toEqual([1, 2, 3, 4, 5].map((m) => `${minute(m)} 0 undefined`))
+      expect((await locked().catchUp(make() as Parameters<typeof fn.catchUp>[0])).outcome).toBe('nothing-missed')
+    },
+  )
 
   it("policy 'once': one run, for the latest missed slot; the others are recorded as skipped", async () => {
     const { make, ran, ledger } = await setUp('once')
@@ -261,7 +329,13 @@ describe("withLock's catchUp(schedule): the slots every node missed, with the sc
 
   it('without the catchUp option it does nothing; a schedule of another kind is refused', async () => {
     const fn = withLock(listingStore().provider, { name: 'n', lockAtMostFor: '1m', slot: true }, () => {})
-    await expect(fn.catchUp(new Cron('* * * * *', { paused: true }))).resolves.toEqual({ outcome: 'skipped', missed: [], ran: [], failed: [], notRun: [] })
+    await expect(fn.catchUp(new Cron('* * * * *', { paused: true }))).resolves.toEqual({
+      outcome: 'skipped',
+      missed: [],
+      ran: [],
+      failed: [],
+      notRun: [],
+    })
     await expect(fn.catchUp({} as Cron)).rejects.toThrow(LockConfigurationError)
   })
 })
@@ -289,7 +363,9 @@ describe('shutdown', () => {
     await expect(call).resolves.toBeUndefined()
     expect(provider.inspect('long')!.lockUntil.getTime()).toBeLessThanOrEqual(Date.now())
     // Another node can take the lock at once; this function, closed, runs nothing more.
-    await expect(withLock(createLockingTaskExecutor(provider), { name: 'long', lockAtMostFor: '1m' }, () => 'elsewhere')()).resolves.toBe('elsewhere')
+    await expect(
+      withLock(createLockingTaskExecutor(provider), { name: 'long', lockAtMostFor: '1m' }, () => 'elsewhere')(),
+    ).resolves.toBe('elsewhere')
     let ranAgain = false
     const closedFn = withLock(provider, { name: 'other', lockAtMostFor: '1m' }, () => (ranAgain = true))
     await closedFn.close()
@@ -314,7 +390,13 @@ describe('shutdown', () => {
     const runs: string[] = []
     const fn = withLock(
       provider,
-      { name: 'sig', lockAtMostFor: '1m', slot: () => new Date(Date.UTC(2026, 0, 1)), catchUp: { policy: 'all', within: '1h' }, signal: controller.signal },
+      {
+        name: 'sig',
+        lockAtMostFor: '1m',
+        slot: () => new Date(Date.UTC(2026, 0, 1)),
+        catchUp: { policy: 'all', within: '1h' },
+        signal: controller.signal,
+      },
       async () => {
         runs.push('run')
         const { signal } = taskContext()

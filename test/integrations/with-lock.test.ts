@@ -22,11 +22,15 @@ describe('withLock', () => {
   it("runs fn under the lock with the call's arguments and this, and resolves to its result", async () => {
     const provider = inMemoryLockProvider()
     const seen: unknown[] = []
-    const locked = withLock(provider, { name: 'sum', lockAtMostFor: '1m' }, async function (this: { base: number }, a: number, b: number) {
-      assertLocked()
-      seen.push(provider.inspect('sum')!.lockUntil.getTime() > Date.now())
-      return this.base + a + b
-    })
+    const locked = withLock(
+      provider,
+      { name: 'sum', lockAtMostFor: '1m' },
+      async function (this: { base: number }, a: number, b: number) {
+        assertLocked()
+        seen.push(provider.inspect('sum')!.lockUntil.getTime() > Date.now())
+        return this.base + a + b
+      },
+    )
     await expect(locked.call({ base: 10 }, 1, 2)).resolves.toBe(13)
     expect(seen).toEqual([true])
   })
@@ -72,11 +76,15 @@ describe('withLock', () => {
     const provider = inMemoryLockProvider()
     const gate = deferred()
     const names: string[] = []
-    const locked = withLock(provider, { name: (tenant: string) => `import-${tenant}`, lockAtMostFor: '1m' }, async (tenant: string) => {
-      names.push(tenant)
-      await gate.promise
-      return tenant
-    })
+    const locked = withLock(
+      provider,
+      { name: (tenant: string) => `import-${tenant}`, lockAtMostFor: '1m' },
+      async (tenant: string) => {
+        names.push(tenant)
+        await gate.promise
+        return tenant
+      },
+    )
     const a = locked('a')
     const b = locked('b')
     await expect(locked('a')).resolves.toBeUndefined()
@@ -108,19 +116,33 @@ describe('withLock', () => {
   it('supports extendActiveLock() inside fn', async () => {
     const clock = manualClock(Date.UTC(2024, 0, 1))
     const provider = inMemoryLockProvider({ clock })
-    const locked = withLock(createLockingTaskExecutor(provider, { clock }), { name: 'long', lockAtMostFor: '1m' }, async () => {
-      clock.advance(30_000)
-      await extendActiveLock('5m')
-      return provider.inspect('long')!.lockUntil.getTime() - clock.now()
-    })
+    const locked = withLock(
+      createLockingTaskExecutor(provider, { clock }),
+      { name: 'long', lockAtMostFor: '1m' },
+      async () => {
+        clock.advance(30_000)
+        await extendActiveLock('5m')
+        return provider.inspect('long')!.lockUntil.getTime() - clock.now()
+      },
+    )
     await expect(locked()).resolves.toBe(300_000)
   })
 
   it('takes an executor and keeps its listener', async () => {
     const listener = recordingListener()
-    const locked = withLock(createLockingTaskExecutor(inMemoryLockProvider(), { listener }), { name: 'job', lockAtMostFor: '1m' }, () => 1)
+    const locked = withLock(
+      createLockingTaskExecutor(inMemoryLockProvider(), { listener }),
+      { name: 'job', lockAtMostFor: '1m' },
+      () => 1,
+    )
     await locked()
-    expect(listener.log).toEqual(['onLockAttempt job', 'onLockAcquired job', 'onTaskStarted job', 'onTaskFinished job', 'onUnlocked job'])
+    expect(listener.log).toEqual([
+      'onLockAttempt job',
+      'onLockAcquired job',
+      'onTaskStarted job',
+      'onTaskFinished job',
+      'onUnlocked job',
+    ])
   })
 
   it('rejects with the LockProviderError when the store fails; fn does not run', async () => {
@@ -167,7 +189,9 @@ describe('withLock', () => {
       const provider = inMemoryLockProvider()
       await provider.lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))
       const onError = vi.fn()
-      await expect(withLock(provider, { name: 'job', lockAtMostFor: '1m', onError }, () => 1)()).resolves.toBeUndefined()
+      await expect(
+        withLock(provider, { name: 'job', lockAtMostFor: '1m', onError }, () => 1)(),
+      ).resolves.toBeUndefined()
       expect(onError).not.toHaveBeenCalled()
     })
 
@@ -193,16 +217,32 @@ describe('withLock', () => {
     const task = () => 1
 
     it.each([
-      ['a missing name', { lockAtMostFor: '1m' }, /^withLock\(\): the lock name is missing; pass name: "nightly-report"/],
+      [
+        'a missing name',
+        { lockAtMostFor: '1m' },
+        /^withLock\(\): the lock name is missing; pass name: "nightly-report"/,
+      ],
       ['a blank name', { name: '  ', lockAtMostFor: '1m' }, /^withLock\(\): the lock name " {2}" is blank/],
-      ['a non-string name', { name: 42, lockAtMostFor: '1m' }, /^withLock\(\): the lock name is number 42, not a string/],
-      ['a missing lockAtMostFor', { name: 'job' }, /^withLock\(\) of lock "job": lockAtMostFor is required; set it well above/],
+      [
+        'a non-string name',
+        { name: 42, lockAtMostFor: '1m' },
+        /^withLock\(\): the lock name is number 42, not a string/,
+      ],
+      [
+        'a missing lockAtMostFor',
+        { name: 'job' },
+        /^withLock\(\) of lock "job": lockAtMostFor is required; set it well above/,
+      ],
       [
         'a bad lockAtMostFor',
         { name: 'job', lockAtMostFor: '10 minutes' },
         /^withLock\(\) of lock "job": lockAtMostFor is invalid\. Invalid duration "10 minutes"/,
       ],
-      ['a negative lockAtLeastFor', { name: 'job', lockAtMostFor: '1m', lockAtLeastFor: -1 }, /^withLock\(\) of lock "job": lockAtLeastFor is invalid\./],
+      [
+        'a negative lockAtLeastFor',
+        { name: 'job', lockAtMostFor: '1m', lockAtLeastFor: -1 },
+        /^withLock\(\) of lock "job": lockAtLeastFor is invalid\./,
+      ],
       [
         'lockAtLeastFor above lockAtMostFor',
         { name: 'job', lockAtMostFor: '1m', lockAtLeastFor: '2m' },
@@ -213,8 +253,16 @@ describe('withLock', () => {
         { name: () => 'x', lockAtMostFor: 1000, lockAtLeastFor: 2000 },
         /^withLock\(\): lockAtLeastFor \(2s\) is longer than lockAtMostFor \(1s\)/,
       ],
-      ['missing options', undefined, /^withLock\(\): options are missing; pass \{ name, lockAtMostFor, lockAtLeastFor\? \}/],
-      ['a non-function onError', { name: 'job', lockAtMostFor: '1m', onError: 'log' }, /^withLock\(\) of lock "job": onError must be a function/],
+      [
+        'missing options',
+        undefined,
+        /^withLock\(\): options are missing; pass \{ name, lockAtMostFor, lockAtLeastFor\? \}/,
+      ],
+      [
+        'a non-function onError',
+        { name: 'job', lockAtMostFor: '1m', onError: 'log' },
+        /^withLock\(\) of lock "job": onError must be a function/,
+      ],
     ])('%s', (_, options, message) => {
       expect(() => withLock(provider, options as never, task)).toThrow(LockConfigurationError)
       expect(() => withLock(provider, options as never, task)).toThrow(message)
@@ -226,11 +274,14 @@ describe('withLock', () => {
       )
     })
 
-    it.each([[null], [{}], [{ lock: 1 }], ['postgres']])('a provider that is neither a provider nor an executor: %j', (bad) => {
-      expect(() => withLock(bad as never, { name: 'job', lockAtMostFor: '1m' }, task)).toThrow(
-        /^withLock\(\) of lock "job": expected a LockProvider \(such as postgresLockProvider\(\{ client \}\)\) or a LockingTaskExecutor/,
-      )
-    })
+    it.each([[null], [{}], [{ lock: 1 }], ['postgres']])(
+      'a provider that is neither a provider nor an executor: %j',
+      (bad) => {
+        expect(() => withLock(bad as never, { name: 'job', lockAtMostFor: '1m' }, task)).toThrow(
+          /^withLock\(\) of lock "job": expected a LockProvider \(such as postgresLockProvider\(\{ client \}\)\) or a LockingTaskExecutor/,
+        )
+      },
+    )
   })
 
   describe('a dynamic name that is bad at the call', () => {

@@ -46,7 +46,10 @@ await ormTests(
             },
           }),
         ),
-      fromHandle: { escapes: false, provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }) },
+      fromHandle: {
+        escapes: false,
+        provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }),
+      },
       unreachable: (tableName) => {
         const dead = new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 })
         dead_.push(dead)
@@ -64,7 +67,8 @@ await ormTests(
       {
         what: 'a nested tx (a savepoint of tx.transaction())',
         escapes: false,
-        inTransaction: (body) => rolledBack(pgDb.transaction((tx) => tx.transaction((nested) => body(nested).then(rollBack)))),
+        inTransaction: (body) =>
+          rolledBack(pgDb.transaction((tx) => tx.transaction((nested) => body(nested).then(rollBack)))),
         provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }),
       },
       {
@@ -101,13 +105,17 @@ await ormTests(
         db.transaction((tx) =>
           body({
             handle: tx,
-            read: async (text) => firstValue((await tx.execute(sql.raw(text)))[0] as unknown as Record<string, unknown>[]),
+            read: async (text) =>
+              firstValue((await tx.execute(sql.raw(text)))[0] as unknown as Record<string, unknown>[]),
             write: async (text) => {
               await tx.execute(sql.raw(text))
             },
           }),
         ),
-      fromHandle: { escapes: false, provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }) },
+      fromHandle: {
+        escapes: false,
+        provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }),
+      },
       close: () => pool.promise().end(),
     }
   },
@@ -116,7 +124,8 @@ await ormTests(
       {
         what: 'a nested tx (a savepoint of tx.transaction())',
         escapes: false,
-        inTransaction: (body) => rolledBack(mysqlDb.transaction((tx) => tx.transaction((nested) => body(nested).then(rollBack)))),
+        inTransaction: (body) =>
+          rolledBack(mysqlDb.transaction((tx) => tx.transaction((nested) => body(nested).then(rollBack)))),
         provider: (handle, tableName) => drizzleLockProvider(handle as never, { tableName }),
       },
       {

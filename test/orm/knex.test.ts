@@ -19,7 +19,9 @@ for (const dialect of ['postgres', 'mysql'] as const) {
       )
       const dead_: ReturnType<typeof knexFactory>[] = []
       const rowsOf = (reply: unknown): Record<string, unknown>[] =>
-        dialect === 'postgres' ? (reply as { rows: Record<string, unknown>[] }).rows : (reply as Record<string, unknown>[][])[0]!
+        dialect === 'postgres'
+          ? (reply as { rows: Record<string, unknown>[] }).rows
+          : (reply as Record<string, unknown>[][])[0]!
       return {
         provider: (tableName) => knexLockProvider(knex, { tableName }),
         transaction: (body) =>
@@ -32,7 +34,10 @@ for (const dialect of ['postgres', 'mysql'] as const) {
               },
             }),
           ),
-        fromHandle: { escapes: false, provider: (handle, tableName) => knexLockProvider(handle as never, { tableName }) },
+        fromHandle: {
+          escapes: false,
+          provider: (handle, tableName) => knexLockProvider(handle as never, { tableName }),
+        },
         unreachable: (tableName) => {
           const dead = knexFactory({
             client: dialect === 'postgres' ? 'pg' : 'mysql2',
@@ -87,6 +92,10 @@ for (const dialect of ['postgres', 'mysql'] as const) {
 }
 
 serializableRace('knex', async () => {
-  const knex = knexFactory({ client: 'pg', connection: { connectionString: POSTGRES_URL, options: SERIALIZABLE }, pool: { min: 0, max: 12 } })
+  const knex = knexFactory({
+    client: 'pg',
+    connection: { connectionString: POSTGRES_URL, options: SERIALIZABLE },
+    pool: { min: 0, max: 12 },
+  })
   return { provider: (tableName) => knexLockProvider(knex, { tableName }), close: () => knex.destroy() }
 })

@@ -3,7 +3,15 @@ import mysql from 'mysql2'
 import pg from 'pg'
 import { kyselyLockProvider } from '../../src/orm/kysely.ts'
 import { MYSQL_URL, POSTGRES_URL } from '../helpers/sql-pools.ts'
-import { type BoundHandle, DEAD_MYSQL, DEAD_POSTGRES, firstValue, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
+import {
+  type BoundHandle,
+  DEAD_MYSQL,
+  DEAD_POSTGRES,
+  firstValue,
+  ormTests,
+  SERIALIZABLE,
+  serializableRace,
+} from './support.ts'
 
 type Db = Kysely<Record<string, never>>
 
@@ -34,12 +42,17 @@ for (const dialect of ['postgres', 'mysql'] as const) {
               },
             }),
           ),
-        fromHandle: { escapes: false, provider: (handle, tableName) => kyselyLockProvider(handle as never, { tableName }) },
+        fromHandle: {
+          escapes: false,
+          provider: (handle, tableName) => kyselyLockProvider(handle as never, { tableName }),
+        },
         unreachable: (tableName) => {
           const dead = new Kysely<Record<string, never>>({
             dialect:
               dialect === 'postgres'
-                ? new PostgresDialect({ pool: new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+                ? new PostgresDialect({
+                    pool: new pg.Pool({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }),
+                  })
                 : new MysqlDialect({ pool: mysql.createPool({ uri: DEAD_MYSQL, connectTimeout: 2_000 }) }),
           })
           dead_.push(dead)
@@ -94,7 +107,9 @@ for (const dialect of ['postgres', 'mysql'] as const) {
 
 serializableRace('kysely', async () => {
   const db = new Kysely<Record<string, never>>({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) }),
+    dialect: new PostgresDialect({
+      pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }),
+    }),
   })
   return { provider: (tableName) => kyselyLockProvider(db, { tableName }), close: () => db.destroy() }
 })

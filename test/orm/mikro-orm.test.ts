@@ -32,7 +32,10 @@ for (const dialect of ['postgres', 'mysql'] as const) {
             }),
           ),
         // A fork inside em.transactional(): its connection runs the lock without the transaction.
-        fromHandle: { escapes: true, provider: (handle, tableName) => mikroOrmLockProvider(handle as never, { tableName }) },
+        fromHandle: {
+          escapes: true,
+          provider: (handle, tableName) => mikroOrmLockProvider(handle as never, { tableName }),
+        },
         close: () => orm.close(),
       }
     },

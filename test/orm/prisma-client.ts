@@ -8,7 +8,9 @@ const clientPackage = createRequire(import.meta.url).resolve('@prisma/client/pac
 const clientVersion = (JSON.parse(readFileSync(clientPackage, 'utf8')) as { version: string }).version
 // The query compiler a generated client loads: query_compiler_fast_bg in later 7.x releases,
 // query_compiler_bg in 7.0 (scripts/oldest-drivers.sh runs the Prisma tests on 7.0.0).
-const compiler = existsSync(join(dirname(clientPackage), 'runtime', 'query_compiler_fast_bg.postgresql.mjs')) ? 'query_compiler_fast_bg' : 'query_compiler_bg'
+const compiler = existsSync(join(dirname(clientPackage), 'runtime', 'query_compiler_fast_bg.postgresql.mjs'))
+  ? 'query_compiler_fast_bg'
+  : 'query_compiler_bg'
 
 // A Prisma Client class without `prisma generate` (which downloads an engine, offline impossible):
 // the configuration a generated client passes to the runtime, for a schema without models. Raw
@@ -33,9 +35,13 @@ export function prismaClientClass(provider: 'postgresql' | 'mysql'): new (option
     compilerWasm: {
       getRuntime: async () => await import(`@prisma/client/runtime/${compiler}.${provider}.mjs`),
       getQueryCompilerWasmModule: async () => {
-        const { wasm } = (await import(`@prisma/client/runtime/${compiler}.${provider}.wasm-base64.mjs`)) as { wasm: string }
+        const { wasm } = (await import(`@prisma/client/runtime/${compiler}.${provider}.wasm-base64.mjs`)) as {
+          wasm: string
+        }
         // The lib settings have no DOM types: WebAssembly is reached through globalThis.
-        const { WebAssembly: wasmApi } = globalThis as unknown as { WebAssembly: { Module: new (bytes: Uint8Array) => unknown } }
+        const { WebAssembly: wasmApi } = globalThis as unknown as {
+          WebAssembly: { Module: new (bytes: Uint8Array) => unknown }
+        }
         return new wasmApi.Module(Buffer.from(wasm, 'base64'))
       },
       importName: `./${compiler}.js`,

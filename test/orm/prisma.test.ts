@@ -9,10 +9,15 @@ import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL } from '../helpers/sql-pools.t
 import { prismaClientClass } from './prisma-client.ts'
 import { type BoundHandle, DEAD_MYSQL, DEAD_POSTGRES, ormTests, SERIALIZABLE, serializableRace } from './support.ts'
 
-type Tx = { $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>; $executeRawUnsafe(sql: string): Promise<number> }
+type Tx = {
+  $queryRawUnsafe(sql: string): Promise<Record<string, unknown>[]>
+  $executeRawUnsafe(sql: string): Promise<number>
+}
 
 // The tx client of an extended client's interactive transaction, and of one nested in it.
-const prismaHandles = (client: () => { $extends(extension: object): { $transaction<T>(body: (tx: never) => Promise<T>): Promise<T> } }): BoundHandle[] => {
+const prismaHandles = (
+  client: () => { $extends(extension: object): { $transaction<T>(body: (tx: never) => Promise<T>): Promise<T> } },
+): BoundHandle[] => {
   const inTransaction = (nest: boolean) => async (body: (handle: unknown) => Promise<void>) => {
     await client()
       .$extends({})
@@ -27,8 +32,18 @@ const prismaHandles = (client: () => { $extends(extension: object): { $transacti
   }
   const provider = (handle: unknown, tableName: string) => prismaLockProvider(handle as never, { tableName })
   return [
-    { what: 'the tx client of an extended client ($extends) in $transaction', escapes: false, inTransaction: inTransaction(false), provider },
-    { what: 'the tx client of a $transaction nested in another', escapes: false, inTransaction: inTransaction(true), provider },
+    {
+      what: 'the tx client of an extended client ($extends) in $transaction',
+      escapes: false,
+      inTransaction: inTransaction(false),
+      provider,
+    },
+    {
+      what: 'the tx client of a $transaction nested in another',
+      escapes: false,
+      inTransaction: inTransaction(true),
+      provider,
+    },
   ]
 }
 
@@ -54,9 +69,14 @@ await ormTests(
               },
             }) as never,
         ),
-      fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+      fromHandle: {
+        escapes: false,
+        provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }),
+      },
       unreachable: (tableName) => {
-        const dead = new PrismaClient({ adapter: new PrismaPg({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }) })
+        const dead = new PrismaClient({
+          adapter: new PrismaPg({ connectionString: DEAD_POSTGRES, connectionTimeoutMillis: 2_000 }),
+        })
         dead_.push(dead)
         return prismaLockProvider(dead, { tableName })
       },
@@ -94,9 +114,14 @@ await ormTests(
               },
             }) as never,
         ),
-      fromHandle: { escapes: false, provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }) },
+      fromHandle: {
+        escapes: false,
+        provider: (handle, tableName) => prismaLockProvider(handle as never, { tableName }),
+      },
       unreachable: (tableName) => {
-        const dead = new PrismaClient({ adapter: new PrismaMariaDb(`${mariadbUrl(DEAD_MYSQL)}?connectTimeout=2000&acquireTimeout=3000`) })
+        const dead = new PrismaClient({
+          adapter: new PrismaMariaDb(`${mariadbUrl(DEAD_MYSQL)}?connectTimeout=2000&acquireTimeout=3000`),
+        })
         dead_.push(dead)
         return prismaLockProvider(dead, { tableName })
       },
@@ -151,7 +176,12 @@ describe.skipIf(!mysqlPool)('prisma on mysql, foundRows: false', () => {
 
 describe('prismaLockProvider', () => {
   it('refuses what is not a root Prisma Client on PostgreSQL or MySQL, naming the fix', () => {
-    const fake = { $executeRawUnsafe: async () => 0, $queryRawUnsafe: async () => [], $disconnect: async () => {}, _activeProvider: 'mysql' }
+    const fake = {
+      $executeRawUnsafe: async () => 0,
+      $queryRawUnsafe: async () => [],
+      $disconnect: async () => {},
+      _activeProvider: 'mysql',
+    }
     expect(() => prismaLockProvider({ ...fake, _activeProvider: 'sqlserver' } as never)).toThrow(LockConfigurationError)
     expect(() => prismaLockProvider({ ...fake, $disconnect: undefined })).toThrow(/root PrismaClient/)
     expect(() => prismaLockProvider({} as never)).toThrow(/PrismaClient/)
@@ -160,6 +190,8 @@ describe('prismaLockProvider', () => {
 
 // Prisma wraps driver errors (P2010, the SQLSTATE in meta.driverAdapterError): the adapter hands the provider the driver's code.
 serializableRace('prisma', async () => {
-  const prisma = new (prismaClientClass('postgresql'))({ adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }) })
+  const prisma = new (prismaClientClass('postgresql'))({
+    adapter: new PrismaPg({ connectionString: POSTGRES_URL, max: 12, options: SERIALIZABLE }),
+  })
   return { provider: (tableName) => prismaLockProvider(prisma, { tableName }), close: () => prisma.$disconnect() }
 })

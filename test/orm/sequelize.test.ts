@@ -42,9 +42,15 @@ for (const dialect of ['postgres', 'mysql'] as const) {
             }),
           ),
         // The same root instance, called inside the CLS transaction.
-        fromHandle: { escapes: true, provider: (_handle, tableName) => sequelizeLockProvider(sequelize, { tableName }) },
+        fromHandle: {
+          escapes: true,
+          provider: (_handle, tableName) => sequelizeLockProvider(sequelize, { tableName }),
+        },
         unreachable: (tableName) => {
-          const dead = new Sequelize(dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, { logging: false, pool: { acquire: 2_000 } })
+          const dead = new Sequelize(dialect === 'postgres' ? DEAD_POSTGRES : DEAD_MYSQL, {
+            logging: false,
+            pool: { acquire: 2_000 },
+          })
           dead_.push(dead)
           return sequelizeLockProvider(dead, { tableName })
         },
@@ -102,6 +108,10 @@ describe('sequelizeLockProvider', () => {
 
 // Sequelize wraps driver errors (the pg error is its parent): the adapter hands the provider the driver's code.
 serializableRace('sequelize', async () => {
-  const sequelize = new Sequelize(POSTGRES_URL, { logging: false, pool: { max: 12 }, dialectOptions: { options: SERIALIZABLE } })
+  const sequelize = new Sequelize(POSTGRES_URL, {
+    logging: false,
+    pool: { max: 12 },
+    dialectOptions: { options: SERIALIZABLE },
+  })
   return { provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }), close: () => sequelize.close() }
 })

@@ -10,7 +10,10 @@ import { typeormLockProvider } from '../../src/orm/typeorm.ts'
 
 describe('ORM adapters: shared parts', () => {
   it('rewrites $n placeholders as ?, the values in the order the ? appear (a $n may come twice or out of order)', () => {
-    expect(questionMarks('VALUES ($1, $3 + $3, $2)', ['a', 'b', 'c'])).toEqual({ sql: 'VALUES (?, ? + ?, ?)', values: ['a', 'c', 'c', 'b'] })
+    expect(questionMarks('VALUES ($1, $3 + $3, $2)', ['a', 'b', 'c'])).toEqual({
+      sql: 'VALUES (?, ? + ?, ?)',
+      values: ['a', 'c', 'c', 'b'],
+    })
   })
 
   it('numbers ? placeholders as $1, $2...', () => {
@@ -55,15 +58,30 @@ describe('ORM adapters: shared parts', () => {
   })
 
   it('each adapter refuses what is not its library instance with LockConfigurationError, before anything is sent', () => {
-    for (const make of [drizzleLockProvider, knexLockProvider, kyselyLockProvider, mikroOrmLockProvider, sequelizeLockProvider, typeormLockProvider]) {
+    for (const make of [
+      drizzleLockProvider,
+      knexLockProvider,
+      kyselyLockProvider,
+      mikroOrmLockProvider,
+      sequelizeLockProvider,
+      typeormLockProvider,
+    ]) {
       expect(() => make(undefined as never)).toThrow(LockConfigurationError)
     }
   })
 
   it('transaction handles that cannot escape are refused, naming the root instance to pass', () => {
-    expect(() => knexLockProvider({ raw: async () => ({}), isTransaction: true })).toThrow(/trx.*Pass your root knex instance/s)
-    const trx = { isTransaction: true, withoutPlugins: () => trx, getExecutor: () => ({ adapter: {}, provideConnection: async () => ({}) as never }) }
+    expect(() => knexLockProvider({ raw: async () => ({}), isTransaction: true })).toThrow(
+      /trx.*Pass your root knex instance/s,
+    )
+    const trx = {
+      isTransaction: true,
+      withoutPlugins: () => trx,
+      getExecutor: () => ({ adapter: {}, provideConnection: async () => ({}) as never }),
+    }
     expect(() => kyselyLockProvider(trx)).toThrow(/Transaction.*Pass your root Kysely instance/s)
-    expect(() => drizzleLockProvider({ dialect: {}, rollback: () => {} } as never)).toThrow(/tx.*Pass the db that drizzle\(\) returned/s)
+    expect(() => drizzleLockProvider({ dialect: {}, rollback: () => {} } as never)).toThrow(
+      /tx.*Pass the db that drizzle\(\) returned/s,
+    )
   })
 })

@@ -33,7 +33,13 @@ export interface OrmHarness {
    * (or rolls it back when `body` throws). `read`/`write` run in that transaction; `handle` is
    * the library's transaction handle.
    */
-  transaction<T>(body: (tx: { handle: unknown; read(sql: string): Promise<number>; write(sql: string): Promise<void> }) => Promise<T>): Promise<T>
+  transaction<T>(
+    body: (tx: {
+      handle: unknown
+      read(sql: string): Promise<number>
+      write(sql: string): Promise<void>
+    }) => Promise<T>,
+  ): Promise<T>
   /**
    * The provider over the transaction handle: rejects with LockConfigurationError, or (`escapes`)
    * works outside the transaction.
@@ -68,8 +74,10 @@ export async function ormTests(
   describe.skipIf(!pool).concurrent(`${library} on ${dialect}`, () => {
     const q =
       dialect === 'postgres'
-        ? (sql: string, values: unknown[] = []) => (pool as pg.Pool).query(numbered(sql), values).then((r) => r.rows as Record<string, unknown>[])
-        : (sql: string, values: unknown[] = []) => (pool as mysql.Pool).query(sql, values).then(([r]) => r as Record<string, unknown>[])
+        ? (sql: string, values: unknown[] = []) =>
+            (pool as pg.Pool).query(numbered(sql), values).then((r) => r.rows as Record<string, unknown>[])
+        : (sql: string, values: unknown[] = []) =>
+            (pool as mysql.Pool).query(sql, values).then(([r]) => r as Record<string, unknown>[])
     const now = dialect === 'postgres' ? `timezone('utc', statement_timestamp())` : 'UTC_TIMESTAMP(3)'
     const table = uniqueTable(`shedlock_orm_${library}`)
     const counters = `${table}_n`
@@ -259,8 +267,13 @@ export const DEAD_MYSQL = 'mysql://root@127.0.0.1:1/test'
  * failures, which the adapter must pass on with the driver's code (the provider then answers "not
  * acquired"), not reject. `provider` is over an instance whose sessions are serializable.
  */
-export function serializableRace(library: string, setup: () => Promise<{ provider(table: string): LockProvider; close(): Promise<void> }>): void {
-  it(`${library}, serializable sessions: of 12 contenders racing on one name exactly one wins, 10 rounds, and none rejects`, { timeout: 30_000 }, async () => {
+export function serializableRace(
+  library: string,
+  setup: () => Promise<{ provider(table: string): LockProvider; close(): Promise<void> }>,
+): void {
+  it(`${library}, serializable sessions: of 12 contenders racing on one name exactly one wins, 10 rounds, and none rejects`, {
+    timeout: 30_000,
+  }, async () => {
     const pool = (await postgresPoolOrSkip(2)) as pg.Pool | undefined
     if (!pool) return
     const table = uniqueTable(`shedlock_orm_${library}_race`)
@@ -270,7 +283,9 @@ export function serializableRace(library: string, setup: () => Promise<{ provide
       const provider = orm.provider(table)
       for (let round = 0; round < 10; round++) {
         const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
-        const results = await Promise.allSettled(Array.from({ length: 12 }, () => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+        const results = await Promise.allSettled(
+          Array.from({ length: 12 }, () => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+        )
         expect(
           results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
           `round ${round}`,

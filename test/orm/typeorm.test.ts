@@ -23,7 +23,9 @@ for (const dialect of ['postgres', 'mysql'] as const) {
     dialect,
     async () => {
       dataSource = new DataSource(
-        dialect === 'postgres' ? { type: 'postgres', url: POSTGRES_URL, poolSize: 8 } : { type: 'mysql', url: MYSQL_URL, poolSize: 8 },
+        dialect === 'postgres'
+          ? { type: 'postgres', url: POSTGRES_URL, poolSize: 8 }
+          : { type: 'mysql', url: MYSQL_URL, poolSize: 8 },
       )
       await dataSource.initialize()
       return {
@@ -39,7 +41,10 @@ for (const dialect of ['postgres', 'mysql'] as const) {
             }),
           ),
         // The EntityManager of a transaction: the adapter uses its DataSource.
-        fromHandle: { escapes: true, provider: (handle, tableName) => typeormLockProvider(handle as never, { tableName }) },
+        fromHandle: {
+          escapes: true,
+          provider: (handle, tableName) => typeormLockProvider(handle as never, { tableName }),
+        },
         close: () => dataSource.destroy(),
       }
     },
@@ -65,6 +70,11 @@ for (const dialect of ['postgres', 'mysql'] as const) {
 
 // TypeORM wraps driver errors in QueryFailedError.
 serializableRace('typeorm', async () => {
-  const dataSource = await new DataSource({ type: 'postgres', url: POSTGRES_URL, poolSize: 12, extra: { options: SERIALIZABLE } }).initialize()
+  const dataSource = await new DataSource({
+    type: 'postgres',
+    url: POSTGRES_URL,
+    poolSize: 12,
+    extra: { options: SERIALIZABLE },
+  }).initialize()
   return { provider: (tableName) => typeormLockProvider(dataSource, { tableName }), close: () => dataSource.destroy() }
 })

@@ -13,7 +13,18 @@
 // consumer adds (pg, typescript, the drivers and frameworks the docs import) are linked from this
 // repository's node_modules, which holds exactly the versions the tests run against.
 import { type SpawnSyncReturns, spawnSync } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -50,8 +61,12 @@ function stage(folder: string): string {
   mkdirSync(to, { recursive: true })
   mkdirSync(join(work, 'stage', 'scripts'), { recursive: true })
   cpSync(join(root, 'scripts', 'pack-manifest.mjs'), join(work, 'stage', 'scripts', 'pack-manifest.mjs'))
-  const pkg = JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')) as { files: string[]; scripts: Record<string, string> }
-  for (const entry of pkg.files) if (existsSync(join(root, folder, entry))) cpSync(join(root, folder, entry), join(to, entry), { recursive: true })
+  const pkg = JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')) as {
+    files: string[]
+    scripts: Record<string, string>
+  }
+  for (const entry of pkg.files)
+    if (existsSync(join(root, folder, entry))) cpSync(join(root, folder, entry), join(to, entry), { recursive: true })
   expect(pkg.scripts.prepack, folder).toMatch(/^npm run build && node \S*scripts\/pack-manifest\.mjs clean$/)
   expect(pkg.scripts.postpack, folder).toMatch(/^node \S*scripts\/pack-manifest\.mjs restore$/)
   pkg.scripts.prepack = String(pkg.scripts.prepack).replace('npm run build && ', '')
@@ -60,7 +75,12 @@ function stage(folder: string): string {
 }
 
 /** Runs a command; npm's own variables of the `npm test` around us are left out, so they do not steer the nested npm. */
-function run(command: string, args: readonly string[], cwd: string, env: Record<string, string> = {}): SpawnSyncReturns<string> {
+function run(
+  command: string,
+  args: readonly string[],
+  cwd: string,
+  env: Record<string, string> = {},
+): SpawnSyncReturns<string> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key)))
   return spawnSync(command, args, { cwd, encoding: 'utf8', env: { ...clean, ...env }, timeout: 60_000 })
 }
@@ -82,7 +102,14 @@ function tsc(project: string): SpawnSyncReturns<string> {
 /** Writes a tsconfig.json into `folder` of the consumer and returns its path. */
 function tsconfig(folder: string, name: string, compilerOptions: Record<string, unknown>, include: string[]): string {
   const path = join(consumer, folder, name)
-  const options = { strict: true, skipLibCheck: false, types: ['node'], target: 'es2023', lib: ['es2023'], ...compilerOptions }
+  const options = {
+    strict: true,
+    skipLibCheck: false,
+    types: ['node'],
+    target: 'es2023',
+    lib: ['es2023'],
+    ...compilerOptions,
+  }
   writeFileSync(path, JSON.stringify({ compilerOptions: options, include }, null, 2))
   return path
 }
@@ -111,11 +138,16 @@ function linkRegistryPackages(): void {
 beforeAll(() => {
   for (const folder of ['', 'packages/nestjs']) {
     const dist = join(root, folder, 'dist', 'index.js')
-    if (!existsSync(dist)) throw new Error(`${dist} is missing: run "npm run build && npm run build:nestjs" first (npm test does)`)
+    if (!existsSync(dist))
+      throw new Error(`${dist} is missing: run "npm run build && npm run build:nestjs" first (npm test does)`)
     const staged = stage(folder)
     const before = readFileSync(join(staged, 'package.json'), 'utf8')
     const result = run('npm', ['pack', '--json', '--pack-destination', work], staged)
-    const [info] = JSON.parse(expectSuccess(result).slice(result.stdout.indexOf('[\n'))) as { name: string; filename: string; files: { path: string }[] }[]
+    const [info] = JSON.parse(expectSuccess(result).slice(result.stdout.indexOf('[\n'))) as {
+      name: string
+      filename: string
+      files: { path: string }[]
+    }[]
     const tarball = join(work, info!.filename)
     const inTarball = run('tar', ['-xOzf', tarball, 'package/package.json'], work)
     packed.push({
@@ -127,10 +159,25 @@ beforeAll(() => {
     })
   }
   mkdirSync(consumer)
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'shedlock-consumer', private: true, version: '1.0.0' }))
+  writeFileSync(
+    join(consumer, 'package.json'),
+    JSON.stringify({ name: 'shedlock-consumer', private: true, version: '1.0.0' }),
+  )
   // --legacy-peer-deps: npm would fetch the NestJS peers from the registry; they are linked below.
   expectSuccess(
-    run('npm', ['install', '--offline', '--legacy-peer-deps', '--no-audit', '--no-fund', '--no-package-lock', ...packed.map((p) => p.tarball)], consumer),
+    run(
+      'npm',
+      [
+        'install',
+        '--offline',
+        '--legacy-peer-deps',
+        '--no-audit',
+        '--no-fund',
+        '--no-package-lock',
+        ...packed.map((p) => p.tarball),
+      ],
+      consumer,
+    ),
   )
   linkRegistryPackages()
   cpSync(fixtures, consumer, { recursive: true })
@@ -157,7 +204,8 @@ describe('the tarballs', { timeout: 120_000 }, () => {
 
   it('carry a package.json without what only this repository uses, and the repository keeps its own', () => {
     for (const { name, manifest, restored } of packed) {
-      for (const field of ['workspaces', 'overrides', 'allowScripts', 'devDependencies', 'scripts']) expect(manifest[field], `${name} ${field}`).toBeUndefined()
+      for (const field of ['workspaces', 'overrides', 'allowScripts', 'devDependencies', 'scripts'])
+        expect(manifest[field], `${name} ${field}`).toBeUndefined()
       expect(manifest.exports, name).toBeDefined()
       expect(restored, `${name}: postpack restores package.json`).toBe(true)
     }
@@ -170,7 +218,9 @@ describe('the tarballs', { timeout: 120_000 }, () => {
     mkdirSync(app)
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'existing-app', private: true, version: '1.0.0' }))
     const npmInstall = (...specs: string[]) =>
-      run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', ...specs], app, { npm_config_legacy_peer_deps: 'false' })
+      run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', ...specs], app, {
+        npm_config_legacy_peer_deps: 'false',
+      })
     expectSuccess(npmInstall('pg@8.11.0', 'ioredis@5', 'redis@4', 'mongodb@6'))
     expectSuccess(npmInstall(packed[0]!.tarball))
     // No "UNMET OPTIONAL DEPENDENCY" lines: shedlock declares no peers.
@@ -181,8 +231,11 @@ describe('the tarballs', { timeout: 120_000 }, () => {
 
   it('run no script at install, and the installed bin is executable', () => {
     for (const name of ['shedlock', '@shedlock/nestjs']) {
-      const manifest = JSON.parse(readFileSync(join(consumer, 'node_modules', name, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }
-      for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) expect(manifest.scripts?.[script], `${name} ${script}`).toBeUndefined()
+      const manifest = JSON.parse(readFileSync(join(consumer, 'node_modules', name, 'package.json'), 'utf8')) as {
+        scripts?: Record<string, string>
+      }
+      for (const script of ['preinstall', 'install', 'postinstall', 'prepare'])
+        expect(manifest.scripts?.[script], `${name} ${script}`).toBeUndefined()
     }
     expect(statSync(join(consumer, 'node_modules', 'shedlock', 'dist', 'cli', 'main.js')).mode & 0o111).not.toBe(0)
     const help = run(join(consumer, 'node_modules', '.bin', 'shedlock'), ['--help'], consumer)
@@ -213,12 +266,17 @@ describe('an ES module consumer', { timeout: 120_000 }, () => {
     await pool.end()
     expectSuccess(tsc(tsconfig('esm', 'tsconfig.json', { module: 'nodenext', outDir: 'out' }, ['readme-example.ts'])))
     const table = `pack_consumer_${process.pid}`
-    const result = run(process.execPath, ['out/readme-example.js'], join(consumer, 'esm'), { DATABASE_URL: POSTGRES_URL, SHEDLOCK_TABLE: table })
+    const result = run(process.execPath, ['out/readme-example.js'], join(consumer, 'esm'), {
+      DATABASE_URL: POSTGRES_URL,
+      SHEDLOCK_TABLE: table,
+    })
     expect(expectSuccess(result)).toBe('A: purged; B: held\nrows: purge-sessions\n')
   })
 
   it('type-checks with module node20', () => {
-    const result = tsc(tsconfig('esm', 'tsconfig.node20.json', { module: 'node20', noEmit: true }, ['readme-example.ts']))
+    const result = tsc(
+      tsconfig('esm', 'tsconfig.node20.json', { module: 'node20', noEmit: true }, ['readme-example.ts']),
+    )
     expect(result.status, output(result)).toBe(0)
   })
 })
@@ -307,14 +365,23 @@ describe("docs/orm.md's Prisma 7 set-up", { timeout: 120_000 }, () => {
     const pool = await postgresPoolOrSkip(1)
     if (!pool) return
     await pool.end()
-    const schema = blocksOfSection('docs/orm.md', '## Prisma 7: a client that runs after `tsc`').find((b) => b.info === 'prisma')
+    const schema = blocksOfSection('docs/orm.md', '## Prisma 7: a client that runs after `tsc`').find(
+      (b) => b.info === 'prisma',
+    )
     expect(schema, 'a prisma block').toBeDefined()
     const app = join(consumer, `prisma-${type}`)
     mkdirSync(join(app, 'prisma'), { recursive: true })
     mkdirSync(join(app, 'src'))
     writeFileSync(join(app, 'package.json'), JSON.stringify({ private: true, type }))
     writeFileSync(join(app, 'prisma', 'schema.prisma'), schema!.code)
-    const options = { ...compilerOptions, rootDir: 'src', outDir: 'dist', types: ['node'], strict: true, skipLibCheck: true }
+    const options = {
+      ...compilerOptions,
+      rootDir: 'src',
+      outDir: 'dist',
+      types: ['node'],
+      strict: true,
+      skipLibCheck: true,
+    }
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions: options, include: ['src'] }))
     const table = `prisma_consumer_${type}_${process.pid}`
     writeFileSync(
@@ -341,10 +408,15 @@ describe("docs/orm.md's Prisma 7 set-up", { timeout: 120_000 }, () => {
     )
     // prisma generate checks that the schema engine is installed, which it would download; the
     // prisma-client generator never runs it (Prisma 7 generates in WebAssembly).
-    const generated = run(process.execPath, [join(consumer, 'node_modules', 'prisma', 'build', 'index.js'), 'generate'], app, {
-      PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false',
-      PRISMA_HIDE_UPDATE_MESSAGE: '1',
-    })
+    const generated = run(
+      process.execPath,
+      [join(consumer, 'node_modules', 'prisma', 'build', 'index.js'), 'generate'],
+      app,
+      {
+        PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false',
+        PRISMA_HIDE_UPDATE_MESSAGE: '1',
+      },
+    )
     expect(generated.status, output(generated)).toBe(0)
     expectSuccess(tsc(join(app, 'tsconfig.json')))
     const result = run(process.execPath, ['dist/index.js'], app, { DATABASE_URL: POSTGRES_URL })
@@ -388,40 +460,59 @@ describe('other TypeScript versions', { timeout: 120_000 }, () => {
   it.each([
     ['5.8', 'typescript-5.8'],
     ['7.0', 'typescript-7'],
-  ])('TypeScript %s type-checks the ES module consumer (nodenext, bundler) and the CommonJS one (nodenext)', (version, pkg) => {
-    const tscOf = (project: string) => run(process.execPath, [join(root, 'node_modules', pkg, 'bin', 'tsc'), '-p', project], consumer)
-    expect(expectSuccess(run(process.execPath, [join(root, 'node_modules', pkg, 'bin', 'tsc'), '--version'], consumer))).toContain(`Version ${version}`)
-    const label = pkg.replace(/\W/g, '')
-    const projects = [
-      tsconfig('esm', `tsconfig.${label}-nodenext.json`, { module: 'nodenext', noEmit: true }, ['readme-example.ts']),
-      tsconfig('esm', `tsconfig.${label}-bundler.json`, { module: 'esnext', moduleResolution: 'bundler', noEmit: true }, ['readme-example.ts']),
-      tsconfig('cjs', `tsconfig.${label}-nodenext.json`, { module: 'nodenext', noEmit: true }, ['consumer.ts']),
-    ]
-    for (const project of projects) {
-      const result = tscOf(project)
-      expect(result.status, `${project}: ${output(result)}`).toBe(0)
-    }
-  })
+  ])(
+    'TypeScript %s type-checks the ES module consumer (nodenext, bundler) and the CommonJS one (nodenext)',
+    (version, pkg) => {
+      const tscOf = (project: string) =>
+        run(process.execPath, [join(root, 'node_modules', pkg, 'bin', 'tsc'), '-p', project], consumer)
+      expect(
+        expectSuccess(run(process.execPath, [join(root, 'node_modules', pkg, 'bin', 'tsc'), '--version'], consumer)),
+      ).toContain(`Version ${version}`)
+      const label = pkg.replace(/\W/g, '')
+      const projects = [
+        tsconfig('esm', `tsconfig.${label}-nodenext.json`, { module: 'nodenext', noEmit: true }, ['readme-example.ts']),
+        tsconfig(
+          'esm',
+          `tsconfig.${label}-bundler.json`,
+          { module: 'esnext', moduleResolution: 'bundler', noEmit: true },
+          ['readme-example.ts'],
+        ),
+        tsconfig('cjs', `tsconfig.${label}-nodenext.json`, { module: 'nodenext', noEmit: true }, ['consumer.ts']),
+      ]
+      for (const project of projects) {
+        const result = tscOf(project)
+        expect(result.status, `${project}: ${output(result)}`).toBe(0)
+      }
+    },
+  )
 })
 
 describe('the TypeScript code blocks of the README and docs/', { timeout: 120_000 }, () => {
-  it.each(['nodenext', 'bundler'])('type-check against the installed packages with moduleResolution %s', (resolution) => {
-    const folder = `snippets-${resolution}`
-    const files = writeSnippets(root, join(consumer, folder))
-    expect(files.length).toBeGreaterThan(40)
-    expect(files.some((f) => f.includes('legacy-decorators'))).toBe(true)
-    const options = {
-      ...(resolution === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: 'nodenext' }),
-      noEmit: true,
-      skipLibCheck: true,
-    }
-    const standard = tsc(tsconfig(folder, 'tsconfig.standard.json', options, ['standard/*.ts']))
-    expect(standard.status, output(standard)).toBe(0)
-    const legacy = tsc(
-      tsconfig(folder, 'tsconfig.legacy.json', { ...options, experimentalDecorators: true, emitDecoratorMetadata: true }, ['legacy-decorators/*.ts']),
-    )
-    expect(legacy.status, output(legacy)).toBe(0)
-  })
+  it.each(['nodenext', 'bundler'])(
+    'type-check against the installed packages with moduleResolution %s',
+    (resolution) => {
+      const folder = `snippets-${resolution}`
+      const files = writeSnippets(root, join(consumer, folder))
+      expect(files.length).toBeGreaterThan(40)
+      expect(files.some((f) => f.includes('legacy-decorators'))).toBe(true)
+      const options = {
+        ...(resolution === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: 'nodenext' }),
+        noEmit: true,
+        skipLibCheck: true,
+      }
+      const standard = tsc(tsconfig(folder, 'tsconfig.standard.json', options, ['standard/*.ts']))
+      expect(standard.status, output(standard)).toBe(0)
+      const legacy = tsc(
+        tsconfig(
+          folder,
+          'tsconfig.legacy.json',
+          { ...options, experimentalDecorators: true, emitDecoratorMetadata: true },
+          ['legacy-decorators/*.ts'],
+        ),
+      )
+      expect(legacy.status, output(legacy)).toBe(0)
+    },
+  )
 
   // Blocks marked ```ts commonjs (the README's first lock, docs/typescript.md's program): what a
   // project of "type": "commonjs" compiles, where top-level await is TS1309.
@@ -430,7 +521,12 @@ describe('the TypeScript code blocks of the README and docs/', { timeout: 120_00
     const files = writeSnippets(root, join(consumer, folder)).filter((f) => f.includes(join(folder, 'commonjs')))
     expect(files.some((f) => f.includes('README.md-'))).toBe(true)
     expect(files.some((f) => f.includes('docs-typescript.md-'))).toBe(true)
-    const project = tsconfig(folder, 'tsconfig.commonjs.json', { module: 'nodenext', noEmit: true, skipLibCheck: true }, ['commonjs/*.ts'])
+    const project = tsconfig(
+      folder,
+      'tsconfig.commonjs.json',
+      { module: 'nodenext', noEmit: true, skipLibCheck: true },
+      ['commonjs/*.ts'],
+    )
     const result = tsc(project)
     expect(result.status, output(result)).toBe(0)
     // The same project refuses a top-level await: the check would catch one in a marked block.

@@ -21,7 +21,9 @@ export interface Snippet {
  * `node scripts/check-docs.mjs --snippets-only-list` lists them (one extraction for both).
  */
 export function snippetsOf(root: string): Snippet[] {
-  const result = spawnSync(process.execPath, [join(root, 'scripts', 'check-docs.mjs'), '--snippets-only-list'], { encoding: 'utf8' })
+  const result = spawnSync(process.execPath, [join(root, 'scripts', 'check-docs.mjs'), '--snippets-only-list'], {
+    encoding: 'utf8',
+  })
   if (result.status !== 0) throw new Error(`check-docs --snippets-only-list failed: ${result.stderr}`)
   const lines = result.stdout.split('\n')
   const snippets: Snippet[] = []

@@ -23,7 +23,11 @@ import { postgresLockProvider, postgresSchema } from 'shedlock/postgres'
 import { redisLockProvider } from 'shedlock/redis'
 import { sqliteLockProvider, sqliteSchema } from 'shedlock/sqlite'
 
-const runtime = globalThis.Bun ? `bun ${globalThis.Bun.version}` : globalThis.Deno ? `deno ${globalThis.Deno.version.deno}` : `node ${process.versions.node}`
+const runtime = globalThis.Bun
+  ? `bun ${globalThis.Bun.version}`
+  : globalThis.Deno
+    ? `deno ${globalThis.Deno.version.deno}`
+    : `node ${process.versions.node}`
 const run = `smoke_${runtime.split(' ')[0]}_${process.pid}_${Math.floor(Math.random() * 1e6).toString(36)}`
 const POSTGRES_URL = process.env.SHEDLOCK_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS_URL = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -76,8 +80,14 @@ async function lockChecks(store, providers, unreachable) {
 
   await check(`${store}: the lock is released when the task ends; another node then runs it`, async () => {
     const [a, b] = [createLockingTaskExecutor(providers[0]), createLockingTaskExecutor(providers.at(-1))]
-    assert.equal((await a.executeWithLock(async () => 1, { name: `${name}_release`, lockAtMostFor: '30s' })).executed, true)
-    assert.equal((await b.executeWithLock(async () => 2, { name: `${name}_release`, lockAtMostFor: '30s' })).executed, true)
+    assert.equal(
+      (await a.executeWithLock(async () => 1, { name: `${name}_release`, lockAtMostFor: '30s' })).executed,
+      true,
+    )
+    assert.equal(
+      (await b.executeWithLock(async () => 2, { name: `${name}_release`, lockAtMostFor: '30s' })).executed,
+      true,
+    )
   })
 
   await check(`${store}: lockAtLeastFor keeps the lock after the task until it passes`, async () => {
@@ -183,7 +193,10 @@ try {
     await pool.query(postgresSchema({ tableName: table }))
     // Both on database time: a lock released on database time (microseconds) and then tried on app
     // time (milliseconds, truncated) within the same millisecond looks held for up to 1 ms more.
-    const providers = [postgresLockProvider({ client: pool, tableName: table }), postgresLockProvider({ client: pool, tableName: table })]
+    const providers = [
+      postgresLockProvider({ client: pool, tableName: table }),
+      postgresLockProvider({ client: pool, tableName: table }),
+    ]
     await lockChecks('postgres (pg)', providers, postgresLockProvider({ client: down, tableName: table }))
   } finally {
     await pool.query(`DROP TABLE IF EXISTS ${table}`).catch(() => {})
@@ -198,7 +211,13 @@ try {
   const { Redis } = await import('ioredis')
   const clients = [new Redis(REDIS_URL), new Redis(REDIS_URL)]
   // Fails fast instead of queueing commands while it reconnects.
-  const down = new Redis({ port: 1, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
+  const down = new Redis({
+    port: 1,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  })
   down.on('error', () => {})
   try {
     const providers = clients.map((client) => redisLockProvider({ client, environment: run }))

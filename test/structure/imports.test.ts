@@ -43,7 +43,14 @@ function importsOf(file: string, types: boolean): string[] {
     } else if (ts.isExportDeclaration(statement)) {
       if ((statement.isTypeOnly && !types) || !statement.moduleSpecifier) continue
       const clause = statement.exportClause
-      if (!types && clause && ts.isNamedExports(clause) && clause.elements.length > 0 && clause.elements.every((e) => e.isTypeOnly)) continue
+      if (
+        !types &&
+        clause &&
+        ts.isNamedExports(clause) &&
+        clause.elements.length > 0 &&
+        clause.elements.every((e) => e.isTypeOnly)
+      )
+        continue
       specifier = statement.moduleSpecifier
     }
     if (specifier && ts.isStringLiteral(specifier) && specifier.text.startsWith('.')) {
@@ -97,7 +104,9 @@ function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
 /** Every value import from a file under `from` to a file under one of `to`. */
 function edges(from: string, to: readonly string[]): string[] {
   return [...graph].flatMap(([file, targets]) =>
-    file.startsWith(from) ? targets.filter((t) => to.some((prefix) => t.startsWith(prefix))).map((t) => `${file} -> ${t}`) : [],
+    file.startsWith(from)
+      ? targets.filter((t) => to.some((prefix) => t.startsWith(prefix))).map((t) => `${file} -> ${t}`)
+      : [],
   )
 }
 
@@ -120,14 +129,18 @@ describe('imports of src/', () => {
   })
 
   it('integrations and the test kit use no store', () => {
-    expect([...edges('integrations/', ['providers/', 'cli/']), ...edges('testing/', ['providers/', 'cli/'])]).toEqual([])
+    expect([...edges('integrations/', ['providers/', 'cli/']), ...edges('testing/', ['providers/', 'cli/'])]).toEqual(
+      [],
+    )
   })
 
   it('a store imports no other store (each has one home)', () => {
     const crossing = [...graph].flatMap(([file, targets]) => {
       const store = /^providers\/([^/]+)\//.exec(file)?.[1]
       if (!store) return []
-      return targets.filter((t) => t.startsWith('providers/') && !t.startsWith(`providers/${store}/`)).map((t) => `${file} -> ${t}`)
+      return targets
+        .filter((t) => t.startsWith('providers/') && !t.startsWith(`providers/${store}/`))
+        .map((t) => `${file} -> ${t}`)
     })
     expect(crossing).toEqual([])
   })

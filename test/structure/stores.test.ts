@@ -34,34 +34,46 @@ const NOT_INSTALLED: Readonly<Record<string, string>> = {
 }
 
 describe('every store is known everywhere it must be', () => {
-  const packageJson = JSON.parse(read('package.json')) as { exports: Record<string, unknown>; devDependencies: Record<string, string> }
+  const packageJson = JSON.parse(read('package.json')) as {
+    exports: Record<string, unknown>
+    devDependencies: Record<string, string>
+  }
 
   it('finds the stores (the folders under src/providers/)', () => {
     expect(FOLDERS.length).toBeGreaterThanOrEqual(16)
-    for (const id of Object.keys({ ...PLATFORM_ONLY, ...NO_URL })) expect(FOLDERS, `exemption for a store that does not exist: ${id}`).toContain(id)
+    for (const id of Object.keys({ ...PLATFORM_ONLY, ...NO_URL }))
+      expect(FOLDERS, `exemption for a store that does not exist: ${id}`).toContain(id)
   })
 
-  it.each(FOLDERS)('%s: a subpath export, a docs page listed in docs/providers/README.md and the README, and tests', (id) => {
-    if (id !== 'in-memory') expect(packageJson.exports[`./${id}`], `package.json exports "./${id}"`).toBeDefined()
-    expect(has(`docs/providers/${id}.md`), `docs/providers/${id}.md`).toBe(true)
-    expect(read('docs/providers/README.md'), `docs/providers/README.md links ${id}.md`).toContain(`(${id}.md`)
-    expect(read('README.md'), `README.md links docs/providers/${id}.md`).toContain(`docs/providers/${id}.md`)
-    expect(has(`test/providers/${id}`), `test/providers/${id}/`).toBe(true)
-  })
+  it.each(FOLDERS)(
+    '%s: a subpath export, a docs page listed in docs/providers/README.md and the README, and tests',
+    (id) => {
+      if (id !== 'in-memory') expect(packageJson.exports[`./${id}`], `package.json exports "./${id}"`).toBeDefined()
+      expect(has(`docs/providers/${id}.md`), `docs/providers/${id}.md`).toBe(true)
+      expect(read('docs/providers/README.md'), `docs/providers/README.md links ${id}.md`).toContain(`(${id}.md`)
+      expect(read('README.md'), `README.md links docs/providers/${id}.md`).toContain(`docs/providers/${id}.md`)
+      expect(has(`test/providers/${id}`), `test/providers/${id}/`).toBe(true)
+    },
+  )
 
   it.each(FOLDERS.filter((id) => !(id in PLATFORM_ONLY)))('%s: a bench setup and a fault suite', (id) => {
     expect(has(`bench/setups/${id}.ts`), `bench/setups/${id}.ts`).toBe(true)
-    expect(read('bench/setups/registry.ts'), `bench/setups/registry.ts names ${id}`).toMatch(new RegExp(`['\\s]${id}'?:`))
+    expect(read('bench/setups/registry.ts'), `bench/setups/registry.ts names ${id}`).toMatch(
+      new RegExp(`['\\s]${id}'?:`),
+    )
     expect(has(`test/faults/providers/${id}.test.ts`), `test/faults/providers/${id}.test.ts`).toBe(true)
   })
 
-  it.each(FOLDERS.filter((id) => !(id in PLATFORM_ONLY) && !(id in NO_URL)))('%s: in the registry, with an admin module the command line loads', (id) => {
-    expect(
-      STORES.map((s) => s.id),
-      `src/providers/registry.ts has an entry for ${id}`,
-    ).toContain(id)
-    expect(has(`src/providers/${id}/admin.ts`), `src/providers/${id}/admin.ts`).toBe(true)
-  })
+  it.each(FOLDERS.filter((id) => !(id in PLATFORM_ONLY) && !(id in NO_URL)))(
+    '%s: in the registry, with an admin module the command line loads',
+    (id) => {
+      expect(
+        STORES.map((s) => s.id),
+        `src/providers/registry.ts has an entry for ${id}`,
+      ).toContain(id)
+      expect(has(`src/providers/${id}/admin.ts`), `src/providers/${id}/admin.ts`).toBe(true)
+    },
+  )
 
   it('the registry names only stores that exist, each with its drivers installed for the tests and named on its docs page', () => {
     for (const store of STORES) {

@@ -11,7 +11,8 @@ describe('lockOwner', () => {
       return BigInt(`0x${match![1]}`)
     })
     // 1000 owners cross at least three of the boundaries where the last two hex digits wrap.
-    for (let i = 1; i < counts.length; i++) expect(counts[i]! - counts[i - 1]!, owners[i]).toBe(counts[i - 1] === 0xffffffffffffn ? -0xffffffffffffn : 1n)
+    for (let i = 1; i < counts.length; i++)
+      expect(counts[i]! - counts[i - 1]!, owners[i]).toBe(counts[i - 1] === 0xffffffffffffn ? -0xffffffffffffn : 1n)
     expect(owners.slice(0, 500).every((owner) => owner.startsWith('host-a:'))).toBe(true)
     expect(owners.slice(500).every((owner) => owner.startsWith('host-b:'))).toBe(true)
     expect(new Set(owners).size).toBe(1000)

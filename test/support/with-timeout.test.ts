@@ -3,7 +3,10 @@ import { LockProviderError } from '../../src/core/errors.ts'
 import { OperationTimeoutError, timedStoreCall, withTimeout } from '../../src/support/with-timeout.ts'
 
 const describeError = (error: unknown, action: string, name: string): LockProviderError =>
-  new LockProviderError(`test: could not ${action} lock "${name}": ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  new LockProviderError(
+    `test: could not ${action} lock "${name}": ${error instanceof Error ? error.message : String(error)}`,
+    { cause: error },
+  )
 
 describe('timedStoreCall', () => {
   afterEach(() => {
@@ -29,13 +32,20 @@ describe('timedStoreCall', () => {
 
   it('takes a plain value from run() as a resolved reply', async () => {
     await expect(
-      timedStoreCall({ store: 'Test', timeoutMs: 1000, describe: describeError }, 'acquire', 'a', () => 7 as unknown as Promise<number>),
+      timedStoreCall(
+        { store: 'Test', timeoutMs: 1000, describe: describeError },
+        'acquire',
+        'a',
+        () => 7 as unknown as Promise<number>,
+      ),
     ).resolves.toBe(7)
   })
 
   it('describes a rejection and a synchronous throw; passes a LockProviderError as it is', async () => {
     const call = { store: 'Test', timeoutMs: 1000, describe: describeError }
-    await expect(timedStoreCall(call, 'release', 'a', async () => Promise.reject(new Error('boom')))).rejects.toThrow('test: could not release lock "a": boom')
+    await expect(timedStoreCall(call, 'release', 'a', async () => Promise.reject(new Error('boom')))).rejects.toThrow(
+      'test: could not release lock "a": boom',
+    )
     await expect(
       timedStoreCall(call, 'acquire', 'b', () => {
         throw new Error('sync')
@@ -97,7 +107,10 @@ describe('timedStoreCall', () => {
     await vi.advanceTimersByTimeAsync(0)
     for (const label of ['ok', 'mapped', 'failed', 'thrown', 'map throws']) {
       const ok = label === 'ok' || label === 'mapped'
-      expect(seen.filter((line) => line.startsWith(`${label}:`))).toEqual([`${label}: settled(${ok})`, `${label}: ${ok ? 'resolved' : 'rejected'}`])
+      expect(seen.filter((line) => line.startsWith(`${label}:`))).toEqual([
+        `${label}: settled(${ok})`,
+        `${label}: ${ok ? 'resolved' : 'rejected'}`,
+      ])
     }
     await vi.advanceTimersByTimeAsync(500)
     answer(1)
@@ -140,7 +153,12 @@ describe('timedStoreCall', () => {
         order.push('steps')
       },
     }
-    const pending = timedStoreCall({ store: 'Test', timeoutMs: 200, describe: describeError, onTimeout: () => order.push('call') }, 'acquire', 'slow', steps)
+    const pending = timedStoreCall(
+      { store: 'Test', timeoutMs: 200, describe: describeError, onTimeout: () => order.push('call') },
+      'acquire',
+      'slow',
+      steps,
+    )
     const outcome = pending.then(
       () => 'resolved',
       () => {
@@ -188,7 +206,11 @@ describe('one timer for the calls of one duration', () => {
     await vi.advanceTimersByTimeAsync(199)
     expect(outcomes).toHaveLength(2)
     await vi.advanceTimersByTimeAsync(1)
-    expect(outcomes).toEqual(['b: answered', 'a: no reply from Test within 300ms at 300', 'c: no reply from Test within 300ms at 500'])
+    expect(outcomes).toEqual([
+      'b: answered',
+      'a: no reply from Test within 300ms at 300',
+      'c: no reply from Test within 300ms at 500',
+    ])
     expect(vi.getTimerCount()).toBe(0)
   })
 
@@ -255,7 +277,10 @@ describe('one timer for the calls of one duration', () => {
     vi.useFakeTimers()
     const late = vi.fn()
     let answer!: (value: string) => void
-    const pending = withTimeout(new Promise<string>((resolve) => (answer = resolve)), 250, { store: 'Test', late }).catch((error: unknown) => error)
+    const pending = withTimeout(new Promise<string>((resolve) => (answer = resolve)), 250, {
+      store: 'Test',
+      late,
+    }).catch((error: unknown) => error)
     await vi.advanceTimersByTimeAsync(250)
     expect(await pending).toBeInstanceOf(OperationTimeoutError)
     answer('after the timeout')

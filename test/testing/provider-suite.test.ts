@@ -44,7 +44,9 @@ function flawedProvider(flaws: Flaws = {}) {
       if (broken) throw new LockProviderError('the connection was dropped', { cause: new Error('connection closed') })
       if (flaws.longNamesBreakTheConnection && configuration.name.length > 64) {
         broken = true
-        throw new LockProviderError('the server dropped the connection', { cause: new Error('maximum control line exceeded') })
+        throw new LockProviderError('the server dropped the connection', {
+          cause: new Error('maximum control line exceeded'),
+        })
       }
       const now = Date.now()
       const { name } = configuration
@@ -60,7 +62,10 @@ function flawedProvider(flaws: Flaws = {}) {
       }
       const unlock = async (current: LockConfiguration) => {
         const entry = mine(current.name)
-        if (entry) entry.lockUntil = flaws.ignoresLockAtLeastFor ? Date.now() : Math.max(Date.now(), current.lockAtLeastUntil.getTime())
+        if (entry)
+          entry.lockUntil = flaws.ignoresLockAtLeastFor
+            ? Date.now()
+            : Math.max(Date.now(), current.lockAtLeastUntil.getTime())
       }
       if (flaws.noExtend) return defineLock(configuration, { unlock })
       return defineLock(configuration, {
@@ -69,7 +74,8 @@ function flawedProvider(flaws: Flaws = {}) {
           if (flaws.slowExtendMs) await new Promise((resolve) => setTimeout(resolve, flaws.slowExtendMs))
           if (flaws.refusesFirstExtension && current === configuration) return false
           const entry = entries.get(next.name)
-          if (!entry || entry.lockUntil <= Date.now() || (entry.owner !== owner && !flaws.extendIgnoresOwner)) return false
+          if (!entry || entry.lockUntil <= Date.now() || (entry.owner !== owner && !flaws.extendIgnoresOwner))
+            return false
           entry.lockUntil = next.lockAtMostUntil.getTime()
           return true
         },
@@ -120,23 +126,34 @@ const EXTENDS_THRICE = 'extension: extends a lock three times in a row'
 const TOO_LONG =
   'names: a name longer than the store accepts rejects with LockConfigurationError before anything is sent, and the connection still serves other locks'
 const REFUSES = 'basic: refuses an expired configuration and a look-alike object, before the store is asked'
-const NESTED = 'concurrency: a same-name call a task left running keeps the lock until it ends, though the task returned'
+const NESTED =
+  'concurrency: a same-name call a task left running keeps the lock until it ends, though the task returned'
 const SLOT_DECLARED = 'slots: the declared inspector() matches the provider'
-const SLOT_ONCE = "slots: a slot runs once across two executors: the other gets { executed: false, reason: 'slot-done' }, and the next slot runs"
+const SLOT_ONCE =
+  "slots: a slot runs once across two executors: the other gets { executed: false, reason: 'slot-done' }, and the next slot runs"
 const SLOT_RACE = 'slots: of 8 attempts at one slot on two executors at once, one runs and seven find the slot done'
 const SLOT_FAILED = 'slots: a failed slot counts as run: no executor runs it again'
-const SLOT_HELD = "slots: a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards"
+const SLOT_HELD =
+  "slots: a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards"
 const SLOT_LISTED = "slots: the inspector lists a slot's record under '<name>@', held for the slot retention"
-const SLOT_REMOVE_EXPIRED = "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else"
+const SLOT_REMOVE_EXPIRED =
+  "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else"
 const SLOT_CATCH_UP =
   "slots: catchUp with policy 'all' on two executors at once runs each missed slot once, oldest first; a later catch-up finds nothing missed"
 
 /** The slot cases over the in-memory provider (which has an inspector), its inspector changed by `inspector`. */
-function slotSuite(inspector: (real: LockInspector) => LockInspector | undefined = (real) => real, declared = true): LockProviderTestCase[] {
+function slotSuite(
+  inspector: (real: LockInspector) => LockInspector | undefined = (real) => real,
+  declared = true,
+): LockProviderTestCase[] {
   const memory = inMemoryLockProvider()
   const real = memory.inspector!()
   const changed = inspector(real)
-  const provider: LockProvider = { name: 'in-memory', lock: (configuration) => memory.lock(configuration), ...(changed ? { inspector: () => changed } : {}) }
+  const provider: LockProvider = {
+    name: 'in-memory',
+    lock: (configuration) => memory.lock(configuration),
+    ...(changed ? { inspector: () => changed } : {}),
+  }
   return lockProviderSuite({
     provider: () => provider,
     isLocked: async (name) => (memory.inspect(name)?.lockUntil.getTime() ?? 0) > Date.now(),
@@ -157,7 +174,19 @@ async function mustFail(c: LockProviderTestCase, message?: RegExp): Promise<void
 describe('lockProviderSuite catches broken providers', () => {
   it('the flawless fake passes every case the broken ones are checked against', { timeout: 60_000 }, async () => {
     const cases = suiteFor({})
-    for (const name of [STALE_UNLOCK, STALE_EXTEND, AT_LEAST, EXTENSION_AT_LEAST, SECOND_LOCK, FRESH_NODE, RACE, FUZZ, DECLARED, EXTENDS, DELETED]) {
+    for (const name of [
+      STALE_UNLOCK,
+      STALE_EXTEND,
+      AT_LEAST,
+      EXTENSION_AT_LEAST,
+      SECOND_LOCK,
+      FRESH_NODE,
+      RACE,
+      FUZZ,
+      DECLARED,
+      EXTENDS,
+      DELETED,
+    ]) {
       await pick(cases, name).run()
     }
   })
@@ -186,11 +215,19 @@ describe('lockProviderSuite catches broken providers', () => {
 
   it('an extend() that refuses a live lock, though a late extension starts the case over', async () => {
     const cases = suiteFor({ refusesFirstExtension: true })
-    await mustFail(pick(cases, EXTENDS), /resolved to undefined \d+ ms after its acquisition, within its lockAtMostFor of 200 ms/)
-    await mustFail(pick(cases, EXTENDS_THRICE), /resolved to undefined \d+ ms after its acquisition, within its lockAtMostFor of 200 ms/)
+    await mustFail(
+      pick(cases, EXTENDS),
+      /resolved to undefined \d+ ms after its acquisition, within its lockAtMostFor of 200 ms/,
+    )
+    await mustFail(
+      pick(cases, EXTENDS_THRICE),
+      /resolved to undefined \d+ ms after its acquisition, within its lockAtMostFor of 200 ms/,
+    )
   })
 
-  it('a machine too slow to extend a lock within its lockAtMostFor fails the case after three tries, and says so', { timeout: 20_000 }, async () => {
+  it('a machine too slow to extend a lock within its lockAtMostFor fails the case after three tries, and says so', {
+    timeout: 20_000,
+  }, async () => {
     await mustFail(
       pick(suiteFor({ slowExtendMs: 250 }), EXTENDS_THRICE),
       /three times, extending a lock took longer than its lockAtMostFor of 200 ms .*too loaded/,
@@ -250,7 +287,9 @@ describe('lockProviderSuite catches broken providers', () => {
     })
 
     it('rejecting with a LockProviderError with cause, naming the lock, passes', async () => {
-      await deadStore((name) => new LockProviderError(`Could not lock "${name}"`, { cause: new Error('ECONNREFUSED') })).run()
+      await deadStore(
+        (name) => new LockProviderError(`Could not lock "${name}"`, { cause: new Error('ECONNREFUSED') }),
+      ).run()
     })
   })
 
@@ -263,7 +302,10 @@ describe('lockProviderSuite catches broken providers', () => {
           return store.provider.lock(configuration)
         },
       }
-      return pick(lockProviderSuite({ provider: () => provider, isLocked: store.isLocked, extensible: true, maxNameLength: 64 }), TOO_LONG)
+      return pick(
+        lockProviderSuite({ provider: () => provider, isLocked: store.isLocked, extensible: true, maxNameLength: 64 }),
+        TOO_LONG,
+      )
     }
 
     it('that accepts longer names fails', async () => {
@@ -279,13 +321,18 @@ describe('lockProviderSuite catches broken providers', () => {
 
     it('that lets the store reject the name (LockProviderError) fails', async () => {
       await mustFail(
-        limited((name) => new LockProviderError(`Lock name "${name}" is too long`, { cause: new Error('value too long') })),
+        limited(
+          (name) => new LockProviderError(`Lock name "${name}" is too long`, { cause: new Error('value too long') }),
+        ),
         /expected LockConfigurationError/,
       )
     })
 
     it('that sends the name and loses the connection for other locks fails', async () => {
-      await mustFail(pick(suiteFor({ longNamesBreakTheConnection: true }, { maxNameLength: 64 }), TOO_LONG), /expected LockConfigurationError/)
+      await mustFail(
+        pick(suiteFor({ longNamesBreakTheConnection: true }, { maxNameLength: 64 }), TOO_LONG),
+        /expected LockConfigurationError/,
+      )
     })
 
     it('that refuses the name with a LockConfigurationError naming the lock passes', async () => {
@@ -296,7 +343,16 @@ describe('lockProviderSuite catches broken providers', () => {
   describe('slots', () => {
     it('a correct provider with an inspector passes every slot case', { timeout: 30_000 }, async () => {
       const cases = slotSuite()
-      expect(cases.map((c) => c.name)).toEqual([SLOT_DECLARED, SLOT_ONCE, SLOT_RACE, SLOT_FAILED, SLOT_HELD, SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
+      expect(cases.map((c) => c.name)).toEqual([
+        SLOT_DECLARED,
+        SLOT_ONCE,
+        SLOT_RACE,
+        SLOT_FAILED,
+        SLOT_HELD,
+        SLOT_LISTED,
+        SLOT_REMOVE_EXPIRED,
+        SLOT_CATCH_UP,
+      ])
       for (const c of cases) await c.run()
     })
 
@@ -309,7 +365,10 @@ describe('lockProviderSuite catches broken providers', () => {
     })
 
     it('a provider declared with an inspector that has none, and the other way round', async () => {
-      await mustFail(pick(suiteFor({}, { slots: { inspector: true } }), SLOT_DECLARED), /declare slots: \{ inspector: false \}/)
+      await mustFail(
+        pick(suiteFor({}, { slots: { inspector: true } }), SLOT_DECLARED),
+        /declare slots: \{ inspector: false \}/,
+      )
       await mustFail(
         pick(
           slotSuite((real) => real, false),
@@ -339,7 +398,10 @@ describe('lockProviderSuite catches broken providers', () => {
     })
 
     it('an inspector that lists no slot records: the slot record is not listed, and a catch-up finds no history', async () => {
-      const blind = (real: LockInspector): LockInspector => ({ ...real, list: async (selection) => ({ ...(await real.list(selection)), locks: [] }) })
+      const blind = (real: LockInspector): LockInspector => ({
+        ...real,
+        list: async (selection) => ({ ...(await real.list(selection)), locks: [] }),
+      })
       await mustFail(pick(slotSuite(blind), SLOT_LISTED), /the slot records listed under the prefix/)
       await mustFail(pick(slotSuite(blind), SLOT_CATCH_UP), /the missed slots, each once, oldest first/)
     })
@@ -375,7 +437,9 @@ describe('lockProviderSuite cases', () => {
     expect(new Set(names).size).toBe(names.length)
     expect(names.length).toBeGreaterThanOrEqual(20)
     for (const c of cases) expect(c.name.startsWith(`${c.group}: `)).toBe(true)
-    expect(new Set(cases.map((c) => c.group))).toEqual(new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency', 'slots']))
+    expect(new Set(cases.map((c) => c.group))).toEqual(
+      new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency', 'slots']),
+    )
   })
 
   it('have a positive, finite timeout that grows with timeGranularityMs', () => {
@@ -387,7 +451,9 @@ describe('lockProviderSuite cases', () => {
     }
     const timeout = (cases: LockProviderTestCase[], name: string) => cases.find((c) => c.name === name)!.timeoutMs
     expect(timeout(coarse, AT_LEAST)).toBeGreaterThan(timeout(fine, AT_LEAST))
-    expect(timeout(coarse, 'basic: a lock expires after lockAtMostFor')).toBeGreaterThan(timeout(fine, 'basic: a lock expires after lockAtMostFor'))
+    expect(timeout(coarse, 'basic: a lock expires after lockAtMostFor')).toBeGreaterThan(
+      timeout(fine, 'basic: a lock expires after lockAtMostFor'),
+    )
   })
 
   it('report why optional cases are skipped', () => {

@@ -36,7 +36,10 @@ describe('runLocked', () => {
     await runLocked(async () => {
       await expect(extendActiveLock('1m')).resolves.toBeUndefined()
       await expect(extendActiveLock(1_000, 500)).resolves.toBeUndefined()
-      await expect(Promise.all([extendActiveLock('1m'), extendActiveLock('2m')])).resolves.toEqual([undefined, undefined])
+      await expect(Promise.all([extendActiveLock('1m'), extendActiveLock('2m')])).resolves.toEqual([
+        undefined,
+        undefined,
+      ])
     })
   })
 

@@ -160,7 +160,10 @@ export class ShedLockModule implements OnApplicationBootstrap, OnModuleDestroy, 
       module: ShedLockModule,
       global: true,
       imports: [DiscoveryModule, ...(options.imports ?? [])],
-      providers: [{ provide: SHEDLOCK_MODULE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] }, ...shared],
+      providers: [
+        { provide: SHEDLOCK_MODULE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] },
+        ...shared,
+      ],
       exports: exported,
     }
   }
@@ -182,7 +185,10 @@ export class ShedLockModule implements OnApplicationBootstrap, OnModuleDestroy, 
       catchUps.push(
         catchUpSchedulerLock(instance, key).then(
           (result) => this.#report(label, result),
-          (error: unknown) => this.#logger.error(`${label}: the catch-up failed: ${error instanceof Error ? error.message : String(error)}`),
+          (error: unknown) =>
+            this.#logger.error(
+              `${label}: the catch-up failed: ${error instanceof Error ? error.message : String(error)}`,
+            ),
         ),
       )
     }
@@ -229,9 +235,13 @@ export class ShedLockModule implements OnApplicationBootstrap, OnModuleDestroy, 
       return
     }
     const slots = (dates: readonly Date[]) => dates.map((date) => date.toISOString()).join(', ')
-    this.#logger.log(`${label}: caught up ${result.ran.length} of ${result.missed.length} missed slot(s): ${slots(result.ran)}`)
+    this.#logger.log(
+      `${label}: caught up ${result.ran.length} of ${result.missed.length} missed slot(s): ${slots(result.ran)}`,
+    )
     for (const { slot, error } of result.failed) {
-      this.#logger.error(`${label}: the catch-up run of slot ${slot.toISOString()} failed: ${error instanceof Error ? error.message : String(error)}`)
+      this.#logger.error(
+        `${label}: the catch-up run of slot ${slot.toISOString()} failed: ${error instanceof Error ? error.message : String(error)}`,
+      )
     }
   }
 }

@@ -57,7 +57,11 @@ export class ShedLockService implements LockingTaskExecutor {
   }
 
   /** `executeWithLock()` of the default provider's executor: see `LockingTaskExecutor`. */
-  executeWithLock<T>(task: LockedTask<T>, request: LockConfiguration | LockRequest, options?: ExecutionOptions): Promise<TaskResult<T>> {
+  executeWithLock<T>(
+    task: LockedTask<T>,
+    request: LockConfiguration | LockRequest,
+    options?: ExecutionOptions,
+  ): Promise<TaskResult<T>> {
     return this.executor().executeWithLock(task, request, options)
   }
 

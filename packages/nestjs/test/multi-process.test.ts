@@ -8,7 +8,14 @@ import { postgresSchema } from 'shedlock/postgres'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { connectOrSkip, uniqueTable } from '../../../test/helpers/backends.ts'
 import { ensureNestjsBuilt, tsc } from '../../../test/integrations/support/build.ts'
-import { analyse, countDoubleRuns, readLedger, runProofProcess, stderrErrors, summary } from '../../../test/integrations/support/proof.ts'
+import {
+  analyse,
+  countDoubleRuns,
+  readLedger,
+  runProofProcess,
+  stderrErrors,
+  summary,
+} from '../../../test/integrations/support/proof.ts'
 import { killStartedProcesses } from '../../../test/helpers/processes.ts'
 
 // Three processes of a NestJS app (test/fixtures/proof-app/main.ts, compiled here with tsc for
@@ -64,7 +71,11 @@ describe('@nestjs/schedule: three processes over one PostgreSQL database', () =>
       PROOF_RUN_MS: String(RUN_MS),
     }
 
-    const runs = await Promise.all(NODES.map((node) => runProofProcess(join(appDir, 'dist/main.js'), node, { ...env, PROOF_NODE: node }, RUN_MS + 20_000)))
+    const runs = await Promise.all(
+      NODES.map((node) =>
+        runProofProcess(join(appDir, 'dist/main.js'), node, { ...env, PROOF_NODE: node }, RUN_MS + 20_000),
+      ),
+    )
     countDoubleRuns(() => {
       const records = readLedger(ledger)
       return ['below', 'above'].map((job) =>
@@ -108,7 +119,8 @@ describe('@nestjs/schedule: three processes over one PostgreSQL database', () =>
       ).toEqual(NODES)
 
     // Each job's lock lives in the table of the provider it chose.
-    const names = async (t: string) => (await pool!.query<{ name: string }>(`SELECT name FROM ${t} ORDER BY name`)).rows.map((r) => r.name)
+    const names = async (t: string) =>
+      (await pool!.query<{ name: string }>(`SELECT name FROM ${t} ORDER BY name`)).rows.map((r) => r.name)
     expect(await names(table)).toEqual([`${prefix}-below`])
     expect(await names(tableB)).toEqual([`${prefix}-above`])
   }, 45_000)

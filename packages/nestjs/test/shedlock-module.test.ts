@@ -3,9 +3,22 @@ import { Inject, Injectable, type INestApplicationContext, Module } from '@nestj
 import { NestFactory } from '@nestjs/core'
 import { Cron, Interval, SchedulerRegistry, ScheduleModule, Timeout } from '@nestjs/schedule'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { assertLocked, type Duration, inMemoryLockProvider, LockConfigurationError, lockConfiguration, type LockProvider } from 'shedlock'
+import {
+  assertLocked,
+  type Duration,
+  inMemoryLockProvider,
+  LockConfigurationError,
+  lockConfiguration,
+  type LockProvider,
+} from 'shedlock'
 import { afterEach, describe, expect, it } from 'vitest'
-import { SCHEDULER_LOCK_OPTIONS, SchedulerLock, SHEDLOCK_MODULE_OPTIONS, ShedLockModule, type ShedLockModuleOptions } from '../src/index.ts'
+import {
+  SCHEDULER_LOCK_OPTIONS,
+  SchedulerLock,
+  SHEDLOCK_MODULE_OPTIONS,
+  ShedLockModule,
+  type ShedLockModuleOptions,
+} from '../src/index.ts'
 
 // In-process tests of the module and the decorator, through Nest's own DI and @nestjs/schedule.
 // vitest compiles this file with the package's tsconfig (legacy decorators and their metadata).
@@ -73,7 +86,10 @@ afterEach(async () => {
   calls.length = 0
 })
 
-async function start(shedlock: ReturnType<typeof ShedLockModule.forRoot>, withSchedule = false): Promise<INestApplicationContext> {
+async function start(
+  shedlock: ReturnType<typeof ShedLockModule.forRoot>,
+  withSchedule = false,
+): Promise<INestApplicationContext> {
   @Module({ imports: [...(withSchedule ? [ScheduleModule.forRoot()] : []), shedlock, JobsModule] })
   class AppModule {}
   app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false })
@@ -108,13 +124,17 @@ describe('ShedLockModule.forRoot', () => {
   it('fails to start with the LockConfigurationError of bad options', async () => {
     const bad = { provider: inMemoryLockProvider() } as unknown as ShedLockModuleOptions
     await expect(start(ShedLockModule.forRoot(bad))).rejects.toThrow(LockConfigurationError)
-    await expect(start(ShedLockModule.forRoot(bad))).rejects.toThrow(/^configureSchedulerLock\(\): defaultLockAtMostFor is required/)
+    await expect(start(ShedLockModule.forRoot(bad))).rejects.toThrow(
+      /^configureSchedulerLock\(\): defaultLockAtMostFor is required/,
+    )
   })
 
   it('chooses the named provider of a method, and rejects a name that is not configured', async () => {
     const a = inMemoryLockProvider()
     const b = inMemoryLockProvider()
-    const context = await start(ShedLockModule.forRoot({ provider: a, providers: { a, b }, defaultLockAtMostFor: '1m' }))
+    const context = await start(
+      ShedLockModule.forRoot({ provider: a, providers: { a, b }, defaultLockAtMostFor: '1m' }),
+    )
     const jobs = context.get(Jobs)
     await expect(jobs.onB()).resolves.toBe('b')
     expect(b.inspect('on-b')).toBeDefined()
@@ -161,7 +181,12 @@ describe('ShedLockModule.forRootAsync', () => {
     }
     @Module({ providers: [Reader] })
     class ReaderModule {}
-    @Module({ imports: [ShedLockModule.forRootAsync({ useFactory: () => ({ provider: store, defaultLockAtMostFor: '2m' }) }), ReaderModule] })
+    @Module({
+      imports: [
+        ShedLockModule.forRootAsync({ useFactory: () => ({ provider: store, defaultLockAtMostFor: '2m' }) }),
+        ReaderModule,
+      ],
+    })
     class AppModule {}
     app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false })
     expect(app.get(Reader).options.defaultLockAtMostFor).toBe('2m')
@@ -181,7 +206,8 @@ describe('with @nestjs/schedule', () => {
     const methods = new Set(calls.map((c) => c.method))
     expect(methods).toEqual(new Set(['cronBelow', 'cronAbove', 'intervalBelow', 'timeoutAbove']))
     expect(calls.every((c) => c.locked)).toBe(true)
-    for (const name of ['cron-below', 'cron-above', 'interval-below', 'timeout-above']) expect(provider.inspect(name), name).toBeDefined()
+    for (const name of ['cron-below', 'cron-above', 'interval-below', 'timeout-above'])
+      expect(provider.inspect(name), name).toBeDefined()
   })
 
   it('a tick skipped on this node never enters the method', async () => {
@@ -194,7 +220,10 @@ describe('with @nestjs/schedule', () => {
   })
 
   it('stores its options as metadata of the locked method', () => {
-    expect(Reflect.getMetadata(SCHEDULER_LOCK_OPTIONS, Jobs.prototype.cronBelow)).toEqual({ name: 'cron-below', lockAtMostFor: '10s' })
+    expect(Reflect.getMetadata(SCHEDULER_LOCK_OPTIONS, Jobs.prototype.cronBelow)).toEqual({
+      name: 'cron-below',
+      lockAtMostFor: '10s',
+    })
     expect(Reflect.getMetadata(SCHEDULER_LOCK_OPTIONS, Jobs.prototype.timeoutAbove)).toEqual({ name: 'timeout-above' })
   })
 })

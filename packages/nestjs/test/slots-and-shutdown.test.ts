@@ -17,7 +17,13 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 // The fake store of the root tests, over the built package's in-memory provider.
 import { listingStore } from '../../../test/helpers/listing-store.ts'
 import { startNode, waitFor } from '../../../test/helpers/processes.ts'
-import { SchedulerLock, SHEDLOCK_EXECUTOR, ShedLockModule, type ShedLockModuleOptions, ShedLockService } from '../src/index.ts'
+import {
+  SchedulerLock,
+  SHEDLOCK_EXECUTOR,
+  ShedLockModule,
+  type ShedLockModuleOptions,
+  ShedLockService,
+} from '../src/index.ts'
 
 // In-process tests of the catch-up on bootstrap, the shutdown and the service, through Nest's own
 // DI. vitest compiles this file with the package's tsconfig (legacy decorators).
@@ -27,12 +33,24 @@ const runs: string[] = []
 @Injectable()
 class Reports {
   @Cron('0 */10 * * * *', { timeZone: 'UTC' })
-  @SchedulerLock({ name: 'every-ten', lockAtMostFor: '1m', slot: true, slotRetention: '3d', catchUp: { policy: 'all', within: '1h' } })
+  @SchedulerLock({
+    name: 'every-ten',
+    lockAtMostFor: '1m',
+    slot: true,
+    slotRetention: '3d',
+    catchUp: { policy: 'all', within: '1h' },
+  })
   async everyTen(): Promise<void> {
     runs.push(`everyTen ${taskContext().slot?.toISOString()}`)
   }
 
-  @SchedulerLock({ name: 'nightly', lockAtMostFor: '1m', slot: true, slotRetention: '3d', catchUp: { policy: 'once', within: '2d' } })
+  @SchedulerLock({
+    name: 'nightly',
+    lockAtMostFor: '1m',
+    slot: true,
+    slotRetention: '3d',
+    catchUp: { policy: 'once', within: '2d' },
+  })
   @Cron('0 0 3 * * *', { utcOffset: 60 })
   async nightly(): Promise<void> {
     runs.push(`nightly ${taskContext().slot?.toISOString()}`)
@@ -57,7 +75,10 @@ class Outside {
   readonly shedlock: ShedLockService
   readonly executor: LockingTaskExecutor
 
-  constructor(@Inject(ShedLockService) shedlock: ShedLockService, @Inject(SHEDLOCK_EXECUTOR) executor: LockingTaskExecutor) {
+  constructor(
+    @Inject(ShedLockService) shedlock: ShedLockService,
+    @Inject(SHEDLOCK_EXECUTOR) executor: LockingTaskExecutor,
+  ) {
     this.shedlock = shedlock
     this.executor = executor
   }
@@ -70,7 +91,10 @@ afterEach(async () => {
   vi.useRealTimers()
 })
 
-async function start(options: ShedLockModuleOptions, providers: unknown[] = [Reports]): Promise<INestApplicationContext> {
+async function start(
+  options: ShedLockModuleOptions,
+  providers: unknown[] = [Reports],
+): Promise<INestApplicationContext> {
   @Module({ imports: [ShedLockModule.forRoot(options)], providers: providers as never[] })
   class AppModule {}
   const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false })
@@ -115,7 +139,9 @@ describe('on bootstrap: the catch-up of every @Cron method with @SchedulerLock({
   it('a method with @SchedulerLock({ slot: true }) and no @Cron fails the start with LockConfigurationError', async () => {
     const failed = start({ provider: inMemoryLockProvider(), defaultLockAtMostFor: '1m' }, [WithoutCron])
     await expect(failed).rejects.toThrow(LockConfigurationError)
-    await expect(start({ provider: inMemoryLockProvider(), defaultLockAtMostFor: '1m' }, [WithoutCron])).rejects.toThrow(
+    await expect(
+      start({ provider: inMemoryLockProvider(), defaultLockAtMostFor: '1m' }, [WithoutCron]),
+    ).rejects.toThrow(
       /@SchedulerLock on WithoutCron\.tick\(\) \(lock "no-cron"\): slot: true reads the fire time of @Cron/,
     )
   })
@@ -161,7 +187,12 @@ describe('on shutdown: the executors are closed', () => {
     // After the output pipes close, so that nothing the process printed last is missing.
     const exit = await done
     expect(exit.stderr).toBe('')
-    expect(exit.stdout.trim().split('\n')).toEqual(['running', 'aborted: ExecutorClosedError', 'unlocked long', 'call resolved: undefined'])
+    expect(exit.stdout.trim().split('\n')).toEqual([
+      'running',
+      'aborted: ExecutorClosedError',
+      'unlocked long',
+      'call resolved: undefined',
+    ])
     // Nest re-raises the signal once the application is closed.
     expect(exit.signal ?? exit.code).toBe('SIGTERM')
   })
@@ -173,13 +204,24 @@ describe('ShedLockService and SHEDLOCK_EXECUTOR', () => {
     const a = inMemoryLockProvider()
     const b = inMemoryLockProvider()
     const app = await start(
-      { provider: a, providers: { b }, defaultLockAtMostFor: '1m', listener: { onLockAcquired: (c) => void log.push(`acquired ${c.name}`) } },
+      {
+        provider: a,
+        providers: { b },
+        defaultLockAtMostFor: '1m',
+        listener: { onLockAcquired: (c) => void log.push(`acquired ${c.name}`) },
+      },
       [Outside],
     )
     const { shedlock, executor } = app.get(Outside)
     expect(executor).toBe(shedlock)
-    await expect(shedlock.executeWithLock(() => 'done', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({ executed: true, result: 'done' })
-    await expect(executor.executeWithLock(() => 'again', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({ executed: true, result: 'again' })
+    await expect(shedlock.executeWithLock(() => 'done', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({
+      executed: true,
+      result: 'done',
+    })
+    await expect(executor.executeWithLock(() => 'again', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({
+      executed: true,
+      result: 'again',
+    })
     await shedlock.executor('b').executeWithLock(() => {}, { name: 'on-b', lockAtMostFor: '1m', lockAtLeastFor: '1m' })
     expect(b.inspect('on-b')).toBeDefined()
     expect(a.inspect('on-b')).toBeUndefined()
@@ -187,7 +229,10 @@ describe('ShedLockService and SHEDLOCK_EXECUTOR', () => {
     expect(() => shedlock.executor('missing')).toThrow(LockConfigurationError)
     await shedlock.close()
     expect(shedlock.closed).toBe(true)
-    await expect(shedlock.executeWithLock(() => 'late', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({ executed: false, reason: 'closed' })
+    await expect(shedlock.executeWithLock(() => 'late', { name: 'outside', lockAtMostFor: '1m' })).resolves.toEqual({
+      executed: false,
+      reason: 'closed',
+    })
   })
 
   it('catchUp() with the fire times of a scheduler (fireTimesOf)', async () => {

@@ -15,7 +15,11 @@ export interface AzureBlobConditions {
  * The part of a `BlockBlobClient` (`@azure/storage-blob` 12.x) that shedlock calls.
  */
 export interface AzureBlockBlobClient {
-  upload(body: Uint8Array, contentLength: number, options: { metadata: Record<string, string>; conditions: AzureBlobConditions }): Promise<{ etag?: string }>
+  upload(
+    body: Uint8Array,
+    contentLength: number,
+    options: { metadata: Record<string, string>; conditions: AzureBlobConditions },
+  ): Promise<{ etag?: string }>
   getProperties(): Promise<{ etag?: string; metadata?: Record<string, string> }>
   delete(options: { conditions: AzureBlobConditions }): Promise<unknown>
 }
@@ -36,7 +40,12 @@ export interface AzureContainerClient {
 /** @throws LockConfigurationError unless `client` looks like a ContainerClient. */
 export function checkContainerClient(client: unknown): asserts client is AzureContainerClient {
   const c = client as Partial<AzureContainerClient> | null | undefined
-  if (!c || typeof c.getBlockBlobClient !== 'function' || typeof c.listBlobsFlat !== 'function' || typeof c.containerName !== 'string') {
+  if (
+    !c ||
+    typeof c.getBlockBlobClient !== 'function' ||
+    typeof c.listBlobsFlat !== 'function' ||
+    typeof c.containerName !== 'string'
+  ) {
     throw new LockConfigurationError(
       "azure-blob: pass your ContainerClient (from @azure/storage-blob) as containerClient, e.g. BlobServiceClient.fromConnectionString(...).getContainerClient('locks')",
     )
@@ -59,7 +68,11 @@ const EMPTY = new Uint8Array(0)
 
 export function lockBlobs(container: AzureContainerClient, prefix: string): LockBlobs {
   const blob = (name: string): AzureBlockBlobClient => container.getBlockBlobClient(prefix + name)
-  const upload = async (name: string, metadata: Record<string, string>, conditions: AzureBlobConditions): Promise<string | undefined> => {
+  const upload = async (
+    name: string,
+    metadata: Record<string, string>,
+    conditions: AzureBlobConditions,
+  ): Promise<string | undefined> => {
     try {
       return (await blob(name).upload(EMPTY, 0, { metadata, conditions })).etag ?? ''
     } catch (error) {
@@ -94,7 +107,8 @@ export function lockBlobs(container: AzureContainerClient, prefix: string): Lock
         // The listing gives ETags bare (azurite) where HEAD quotes them; If-Match takes the quoted form.
         const etag = item.properties.etag ?? ''
         const quoted = etag.startsWith('"') ? etag : `"${etag}"`
-        if (item.name.startsWith(prefix)) found.push({ name: item.name.slice(prefix.length), blob: { etag: quoted, ...readMetadata(item.metadata) } })
+        if (item.name.startsWith(prefix))
+          found.push({ name: item.name.slice(prefix.length), blob: { etag: quoted, ...readMetadata(item.metadata) } })
       }
       return found
     },

@@ -33,7 +33,12 @@ export function readMetadata(metadata: Record<string, string> | undefined): Lock
  */
 export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
   // Lone surrogates would be sent as U+FFFD (two prefixes, one place); Azure refuses control characters in blob names.
-  if (typeof prefix !== 'string' || prefix.length >= MAX_NAME_CHARS - 1 || LONE_SURROGATE.test(prefix) || CONTROL.test(prefix)) {
+  if (
+    typeof prefix !== 'string' ||
+    prefix.length >= MAX_NAME_CHARS - 1 ||
+    LONE_SURROGATE.test(prefix) ||
+    CONTROL.test(prefix)
+  ) {
     throw new LockConfigurationError(
       `azure-blob: prefix must be a string of fewer than ${MAX_NAME_CHARS - 1} characters of well-formed Unicode without control characters (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`,
     )
@@ -97,7 +102,11 @@ export function isConditionFailure(error: unknown): boolean {
   if (code === 'ContainerNotFound') return false
   const status = statusOf(error)
   return (
-    status === 412 || code === 'BlobAlreadyExists' || code === 'ConditionNotMet' || code === 'BlobNotFound' || (status === 409 && code !== 'LeaseIdMissing')
+    status === 412 ||
+    code === 'BlobAlreadyExists' ||
+    code === 'ConditionNotMet' ||
+    code === 'BlobNotFound' ||
+    (status === 409 && code !== 'LeaseIdMissing')
   )
 }
 
@@ -130,7 +139,13 @@ const DENIED = new Set([
  * Turns an SDK error into a `LockProviderError` that says what failed (`what`, e.g. `acquire lock
  * "x"`), what that means (`outcome`), names the lock when there is one, and says what to do.
  */
-export function azureError(error: unknown, what: string, outcome: string, lockName: string | undefined, container: string): LockProviderError {
+export function azureError(
+  error: unknown,
+  what: string,
+  outcome: string,
+  lockName: string | undefined,
+  container: string,
+): LockProviderError {
   if (error instanceof LockProviderError) return error
   const code = codeOf(error)
   const status = statusOf(error)
@@ -146,7 +161,8 @@ export function azureError(error: unknown, what: string, outcome: string, lockNa
   } else {
     advice = detail
   }
-  const options = lockName === undefined ? { cause: error, provider: PROVIDER } : { cause: error, provider: PROVIDER, lockName }
+  const options =
+    lockName === undefined ? { cause: error, provider: PROVIDER } : { cause: error, provider: PROVIDER, lockName }
   return new LockProviderError(`azure-blob: could not ${what}: ${advice}`, options)
 }
 

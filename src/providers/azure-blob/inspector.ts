@@ -50,7 +50,8 @@ export function azureBlobLockInspector(options: AzureBlobLockInspectorOptions): 
   checkContainerClient(containerClient)
   const prefix = checkPrefix(options.prefix)
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('azure-blob: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('azure-blob: clock must have a now() method returning epoch milliseconds')
   const blobs = lockBlobs(containerClient, prefix)
   const guard = storeGuard(describeAzureError(containerClient.containerName))
   return conditionalInspector({

@@ -61,12 +61,16 @@ export interface AzureBlobLockProviderOptions {
  * @throws LockConfigurationError for a missing or wrong client, a prefix that is not a string or
  *   too long, or an empty `lockedBy`.
  */
-export function azureBlobLockProvider(options: AzureBlobLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function azureBlobLockProvider(
+  options: AzureBlobLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   const { containerClient, lockedBy } = options ?? {}
   checkContainerClient(containerClient)
   const prefix = checkPrefix(options.prefix)
   if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`azure-blob: lockedBy must be a non-empty string (it prefixes the lockedBy metadata), got ${JSON.stringify(lockedBy)}`)
+    throw new LockConfigurationError(
+      `azure-blob: lockedBy must be a non-empty string (it prefixes the lockedBy metadata), got ${JSON.stringify(lockedBy)}`,
+    )
   }
   const clock = options.clock ?? systemClock
   const container = containerClient.containerName

@@ -70,5 +70,8 @@ export function d1LockProvider(options: D1LockProviderOptions): ExtensibleLockPr
     clock,
   )
   const inspect = { database, tableName: t.table, columnNames: t.columns }
-  return { ...sqlLockProvider(PROVIDER, accessor, options, describeD1Error(t)), inspector: () => d1LockInspector(inspect) }
+  return {
+    ...sqlLockProvider(PROVIDER, accessor, options, describeD1Error(t)),
+    inspector: () => d1LockInspector(inspect),
+  }
 }

@@ -1,6 +1,12 @@
 import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
 import { sqliteLockTableDdl } from '../../support/sql/sqlite-dialect.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 
 // The lock table in D1: SQLite's, in Java ShedLock's layout (support/sql/sqlite-dialect.ts holds
 // its SQL, shared with shedlock/sqlite). Here: the D1 binding's shape, the DDL and what D1's
@@ -55,7 +61,8 @@ export function d1Schema(options: SqlTableOptions = {}): string {
 }
 
 /** The error for a `database` that is not a D1 binding. */
-export const NOT_A_BINDING = 'cloudflare-d1: pass your D1 binding as { database }, e.g. env.DB in a Worker (an object with prepare(sql))'
+export const NOT_A_BINDING =
+  'cloudflare-d1: pass your D1 binding as { database }, e.g. env.DB in a Worker (an object with prepare(sql))'
 
 /**
  * What a D1 error means for the lock and what to do about it. D1 reports SQLite's errors as

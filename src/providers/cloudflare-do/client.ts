@@ -17,7 +17,10 @@ export interface DurableObjectLockResponse {
 
 /** The part of a `DurableObjectStub` that the provider calls. */
 export interface DurableObjectLockStub {
-  fetch(input: string, init: { method: string; body: string; headers: Record<string, string> }): Promise<DurableObjectLockResponse>
+  fetch(
+    input: string,
+    init: { method: string; body: string; headers: Record<string, string> },
+  ): Promise<DurableObjectLockResponse>
 }
 
 /**
@@ -52,7 +55,9 @@ export function lockObject(options: DurableObjectLockOptions): SendLockRequest {
     )
   }
   if (typeof objectName !== 'string' || objectName === '')
-    throw new LockConfigurationError(`cloudflare-do: objectName must be a non-empty string, got ${JSON.stringify(objectName)}`)
+    throw new LockConfigurationError(
+      `cloudflare-do: objectName must be a non-empty string, got ${JSON.stringify(objectName)}`,
+    )
   // A stub is cheap and may break with the object's connection: a new one per request.
   return async (request) => {
     const stub = namespace.get(namespace.idFromName(objectName) as never)
@@ -61,10 +66,13 @@ export function lockObject(options: DurableObjectLockOptions): SendLockRequest {
       body: JSON.stringify(request),
       headers: { 'content-type': 'application/json' },
     })
-    if (!response.ok) throw new Error(`the object answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`)
+    if (!response.ok)
+      throw new Error(`the object answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`)
     const reply = (await response.json()) as Record<string, unknown>
     if (typeof reply.error === 'string')
-      throw new Error(`the object refused the operation: ${reply.error}; deploy the ShedLockDurableObject of this shedlock version`)
+      throw new Error(
+        `the object refused the operation: ${reply.error}; deploy the ShedLockDurableObject of this shedlock version`,
+      )
     return reply
   }
 }

@@ -41,7 +41,10 @@ export function durableObjectLockInspector(options: DurableObjectLockInspectorOp
     clock: "the Durable Object's clock",
     list: (selection) =>
       guard('list', '', async () => {
-        const { now, locks } = (await send({ op: 'list', prefix: selection?.prefix ?? '' })) as { now: number; locks: LockReply[] }
+        const { now, locks } = (await send({ op: 'list', prefix: selection?.prefix ?? '' })) as {
+          now: number
+          locks: LockReply[]
+        }
         return { now: new Date(now), locks: locks.map((lock) => toRecord(lock, now)).sort(byName) }
       }),
     get: (name) =>
@@ -57,6 +60,9 @@ export function durableObjectLockInspector(options: DurableObjectLockInspectorOp
         return (await send({ op: 'release', name, ...(expect ? { expect } : {}) })).ok === true
       })
     },
-    removeExpired: (selection) => guard('list', '', async () => Number((await send({ op: 'removeExpired', prefix: selection?.prefix ?? '' })).removed)),
+    removeExpired: (selection) =>
+      guard('list', '', async () =>
+        Number((await send({ op: 'removeExpired', prefix: selection?.prefix ?? '' })).removed),
+      ),
   }
 }

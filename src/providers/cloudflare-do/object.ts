@@ -77,7 +77,11 @@ export class ShedLockDurableObject {
       case 'acquire': {
         const current = await read(r.name)
         if (current && current.lockUntil > now) return { ok: false }
-        await s.put(KEY + r.name, { lockUntil: now + r.lockAtMostFor, lockedAt: now, lockedBy: r.owner } satisfies Stored)
+        await s.put(KEY + r.name, {
+          lockUntil: now + r.lockAtMostFor,
+          lockedAt: now,
+          lockedBy: r.owner,
+        } satisfies Stored)
         return { ok: true }
       }
       case 'extend': {
@@ -99,12 +103,16 @@ export class ShedLockDurableObject {
       }
       case 'list': {
         const entries = await s.list({ prefix: KEY + r.prefix })
-        return { now, locks: [...entries].map(([key, value]) => ({ name: key.slice(KEY.length), ...(value as Stored) })) }
+        return {
+          now,
+          locks: [...entries].map(([key, value]) => ({ name: key.slice(KEY.length), ...(value as Stored) })),
+        }
       }
       case 'release': {
         const current = await read(r.name)
         if (!current || current.lockUntil <= now) return { ok: false }
-        if (r.expect && (current.lockedBy !== r.expect.lockedBy || current.lockUntil !== r.expect.lockUntil)) return { ok: false }
+        if (r.expect && (current.lockedBy !== r.expect.lockedBy || current.lockUntil !== r.expect.lockUntil))
+          return { ok: false }
         await s.put(KEY + r.name, { ...current, lockUntil: now, lockedBy: RELEASED_BY })
         return { ok: true }
       }

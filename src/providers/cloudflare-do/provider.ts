@@ -36,11 +36,15 @@ export interface DurableObjectLockProviderOptions extends DurableObjectLockOptio
  *
  * @throws LockConfigurationError when `namespace` is not a Durable Object namespace, or for an empty `objectName` or `lockedBy`.
  */
-export function durableObjectLockProvider(options: DurableObjectLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function durableObjectLockProvider(
+  options: DurableObjectLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   const send = lockObject(options)
   const { lockedBy } = options
   if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`cloudflare-do: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`)
+    throw new LockConfigurationError(
+      `cloudflare-do: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`,
+    )
   }
   const clock = options.clock ?? systemClock
   const guard = storeGuard(describeObjectError)
@@ -51,7 +55,9 @@ export function durableObjectLockProvider(options: DurableObjectLockProviderOpti
       checkLockRequest(PROVIDER, configuration, clock)
       const owner = lockOwner(lockedBy)
       const { name } = configuration
-      const reply = await guard('acquire', name, () => send({ op: 'acquire', name, lockAtMostFor: configuration.lockAtMostFor, owner }))
+      const reply = await guard('acquire', name, () =>
+        send({ op: 'acquire', name, lockAtMostFor: configuration.lockAtMostFor, owner }),
+      )
       if (reply.ok !== true) return undefined
       return defineLock(configuration, {
         clock,
@@ -61,7 +67,12 @@ export function durableObjectLockProvider(options: DurableObjectLockProviderOpti
             const anchor = lockAtLeastAnchor(current, configuration, clock)
             await send({ op: 'unlock', name, owner, from: anchor.from, ms: Math.round(anchor.seconds * 1000) })
           }),
-        extend: (next) => guard('extend', name, async () => (await send({ op: 'extend', name, owner, lockAtMostFor: next.lockAtMostFor })).ok === true),
+        extend: (next) =>
+          guard(
+            'extend',
+            name,
+            async () => (await send({ op: 'extend', name, owner, lockAtMostFor: next.lockAtMostFor })).ok === true,
+          ),
       })
     },
   }

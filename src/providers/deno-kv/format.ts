@@ -48,16 +48,24 @@ export interface DenoKvLockValue {
 }
 
 /** The error for a `kv` that is not a `Deno.Kv`. */
-export const NOT_A_KV = 'deno-kv: pass your Deno.Kv as { kv }, e.g. await Deno.openKv() (an object with get, list and atomic)'
+export const NOT_A_KV =
+  'deno-kv: pass your Deno.Kv as { kv }, e.g. await Deno.openKv() (an object with get, list and atomic)'
 
 /** Checks `kv` and `prefix`; the prefix to use. */
 export function checkOptions(kv: unknown, prefix: unknown): string {
   const database = kv as Partial<DenoKvLockDatabase> | null | undefined
-  if (!database || typeof database.get !== 'function' || typeof database.atomic !== 'function' || typeof database.list !== 'function')
+  if (
+    !database ||
+    typeof database.get !== 'function' ||
+    typeof database.atomic !== 'function' ||
+    typeof database.list !== 'function'
+  )
     throw new LockConfigurationError(NOT_A_KV)
   if (prefix === undefined) return DEFAULT_PREFIX
   if (typeof prefix !== 'string' || prefix === '')
-    throw new LockConfigurationError(`deno-kv: keyPrefix must be a non-empty string (the first part of every lock key), got ${JSON.stringify(prefix)}`)
+    throw new LockConfigurationError(
+      `deno-kv: keyPrefix must be a non-empty string (the first part of every lock key), got ${JSON.stringify(prefix)}`,
+    )
   return prefix
 }
 
@@ -79,14 +87,16 @@ function partBytes(part: string): number {
  */
 export function lockKey(prefix: string, name: string): DenoKvLockKey {
   const size = partBytes(prefix) + partBytes(name)
-  if (size > MAX_KEY_BYTES) throw nameTooLong(PROVIDER, name, size, MAX_KEY_BYTES, 'bytes', `the key [${JSON.stringify(prefix)}, name]`)
+  if (size > MAX_KEY_BYTES)
+    throw nameTooLong(PROVIDER, name, size, MAX_KEY_BYTES, 'bytes', `the key [${JSON.stringify(prefix)}, name]`)
   return [prefix, name]
 }
 
 /** The value of an entry if it is a lock value of this provider; `undefined` for anything else. */
 export function lockValue(value: unknown): DenoKvLockValue | undefined {
   const v = value as Partial<DenoKvLockValue> | null
-  if (v === null || typeof v !== 'object' || !(v.lockUntil instanceof Date) || Number.isNaN(v.lockUntil.getTime())) return undefined
+  if (v === null || typeof v !== 'object' || !(v.lockUntil instanceof Date) || Number.isNaN(v.lockUntil.getTime()))
+    return undefined
   return v as DenoKvLockValue
 }
 

@@ -54,7 +54,8 @@ export function denoKvLockInspector(options: DenoKvLockInspectorOptions): LockIn
   const { kv } = options ?? {}
   const prefix = checkOptions(kv, options?.keyPrefix)
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('deno-kv: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('deno-kv: clock must have a now() method returning epoch milliseconds')
   const guard = storeGuard(describeDenoKvError)
   const readAs = new WeakMap<LockRecord, ReadAs>()
 
@@ -80,7 +81,9 @@ export function denoKvLockInspector(options: DenoKvLockInspectorOptions): LockIn
     for await (const entry of kv.list({ prefix: [prefix] })) entries.push(entry)
     const now = clock.now()
     const wanted = selection?.prefix ?? ''
-    const locks = entries.flatMap((entry) => toRecord(entry, now) ?? []).filter((record) => record.name.startsWith(wanted))
+    const locks = entries
+      .flatMap((entry) => toRecord(entry, now) ?? [])
+      .filter((record) => record.name.startsWith(wanted))
     return { now: new Date(now), locks: locks.sort(byName) }
   }
 
@@ -110,7 +113,14 @@ export function denoKvLockInspector(options: DenoKvLockInspectorOptions): LockIn
           const as = readAs.get(record)
           if (record.held || !as) continue
           // Only the entry as read: one taken since has another versionstamp.
-          if ((await retryBusy(() => kv.atomic().check({ key: as.key, versionstamp: as.versionstamp }).delete(as.key).commit())).ok) removed++
+          if (
+            (
+              await retryBusy(() =>
+                kv.atomic().check({ key: as.key, versionstamp: as.versionstamp }).delete(as.key).commit(),
+              )
+            ).ok
+          )
+            removed++
         }
         return removed
       }),

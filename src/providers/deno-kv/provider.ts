@@ -78,19 +78,28 @@ const RETRIES = 8
  *
  * @throws LockConfigurationError when `kv` is not a `Deno.Kv`, or for an empty `keyPrefix` or `lockedBy`, or a bad `expireAfter`.
  */
-export function denoKvLockProvider(options: DenoKvLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function denoKvLockProvider(
+  options: DenoKvLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   const { kv, lockedBy } = options ?? {}
   const prefix = checkOptions(kv, options?.keyPrefix)
   if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`deno-kv: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`)
+    throw new LockConfigurationError(
+      `deno-kv: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`,
+    )
   }
   const expireAfter = options.expireAfter === undefined ? undefined : parseDuration(options.expireAfter)
   const clock = options.clock ?? systemClock
   const guard = storeGuard(describeDenoKvError)
 
   // The entry's own deletion, if asked for: never before lockUntil (KV deletes late, never early).
-  const write = (key: DenoKvLockKey, entry: DenoKvLockEntry, value: DenoKvLockValue): Promise<{ readonly ok: boolean }> => {
-    const expireIn = expireAfter === undefined ? undefined : Math.max(0, value.lockUntil.getTime() - clock.now()) + expireAfter
+  const write = (
+    key: DenoKvLockKey,
+    entry: DenoKvLockEntry,
+    value: DenoKvLockValue,
+  ): Promise<{ readonly ok: boolean }> => {
+    const expireIn =
+      expireAfter === undefined ? undefined : Math.max(0, value.lockUntil.getTime() - clock.now()) + expireAfter
     return kv
       .atomic()
       .check({ key, versionstamp: entry.versionstamp })
@@ -105,7 +114,11 @@ export function denoKvLockProvider(options: DenoKvLockProviderOptions): Extensib
       const current = lockValue(entry.value)
       if (!current || current.lockUntil.getTime() > now) return false
     }
-    const { ok } = await write(key, entry, { lockUntil: configuration.lockAtMostUntil, lockedAt: new Date(now), lockedBy: owner })
+    const { ok } = await write(key, entry, {
+      lockUntil: configuration.lockAtMostUntil,
+      lockedAt: new Date(now),
+      lockedBy: owner,
+    })
     return ok
   }
 
@@ -115,7 +128,12 @@ export function denoKvLockProvider(options: DenoKvLockProviderOptions): Extensib
    * was read (an operator's force-release, a takeover after expiry): read it again, and it
    * belongs to another owner by then. Resolves to whether it wrote.
    */
-  const rewrite = async (key: DenoKvLockKey, owner: string, live: boolean, change: (value: DenoKvLockValue) => Partial<DenoKvLockValue>): Promise<boolean> => {
+  const rewrite = async (
+    key: DenoKvLockKey,
+    owner: string,
+    live: boolean,
+    change: (value: DenoKvLockValue) => Partial<DenoKvLockValue>,
+  ): Promise<boolean> => {
     for (let attempt = 0; attempt <= RETRIES; attempt++) {
       const entry = await kv.get(key)
       const current = lockValue(entry.value)
@@ -132,15 +150,23 @@ export function denoKvLockProvider(options: DenoKvLockProviderOptions): Extensib
       checkLockRequest(PROVIDER, configuration, clock)
       const key = lockKey(prefix, configuration.name)
       const owner = lockOwner(lockedBy)
-      if (!(await guard('acquire', configuration.name, () => retryBusy(() => acquire(configuration, key, owner))))) return undefined
+      if (!(await guard('acquire', configuration.name, () => retryBusy(() => acquire(configuration, key, owner)))))
+        return undefined
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
         unlock: (current) =>
           guard('release', current.name, async () => {
-            await retryBusy(() => rewrite(key, owner, false, () => ({ lockUntil: new Date(Math.max(clock.now(), current.lockAtLeastUntil.getTime())) })))
+            await retryBusy(() =>
+              rewrite(key, owner, false, () => ({
+                lockUntil: new Date(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
+              })),
+            )
           }),
-        extend: (next) => guard('extend', next.name, () => retryBusy(() => rewrite(key, owner, true, () => ({ lockUntil: next.lockAtMostUntil })))),
+        extend: (next) =>
+          guard('extend', next.name, () =>
+            retryBusy(() => rewrite(key, owner, true, () => ({ lockUntil: next.lockAtMostUntil }))),
+          ),
       })
     },
   }

@@ -3,7 +3,13 @@ import { type AwsAdminClient, adminRegion, replyDateClock } from '../../support/
 import { importDriver } from '../../support/import-driver.ts'
 import { type Check, type StoreAdmin, type StoreOptions, withInitAdvice } from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
-import { DEFAULT_PARTITION_KEY, DEFAULT_TABLE, dynamoDBSchema, keySchemaProblem, type TableDescription } from './format.ts'
+import {
+  DEFAULT_PARTITION_KEY,
+  DEFAULT_TABLE,
+  dynamoDBSchema,
+  keySchemaProblem,
+  type TableDescription,
+} from './format.ts'
 import { dynamoDBLockInspector } from './inspector.ts'
 import { createDynamoDBLockTable, dynamoDBLockProvider } from './provider.ts'
 import type { DynamoDBInspectorLib, DynamoDBLib } from './sdk.ts'
@@ -39,13 +45,18 @@ export function schema(table: string | undefined): string {
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
   const parsed = url.url!
   if (parsed.username !== '' || parsed.password !== '') {
-    throw new UsageError('dynamodb URLs take no credentials: the AWS SDK reads them from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role')
+    throw new UsageError(
+      'dynamodb URLs take no credentials: the AWS SDK reads them from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role',
+    )
   }
-  if (parsed.pathname !== '' && parsed.pathname !== '/') throw new UsageError(`dynamodb URLs take no path, got ${url.redacted}`)
+  if (parsed.pathname !== '' && parsed.pathname !== '/')
+    throw new UsageError(`dynamodb URLs take no path, got ${url.redacted}`)
   const parameters = ownParameters(url, ['region', 'table'])
   const inUrl = parameters.get('table')
   if (inUrl !== undefined && options.table !== undefined && inUrl !== options.table) {
-    throw new UsageError(`the URL names table ${JSON.stringify(inUrl)} and --table ${JSON.stringify(options.table)}; give one`)
+    throw new UsageError(
+      `the URL names table ${JSON.stringify(inUrl)} and --table ${JSON.stringify(options.table)}; give one`,
+    )
   }
   const tableName = options.table ?? inUrl ?? DEFAULT_TABLE
   const endpoint = parsed.hostname === '' ? undefined : `http://${parsed.host}`
@@ -60,7 +71,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const send = <T>(command: object): Promise<T> => client.send(command) as Promise<T>
   const describe = async (): Promise<TableDescription | undefined> => {
     try {
-      return (await send<{ Table?: TableDescription }>(new sdk.DescribeTableCommand({ TableName: tableName }))).Table ?? {}
+      return (
+        (await send<{ Table?: TableDescription }>(new sdk.DescribeTableCommand({ TableName: tableName }))).Table ?? {}
+      )
     } catch (error) {
       if (nameOf(error) === 'ResourceNotFoundException') return undefined
       throw error
@@ -71,10 +84,15 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   } catch (error) {
     client.destroy()
     const credentials =
-      nameOf(error) === 'CredentialsProviderError' ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values do for a local endpoint)' : ''
-    throw new CliError(`cannot reach DynamoDB at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the region and the credentials`, {
-      cause: error,
-    })
+      nameOf(error) === 'CredentialsProviderError'
+        ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values do for a local endpoint)'
+        : ''
+    throw new CliError(
+      `cannot reach DynamoDB at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the region and the credentials`,
+      {
+        cause: error,
+      },
+    )
   }
   const missing = `table ${tableName} does not exist; create it with: shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${tableName}`}`
 
@@ -83,7 +101,11 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     where: `${url.redacted} (table ${tableName})`,
     extensible: true,
     provider: () => dynamoDBLockProvider({ client, tableName, lib: sdk }),
-    inspector: withInitAdvice(dynamoDBLockInspector({ client, tableName, lib: sdk }), (error) => nameOf(error) === 'ResourceNotFoundException', missing),
+    inspector: withInitAdvice(
+      dynamoDBLockInspector({ client, tableName, lib: sdk }),
+      (error) => nameOf(error) === 'ResourceNotFoundException',
+      missing,
+    ),
     async init() {
       if (await describe()) return [`table ${tableName} already exists: nothing to do (shedlock doctor checks its key)`]
       await createDynamoDBLockTable(client, tableName, { lib: sdk })
@@ -98,16 +120,26 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       const label = `table ${tableName}`
       if (!table) return [{ status: 'fail', label, detail: missing.replace(`${label} `, '') }]
       const problem = keySchemaProblem(table, KEY)
-      if (problem) return [{ status: 'fail', label, detail: `${problem.replace(/^the table exists with/, 'has')}; use another table` }]
+      if (problem)
+        return [
+          { status: 'fail', label, detail: `${problem.replace(/^the table exists with/, 'has')}; use another table` },
+        ]
       if (table.TableStatus !== 'ACTIVE')
-        return [{ status: 'fail', label, detail: `is ${table.TableStatus ?? 'in an unknown state'}, not ACTIVE; wait and run doctor again` }]
+        return [
+          {
+            status: 'fail',
+            label,
+            detail: `is ${table.TableStatus ?? 'in an unknown state'}, not ACTIVE; wait and run doctor again`,
+          },
+        ]
       return [{ status: 'ok', label, detail: `ACTIVE, partition key ${KEY} (S)` }]
     },
     async remove(name) {
       await send(new sdk.DeleteItemCommand({ TableName: tableName, Key: { [KEY]: { S: name } } }))
     },
     readClock: replyDateClock(client, () => describe()),
-    clockDependence: 'the DynamoDB provider decides expiry on the app clock, so every host running locks needs this in sync',
+    clockDependence:
+      'the DynamoDB provider decides expiry on the app clock, so every host running locks needs this in sync',
     close: async () => client.destroy(),
   }
 }

@@ -43,15 +43,24 @@ export const ACQUIRE: Statement = {
  */
 export const UNLOCK: Statement = { update: 'SET lockUntil = :lockUntil', condition: 'lockedBy = :owner' }
 /** Only a holder whose lock has not expired: after expiry another node may take it at any moment. */
-export const EXTEND: Statement = { update: 'SET lockUntil = :lockUntil', condition: 'lockedBy = :owner AND lockUntil > :now' }
+export const EXTEND: Statement = {
+  update: 'SET lockUntil = :lockUntil',
+  condition: 'lockedBy = :owner AND lockUntil > :now',
+}
 /**
  * A force-release: lockUntil now and another owner than the holder's, so that its owner-checked
  * unlock and extend fail; only a held lock (on a missing item the condition fails too, so nothing
  * is created). `READ_STATE` narrows it to the state a record was read in.
  */
-export const RELEASE: Statement = { update: 'SET lockUntil = :now, lockedBy = :released', condition: 'lockUntil > :now' }
+export const RELEASE: Statement = {
+  update: 'SET lockUntil = :now, lockedBy = :released',
+  condition: 'lockUntil > :now',
+}
 /** Added to {@link RELEASE}'s condition for a record: the holder and expiry read, where it had a holder. */
-export const READ_STATE = { held: 'lockUntil = :until AND lockedBy = :by', heldByNobody: 'lockUntil = :until AND attribute_not_exists(lockedBy)' } as const
+export const READ_STATE = {
+  held: 'lockUntil = :until AND lockedBy = :by',
+  heldByNobody: 'lockUntil = :until AND attribute_not_exists(lockedBy)',
+} as const
 /**
  * `removeExpired()`: the Scan filter of expired items (a `lockUntil` of type S not after now; an
  * item without one, or with another type, is left alone), and the condition of each `DeleteItem`:
@@ -74,7 +83,8 @@ export function iso(ms: number): string {
  */
 export function checkName(name: string): void {
   const bytes = utf8LengthOver(name, MAX_KEY_BYTES)
-  if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', 'the name, a partition key,')
+  if (bytes !== undefined)
+    throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', 'the name, a partition key,')
 }
 
 /** @throws LockConfigurationError for a table name that is neither a DynamoDB table name nor a table ARN. */
@@ -92,7 +102,9 @@ export function checkTableName(tableName: unknown): asserts tableName is string 
  */
 export function checkPartitionKey(partitionKey: unknown = DEFAULT_PARTITION_KEY): string {
   if (typeof partitionKey !== 'string' || partitionKey === '' || Buffer.byteLength(partitionKey) > 255) {
-    throw new LockConfigurationError(`dynamodb: partitionKey must be an attribute name of 1 to 255 bytes, got ${JSON.stringify(partitionKey)}`)
+    throw new LockConfigurationError(
+      `dynamodb: partitionKey must be an attribute name of 1 to 255 bytes, got ${JSON.stringify(partitionKey)}`,
+    )
   }
   if (LOCK_ATTRIBUTES.includes(partitionKey)) {
     throw new LockConfigurationError(
@@ -106,7 +118,10 @@ export function checkPartitionKey(partitionKey: unknown = DEFAULT_PARTITION_KEY)
  * The lock table, as `CreateTableCommand` takes it: partition key `partitionKey` of type S, no
  * sort key, on-demand capacity, the layout Java ShedLock's `DynamoDBUtils.createLockTable` creates.
  */
-export function lockTableDefinition(tableName: string, partitionKey: string = DEFAULT_PARTITION_KEY): DynamoDBCreateTableInput {
+export function lockTableDefinition(
+  tableName: string,
+  partitionKey: string = DEFAULT_PARTITION_KEY,
+): DynamoDBCreateTableInput {
   return {
     TableName: tableName,
     KeySchema: [{ AttributeName: partitionKey, KeyType: 'HASH' }],
@@ -126,7 +141,9 @@ export interface TableDescription {
 export function keySchemaProblem(table: TableDescription, partitionKey: string): string | undefined {
   const keys = table.KeySchema ?? []
   const hash = keys.find((key) => key.KeyType === 'HASH')
-  const type = table.AttributeDefinitions?.find((definition) => definition.AttributeName === hash?.AttributeName)?.AttributeType
+  const type = table.AttributeDefinitions?.find(
+    (definition) => definition.AttributeName === hash?.AttributeName,
+  )?.AttributeType
   if (keys.length === 1 && hash?.AttributeName === partitionKey && type === 'S') return undefined
   const actual = keys.map((key) => `${key.KeyType} "${key.AttributeName}"`).join(', ')
   return `the table exists with key schema ${actual || 'unknown'}${type ? ` (partition key type ${type})` : ''}, but ShedLock needs the partition key "${partitionKey}" of type S and no sort key`
@@ -152,8 +169,25 @@ function shellWord(word: string): string {
 }
 
 // Socket-level failures the SDK passes on after its retries.
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EPROTO'])
-const UNREACHABLE_NAMES = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'NetworkingError', 'ServiceUnavailable', 'InternalServerError'])
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'EPROTO',
+])
+const UNREACHABLE_NAMES = new Set([
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'NetworkingError',
+  'ServiceUnavailable',
+  'InternalServerError',
+])
 const THROTTLED = new Set(['ProvisionedThroughputExceededException', 'ThrottlingException', 'RequestLimitExceeded'])
 const DENIED = new Set([
   'UnrecognizedClientException',
@@ -183,15 +217,23 @@ export function dynamoDBError(
   if (error instanceof SdkLoadError) {
     return new LockProviderError(
       `dynamodb: could not ${what}: ${error.message}`,
-      lockName === undefined ? { cause: error.cause, provider: PROVIDER } : { cause: error.cause, provider: PROVIDER, lockName },
+      lockName === undefined
+        ? { cause: error.cause, provider: PROVIDER }
+        : { cause: error.cause, provider: PROVIDER, lockName },
     )
   } else if (name === 'ResourceNotFoundException') {
     advice = `table "${tableName}" does not exist in the client's account and region, or is not ACTIVE yet (${detail}); create it with createDynamoDBLockTable(client, ${JSON.stringify(tableName)}), which waits until it is ACTIVE`
-  } else if (name === 'ValidationException' && /key element does not match the schema|missing the key/i.test(messageOf(error))) {
+  } else if (
+    name === 'ValidationException' &&
+    /key element does not match the schema|missing the key/i.test(messageOf(error))
+  ) {
     advice = `table "${tableName}" does not have the partition key "${partitionKey}" of type S alone (${detail}); pass the table's partition key as { partitionKey }, or create a table with createDynamoDBLockTable`
   } else if (name === 'ValidationException' && /size of hashkey|key.*(size|exceed)/i.test(messageOf(error))) {
     advice = `the lock name is too long for a DynamoDB partition key, which takes at most 2048 bytes of UTF-8 (${detail}); use a shorter lock name`
-  } else if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || (typeof name === 'string' && UNREACHABLE_NAMES.has(name))) {
+  } else if (
+    (typeof code === 'string' && UNREACHABLE_CODES.has(code)) ||
+    (typeof name === 'string' && UNREACHABLE_NAMES.has(name))
+  ) {
     advice = `DynamoDB is unreachable (${detail}); ${outcome}. Check the endpoint and the network; the provider recovers by itself once DynamoDB answers again`
   } else if (typeof name === 'string' && THROTTLED.has(name)) {
     advice = `DynamoDB throttled the request after the SDK's retries (${detail}); ${outcome}. Raise the table's capacity or use on-demand (PAY_PER_REQUEST) billing`

@@ -3,7 +3,17 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord, LockSelection } from '../../core/lock-inspector.ts'
 import { RELEASED_BY } from '../../support/sql/sql-inspector.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkName, checkPartitionKey, checkTableName, describeDynamoDBError, EXPIRED, iso, PROVIDER, READ_STATE, RELEASE } from './format.ts'
+import {
+  checkName,
+  checkPartitionKey,
+  checkTableName,
+  describeDynamoDBError,
+  EXPIRED,
+  iso,
+  PROVIDER,
+  READ_STATE,
+  RELEASE,
+} from './format.ts'
 import {
   checkClient,
   commandLoader,
@@ -84,9 +94,15 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
   checkClient(client)
   checkTableName(tableName)
   const partitionKey = checkPartitionKey(options.partitionKey)
-  const commands = commandLoader<DynamoDBInspectorLib>(options.lib, ['ScanCommand', 'GetItemCommand', 'UpdateItemCommand', 'DeleteItemCommand'])
+  const commands = commandLoader<DynamoDBInspectorLib>(options.lib, [
+    'ScanCommand',
+    'GetItemCommand',
+    'UpdateItemCommand',
+    'DeleteItemCommand',
+  ])
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('dynamodb: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('dynamodb: clock must have a now() method returning epoch milliseconds')
   const guard = storeGuard(describeDynamoDBError(tableName, partitionKey))
   const readAs = new WeakMap<LockRecord, ReadState>()
 
@@ -108,7 +124,8 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
     readAs.set(record, {
       lockUntil,
       lockedBy,
-      foreign: (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined),
+      foreign:
+        (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined),
     })
     return record
   }
@@ -120,13 +137,18 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
   ): Promise<Item[]> => {
     const { ScanCommand } = await commands()
     const prefix = selection?.prefix ?? ''
-    const expressions = [...(prefix === '' ? [] : ['begins_with(#pk, :prefix)']), ...(filter ? [filter.expression] : [])]
+    const expressions = [
+      ...(prefix === '' ? [] : ['begins_with(#pk, :prefix)']),
+      ...(filter ? [filter.expression] : []),
+    ]
     const values = { ...(prefix === '' ? {} : { ':prefix': { S: prefix } }), ...filter?.values }
     const usesKey = prefix !== '' || filter?.projection !== undefined
     const input: DynamoDBScanInput = {
       TableName: tableName,
       ConsistentRead: true,
-      ...(expressions.length > 0 ? { FilterExpression: expressions.join(' AND '), ExpressionAttributeValues: values } : {}),
+      ...(expressions.length > 0
+        ? { FilterExpression: expressions.join(' AND '), ExpressionAttributeValues: values }
+        : {}),
       ...(filter?.projection ? { ProjectionExpression: filter.projection } : {}),
       ...(usesKey ? { ExpressionAttributeNames: { '#pk': partitionKey } } : {}),
     }
@@ -179,7 +201,9 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
       checkName(name)
       return guard('inspect', name, async () => {
         const { GetItemCommand } = await commands()
-        const reply = (await client.send(new GetItemCommand({ TableName: tableName, Key: key(name), ConsistentRead: true }))) as { Item?: Item } | undefined
+        const reply = (await client.send(
+          new GetItemCommand({ TableName: tableName, Key: key(name), ConsistentRead: true }),
+        )) as { Item?: Item } | undefined
         return reply?.Item && toRecord(reply.Item, clock.now())
       })
     },
@@ -192,7 +216,10 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
         // A record read as free, or whose attributes no lock writes, has nothing to release.
         if (record && expected && (!record.held || expected.foreign || expected.lockUntil === undefined)) return false
         const { UpdateItemCommand } = await commands()
-        const values: Record<string, DynamoDBStringValue> = { ':now': { S: iso(clock.now()) }, ':released': { S: RELEASED_BY } }
+        const values: Record<string, DynamoDBStringValue> = {
+          ':now': { S: iso(clock.now()) },
+          ':released': { S: RELEASED_BY },
+        }
         let condition = RELEASE.condition
         if (expected) {
           // Only the state the record was read in: same expiry, same holder (or none).
@@ -223,10 +250,16 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
     removeExpired: (selection) =>
       guard('list', '', async () => {
         const now = iso(clock.now())
-        const expired = await scan(selection, { expression: EXPIRED.filter, values: { ':now': { S: now } }, projection: '#pk, lockUntil, lockedBy' })
+        const expired = await scan(selection, {
+          expression: EXPIRED.filter,
+          values: { ':now': { S: now } },
+          projection: '#pk, lockUntil, lockedBy',
+        })
         let removed = 0
         for (let i = 0; i < expired.length; i += PARALLEL_DELETES) {
-          const results = await Promise.all(expired.slice(i, i + PARALLEL_DELETES).map((item) => deleteExpired(item, now)))
+          const results = await Promise.all(
+            expired.slice(i, i + PARALLEL_DELETES).map((item) => deleteExpired(item, now)),
+          )
           removed += results.filter(Boolean).length
         }
         return removed

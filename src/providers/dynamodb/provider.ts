@@ -24,7 +24,15 @@ import {
   UNLOCK,
 } from './format.ts'
 import { dynamoDBLockInspector } from './inspector.ts'
-import { checkClient, commandLoader, type DynamoDBInspectorLib, type DynamoDBLib, type DynamoDBSendClient, type DynamoDBStringValue, errorName } from './sdk.ts'
+import {
+  checkClient,
+  commandLoader,
+  type DynamoDBInspectorLib,
+  type DynamoDBLib,
+  type DynamoDBSendClient,
+  type DynamoDBStringValue,
+  errorName,
+} from './sdk.ts'
 
 /** Options of {@link dynamoDBLockProvider}. */
 export interface DynamoDBLockProviderOptions {
@@ -102,13 +110,17 @@ const TABLE_WAIT_MS = 5 * 60_000
  *   that is empty or one of the lock attributes, an empty `lockedBy`, or a `lib` without the
  *   command classes.
  */
-export function dynamoDBLockProvider(options: DynamoDBLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function dynamoDBLockProvider(
+  options: DynamoDBLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   const { client, tableName, lockedBy } = options ?? {}
   checkClient(client)
   checkTableName(tableName)
   const partitionKey = checkPartitionKey(options.partitionKey)
   if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`dynamodb: lockedBy must be a non-empty string (it prefixes the lockedBy attribute), got ${JSON.stringify(lockedBy)}`)
+    throw new LockConfigurationError(
+      `dynamodb: lockedBy must be a non-empty string (it prefixes the lockedBy attribute), got ${JSON.stringify(lockedBy)}`,
+    )
   }
   const commands = commandLoader<DynamoDBLib>(options.lib, ['UpdateItemCommand'])
   const clock = options.clock ?? systemClock
@@ -141,13 +153,23 @@ export function dynamoDBLockProvider(options: DynamoDBLockProviderOptions): Exte
     name: PROVIDER,
     // A `lib` given is the SDK module, which has the inspector's commands too.
     inspector: () =>
-      dynamoDBLockInspector({ client, tableName, partitionKey, clock, ...(options.lib ? { lib: options.lib as DynamoDBLib & DynamoDBInspectorLib } : {}) }),
+      dynamoDBLockInspector({
+        client,
+        tableName,
+        partitionKey,
+        clock,
+        ...(options.lib ? { lib: options.lib as DynamoDBLib & DynamoDBInspectorLib } : {}),
+      }),
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(configuration.name)
       const owner = lockOwner(lockedBy)
       const acquired = await guard('acquire', configuration.name, () =>
-        update(configuration.name, ACQUIRE, { ':lockUntil': iso(configuration.lockAtMostUntil.getTime()), ':now': iso(clock.now()), ':owner': owner }),
+        update(configuration.name, ACQUIRE, {
+          ':lockUntil': iso(configuration.lockAtMostUntil.getTime()),
+          ':now': iso(clock.now()),
+          ':owner': owner,
+        }),
       )
       if (!acquired) return undefined
       return defineLock(configuration, {
@@ -156,11 +178,17 @@ export function dynamoDBLockProvider(options: DynamoDBLockProviderOptions): Exte
         unlock: async (current) => {
           // A failed condition means another node holds the lock by now (or the item is gone): leave it.
           const lockUntil = iso(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))
-          await guard('release', current.name, () => update(current.name, UNLOCK, { ':lockUntil': lockUntil, ':owner': owner }))
+          await guard('release', current.name, () =>
+            update(current.name, UNLOCK, { ':lockUntil': lockUntil, ':owner': owner }),
+          )
         },
         extend: (next) =>
           guard('extend', next.name, () =>
-            update(next.name, EXTEND, { ':lockUntil': iso(next.lockAtMostUntil.getTime()), ':now': iso(clock.now()), ':owner': owner }),
+            update(next.name, EXTEND, {
+              ':lockUntil': iso(next.lockAtMostUntil.getTime()),
+              ':now': iso(clock.now()),
+              ':owner': owner,
+            }),
           ),
       })
     },
@@ -177,7 +205,11 @@ export function dynamoDBLockProvider(options: DynamoDBLockProviderOptions): Exte
  * @throws LockProviderError (rejects) when DynamoDB fails, when the table exists with another key
  *   schema, or when it is not ACTIVE within five minutes.
  */
-export async function createDynamoDBLockTable(client: DynamoDBSendClient, tableName: string, options: CreateDynamoDBLockTableOptions = {}): Promise<void> {
+export async function createDynamoDBLockTable(
+  client: DynamoDBSendClient,
+  tableName: string,
+  options: CreateDynamoDBLockTableOptions = {},
+): Promise<void> {
   checkClient(client)
   checkTableName(tableName)
   const partitionKey = checkPartitionKey(options.partitionKey)
@@ -187,11 +219,16 @@ export async function createDynamoDBLockTable(client: DynamoDBSendClient, tableN
     throw dynamoDBError(error, what, 'the table was not created', undefined, tableName, partitionKey)
   })
   const fail = (advice: string, cause?: unknown): LockProviderError =>
-    new LockProviderError(`dynamodb: could not ${what}: ${advice}`, cause === undefined ? { provider: PROVIDER } : { cause, provider: PROVIDER })
+    new LockProviderError(
+      `dynamodb: could not ${what}: ${advice}`,
+      cause === undefined ? { provider: PROVIDER } : { cause, provider: PROVIDER },
+    )
 
   const describe = async (): Promise<TableDescription | undefined> => {
     try {
-      const reply = (await client.send(new DescribeTableCommand({ TableName: tableName }))) as { Table?: TableDescription } | undefined
+      const reply = (await client.send(new DescribeTableCommand({ TableName: tableName }))) as
+        | { Table?: TableDescription }
+        | undefined
       return reply?.Table ?? {}
     } catch (error) {
       if (errorName(error) === 'ResourceNotFoundException') return undefined
@@ -209,7 +246,8 @@ export async function createDynamoDBLockTable(client: DynamoDBSendClient, tableN
         await client.send(new CreateTableCommand(lockTableDefinition(tableName, partitionKey)))
       } catch (error) {
         // Another node created it a moment ago: wait for it like for ours.
-        if (errorName(error) !== 'ResourceInUseException') throw dynamoDBError(error, what, 'the table was not created', undefined, tableName, partitionKey)
+        if (errorName(error) !== 'ResourceInUseException')
+          throw dynamoDBError(error, what, 'the table was not created', undefined, tableName, partitionKey)
       }
     } else {
       if (!checked && table.KeySchema) {

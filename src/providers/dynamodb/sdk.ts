@@ -87,7 +87,9 @@ export interface DynamoDBInspectorLib {
  */
 export function checkClient(client: unknown): asserts client is DynamoDBSendClient {
   if (!client || typeof (client as Partial<DynamoDBSendClient>).send !== 'function') {
-    throw new LockConfigurationError('dynamodb: pass your DynamoDBClient (from @aws-sdk/client-dynamodb) as client: an object with send(command)')
+    throw new LockConfigurationError(
+      'dynamodb: pass your DynamoDBClient (from @aws-sdk/client-dynamodb) as client: an object with send(command)',
+    )
   }
 }
 
@@ -95,7 +97,10 @@ export function checkClient(client: unknown): asserts client is DynamoDBSendClie
  * Returns a loader of the command classes `needed`: `lib` as given, or the SDK imported once, on first use.
  * @throws LockConfigurationError when `lib` lacks one of them.
  */
-export function commandLoader<L extends object>(lib: L | undefined, needed: readonly (keyof L & string)[]): () => Promise<L> {
+export function commandLoader<L extends object>(
+  lib: L | undefined,
+  needed: readonly (keyof L & string)[],
+): () => Promise<L> {
   return awsCommandLoader('dynamodb', SDK, () => import('@aws-sdk/client-dynamodb'), lib, needed)
 }
 

@@ -13,7 +13,11 @@ type Etcd3Like = EtcdClient &
     close(): void
   }
 interface Etcd3Module {
-  Etcd3: new (options: { hosts: string; auth?: { username: string; password: string }; dialTimeout?: number }) => Etcd3Like
+  Etcd3: new (options: {
+    hosts: string
+    auth?: { username: string; password: string }
+    dialTimeout?: number
+  }) => Etcd3Like
 }
 
 const TIMEOUT_MS = 10_000
@@ -32,11 +36,15 @@ export function schema(table: string | undefined): string {
 export async function open(url: StoreUrl, _options: StoreOptions): Promise<StoreAdmin> {
   const parsed = url.url!
   if (parsed.hostname === '') throw new UsageError(`${url.redacted} names no host; use etcd://HOST:PORT`)
-  if (parsed.pathname !== '' && parsed.pathname !== '/') throw new UsageError(`etcd URLs take no path, got ${url.redacted}`)
+  if (parsed.pathname !== '' && parsed.pathname !== '/')
+    throw new UsageError(`etcd URLs take no path, got ${url.redacted}`)
   // The provider's own check of the environment, before connecting.
   const space = etcdKeySpace(ownParameters(url, ['environment']).get('environment') ?? DEFAULT_ENVIRONMENT)
   const { Etcd3 } = await importDriver<Etcd3Module>('etcd3', 'etcd3', 'etcd://')
-  const auth = parsed.username === '' ? undefined : { username: decodeURIComponent(parsed.username), password: decodeURIComponent(parsed.password) }
+  const auth =
+    parsed.username === ''
+      ? undefined
+      : { username: decodeURIComponent(parsed.username), password: decodeURIComponent(parsed.password) }
   const client = new Etcd3({ hosts: `http://${parsed.host}`, dialTimeout: TIMEOUT_MS, ...(auth ? { auth } : {}) })
   const timed = <T>(promise: Promise<T>): Promise<T> => withTimeout(promise, TIMEOUT_MS, { store: 'etcd' })
   let version: string
@@ -44,7 +52,10 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     version = (await timed(client.maintenance.status())).version
   } catch (error) {
     client.close()
-    throw new CliError(`cannot reach etcd at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`, { cause: error })
+    throw new CliError(
+      `cannot reach etcd at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`,
+      { cause: error },
+    )
   }
   const provider = etcdLockProvider({ client, environment: space.environment })
   const inspector = etcdLockInspector({ client, environment: space.environment, timeout: TIMEOUT_MS })
@@ -63,7 +74,8 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
       const deleter = client.delete() as unknown as { key(key: string): { exec(): Promise<unknown> } }
       await timed(deleter.key(etcdLockKey(space, name)).exec())
     },
-    readClock: async () => 'etcd has no clock to read; it expires lock leases on its own clock, so host clocks only stamp the informational ADDED time',
+    readClock: async () =>
+      'etcd has no clock to read; it expires lock leases on its own clock, so host clocks only stamp the informational ADDED time',
     clockDependence: '',
     close: async () => client.close(),
   }

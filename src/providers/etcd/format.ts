@@ -70,7 +70,13 @@ const DENIED = new Set([
  * What an etcd error means for the lock and what to do about it. `timeout` is the caller's
  * timeout in milliseconds, `role` who calls (`provider` or `inspector`).
  */
-export function describeEtcdError(error: unknown, action: StoreAction, lockName: string, timeout: number, role: string = 'provider'): LockProviderError {
+export function describeEtcdError(
+  error: unknown,
+  action: StoreAction,
+  lockName: string,
+  timeout: number,
+  role: string = 'provider',
+): LockProviderError {
   const kind = errorName(error)
   const detail = redactUrlPasswords(messageOf(error))
   let advice: string
@@ -78,7 +84,10 @@ export function describeEtcdError(error: unknown, action: StoreAction, lockName:
     advice = `the Etcd3 client was closed (${detail}); ${outcomeOf(action)}. Pass a client that stays open while locks are used`
   } else if (kind === 'OperationTimeoutError') {
     advice = `etcd did not answer within ${timeout}ms; ${outcomeOf(action)}. Check the server, or raise the ${role}'s timeout; the ${role} recovers by itself once etcd answers`
-  } else if (UNREACHABLE.has(kind) || /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|UNAVAILABLE/.test(detail)) {
+  } else if (
+    UNREACHABLE.has(kind) ||
+    /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|UNAVAILABLE/.test(detail)
+  ) {
     advice = `etcd is unreachable (${detail}); ${outcomeOf(action)}. Check the server; the ${role} recovers by itself once it is back`
   } else if (DENIED.has(kind)) {
     advice = `etcd refused the request (${detail}); the client's user needs read and write access to the keys shedlock:* and permission to grant, revoke and read leases`
@@ -91,5 +100,7 @@ export function describeEtcdError(error: unknown, action: StoreAction, lockName:
 function errorName(error: unknown): string {
   if (error === null || typeof error !== 'object') return ''
   const ctor = (error as { constructor?: { name?: unknown } }).constructor
-  return typeof ctor?.name === 'string' && ctor.name !== 'Error' ? ctor.name : String((error as { name?: unknown }).name ?? '')
+  return typeof ctor?.name === 'string' && ctor.name !== 'Error'
+    ? ctor.name
+    : String((error as { name?: unknown }).name ?? '')
 }

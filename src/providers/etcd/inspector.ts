@@ -5,7 +5,15 @@ import { parseAddedValue } from '../../support/added-value.ts'
 import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, etcdLockName, MAX_KEY_BYTES, PROVIDER } from './format.ts'
+import {
+  DEFAULT_ENVIRONMENT,
+  describeEtcdError,
+  etcdKeySpace,
+  etcdLockKey,
+  etcdLockName,
+  MAX_KEY_BYTES,
+  PROVIDER,
+} from './format.ts'
 import type { EtcdDeleteBuilder, EtcdTransaction } from './client.ts'
 import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
 
@@ -84,7 +92,8 @@ export interface EtcdLockInspectorOptions {
  *   `:`, or a `timeout` that is not a positive duration.
  */
 export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspector {
-  if (options === null || typeof options !== 'object') throw new LockConfigurationError('etcd: pass options { client, environment? } to etcdLockInspector')
+  if (options === null || typeof options !== 'object')
+    throw new LockConfigurationError('etcd: pass options { client, environment? } to etcdLockInspector')
   const { client } = options
   if (
     !client ||
@@ -140,7 +149,8 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
   const keyOf = (name: string): string => {
     const key = etcdLockKey(space, name)
     const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-    if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+    if (bytes !== undefined)
+      throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
     return key
   }
   const read = async (name: string, key: string): Promise<LockRecord | undefined> => {
@@ -183,7 +193,8 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
           lock,
           readAs,
           () => read(name, key),
-          async (value) => (await bounded(client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit())).succeeded,
+          async (value) =>
+            (await bounded(client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit())).succeeded,
         )
       })
     },

@@ -10,7 +10,14 @@ import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import type { EtcdClient, EtcdLease } from './client.ts'
 import { type EtcdLockInspectorOptions, etcdLockInspector } from './inspector.ts'
-export type { EtcdClient, EtcdDeleteBuilder, EtcdLease, EtcdOperation, EtcdPutBuilder, EtcdTransaction } from './client.ts'
+export type {
+  EtcdClient,
+  EtcdDeleteBuilder,
+  EtcdLease,
+  EtcdOperation,
+  EtcdPutBuilder,
+  EtcdTransaction,
+} from './client.ts'
 import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, MAX_KEY_BYTES, PROVIDER } from './format.ts'
 
 /** Options of {@link etcdLockProvider}. */
@@ -126,19 +133,35 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
     client.if(key, 'Value', '==', value).then(client.put(key).value(value).lease(leaseId)).commit()
 
   // The latest deadline a lease granted now can reach.
-  const longestLease = (): { ms: number; why: string } => ({ ms: clock.now() + MAX_LEASE_TTL_S * 1000, why: LONGEST_LEASE })
+  const longestLease = (): { ms: number; why: string } => ({
+    ms: clock.now() + MAX_LEASE_TTL_S * 1000,
+    why: LONGEST_LEASE,
+  })
 
   return {
     name: PROVIDER,
     // An Etcd3 client has the calls the inspector makes as well as the provider's.
-    inspector: () => etcdLockInspector({ client: options.client as unknown as EtcdLockInspectorOptions['client'], environment: space.environment, timeout }),
+    inspector: () =>
+      etcdLockInspector({
+        client: options.client as unknown as EtcdLockInspectorOptions['client'],
+        environment: space.environment,
+        timeout,
+      }),
     async lock(configuration) {
       checkLockRequest(PROVIDER, configuration, clock, { latestDeadline: longestLease() })
       const { name } = configuration
       const key = etcdLockKey(space, name)
       // Checked before anything is sent: an oversized request breaks the client for other locks.
       const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-      if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+      if (bytes !== undefined)
+        throw nameTooLong(
+          PROVIDER,
+          name,
+          bytes,
+          MAX_KEY_BYTES,
+          'bytes',
+          `its key ${JSON.stringify(`${space.prefix}…`)}`,
+        )
       const now = clock.now()
       const owner = lockOwner(options.lockedBy)
       const value = addedValue(now, owner)
@@ -151,7 +174,8 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
           const lease = client.lease(leaseSeconds(configuration.lockAtMostUntil.getTime() - now), NO_KEEP_ALIVE)
           held.lease = lease
           const id = await lease.grant()
-          return (await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(id)).commit()).succeeded
+          return (await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(id)).commit())
+            .succeeded
         })
       } catch (error) {
         // Whether or not the transaction committed (or still will, after a timeout), nobody uses

@@ -25,7 +25,9 @@ import { type InMemoryEntry, type InMemoryLockProvider, inMemoryStoreOf } from '
 export function inMemoryLockInspector(provider: InMemoryLockProvider): LockInspector {
   const store = provider ? inMemoryStoreOf(provider) : undefined
   if (!store) {
-    throw new LockConfigurationError('in-memory: pass the provider made by inMemoryLockProvider() whose locks to inspect, e.g. inMemoryLockInspector(provider)')
+    throw new LockConfigurationError(
+      'in-memory: pass the provider made by inMemoryLockProvider() whose locks to inspect, e.g. inMemoryLockInspector(provider)',
+    )
   }
   const { entries, clock } = store
   // What a record was read as: release(record) changes the entry only if it still holds that.

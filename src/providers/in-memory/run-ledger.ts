@@ -70,7 +70,13 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
           const list = runs.get(run.name) ?? []
           const index = list.indexOf(started)
           if (index >= 0)
-            list[index] = Object.freeze({ ...started, finishedAt: end.finishedAt, outcome: end.outcome, durationMs: end.durationMs, error: end.error })
+            list[index] = Object.freeze({
+              ...started,
+              finishedAt: end.finishedAt,
+              outcome: end.outcome,
+              durationMs: end.durationMs,
+              error: end.error,
+            })
         },
       }
     },

@@ -12,7 +12,9 @@ interface Memjs extends MemcachedClient {
   close(): void
 }
 interface MemjsModule {
-  default: { Client: { create(servers: string, options: { timeout: number; retries: number; logger: { log(): void } }): Memjs } }
+  default: {
+    Client: { create(servers: string, options: { timeout: number; retries: number; logger: { log(): void } }): Memjs }
+  }
 }
 
 const TIMEOUT_MS = 10_000
@@ -31,12 +33,14 @@ export function schema(table: string | undefined): string {
 export async function open(url: StoreUrl, _options: StoreOptions): Promise<StoreAdmin> {
   const parsed = url.url!
   if (parsed.hostname === '') throw new UsageError(`${url.redacted} names no host; use memcached://HOST:PORT`)
-  if (parsed.pathname !== '' && parsed.pathname !== '/') throw new UsageError(`memcached URLs take no path, got ${url.redacted}`)
+  if (parsed.pathname !== '' && parsed.pathname !== '/')
+    throw new UsageError(`memcached URLs take no path, got ${url.redacted}`)
   const environment = ownParameters(url, ['environment']).get('environment') ?? DEFAULT_ENVIRONMENT
   // The provider's own check of the environment, before connecting.
   const prefix = memcachedKeyPrefix(environment)
   const memjs = await importDriver<MemjsModule>('memjs', 'memjs', 'memcached://')
-  const credentials = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}@`
+  const credentials =
+    parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}@`
   // memjs logs every failed request to the console; failures are reported here, once.
   const client = memjs.default.Client.create(`${credentials}${parsed.hostname}:${parsed.port || '11211'}`, {
     timeout: TIMEOUT_MS / 1000,
@@ -46,7 +50,9 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
   const stats = (): Promise<Record<string, string>> =>
     withTimeout(
       new Promise((resolve, reject) =>
-        client.stats((error, _server, values) => (error ? reject(error) : values ? resolve(values) : reject(new Error('memcached sent no stats')))),
+        client.stats((error, _server, values) =>
+          error ? reject(error) : values ? resolve(values) : reject(new Error('memcached sent no stats')),
+        ),
       ),
       TIMEOUT_MS,
       { store: 'memcached' },
@@ -56,7 +62,10 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     version = (await stats()).version ?? '?'
   } catch (error) {
     client.close()
-    throw new CliError(`cannot reach memcached at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`, { cause: error })
+    throw new CliError(
+      `cannot reach memcached at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`,
+      { cause: error },
+    )
   }
   const provider = memcachedLockProvider({ client, environment })
   const inspector = memcachedLockInspector({ client, environment, timeout: TIMEOUT_MS })

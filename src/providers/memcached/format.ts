@@ -19,7 +19,17 @@ const ESCAPED = /[\x00-\x20\x7f%]/
 // An escape in an encoded key: '%' and the uppercase hex code of one escaped character.
 const ESCAPE = /%(?:[01][0-9A-F]|20|25|7F)/y
 const LONE_SURROGATE = /\p{Cs}/u
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ECONNABORTED'])
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'ECONNABORTED',
+])
 
 /**
  * The memcached key of lock `name`: `shedlock:<environment>:<name>`, as Java ShedLock writes it.
@@ -69,7 +79,9 @@ export function memcachedKeyPrefix(environment: unknown): string {
 export function encodeKey(prefix: string, name: string): string | LockConfigurationError {
   // UTF-8 cannot represent a lone surrogate: it would be sent as U+FFFD and make distinct names collide.
   if (LONE_SURROGATE.test(name))
-    return new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); memcached keys cannot hold it`)
+    return new LockConfigurationError(
+      `Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); memcached keys cannot hold it`,
+    )
   let key: string
   if (!UNSAFE.test(name)) {
     // Raw names map to themselves, so the encoded form of a name memcached cannot hold must
@@ -85,13 +97,15 @@ export function encodeKey(prefix: string, name: string): string | LockConfigurat
     key = prefix + escapeName(name)
   }
   const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-  if (bytes !== undefined) return nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${prefix}…`)}`)
+  if (bytes !== undefined)
+    return nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${prefix}…`)}`)
   return key
 }
 
 function escapeName(name: string): string {
   let encoded = '%'
-  for (const char of name) encoded += ESCAPED.test(char) ? `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}` : char
+  for (const char of name)
+    encoded += ESCAPED.test(char) ? `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}` : char
   return encoded
 }
 
@@ -137,14 +151,25 @@ export function textOf(value: unknown): string | undefined {
 }
 
 /** What a memcached (memjs) error means for the lock and what to do about it. `role` is who calls (`provider` or `inspector`). */
-export function describeMemcachedError(error: unknown, action: StoreAction, lockName: string, role: string = 'provider'): LockProviderError {
+export function describeMemcachedError(
+  error: unknown,
+  action: StoreAction,
+  lockName: string,
+  role: string = 'provider',
+): LockProviderError {
   // memjs reports a failed SASL login as a bare string.
-  const detail = error instanceof OperationTimeoutError ? `memcached did not answer within ${error.timeoutMs}ms` : redactUrlPasswords(messageOf(error))
+  const detail =
+    error instanceof OperationTimeoutError
+      ? `memcached did not answer within ${error.timeoutMs}ms`
+      : redactUrlPasswords(messageOf(error))
   const code = (error as { code?: unknown } | null)?.code
   let advice: string
   if (/authentication failed/i.test(detail)) {
     advice = `memcached rejected the client's credentials (${detail}); check the username and password of your memjs client`
-  } else if ((typeof code === 'string' && UNREACHABLE.has(code)) || /timed out|No servers available|did not answer/i.test(detail)) {
+  } else if (
+    (typeof code === 'string' && UNREACHABLE.has(code)) ||
+    /timed out|No servers available|did not answer/i.test(detail)
+  ) {
     advice = `memcached is unreachable (${detail}); ${outcomeOf(action)}. Check the server; the ${role} recovers by itself once it is back`
   } else {
     advice = detail

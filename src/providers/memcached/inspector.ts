@@ -4,7 +4,14 @@ import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspec
 import { parseAddedValue } from '../../support/added-value.ts'
 import { storeError, storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import { DEFAULT_ENVIRONMENT, describeMemcachedError, memcachedKeyPrefix, memcachedLockKey, PROVIDER, textOf } from './format.ts'
+import {
+  DEFAULT_ENVIRONMENT,
+  describeMemcachedError,
+  memcachedKeyPrefix,
+  memcachedLockKey,
+  PROVIDER,
+  textOf,
+} from './format.ts'
 
 /** The part of a `memjs` 1.3 `Client` that {@link memcachedLockInspector} calls (the promise forms): the provider's client will do. */
 export interface MemcachedInspectorClient {
@@ -57,18 +64,22 @@ export interface MemcachedLockInspectorOptions {
 export function memcachedLockInspector(options: MemcachedLockInspectorOptions): LockInspector {
   const { client } = options ?? {}
   if (!client || typeof client.get !== 'function' || typeof client.delete !== 'function') {
-    throw new LockConfigurationError("memcached: pass your memjs client as { client }, e.g. memjs.Client.create('127.0.0.1:11211')")
+    throw new LockConfigurationError(
+      "memcached: pass your memjs client as { client }, e.g. memjs.Client.create('127.0.0.1:11211')",
+    )
   }
   const environment = options.environment ?? DEFAULT_ENVIRONMENT
   const prefix = memcachedKeyPrefix(environment)
   const timeout = parseDuration(options.timeout ?? '5s')
   if (timeout <= 0) throw new LockConfigurationError('memcached: timeout must be longer than 0 ms')
   const guard = storeGuard((error, action, name) => describeMemcachedError(error, action, name, 'inspector'))
-  const bounded = <T>(call: () => Promise<T>): Promise<T> => withTimeout(Promise.resolve().then(call), timeout, { store: 'memcached' })
+  const bounded = <T>(call: () => Promise<T>): Promise<T> =>
+    withTimeout(Promise.resolve().then(call), timeout, { store: 'memcached' })
   // The value a record was read with: release(record) deletes the key only while it holds that.
   const readAs = new WeakMap<LockRecord, string>()
 
-  const valueAt = async (key: string): Promise<string | undefined> => textOf((await bounded(() => client.get(key))).value)
+  const valueAt = async (key: string): Promise<string | undefined> =>
+    textOf((await bounded(() => client.get(key))).value)
   const read = async (name: string, key: string): Promise<LockRecord | undefined> => {
     const value = await valueAt(key)
     if (value === undefined) return undefined

@@ -8,7 +8,14 @@ import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
-import { DEFAULT_ENVIRONMENT, describeMemcachedError, encodeKey, memcachedKeyPrefix, PROVIDER, textOf } from './format.ts'
+import {
+  DEFAULT_ENVIRONMENT,
+  describeMemcachedError,
+  encodeKey,
+  memcachedKeyPrefix,
+  PROVIDER,
+  textOf,
+} from './format.ts'
 
 /**
  * The part of a `memjs` 1.3 `Client` that this provider calls (the promise forms). We don't
@@ -110,18 +117,28 @@ function expiration(untilMs: number, nowMs: number): number {
  */
 export function memcachedLockProvider(options: MemcachedLockProviderOptions): LockProvider {
   const { client } = options ?? {}
-  if (!client || (['get', 'add', 'replace', 'delete'] as const).some((method) => typeof client[method] !== 'function')) {
-    throw new LockConfigurationError("memcached: pass your memjs client as { client }, e.g. memjs.Client.create('127.0.0.1:11211')")
+  if (
+    !client ||
+    (['get', 'add', 'replace', 'delete'] as const).some((method) => typeof client[method] !== 'function')
+  ) {
+    throw new LockConfigurationError(
+      "memcached: pass your memjs client as { client }, e.g. memjs.Client.create('127.0.0.1:11211')",
+    )
   }
   const prefix = memcachedKeyPrefix(options.environment ?? DEFAULT_ENVIRONMENT)
   const timeoutMs = parseDuration(options.timeout ?? '5s')
   if (timeoutMs <= 0) throw new LockConfigurationError('memcached: timeout must be longer than 0 ms')
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
 
   // One promise per operation, its timeout in the shared queue of its duration, and the error
   // mapping folded in (each extra promise layer showed in the client's CPU per lock).
-  const call: TimedStoreCall<unknown> = { store: 'memcached', timeoutMs, describe: (error, action, name) => describeMemcachedError(error, action, name) }
+  const call: TimedStoreCall<unknown> = {
+    store: 'memcached',
+    timeoutMs,
+    describe: (error, action, name) => describeMemcachedError(error, action, name),
+  }
 
   // Checked before anything is sent: a key memcached refuses stalls the connection.
   const keyOf = (name: string): string => {
@@ -162,7 +179,13 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
     // What the release throws (a custom clock's error too) is described like a store's error.
     // The handle's state follows the release's report (REPORTS_RELEASE), not a reaction of its own.
     unlock(held: LockConfiguration, report?: ReleaseReport): Promise<void> {
-      return timedStoreCall(call as TimedStoreCall<void>, 'release', this.configuration.name, () => this.release(held), report)
+      return timedStoreCall(
+        call as TimedStoreCall<void>,
+        'release',
+        this.configuration.name,
+        () => this.release(held),
+        report,
+      )
     }
 
     async release(held: LockConfiguration): Promise<void> {

@@ -40,14 +40,19 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     await client.connect()
   } catch (error) {
     await client?.close().catch(() => {})
-    throw new CliError(`cannot reach MongoDB at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`, { cause: error })
+    throw new CliError(
+      `cannot reach MongoDB at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`,
+      { cause: error },
+    )
   }
   const db = client.db()
   const collectionName = options.table ?? DEFAULT_COLLECTION
   // Majority writes, as the provider's documentation asks for on a replica set.
   const collection = db.collection(collectionName, { writeConcern: { w: 'majority' } })
-  const serverNow = async (): Promise<number> => db.command({ hello: 1 }).then((reply) => (reply.localTime as Date).getTime())
-  const exists = async (): Promise<boolean> => (await db.listCollections({ name: collectionName }, { nameOnly: true }).toArray()).length > 0
+  const serverNow = async (): Promise<number> =>
+    db.command({ hello: 1 }).then((reply) => (reply.localTime as Date).getTime())
+  const exists = async (): Promise<boolean> =>
+    (await db.listCollections({ name: collectionName }, { nameOnly: true }).toArray()).length > 0
 
   return {
     kind: 'MongoDB',
@@ -64,14 +69,21 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     async structure(): Promise<Check[]> {
       const label = `collection ${collectionName}`
       return [
-        { status: 'ok', label, detail: (await exists()) ? 'exists' : 'does not exist yet; MongoDB creates it with the first lock (or run shedlock init)' },
+        {
+          status: 'ok',
+          label,
+          detail: (await exists())
+            ? 'exists'
+            : 'does not exist yet; MongoDB creates it with the first lock (or run shedlock init)',
+        },
       ]
     },
     async remove(name) {
       await collection.deleteOne({ _id: name })
     },
     readClock: () => timed('hello.localTime', 1, serverNow),
-    clockDependence: 'the MongoDB provider decides expiry on the app clock, so every host running locks needs this in sync',
+    clockDependence:
+      'the MongoDB provider decides expiry on the app clock, so every host running locks needs this in sync',
     close: () => client.close(),
   }
 }

@@ -1,5 +1,11 @@
 import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 
 // Java ShedLock's lock documents in MongoDB: their shape, the longest name they hold, the
 // collection `shedlock schema` creates, and what the driver's errors mean. The provider, the
@@ -36,12 +42,15 @@ export const DUPLICATE_KEY = 11000
  */
 export function checkName(name: string): void {
   const bytes = utf8LengthOver(name, MAX_NAME_BYTES)
-  if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_NAME_BYTES, 'bytes', "the name, the document's _id,")
+  if (bytes !== undefined)
+    throw nameTooLong(PROVIDER, name, bytes, MAX_NAME_BYTES, 'bytes', "the name, the document's _id,")
 }
 
 /** How messages name a collection: by its `collectionName` where the driver gives one. */
 export function collectionLabel(collection: { readonly collectionName?: string }): string {
-  return typeof collection.collectionName === 'string' ? `collection "${collection.collectionName}"` : 'the lock collection'
+  return typeof collection.collectionName === 'string'
+    ? `collection "${collection.collectionName}"`
+    : 'the lock collection'
 }
 
 /** What `shedlock schema mongodb` prints: the mongosh command that creates the collection. */

@@ -15,7 +15,10 @@ export interface MongoInspectorCollection {
   readonly collectionName?: string
   find(filter: Record<string, unknown>): { toArray(): Promise<unknown[]> }
   findOne(filter: Record<string, unknown>): Promise<unknown>
-  updateOne(filter: Record<string, unknown>, update: Record<string, unknown>): Promise<{ readonly matchedCount: number }>
+  updateOne(
+    filter: Record<string, unknown>,
+    update: Record<string, unknown>,
+  ): Promise<{ readonly matchedCount: number }>
   deleteMany(filter: Record<string, unknown>): Promise<{ readonly deletedCount: number }>
 }
 
@@ -69,13 +72,17 @@ interface ReadState {
  */
 export function mongoLockInspector(options: MongoLockInspectorOptions): LockInspector {
   const { collection } = options ?? {}
-  if (!collection || (['find', 'findOne', 'updateOne', 'deleteMany'] as const).some((method) => typeof collection[method] !== 'function')) {
+  if (
+    !collection ||
+    (['find', 'findOne', 'updateOne', 'deleteMany'] as const).some((method) => typeof collection[method] !== 'function')
+  ) {
     throw new LockConfigurationError(
       "mongodb: pass your lock collection as { collection }, e.g. client.db('app').collection('shedLock') (an object with find, findOne, updateOne and deleteMany; a Db or MongoClient is not one)",
     )
   }
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('mongodb: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('mongodb: clock must have a now() method returning epoch milliseconds')
   const guard = storeGuard(describeMongoError(collectionLabel(collection)))
   const readAs = new WeakMap<LockRecord, ReadState>()
 
@@ -125,7 +132,10 @@ export function mongoLockInspector(options: MongoLockInspectorOptions): LockInsp
           ? {
               _id: expected.id,
               lockedBy: expected.lockedBy ?? null,
-              lockUntil: expected.lockUntil instanceof Date ? { $gt: now, $eq: expected.lockUntil } : (expected.lockUntil ?? null),
+              lockUntil:
+                expected.lockUntil instanceof Date
+                  ? { $gt: now, $eq: expected.lockUntil }
+                  : (expected.lockUntil ?? null),
             }
           : { _id: name, lockUntil: { $gt: now } }
         const { matchedCount } = await collection.updateOne(filter, { $set: { lockUntil: now, lockedBy: RELEASED_BY } })
@@ -135,7 +145,10 @@ export function mongoLockInspector(options: MongoLockInspectorOptions): LockInsp
     removeExpired: (selection) =>
       guard('list', '', async () => {
         // The provider's takeover condition: only a Date lockUntil compares with a Date.
-        const { deletedCount } = await collection.deleteMany({ ...selected(selection), lockUntil: { $lte: new Date(clock.now()) } })
+        const { deletedCount } = await collection.deleteMany({
+          ...selected(selection),
+          lockUntil: { $lte: new Date(clock.now()) },
+        })
         return deletedCount
       }),
   }

@@ -19,7 +19,11 @@ import { type MongoInspectorCollection, mongoLockInspector } from './inspector.t
 export interface MongoLockCollection {
   /** The collection's name, for error messages only. */
   readonly collectionName?: string
-  findOneAndUpdate(filter: Record<string, unknown>, update: Record<string, unknown>, options: { upsert?: boolean }): Promise<unknown>
+  findOneAndUpdate(
+    filter: Record<string, unknown>,
+    update: Record<string, unknown>,
+    options: { upsert?: boolean },
+  ): Promise<unknown>
 }
 
 /** Options of {@link mongoLockProvider}. */
@@ -85,7 +89,9 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
     )
   }
   if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`mongodb: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`)
+    throw new LockConfigurationError(
+      `mongodb: lockedBy must be a non-empty string (it prefixes the lockedBy field), got ${JSON.stringify(lockedBy)}`,
+    )
   }
   const clock = options.clock ?? systemClock
   const guard = storeGuard(describeMongoError(collectionLabel(collection)))
@@ -108,7 +114,8 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
   return {
     name: PROVIDER,
     // A driver Collection also has the find, findOne, updateOne and deleteMany the inspector calls.
-    inspector: () => mongoLockInspector({ collection: collection as MongoLockCollection & MongoInspectorCollection, clock }),
+    inspector: () =>
+      mongoLockInspector({ collection: collection as MongoLockCollection & MongoInspectorCollection, clock }),
     async lock(configuration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(configuration.name)

@@ -38,9 +38,12 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     version = String((await rows('SELECT VERSION() AS version', []))[0]?.version ?? '?')
   } catch (error) {
     await pool.end().catch(() => {})
-    throw new CliError(`cannot reach MySQL at ${url.redacted}: ${firstLine(error)}; check the URL, the user's password and that the server runs`, {
-      cause: error,
-    })
+    throw new CliError(
+      `cannot reach MySQL at ${url.redacted}: ${firstLine(error)}; check the URL, the user's password and that the server runs`,
+      {
+        cause: error,
+      },
+    )
   }
   const schemaOf = table.schema === undefined ? 'DATABASE()' : '?'
   const schemaParams = table.schema === undefined ? [] : [table.schema]
@@ -48,7 +51,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const kind = /mariadb/i.test(version) ? 'MariaDB' : 'MySQL'
   const inspector = mysqlLockInspector({ client: pool, tableName: table.table })
   const runsTable = runsTableName('mysql', options.runsTable)
-  const [runsSchema, runsBare] = runsTable.includes('.') ? (runsTable.split('.') as [string, string]) : [undefined, runsTable]
+  const [runsSchema, runsBare] = runsTable.includes('.')
+    ? (runsTable.split('.') as [string, string])
+    : [undefined, runsTable]
 
   return sqlStoreAdmin({
     kind,
@@ -73,8 +78,12 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       return Number((result as { affectedRows?: unknown }).affectedRows ?? 0)
     },
     tableExists: async () =>
-      (await rows(`SELECT 1 AS present FROM information_schema.tables WHERE table_schema = ${schemaOf} AND table_name = ?`, [...schemaParams, table.bareTable]))
-        .length > 0,
+      (
+        await rows(
+          `SELECT 1 AS present FROM information_schema.tables WHERE table_schema = ${schemaOf} AND table_name = ?`,
+          [...schemaParams, table.bareTable],
+        )
+      ).length > 0,
     columns: async () =>
       (
         await rows(
@@ -93,9 +102,12 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     schema: () => mysqlSchema({ tableName: table.table }),
     initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}`,
     provider: () => mysqlLockProvider({ client: pool, tableName: table.table }),
-    version: async () => `${kind} ${String((await rows('SELECT VERSION() AS version', []))[0]?.version ?? '?').replace(/-MariaDB.*$/i, '')}`,
-    readClock: () => timed('SELECT UTC_TIMESTAMP(6)', 1, async () => Number((await rows(`SELECT ${nowEpochMs(6)} AS ms`, []))[0]?.ms)),
-    clockDependence: 'the provider decides expiry on this clock (useDbTime, the default); host clocks matter only with useDbTime: false',
+    version: async () =>
+      `${kind} ${String((await rows('SELECT VERSION() AS version', []))[0]?.version ?? '?').replace(/-MariaDB.*$/i, '')}`,
+    readClock: () =>
+      timed('SELECT UTC_TIMESTAMP(6)', 1, async () => Number((await rows(`SELECT ${nowEpochMs(6)} AS ms`, []))[0]?.ms)),
+    clockDependence:
+      'the provider decides expiry on this clock (useDbTime, the default); host clocks matter only with useDbTime: false',
     close: () => pool.end(),
   })
 }

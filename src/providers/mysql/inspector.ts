@@ -59,7 +59,9 @@ export interface MysqlLockInspectorOptions extends SqlTableOptions {
 export function mysqlLockInspector(options: MysqlLockInspectorOptions): LockInspector {
   const { client, columnType: givenType } = options ?? {}
   if (!client || typeof client.query !== 'function') {
-    throw new LockConfigurationError('mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))')
+    throw new LockConfigurationError(
+      'mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))',
+    )
   }
   checkPromiseClient(client)
   const table = sqlTable(PROVIDER, options)
@@ -91,16 +93,24 @@ export function mysqlLockInspector(options: MysqlLockInspectorOptions): LockInsp
       const reply: unknown = await client.query(sql, [...params])
       const [rows, fields] = Array.isArray(reply) ? (reply as unknown[]) : []
       if (!Array.isArray(rows))
-        throw new TypeError('client.query(sql, values) did not resolve to [rows, fields]; pass a Pool from mysql2/promise (or pool.promise())')
+        throw new TypeError(
+          'client.query(sql, values) did not resolve to [rows, fields]; pass a Pool from mysql2/promise (or pool.promise())',
+        )
       // A pool with rowsAsArray answers arrays, in the order of the fields.
       const names = Array.isArray(fields) ? fields.map((field) => String((field as { name?: unknown }).name)) : []
-      return rows.map((row: unknown) => (Array.isArray(row) ? Object.fromEntries(names.map((name, i) => [name, row[i]])) : (row as Record<string, unknown>)))
+      return rows.map((row: unknown) =>
+        Array.isArray(row)
+          ? Object.fromEntries(names.map((name, i) => [name, row[i]]))
+          : (row as Record<string, unknown>),
+      )
     },
     execute: async (sql, params) => {
       const reply: unknown = await client.query(sql, [...params])
       // mysql2 connects with CLIENT_FOUND_ROWS: affectedRows counts matched rows. A release always
       // changes the row it matches (locked_by becomes "released"), so either count is right.
-      const affectedRows = Array.isArray(reply) ? (reply[0] as { affectedRows?: unknown } | null | undefined)?.affectedRows : undefined
+      const affectedRows = Array.isArray(reply)
+        ? (reply[0] as { affectedRows?: unknown } | null | undefined)?.affectedRows
+        : undefined
       if (typeof affectedRows !== 'number') {
         throw new TypeError(
           'client.query(sql, values) did not resolve to [result, fields] with result.affectedRows; pass a Pool from mysql2/promise (or pool.promise())',

@@ -4,7 +4,13 @@ import { storeError } from '../../support/store-errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryAfterFirst, retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
-import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
+import {
+  lockAtLeastAnchor,
+  type SqlAccessor,
+  type SqlLockProviderOptions,
+  type SqlTableLimits,
+  sqlLockProvider,
+} from '../../support/sql/sql-lock-provider.ts'
 import { type SqlTable, sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { mysqlLockInspector } from './inspector.ts'
 import {
@@ -115,10 +121,15 @@ export function mysqlLockProvider(options: MysqlLockProviderOptions): Extensible
 export type MysqlAcquireMode = 'upsert' | 'countOnly'
 
 /** Internal: {@link mysqlLockProvider} with the acquire statements of `mode`. */
-export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode: MysqlAcquireMode): ExtensibleLockProvider & InspectableLockProvider {
+export function createMysqlLockProvider(
+  options: MysqlLockProviderOptions,
+  mode: MysqlAcquireMode,
+): ExtensibleLockProvider & InspectableLockProvider {
   const { client } = options ?? {}
   if (!client || typeof client.query !== 'function') {
-    throw new LockConfigurationError('mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))')
+    throw new LockConfigurationError(
+      'mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))',
+    )
   }
   checkPromiseClient(client)
   const t = sqlTable(PROVIDER, options)
@@ -131,7 +142,10 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
       `mysql: columnType must be 'datetime' or 'timestamp' (the type of the ${lockUntil} column), got ${JSON.stringify(givenType)}`,
     )
   }
-  if (maxNameLength !== undefined && (givenType === undefined || !Number.isSafeInteger(maxNameLength) || maxNameLength < 1)) {
+  if (
+    maxNameLength !== undefined &&
+    (givenType === undefined || !Number.isSafeInteger(maxNameLength) || maxNameLength < 1)
+  ) {
     throw new LockConfigurationError(
       givenType === undefined
         ? 'mysql: maxNameLength applies only with columnType; without it, the provider reads the length of the name column from the table'
@@ -154,13 +168,17 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     if (givenType)
       return limitsOf(givenType, {
         maxNameLength: maxNameLength ?? 64,
-        nameColumn: maxNameLength === undefined ? 'maxNameLength, 64 by default with columnType' : 'the maxNameLength option',
+        nameColumn:
+          maxNameLength === undefined ? 'maxNameLength, 64 by default with columnType' : 'the maxNameLength option',
       })
     const found = await readLockColumns((sql, values) => client.query(sql, values), t)
     // No such table or columns: nothing is kept, and the acquire statement reports what is wrong.
     if (!found) return undefined
     columnType = found.columnType
-    return limitsOf(found.columnType, found.maxNameLength === undefined ? {} : { maxNameLength: found.maxNameLength, nameColumn: found.nameColumn })
+    return limitsOf(
+      found.columnType,
+      found.maxNameLength === undefined ? {} : { maxNameLength: found.maxNameLength, nameColumn: found.nameColumn },
+    )
   }
 
   // The statements depend only on the column type (and the time mode), so each is built once per
@@ -180,7 +198,8 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
   // With database time, "now" is SQL without a parameter and "until" one parameter (the
   // microseconds to add to it); with app time each is one parameter (see appTime()).
   const nowValue = (): unknown => (useDbTime ? undefined : appTime(clock.now()))
-  const untilValue = (c: LockConfiguration): unknown => (useDbTime ? Math.round(c.lockAtMostFor * 1000) : appTime(c.lockAtMostUntil.getTime()))
+  const untilValue = (c: LockConfiguration): unknown =>
+    useDbTime ? Math.round(c.lockAtMostFor * 1000) : appTime(c.lockAtMostUntil.getTime())
 
   // Each accessor function sends its statement itself, not through a helper: mysql2 records the
   // caller's stack with every query (`trace`, on by default, up to 10 frames), so each frame
@@ -189,7 +208,9 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     const sql = statements().acquire
     const now = nowValue()
     const until = untilValue(c)
-    const values = useDbTime ? [c.name, until, owner, owner, until] : [c.name, until, now, owner, now, owner, now, now, now, until]
+    const values = useDbTime
+      ? [c.name, until, owner, owner, until]
+      : [c.name, until, now, owner, now, owner, now, now, now, until]
     try {
       const result = resultOf(await client.query(sql, values))
       return result.affectedRows > 0 && !isMarked(result)
@@ -213,10 +234,14 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     const now = nowValue()
     const until = untilValue(c)
     try {
-      const taken = resultOf(await client.query(takeover, useDbTime ? [owner, until, c.name] : [owner, now, until, c.name, now]))
+      const taken = resultOf(
+        await client.query(takeover, useDbTime ? [owner, until, c.name] : [owner, now, until, c.name, now]),
+      )
       if (taken.affectedRows > 0) return true
       // No expired row: held, or not there yet. A held row makes the INSERT fail on its key.
-      const inserted = resultOf(await client.query(insert, useDbTime ? [c.name, until, owner] : [c.name, until, now, owner]))
+      const inserted = resultOf(
+        await client.query(insert, useDbTime ? [c.name, until, owner] : [c.name, until, now, owner]),
+      )
       return inserted.affectedRows > 0
     } catch (error) {
       // Another contender holds or is writing the row; as in acquire above.
@@ -264,17 +289,24 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
 
   const requireSemiSync = options.requireSemiSync ?? false
   if (typeof requireSemiSync !== 'boolean') {
-    throw new LockConfigurationError(`mysql: requireSemiSync must be true or false, got ${JSON.stringify(options.requireSemiSync)}`)
+    throw new LockConfigurationError(
+      `mysql: requireSemiSync must be true or false, got ${JSON.stringify(options.requireSemiSync)}`,
+    )
   }
   const plainAcquire = mode === 'countOnly' ? acquireCountOnly : acquire
   const semiSyncAcquire = async (c: LockConfiguration, owner: string): Promise<boolean> => {
     const before = await semiSyncState(client)
     if (before.problem !== undefined) throw semiSyncError(c, `${before.problem}; nothing was written`)
     if (!(await plainAcquire(c, owner))) return false
-    const after = await semiSyncState(client).catch((error: unknown) => ({ problem: `its status could not be read (${String(error)})`, noTx: undefined }))
+    const after = await semiSyncState(client).catch((error: unknown) => ({
+      problem: `its status could not be read (${String(error)})`,
+      noTx: undefined,
+    }))
     if (after.problem === undefined && after.noTx === before.noTx) return true
     // Maybe on the primary alone: a failover could grant it again. Given back, not run.
-    await client.query(`DELETE FROM ${t.table} WHERE ${name} = ? AND ${t.columns.lockedBy} = ?`, [c.name, owner]).catch(() => {})
+    await client
+      .query(`DELETE FROM ${t.table} WHERE ${name} = ? AND ${t.columns.lockedBy} = ?`, [c.name, owner])
+      .catch(() => {})
     const why =
       after.problem ??
       `a commit went unacknowledged meanwhile (Rpl_semi_sync_master_no_tx ${before.noTx} -> ${after.noTx}: a replica did not answer within rpl_semi_sync_master_timeout)`
@@ -297,7 +329,12 @@ export function createMysqlLockProvider(options: MysqlLockProviderOptions, mode:
     unlock,
   }
   const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
-  const inspect = { client, tableName: t.table, columnNames: t.columns, ...(options.columnType === undefined ? {} : { columnType: options.columnType }) }
+  const inspect = {
+    client,
+    tableName: t.table,
+    columnNames: t.columns,
+    ...(options.columnType === undefined ? {} : { columnType: options.columnType }),
+  }
   return { name: provider.name, inspector: () => mysqlLockInspector(inspect), lock: provider.lock }
 }
 
@@ -315,7 +352,10 @@ async function semiSyncState(client: MysqlQueryable): Promise<{ problem?: string
   const on = status.get('rpl_semi_sync_master_status')
   const noTx = Number(status.get('rpl_semi_sync_master_no_tx'))
   if (on === undefined)
-    return { problem: 'the server has no semi-synchronous replication (no Rpl_semi_sync_master_status; MySQL needs the rpl_semi_sync_source plugin)' }
+    return {
+      problem:
+        'the server has no semi-synchronous replication (no Rpl_semi_sync_master_status; MySQL needs the rpl_semi_sync_source plugin)',
+    }
   if (on !== 'ON')
     return {
       problem:
@@ -386,7 +426,9 @@ function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean)
       `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until}, ${until}) ` +
       `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now}`,
     held: `SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now}`,
-    unlock: useDbTime ? unlockTo(now) : `UPDATE ${t.table} SET ${lockUntil} = ${at} WHERE ${name} = ? AND ${lockedBy} = ?`,
+    unlock: useDbTime
+      ? unlockTo(now)
+      : `UPDATE ${t.table} SET ${lockUntil} = ${at} WHERE ${name} = ? AND ${lockedBy} = ?`,
     unlockFromLockedAt: unlockTo(lockedAt),
   }
 }

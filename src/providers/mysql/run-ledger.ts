@@ -23,24 +23,34 @@ export interface MysqlRunLedgerOptions extends SqlRunLedgerOptions {
 export function mysqlRunLedger(options: MysqlRunLedgerOptions): RunLedger {
   const { client } = options ?? {}
   if (!client || typeof client.query !== 'function') {
-    throw new LockConfigurationError('mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))')
+    throw new LockConfigurationError(
+      'mysql: pass your mysql2 promise Pool as { client } (an object with query(sql, values))',
+    )
   }
   checkPromiseClient(client)
   const table = runsTableName(PROVIDER, options.tableName)
   const lockTableErrors = describeMysqlError(sqlTable(PROVIDER, { tableName: table }))
-  const result = async (sql: string, params: readonly unknown[]): Promise<unknown> => ((await client.query(sql, [...params])) as unknown[])[0]
+  const result = async (sql: string, params: readonly unknown[]): Promise<unknown> =>
+    ((await client.query(sql, [...params])) as unknown[])[0]
   return sqlRunLedger(
     {
       provider: PROVIDER,
       query: async (sql, params) => (await result(sql, params)) as Record<string, unknown>[],
-      execute: async (sql, params) => Number(((await result(sql, params)) as { affectedRows?: unknown } | undefined)?.affectedRows ?? 0),
+      execute: async (sql, params) =>
+        Number(((await result(sql, params)) as { affectedRows?: unknown } | undefined)?.affectedRows ?? 0),
       timestamp: 'CAST(? AS DATETIME(3))',
       // The stored UTC wall-clock value, without the session's time zone.
       epochMs: (column) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ${column}) / 1000)`,
       describe: (error, action, name) => {
         const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown }
         return errno === 1146 || code === 'ER_NO_SUCH_TABLE'
-          ? storeError(PROVIDER, action, name, `table ${table} does not exist. Create it with:\n${mysqlRunsSchema({ tableName: table })}`, error)
+          ? storeError(
+              PROVIDER,
+              action,
+              name,
+              `table ${table} does not exist. Create it with:\n${mysqlRunsSchema({ tableName: table })}`,
+              error,
+            )
           : lockTableErrors(error, action, name)
       },
     },

@@ -2,7 +2,13 @@ import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import { CONCURRENCY_RETRIES } from '../../support/sql/concurrency-retry.ts'
 import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 
 // Java ShedLock's table in MySQL and MariaDB: its DDL, how its two column types hold time (the
 // now to compare with, epoch milliseconds of a column), how the provider and the inspector find
@@ -107,7 +113,9 @@ export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<M
   // A client that does not answer like mysql2/promise fails here, before anything is written.
   const rows: unknown = Array.isArray(reply) ? reply[0] : undefined
   if (!Array.isArray(rows)) {
-    throw new TypeError('client.query(sql, values) did not resolve to [rows, fields]; pass a Pool from mysql2/promise (or pool.promise())')
+    throw new TypeError(
+      'client.query(sql, values) did not resolve to [rows, fields]; pass a Pool from mysql2/promise (or pool.promise())',
+    )
   }
   // Rows are objects, or arrays with the pool's rowsAsArray option. Column names compare
   // without case in MySQL.
@@ -121,7 +129,10 @@ export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<M
   const nameColumn = columns.get(name.toLowerCase())
   const untilColumn = columns.get(lockUntil.toLowerCase())
   if (!nameColumn || !untilColumn) return undefined
-  const bounded = (nameColumn.type === 'varchar' || nameColumn.type === 'char') && nameColumn.length !== null && nameColumn.length !== undefined
+  const bounded =
+    (nameColumn.type === 'varchar' || nameColumn.type === 'char') &&
+    nameColumn.length !== null &&
+    nameColumn.length !== undefined
   return {
     columnType: untilColumn.type === 'timestamp' ? 'timestamp' : 'datetime',
     maxNameLength: bounded ? Number(nameColumn.length) : undefined,

@@ -30,10 +30,19 @@ interface Connection {
   info?: { version?: string }
 }
 interface TransportModule {
-  connect(options: { servers: string; timeout: number; maxReconnectAttempts: number; user?: string; pass?: string; token?: string }): Promise<Connection>
+  connect(options: {
+    servers: string
+    timeout: number
+    maxReconnectAttempts: number
+    user?: string
+    pass?: string
+    token?: string
+  }): Promise<Connection>
 }
 interface KvModule {
-  Kvm: new (connection: Connection) => { open(name: string): Promise<Bucket>; create(name: string, options: { history: number }): Promise<Bucket> }
+  Kvm: new (
+    connection: Connection,
+  ) => { open(name: string): Promise<Bucket>; create(name: string, options: { history: number }): Promise<Bucket> }
 }
 
 const INSTALL = '@nats-io/transport-node @nats-io/kv'
@@ -51,7 +60,8 @@ export function schema(_table: string | undefined): string {
 export async function open(url: StoreUrl, _options: StoreOptions): Promise<StoreAdmin> {
   const parsed = url.url!
   if (parsed.hostname === '') throw new UsageError(`${url.redacted} names no host; use nats://HOST:PORT`)
-  if (parsed.pathname !== '' && parsed.pathname !== '/') throw new UsageError(`nats URLs take no path, got ${url.redacted}`)
+  if (parsed.pathname !== '' && parsed.pathname !== '/')
+    throw new UsageError(`nats URLs take no path, got ${url.redacted}`)
   const bucketName = ownParameters(url, ['bucket']).get('bucket') ?? NATS_LOCK_BUCKET
   const transport = await importDriver<TransportModule>('@nats-io/transport-node', INSTALL, 'nats://')
   const { Kvm } = await importDriver<KvModule>('@nats-io/kv', INSTALL, 'nats://')
@@ -64,9 +74,17 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
   let connection: Connection
   try {
     // One attempt, no reconnection: a CLI command should fail at once, not wait for a server.
-    connection = await transport.connect({ servers: `${parsed.hostname}:${parsed.port || '4222'}`, timeout: 10_000, maxReconnectAttempts: 0, ...credentials })
+    connection = await transport.connect({
+      servers: `${parsed.hostname}:${parsed.port || '4222'}`,
+      timeout: 10_000,
+      maxReconnectAttempts: 0,
+      ...credentials,
+    })
   } catch (error) {
-    throw new CliError(`cannot reach NATS at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`, { cause: error })
+    throw new CliError(
+      `cannot reach NATS at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`,
+      { cause: error },
+    )
   }
   const kvm = new Kvm(connection)
   let bucket: Bucket
@@ -74,7 +92,10 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     bucket = await kvm.open(bucketName)
   } catch (error) {
     await connection.close()
-    throw new CliError(`cannot open the bucket ${bucketName} at ${url.redacted}: ${firstLine(error)}; JetStream must be enabled`, { cause: error })
+    throw new CliError(
+      `cannot open the bucket ${bucketName} at ${url.redacted}: ${firstLine(error)}; JetStream must be enabled`,
+      { cause: error },
+    )
   }
   const missingBucket = `bucket ${bucketName} does not exist; create it with: shedlock init --url ${url.redacted}`
   const exists = async (): Promise<boolean> => {
@@ -100,7 +121,10 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     },
     ping: async () => `NATS ${connection.info?.version ?? '?'} (server ${connection.getServer()})`,
     async structure(): Promise<Check[]> {
-      if (!(await exists())) return [{ status: 'fail', label: `bucket ${bucketName}`, detail: missingBucket.replace(`bucket ${bucketName} `, '') }]
+      if (!(await exists()))
+        return [
+          { status: 'fail', label: `bucket ${bucketName}`, detail: missingBucket.replace(`bucket ${bucketName} `, '') },
+        ]
       const status = await bucket.status()
       if (status.ttl > 0) {
         return [
@@ -111,7 +135,13 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
           },
         ]
       }
-      return [{ status: 'ok', label: `bucket ${bucketName}`, detail: `exists, no TTL, ${status.values} entr${status.values === 1 ? 'y' : 'ies'}` }]
+      return [
+        {
+          status: 'ok',
+          label: `bucket ${bucketName}`,
+          detail: `exists, no TTL, ${status.values} entr${status.values === 1 ? 'y' : 'ies'}`,
+        },
+      ]
     },
     async remove(name) {
       await bucket.purge(natsLockKey(name))
@@ -133,7 +163,8 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
         await bucket.purge(key)
       }
     },
-    clockDependence: 'the NATS provider decides expiry on the app clock, so every host running locks needs this in sync',
+    clockDependence:
+      'the NATS provider decides expiry on the app clock, so every host running locks needs this in sync',
     close: () => connection.close(),
   }
 }

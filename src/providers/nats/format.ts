@@ -1,6 +1,12 @@
 import { LockConfigurationError } from '../../core/errors.ts'
 import { nameTooLong } from '../../support/lock-request.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 
 // Java ShedLock's layout in a NATS JetStream KV bucket: the key of each lock name (and its
 // inverse), the 8-byte lockUntil value, the key length the server takes, and what JetStream's
@@ -111,7 +117,9 @@ export function natsLockKey(name: string): string {
   // UTF-8 cannot represent a lone surrogate: TextEncoder would turn every one into U+FFFD and
   // make distinct names collide.
   if (LONE_SURROGATE.test(name))
-    throw new LockConfigurationError(`Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); NATS keys cannot hold it`)
+    throw new LockConfigurationError(
+      `Lock name ${JSON.stringify(name)} is not well-formed Unicode (it has a lone surrogate); NATS keys cannot hold it`,
+    )
   return escapeKey(name)
 }
 
@@ -183,7 +191,14 @@ export function checkedKey(name: string, bucket: string | undefined): string {
   const key = natsLockKey(name)
   const max = maxKeyLength(bucket)
   if (key.length > max)
-    throw nameTooLong(PROVIDER, name, key.length, max, 'characters', `its key in ${bucket === undefined ? 'a bucket of unknown name' : `bucket "${bucket}"`}`)
+    throw nameTooLong(
+      PROVIDER,
+      name,
+      key.length,
+      max,
+      'characters',
+      `its key in ${bucket === undefined ? 'a bucket of unknown name' : `bucket "${bucket}"`}`,
+    )
   return key
 }
 
@@ -209,7 +224,11 @@ export function notALockRecord(key: string, value: Uint8Array): Error {
 
 /** The JetStream API error code of `error` or one of its causes (nats.js wraps errors). */
 export function natsErrorCode(error: unknown): number | undefined {
-  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+  for (
+    let e = error, depth = 0;
+    e && typeof e === 'object' && depth < 5;
+    e = (e as { cause?: unknown }).cause, depth++
+  ) {
     const code = (e as { api_error?: { err_code?: unknown } }).api_error?.err_code ?? (e as { code?: unknown }).code
     if (typeof code === 'number') return code
   }
@@ -240,7 +259,11 @@ export function natsSchema(bucket: string = NATS_LOCK_BUCKET): string {
 function chainOf(error: unknown): { names: Set<string>; codes: Set<unknown> } {
   const names = new Set<string>()
   const codes = new Set<unknown>()
-  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+  for (
+    let e = error, depth = 0;
+    e && typeof e === 'object' && depth < 5;
+    e = (e as { cause?: unknown }).cause, depth++
+  ) {
     const { name, code } = e as { name?: unknown; code?: unknown }
     if (typeof name === 'string') names.add(name)
     if (code !== undefined) codes.add(code)
@@ -259,7 +282,13 @@ export function describeNatsError(bucket: string | undefined): DescribeStoreErro
       advice = `${kvName} does not exist (${detail}); create it once with await new Kvm(nc).create(${JSON.stringify(bucket ?? NATS_LOCK_BUCKET)}) from @nats-io/kv`
     } else if (names.has('ClosedConnectionError') || names.has('DrainingConnectionError')) {
       advice = `the NATS connection is closed (${detail}); ${outcomeOf(action)}. Pass a connection that stays open, and connect with maxReconnectAttempts: -1 so that it never stops reconnecting`
-    } else if (names.has('TimeoutError') || names.has('NoResponders') || names.has('NoRespondersError') || codes.has('TIMEOUT') || codes.has(503)) {
+    } else if (
+      names.has('TimeoutError') ||
+      names.has('NoResponders') ||
+      names.has('NoRespondersError') ||
+      codes.has('TIMEOUT') ||
+      codes.has(503)
+    ) {
       advice = `NATS JetStream did not answer (${detail}); ${outcomeOf(action)}. Check the server and that JetStream is enabled; the provider recovers by itself once the client reconnects`
     } else {
       advice = detail

@@ -2,7 +2,16 @@ import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord, LockSelection } from '../../core/lock-inspector.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkBucketName, checkedKey, decodeLockUntil, describeNatsError, isWrongLastSequence, type NatsKvEntry, natsLockName, PROVIDER } from './format.ts'
+import {
+  checkBucketName,
+  checkedKey,
+  decodeLockUntil,
+  describeNatsError,
+  isWrongLastSequence,
+  type NatsKvEntry,
+  natsLockName,
+  PROVIDER,
+} from './format.ts'
 import { byName, inBatches } from '../../support/inspection.ts'
 
 /**
@@ -21,7 +30,10 @@ export interface NatsInspectableKv {
    * an ordered consumer that stops once it has caught up). Optional: with it, `purgeBucket` and
    * `subjectForKey`, `removeExpired()` also purges old delete markers.
    */
-  history?(options: { key: string; headers_only: boolean }): Promise<AsyncIterable<NatsKvHistoryEntry> & { stop?(): void }>
+  history?(options: {
+    key: string
+    headers_only: boolean
+  }): Promise<AsyncIterable<NatsKvHistoryEntry> & { stop?(): void }>
   /** Purges the bucket's stream: here the messages of one key's subject below a sequence (`@nats-io/kv`'s `Bucket.purgeBucket`). Optional, see `history`. */
   purgeBucket?(options: { filter: string; seq: number }): Promise<{ purged: number }>
   /** The stream subject of `key` (`@nats-io/kv`'s `Bucket.subjectForKey`). Optional, see `history`. */
@@ -110,10 +122,13 @@ const MARKER_AGE_MS = 30 * 60_000
 export function natsLockInspector(options: NatsLockInspectorOptions): LockInspector {
   const { kv } = options ?? {}
   if (!kv || (['get', 'delete', 'keys'] as const).some((method) => typeof kv[method] !== 'function')) {
-    throw new LockConfigurationError('nats: pass your JetStream KV bucket as { kv }, e.g. await new Kvm(nc).open("shedlock-locks") from @nats-io/kv')
+    throw new LockConfigurationError(
+      'nats: pass your JetStream KV bucket as { kv }, e.g. await new Kvm(nc).open("shedlock-locks") from @nats-io/kv',
+    )
   }
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('nats: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('nats: clock must have a now() method returning epoch milliseconds')
   const bucket = checkBucketName(kv)
   const guard = storeGuard(describeNatsError(bucket))
   // What a record was read as: release(record) deletes the key only at that revision.
@@ -158,7 +173,12 @@ export function natsLockInspector(options: NatsLockInspectorOptions): LockInspec
   }
   /** Purges the selection's delete markers older than MARKER_AGE_MS, each up to its own revision. */
   const purgeOldMarkers = async (prefix: string): Promise<void> => {
-    if (typeof kv.history !== 'function' || typeof kv.purgeBucket !== 'function' || typeof kv.subjectForKey !== 'function') return
+    if (
+      typeof kv.history !== 'function' ||
+      typeof kv.purgeBucket !== 'function' ||
+      typeof kv.subjectForKey !== 'function'
+    )
+      return
     // The last entry of each key: a marker followed by a write is no longer the key's state.
     const last = new Map<string, NatsKvHistoryEntry>()
     const entries = await kv.history({ key: '>', headers_only: true })
@@ -169,10 +189,13 @@ export function natsLockInspector(options: NatsLockInspectorOptions): LockInspec
     }
     const before = clock.now() - MARKER_AGE_MS
     const old = [...last.values()].filter(
-      (entry) => entry.operation !== 'PUT' && entry.created.getTime() <= before && natsLockName(entry.key).startsWith(prefix),
+      (entry) =>
+        entry.operation !== 'PUT' && entry.created.getTime() <= before && natsLockName(entry.key).startsWith(prefix),
     )
     // `seq` purges the subject's messages below it: the marker and older, never a later write.
-    await inBatches(old, (marker) => kv.purgeBucket!({ filter: kv.subjectForKey!(marker.key), seq: marker.revision + 1 }))
+    await inBatches(old, (marker) =>
+      kv.purgeBucket!({ filter: kv.subjectForKey!(marker.key), seq: marker.revision + 1 }),
+    )
   }
 
   return {
@@ -215,7 +238,9 @@ export function natsLockInspector(options: NatsLockInspectorOptions): LockInspec
           // An entry that is not 8 bytes counts as held, as the provider treats it.
           return lockUntil !== undefined && lockUntil <= clock.now()
         })
-        const deleted = (await inBatches(expired, async ([key, entry]) => ((await deleteAt(key, entry.revision)) ? [key] : []))).flat()
+        const deleted = (
+          await inBatches(expired, async ([key, entry]) => ((await deleteAt(key, entry.revision)) ? [key] : []))
+        ).flat()
         await purgeOldMarkers(selection?.prefix ?? '')
         return deleted.length
       }),

@@ -95,10 +95,13 @@ export interface NatsLockProviderOptions {
 export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
   const { kv } = options ?? {}
   if (!kv || (['get', 'create', 'update', 'delete'] as const).some((method) => typeof kv[method] !== 'function')) {
-    throw new LockConfigurationError('nats: pass your JetStream KV bucket as { kv }, e.g. await new Kvm(nc).create("shedlock-locks") from @nats-io/kv')
+    throw new LockConfigurationError(
+      'nats: pass your JetStream KV bucket as { kv }, e.g. await new Kvm(nc).create("shedlock-locks") from @nats-io/kv',
+    )
   }
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('nats: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('nats: clock must have a now() method returning epoch milliseconds')
   // @nats-io/kv's Bucket has a `bucket` name, which sets the key limit and improves error messages.
   const bucket = checkBucketName(kv)
   const guard = storeGuard(describeNatsError(bucket))
@@ -144,7 +147,8 @@ export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLo
         unlock: (held) =>
           guard('release', name, async () => {
             const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
-            if (lockAtLeastUntil > clock.now()) await conditional(() => kv.update(key, encodeLockUntil(lockAtLeastUntil), current))
+            if (lockAtLeastUntil > clock.now())
+              await conditional(() => kv.update(key, encodeLockUntil(lockAtLeastUntil), current))
             else {
               await conditional(async () => {
                 await kv.delete(key, { previousSeq: current })
@@ -157,7 +161,9 @@ export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLo
             // An expired lock is not extended even if no other node took it yet: the caller was
             // told it may lose the lock at lockAtMostUntil, and another node may be acquiring it now.
             if (held.lockAtMostUntil.getTime() <= clock.now()) return false
-            const written = await conditional(() => kv.update(key, encodeLockUntil(next.lockAtMostUntil.getTime()), current))
+            const written = await conditional(() =>
+              kv.update(key, encodeLockUntil(next.lockAtMostUntil.getTime()), current),
+            )
             if (written === undefined) return false
             current = written
             return true

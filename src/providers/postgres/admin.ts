@@ -11,7 +11,10 @@ import { postgresRunLedger } from './run-ledger.ts'
 import { epochMs, postgresRunsSchema, postgresSchema } from './table.ts'
 
 interface PgPool {
-  query(text: string, values?: readonly unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>
+  query(
+    text: string,
+    values?: readonly unknown[],
+  ): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>
   on(event: 'error', listener: (error: Error) => void): unknown
   end(): Promise<void>
 }
@@ -42,7 +45,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     await pool.query('SELECT 1')
   } catch (error) {
     await pool.end().catch(() => {})
-    throw new CliError(`cannot reach PostgreSQL at ${url.redacted}: ${firstLine(error)}; check the URL, the server and its pg_hba.conf`, { cause: error })
+    throw new CliError(
+      `cannot reach PostgreSQL at ${url.redacted}: ${firstLine(error)}; check the URL, the server and its pg_hba.conf`,
+      { cause: error },
+    )
   }
   const schemaOf = (): string => (table.schema === undefined ? 'current_schema()' : '?')
   const schemaParams = (): string[] => (table.schema === undefined ? [] : [table.schema])
@@ -55,11 +61,13 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     inspector: postgresLockInspector({ client: pool, tableName: table.table }),
     runLedger: postgresRunLedger({ client: pool, tableName: runsTable }),
     runsTable,
-    runsTableExists: async () => (await query('SELECT to_regclass(?) IS NOT NULL AS present', [runsTable]))[0]?.present === true,
+    runsTableExists: async () =>
+      (await query('SELECT to_regclass(?) IS NOT NULL AS present', [runsTable]))[0]?.present === true,
     runsSchema: () => postgresRunsSchema({ tableName: runsTable }),
     query,
     execute: async (sql, params) => (await pool.query(numbered(sql), params)).rowCount ?? 0,
-    tableExists: async () => (await query('SELECT to_regclass(?) IS NOT NULL AS present', [table.table]))[0]?.present === true,
+    tableExists: async () =>
+      (await query('SELECT to_regclass(?) IS NOT NULL AS present', [table.table]))[0]?.present === true,
     columns: async () =>
       (
         await query(
@@ -76,13 +84,21 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
           [...schemaParams(), table.bareTable.toLowerCase()],
         )
       ).map((row) => String(row.name)),
-    expectedTypes: { name: ['character varying', 'text'], time: ['timestamp without time zone'], lockedBy: ['character varying', 'text'] },
+    expectedTypes: {
+      name: ['character varying', 'text'],
+      time: ['timestamp without time zone'],
+      lockedBy: ['character varying', 'text'],
+    },
     schema: () => postgresSchema({ tableName: table.table }),
     initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}`,
     provider: () => postgresLockProvider({ client: pool, tableName: table.table }),
     version: async () => `PostgreSQL ${String((await query('SHOW server_version', []))[0]?.server_version ?? '?')}`,
-    readClock: () => timed('SELECT clock_timestamp()', 1, async () => Number((await query(`SELECT ${epochMs('clock_timestamp()')} AS ms`, []))[0]?.ms)),
-    clockDependence: 'the provider decides expiry on this clock (useDbTime, the default); host clocks matter only with useDbTime: false',
+    readClock: () =>
+      timed('SELECT clock_timestamp()', 1, async () =>
+        Number((await query(`SELECT ${epochMs('clock_timestamp()')} AS ms`, []))[0]?.ms),
+      ),
+    clockDependence:
+      'the provider decides expiry on this clock (useDbTime, the default); host clocks matter only with useDbTime: false',
     close: () => pool.end(),
   })
 }

@@ -2,7 +2,13 @@ import { systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
-import { lockAtLeastAnchor, type SqlAccessor, type SqlLockProviderOptions, type SqlTableLimits, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
+import {
+  lockAtLeastAnchor,
+  type SqlAccessor,
+  type SqlLockProviderOptions,
+  type SqlTableLimits,
+  sqlLockProvider,
+} from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { type PostgresRowsQueryable, postgresLockInspector } from './inspector.ts'
 import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
@@ -58,7 +64,9 @@ export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
  *
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
  */
-export function postgresLockProvider(options: PostgresLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function postgresLockProvider(
+  options: PostgresLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   const { client } = options ?? {}
   if (!client || typeof client.query !== 'function') {
     throw new LockConfigurationError('postgres: pass your pg Pool as { client } (an object with query(text, values))')
@@ -67,9 +75,11 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const clock = options.clock ?? systemClock
   const useDbTime = options.useDbTime ?? true
-  const rowCount = async (text: string, values: unknown[]): Promise<number> => (await client.query(text, values)).rowCount ?? 0
+  const rowCount = async (text: string, values: unknown[]): Promise<number> =>
+    (await client.query(text, values)).rowCount ?? 0
   // Unlock and extend are idempotent and must not be lost to a rolled-back statement.
-  const retrying = (text: string, values: unknown[]): Promise<number> => retryConcurrencyFailures(() => rowCount(text, values), isConcurrencyFailure)
+  const retrying = (text: string, values: unknown[]): Promise<number> =>
+    retryConcurrencyFailures(() => rowCount(text, values), isConcurrencyFailure)
   // A serialization failure or deadlock on acquire: another contender is writing the row right
   // now, and this statement rolled back, so nothing was written: not acquired.
   const acquiring = async (text: string, values: unknown[]): Promise<boolean> => {
@@ -96,18 +106,23 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
     // No such table or column: the acquire statement says so.
     if (!row) return undefined
     const max = row.max_length === null || row.max_length === undefined ? undefined : Number(row.max_length)
-    return max === undefined ? {} : { maxNameLength: max, nameColumn: `column ${name} of ${t.table}, ${String(row.type)}` }
+    return max === undefined
+      ? {}
+      : { maxNameLength: max, nameColumn: `column ${name} of ${t.table}, ${String(row.type)}` }
   }
 
   // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left alone.
   const guard = requireSynchronousStandby(options.requireSynchronousStandby)
   const upsert = (untilSql: string, nowSql: string): string =>
     `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) ` +
-    (guard === undefined ? `VALUES ($1, ${untilSql}, ${nowSql}, $2) ` : `SELECT $1, ${untilSql}, ${nowSql}, $2 WHERE ${guard} `) +
+    (guard === undefined
+      ? `VALUES ($1, ${untilSql}, ${nowSql}, $2) `
+      : `SELECT $1, ${untilSql}, ${nowSql}, $2 WHERE ${guard} `) +
     `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy} ` +
     `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}`
   // Built once: building them for every acquisition showed in the CPU per lock.
-  const release = (untilSql: string): string => `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`
+  const release = (untilSql: string): string =>
+    `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`
   const extension = (untilSql: string, nowSql: string): string =>
     `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}${guard === undefined ? '' : ` AND ${guard}`}`
   // A float8 number of seconds times an interval, not make_interval(), which CockroachDB lacks:
@@ -127,7 +142,11 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
       extend: async (next, owner) => (await retrying(extend, [next.name, owner, next.lockAtMostFor / 1000])) > 0,
       unlock: async (current, owner, acquired) => {
         const anchor = lockAtLeastAnchor(current, acquired, clock)
-        await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [current.name, owner, anchor.seconds])
+        await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [
+          current.name,
+          owner,
+          anchor.seconds,
+        ])
       },
     }
   } else {
@@ -136,15 +155,29 @@ export function postgresLockProvider(options: PostgresLockProviderOptions): Exte
     const unlock = release('$3::timestamp')
     accessor = {
       readLimits,
-      acquire: (c, owner) => acquiring(acquire, [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
-      extend: async (next, owner) => (await retrying(extend, [next.name, owner, utcTimestamp(next.lockAtMostUntil.getTime()), utcTimestamp(clock.now())])) > 0,
+      acquire: (c, owner) =>
+        acquiring(acquire, [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
+      extend: async (next, owner) =>
+        (await retrying(extend, [
+          next.name,
+          owner,
+          utcTimestamp(next.lockAtMostUntil.getTime()),
+          utcTimestamp(clock.now()),
+        ])) > 0,
       unlock: async (current, owner) => {
-        await retrying(unlock, [current.name, owner, utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))])
+        await retrying(unlock, [
+          current.name,
+          owner,
+          utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
+        ])
       },
     }
   }
   const inspect = { client: client as PostgresRowsQueryable, tableName: t.table, columnNames: t.columns }
-  return { ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), inspector: () => postgresLockInspector(inspect) }
+  return {
+    ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)),
+    inspector: () => postgresLockInspector(inspect),
+  }
 }
 
 /** What starts the message of a failed replication check, inside PostgreSQL's cast error; see {@link describePostgresError}. */
@@ -158,8 +191,12 @@ export const REPLICATION_CHECK = 'shedlock requireSynchronousStandby: '
  */
 function requireSynchronousStandby(on: unknown): string | undefined {
   if (on === undefined || on === false) return undefined
-  if (on !== true) throw new LockConfigurationError(`postgres: requireSynchronousStandby must be true or false, got ${JSON.stringify(on)}`)
-  const fail = (problem: string): string => `(${sqlText(REPLICATION_CHECK + problem)} || current_setting('synchronous_commit'))::int = 0`
+  if (on !== true)
+    throw new LockConfigurationError(
+      `postgres: requireSynchronousStandby must be true or false, got ${JSON.stringify(on)}`,
+    )
+  const fail = (problem: string): string =>
+    `(${sqlText(REPLICATION_CHECK + problem)} || current_setting('synchronous_commit'))::int = 0`
   return (
     '(SELECT CASE ' +
     `WHEN current_setting('synchronous_standby_names') = '' THEN ${fail('synchronous_standby_names is empty, so commits do not wait for a standby; synchronous_commit=')} ` +

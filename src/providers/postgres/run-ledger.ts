@@ -40,7 +40,13 @@ export function postgresRunLedger(options: PostgresRunLedgerOptions): RunLedger 
       epochMs,
       describe: (error, action, name) =>
         (error as { code?: unknown } | null)?.code === '42P01'
-          ? storeError(PROVIDER, action, name, `table ${table} does not exist. Create it with:\n${postgresRunsSchema({ tableName: table })}`, error)
+          ? storeError(
+              PROVIDER,
+              action,
+              name,
+              `table ${table} does not exist. Create it with:\n${postgresRunsSchema({ tableName: table })}`,
+              error,
+            )
           : lockTableErrors(error, action, name),
     },
     table,

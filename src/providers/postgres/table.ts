@@ -1,7 +1,13 @@
 import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
 import { CONCURRENCY_RETRIES } from '../../support/sql/concurrency-retry.ts'
 import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 
 // Java ShedLock's table in PostgreSQL: its DDL, the now the provider compares lock_until with, and
 // what the database's errors mean. The provider, the inspector and the CLI read it from here.

@@ -56,7 +56,9 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     runLedger: redisRunLedger({ client: redis.client, environment: space.environment }),
     // Streams are created by the first run, capped and expired by the ledger itself.
     runLedgerReady: async () => true,
-    init: async () => [`Redis needs no setup: each lock is a key ${space.prefix}<name>, created when the lock is taken`],
+    init: async () => [
+      `Redis needs no setup: each lock is a key ${space.prefix}<name>, created when the lock is taken`,
+    ],
     async ping() {
       const info = String(await command(['INFO', 'server']))
       return `Redis ${/^redis_version:(\S+)/m.exec(info)?.[1] ?? '?'} (${redis.library})`
@@ -99,7 +101,10 @@ async function connect(driverUrl: string, url: StoreUrl): Promise<ConnectedRedis
     return await connectNodeRedis(nodeRedis!.createClient, driverUrl)
   } catch (error) {
     if (error instanceof CliError) throw error
-    throw new CliError(`cannot reach Redis at ${url.redacted}: ${firstLine(error)}; check the URL, the password and that the server runs`, { cause: error })
+    throw new CliError(
+      `cannot reach Redis at ${url.redacted}: ${firstLine(error)}; check the URL, the password and that the server runs`,
+      { cause: error },
+    )
   }
 }
 
@@ -110,9 +115,17 @@ interface IoredisLike {
   disconnect(): void
 }
 
-async function connectIoredis(Redis: new (url: string, options: object) => IoredisLike, driverUrl: string): Promise<ConnectedRedis> {
+async function connectIoredis(
+  Redis: new (url: string, options: object) => IoredisLike,
+  driverUrl: string,
+): Promise<ConnectedRedis> {
   // One attempt, no reconnection: a CLI command should fail at once, not wait for a server.
-  const client = new Redis(driverUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: CONNECT_TIMEOUT_MS })
+  const client = new Redis(driverUrl, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+  })
   let failure: Error | undefined
   client.on('error', (error) => {
     failure ??= error
@@ -146,8 +159,14 @@ interface NodeRedisLike {
   destroy?(): void
 }
 
-async function connectNodeRedis(createClient: (options: object) => NodeRedisLike, driverUrl: string): Promise<ConnectedRedis> {
-  const client = createClient({ url: driverUrl, socket: { reconnectStrategy: false, connectTimeout: CONNECT_TIMEOUT_MS } })
+async function connectNodeRedis(
+  createClient: (options: object) => NodeRedisLike,
+  driverUrl: string,
+): Promise<ConnectedRedis> {
+  const client = createClient({
+    url: driverUrl,
+    socket: { reconnectStrategy: false, connectTimeout: CONNECT_TIMEOUT_MS },
+  })
   let failure: Error | undefined
   // node-redis crashes the process on an 'error' event without a listener.
   client.on('error', (error) => {

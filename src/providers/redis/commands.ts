@@ -45,7 +45,13 @@ export interface RedisCommands {
    * pipeline (a Cluster client sends a pipeline to the node of its key), `fromNodeRedis` back to
    * back on the client (on a cluster, the key's node).
    */
-  setIfAbsentAndWait?(key: string, value: string, milliseconds: number, replicas: number, waitMilliseconds: number): Promise<ReplicatedSet>
+  setIfAbsentAndWait?(
+    key: string,
+    value: string,
+    milliseconds: number,
+    replicas: number,
+    waitMilliseconds: number,
+  ): Promise<ReplicatedSet>
   /**
    * Optional: the prefix the client itself adds to every key it sends (ioredis's and node-redis's
    * `keyPrefix` option). Clients do not add it to SCAN patterns, nor strip it from the keys SCAN
@@ -174,7 +180,10 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
       // One pipeline: on one connection, in order; a Cluster client sends it to the node of the
       // SET's key, which is where WAIT must run. Not MULTI: inside a transaction WAIT does not wait.
       setIfAbsentAndWait: async (key, value, milliseconds, replicas, waitMilliseconds) => {
-        const replies = await c.pipeline!().set(key, value, 'PX', milliseconds, 'NX').wait(replicas, waitMilliseconds).exec()
+        const replies = await c.pipeline!()
+          .set(key, value, 'PX', milliseconds, 'NX')
+          .wait(replicas, waitMilliseconds)
+          .exec()
         const [[setError, setReply] = [], [waitError, waitReply] = []] = replies ?? []
         if (setError) throw setError
         if (waitError) throw waitError
@@ -224,7 +233,9 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
   const masters = async (): Promise<RedisCommand[]> => {
     const nodes = Array.isArray(c.masters) ? c.masters : typeof c.getMasters === 'function' ? c.getMasters() : []
     const clients = await Promise.all(
-      (nodes as unknown[]).map(async (node) => (await c.nodeClient!(node)) as { sendCommand(args: string[]): Promise<unknown> }),
+      (nodes as unknown[]).map(
+        async (node) => (await c.nodeClient!(node)) as { sendCommand(args: string[]): Promise<unknown> },
+      ),
     )
     return clients.map(
       (node): RedisCommand =>
@@ -239,7 +250,8 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
   }
   const port: RedisCommands = {
     client: 'node-redis',
-    setIfAbsent: async (key, value, milliseconds) => setReply.acquired(await client.set(key, value, { PX: milliseconds, NX: true })),
+    setIfAbsent: async (key, value, milliseconds) =>
+      setReply.acquired(await client.set(key, value, { PX: milliseconds, NX: true })),
     evalSha(sha1, key, args) {
       try {
         return promised(client.evalSha(sha1, { keys: [key], arguments: [...args] }))
@@ -254,7 +266,9 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
         return Promise.reject(error)
       }
     },
-    ...(typeof send === 'function' && { command: (args) => (cluster ? send.call(client, undefined, true, [...args]) : send.call(client, [...args])) }),
+    ...(typeof send === 'function' && {
+      command: (args) => (cluster ? send.call(client, undefined, true, [...args]) : send.call(client, [...args])),
+    }),
     ...(typeof send === 'function' && {
       // Both sent in this turn, so that they leave on the same connection one after the other (on
       // a cluster, the connection to the key's node: WAIT is routed by the key passed with it).
@@ -292,7 +306,8 @@ export function toRedisCommands(client: RedisClientLike): RedisCommands {
     return client as RedisCommands
   }
   if (typeof c.isCluster === 'boolean' && typeof c.evalsha === 'function') return fromIoredis(client as IoredisClient)
-  if (typeof c.evalSha === 'function' && typeof c.sendCommand === 'function') return fromNodeRedis(client as NodeRedisClient)
+  if (typeof c.evalSha === 'function' && typeof c.sendCommand === 'function')
+    return fromNodeRedis(client as NodeRedisClient)
   throw new LockConfigurationError(
     'redis: { client } is not a recognised Redis client: pass an ioredis Redis or Cluster, a node-redis client from createClient() or createCluster(), or wrap your client with fromIoredis(), fromNodeRedis() or your own RedisCommands port',
   )
@@ -322,6 +337,8 @@ function requireMethods(client: unknown, what: string, methods: readonly string[
   const c = client as Record<string, unknown> | null | undefined
   const missing = c === null || typeof c !== 'object' ? methods : methods.filter((m) => typeof c[m] !== 'function')
   if (missing.length > 0) {
-    throw new LockConfigurationError(`redis: the ${what} client passed has no ${missing.map((m) => `${m}()`).join(', ')}; pass a ${what} client`)
+    throw new LockConfigurationError(
+      `redis: the ${what} client passed has no ${missing.map((m) => `${m}()`).join(', ')}; pass a ${what} client`,
+    )
   }
 }

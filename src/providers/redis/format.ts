@@ -93,10 +93,14 @@ function script(source: string): Script {
 // GET and PEXPIRE/DEL run atomically because a script runs without interleaving.
 
 /** `EXPIRE_IF_OWNED key value ms`: `PEXPIRE key ms` if `key` holds `value`; 1 when it did. Unlock within lockAtLeastFor, and extend. */
-export const EXPIRE_IF_OWNED: Script = script(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`)
+export const EXPIRE_IF_OWNED: Script = script(
+  `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`,
+)
 
 /** `DELETE_IF_OWNED key value`: `DEL key` if `key` holds `value`; 1 when it did. Unlock, and the inspector's force-release. */
-export const DELETE_IF_OWNED: Script = script(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`)
+export const DELETE_IF_OWNED: Script = script(
+  `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`,
+)
 
 /**
  * `READ_LOCK key`: one lock key read at one instant, on the clock of the node that holds it
@@ -136,7 +140,12 @@ export const READ_RUNS: Script = script(
  * its script cache on restart, failover and SCRIPT FLUSH, and each Cluster node has its own; EVAL
  * both runs the script and caches it there). SCRIPT LOAD up front would have to reach every node.
  */
-export async function runScript(commands: RedisCommands, s: Script, key: string, args: readonly string[]): Promise<unknown> {
+export async function runScript(
+  commands: RedisCommands,
+  s: Script,
+  key: string,
+  args: readonly string[],
+): Promise<unknown> {
   try {
     return await commands.evalSha(s.sha1, key, args)
   } catch (error) {
@@ -151,7 +160,16 @@ export function isNoScript(error: unknown): boolean {
 }
 
 // Client-side failures that mean "Redis is not reachable right now" (ioredis, node-redis, Node sockets).
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE'])
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+])
 const UNREACHABLE_NAMES = new Set([
   'MaxRetriesPerRequestError',
   'ClusterAllFailedError',
@@ -207,7 +225,13 @@ export function describeRedisError(
     advice = `Redis refused the command (${detail}); the client's user needs SET, EVAL and EVALSHA on the lock keys (and SCAN and TIME to inspect them)`
   } else if (reply === 'OOM') {
     advice = `Redis is out of memory (${detail}); free memory or raise maxmemory`
-  } else if (reply === 'LOADING' || reply === 'BUSY' || reply === 'CLUSTERDOWN' || reply === 'TRYAGAIN' || reply === 'MASTERDOWN') {
+  } else if (
+    reply === 'LOADING' ||
+    reply === 'BUSY' ||
+    reply === 'CLUSTERDOWN' ||
+    reply === 'TRYAGAIN' ||
+    reply === 'MASTERDOWN'
+  ) {
     advice = `Redis cannot serve the command right now (${detail}); ${outcome}. The ${role} works again once Redis has recovered`
   } else {
     advice = detail
@@ -222,7 +246,12 @@ export function describeRedisError(
  */
 function withoutCredentials(error: unknown): unknown {
   const command = (error as { command?: { name?: unknown; args?: unknown } } | null)?.command
-  if (command && typeof command.name === 'string' && /^(auth|hello)$/i.test(command.name) && Array.isArray(command.args)) {
+  if (
+    command &&
+    typeof command.name === 'string' &&
+    /^(auth|hello)$/i.test(command.name) &&
+    Array.isArray(command.args)
+  ) {
     command.args = command.args.map(() => '***')
   }
   return error

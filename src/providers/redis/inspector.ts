@@ -91,7 +91,9 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
   const timeout = parseDuration(options.timeout ?? '5s')
   if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
   const clientPrefix = commands.keyPrefix ?? ''
-  const guard = storeGuard((error, action, name) => describeRedisError(error, action, name, commands.client, timeout, 'inspector'))
+  const guard = storeGuard((error, action, name) =>
+    describeRedisError(error, action, name, commands.client, timeout, 'inspector'),
+  )
   const bounded = <T>(promise: Promise<T>): Promise<T> => withTimeout(promise, timeout, { store: 'Redis' })
   // The value a record was read with: release(record) deletes the key only while it holds that.
   const readAs = new WeakMap<LockRecord, string>()
@@ -100,7 +102,8 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
   const keyOf = (name: string): string => {
     const key = redisLockKey(space, name)
     const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-    if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+    if (bytes !== undefined)
+      throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
     return key
   }
 

@@ -134,7 +134,9 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   const clock = options.clock ?? systemClock
   const replicas = options.waitForReplicas ?? 0
   if (!Number.isSafeInteger(replicas) || replicas < 0) {
-    throw new LockConfigurationError(`redis: waitForReplicas must be a whole number of replicas, 0 or more, got ${JSON.stringify(options.waitForReplicas)}`)
+    throw new LockConfigurationError(
+      `redis: waitForReplicas must be a whole number of replicas, 0 or more, got ${JSON.stringify(options.waitForReplicas)}`,
+    )
   }
   const waitMs = parseDuration(options.waitForReplicasTimeout ?? '1s')
   if (replicas > 0) {
@@ -167,7 +169,13 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     readonly map: ((reply: unknown) => R) | undefined
     readonly report: ReleaseReport | undefined
 
-    constructor(script: Script, key: string, args: readonly string[], map?: (reply: unknown) => R, report?: ReleaseReport) {
+    constructor(
+      script: Script,
+      key: string,
+      args: readonly string[],
+      map?: (reply: unknown) => R,
+      report?: ReleaseReport,
+    ) {
       this.script = script
       this.key = key
       this.args = args
@@ -210,7 +218,9 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
 
     start(): PromiseLike<unknown> {
       if (replicas > 0) return commands.setIfAbsentAndWait!(this.key, this.value, this.ttl, replicas, waitMs)
-      return setReply !== undefined ? setReply.send(this.key, this.value, this.ttl) : commands.setIfAbsent(this.key, this.value, this.ttl)
+      return setReply !== undefined
+        ? setReply.send(this.key, this.value, this.ttl)
+        : commands.setIfAbsent(this.key, this.value, this.ttl)
     }
 
     #acquired(reply: unknown): boolean {
@@ -265,7 +275,13 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   return {
     name: PROVIDER,
     // Built on demand: the inspector needs raw commands (SCAN, TIME), which a bare RedisCommands port may lack.
-    inspector: () => redisLockInspector({ client: options.client, environment: space.environment, keyPrefix: space.keyPrefix, timeout }),
+    inspector: () =>
+      redisLockInspector({
+        client: options.client,
+        environment: space.environment,
+        keyPrefix: space.keyPrefix,
+        timeout,
+      }),
     lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined> {
       let now: number
       let key: string
@@ -274,7 +290,15 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
         key = redisLockKey(space, configuration.name)
         // Checked before anything is sent; a key this long is refused without measuring it.
         const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-        if (bytes !== undefined) throw nameTooLong(PROVIDER, configuration.name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
+        if (bytes !== undefined)
+          throw nameTooLong(
+            PROVIDER,
+            configuration.name,
+            bytes,
+            MAX_KEY_BYTES,
+            'bytes',
+            `its key ${JSON.stringify(`${space.prefix}…`)}`,
+          )
       } catch (error) {
         return Promise.reject(error)
       }

@@ -1,11 +1,28 @@
 import { randomUUID } from 'node:crypto'
 import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import { healthOf, type RunEnd, type RunLedger, type RunOutcome, type RunRecord, type RunStart, type TaskHealth } from '../../core/run-ledger.ts'
+import {
+  healthOf,
+  type RunEnd,
+  type RunLedger,
+  type RunOutcome,
+  type RunRecord,
+  type RunStart,
+  type TaskHealth,
+} from '../../core/run-ledger.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { type RedisClientLike, toRedisCommands } from './commands.ts'
-import { APPEND_RUN, DEFAULT_ENVIRONMENT, describeRedisError, PROVIDER, READ_RUNS, redisRunsKeySpace, redisScanPattern, runScript } from './format.ts'
+import {
+  APPEND_RUN,
+  DEFAULT_ENVIRONMENT,
+  describeRedisError,
+  PROVIDER,
+  READ_RUNS,
+  redisRunsKeySpace,
+  redisScanPattern,
+  runScript,
+} from './format.ts'
 import { scanKeys, scanNodes, textOf } from './scan.ts'
 
 /** Options of {@link redisRunLedger}. */
@@ -48,18 +65,32 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
   if (options === null || typeof options !== 'object')
     throw new LockConfigurationError('redis: pass options { client, environment?, keep?, maxAge? } to redisRunLedger')
   const commands = toRedisCommands(options.client)
-  const space = redisRunsKeySpace({ keyPrefix: options.keyPrefix, environment: options.environment ?? DEFAULT_ENVIRONMENT })
+  const space = redisRunsKeySpace({
+    keyPrefix: options.keyPrefix,
+    environment: options.environment ?? DEFAULT_ENVIRONMENT,
+  })
   const keep = options.keep ?? 100
   if (!Number.isSafeInteger(keep) || keep < 1)
-    throw new LockConfigurationError(`redis: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
+    throw new LockConfigurationError(
+      `redis: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`,
+    )
   const maxAge = parseDuration(options.maxAge ?? '30d')
   const timeout = parseDuration(options.timeout ?? '5s')
   if (maxAge <= 0 || timeout <= 0) throw new LockConfigurationError('redis: maxAge and timeout must be longer than 0ms')
-  const guard = storeGuard((error, action, name) => describeRedisError(error, action, name, commands.client, timeout, 'run ledger'))
+  const guard = storeGuard((error, action, name) =>
+    describeRedisError(error, action, name, commands.client, timeout, 'run ledger'),
+  )
   const bounded = <T>(promise: Promise<T>): Promise<T> => withTimeout(promise, timeout, { store: 'Redis' })
 
   const append = (run: RunStart, id: string, end: RunEnd | undefined): Promise<unknown> =>
-    bounded(runScript(commands, APPEND_RUN, space.prefix + run.name, [id, JSON.stringify(stored(id, run, end)), String(keep * 2), String(Math.ceil(maxAge))]))
+    bounded(
+      runScript(commands, APPEND_RUN, space.prefix + run.name, [
+        id,
+        JSON.stringify(stored(id, run, end)),
+        String(keep * 2),
+        String(Math.ceil(maxAge)),
+      ]),
+    )
 
   const read = async (name: string, limit: number): Promise<RunRecord[]> => {
     const reply = await bounded(runScript(commands, READ_RUNS, space.prefix + name, [String(keep * 2)]))
@@ -92,14 +123,18 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
         return {
           id,
           finish: async (end) => {
-            if (finished) throw new LockConfigurationError(`redis: run ${JSON.stringify(id)} has already finished; finish() records a run's end once`)
+            if (finished)
+              throw new LockConfigurationError(
+                `redis: run ${JSON.stringify(id)} has already finished; finish() records a run's end once`,
+              )
             finished = true
             await guard('record', run.name, async () => void (await append(run, id, end)))
           },
         }
       }),
     record: (run) => guard('record', run.name, async () => void (await append(run, randomUUID(), run))),
-    history: (name, historyOptions = {}) => guard('inspect', name, () => read(name, Math.max(0, historyOptions.limit ?? 50))),
+    history: (name, historyOptions = {}) =>
+      guard('inspect', name, () => read(name, Math.max(0, historyOptions.limit ?? 50))),
     health: (name) => guard('inspect', name, async () => healthOf(name, await read(name, keep))),
     tasks: async () => {
       const command = commands.command?.bind(commands)
@@ -163,7 +198,8 @@ function recordOf(name: string, entry: unknown): RunRecord | undefined {
   } catch {
     return undefined
   }
-  const date = (value: unknown): Date | undefined => (typeof value === 'string' && !Number.isNaN(Date.parse(value)) ? new Date(value) : undefined)
+  const date = (value: unknown): Date | undefined =>
+    typeof value === 'string' && !Number.isNaN(Date.parse(value)) ? new Date(value) : undefined
   const startedAt = date(run.startedAt)
   if (typeof run.id !== 'string' || !startedAt) return undefined
   return Object.freeze({
@@ -175,6 +211,9 @@ function recordOf(name: string, entry: unknown): RunRecord | undefined {
     finishedAt: date(run.finishedAt),
     outcome: typeof run.outcome === 'string' && OUTCOMES.has(run.outcome) ? run.outcome : 'running',
     durationMs: typeof run.durationMs === 'number' ? run.durationMs : undefined,
-    error: run.error && typeof run.error.type === 'string' ? { type: run.error.type, message: String(run.error.message ?? '') } : undefined,
+    error:
+      run.error && typeof run.error.type === 'string'
+        ? { type: run.error.type, message: String(run.error.message ?? '') }
+        : undefined,
   })
 }

@@ -12,7 +12,11 @@ export function textOf(value: unknown): string | undefined {
 }
 
 /** The nodes to SCAN: every master of a Cluster client, else the node `command` reaches. */
-export async function scanNodes(commands: RedisCommands, command: RedisCommand, bounded: <T>(promise: Promise<T>) => Promise<T>): Promise<RedisCommand[]> {
+export async function scanNodes(
+  commands: RedisCommands,
+  command: RedisCommand,
+  bounded: <T>(promise: Promise<T>) => Promise<T>,
+): Promise<RedisCommand[]> {
   // A SCAN cursor belongs to one node: a Cluster is scanned master by master.
   const masters = commands.masters ? await bounded(commands.masters()) : []
   return masters.length > 0 ? [...masters] : [command]
@@ -34,7 +38,8 @@ export async function scanKeys(
     let cursor = '0'
     do {
       const reply = await bounded(node(['SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]))
-      if (!Array.isArray(reply) || !Array.isArray(reply[1])) throw new Error(`SCAN answered ${JSON.stringify(reply)}, not [cursor, keys]`)
+      if (!Array.isArray(reply) || !Array.isArray(reply[1]))
+        throw new Error(`SCAN answered ${JSON.stringify(reply)}, not [cursor, keys]`)
       cursor = textOf(reply[0]) ?? '0'
       for (const found of reply[1] as unknown[]) {
         const key = textOf(found)

@@ -43,9 +43,12 @@ export function schema(): string {
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
   const parsed = url.url!
   if (parsed.username !== '' || parsed.password !== '') {
-    throw new UsageError('s3 URLs take no credentials: the AWS SDK reads them from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role')
+    throw new UsageError(
+      's3 URLs take no credentials: the AWS SDK reads them from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role',
+    )
   }
-  if (options.table !== undefined) throw new UsageError('s3 has no table: name the bucket and prefix in the URL, s3://BUCKET/PREFIX')
+  if (options.table !== undefined)
+    throw new UsageError('s3 has no table: name the bucket and prefix in the URL, s3://BUCKET/PREFIX')
   const bucket = parsed.hostname
   if (bucket === '') throw new UsageError(`name the bucket: s3://BUCKET[/PREFIX], got ${url.redacted}`)
   const prefix = parsed.pathname === '' ? DEFAULT_PREFIX : decodeURIComponent(parsed.pathname.slice(1))
@@ -74,10 +77,16 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     await bucketExists()
   } catch (error) {
     client.destroy()
-    const credentials = (error as { name?: unknown }).name === 'CredentialsProviderError' ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)' : ''
-    throw new CliError(`cannot reach S3 at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the endpoint, the region and the credentials`, {
-      cause: error,
-    })
+    const credentials =
+      (error as { name?: unknown }).name === 'CredentialsProviderError'
+        ? ' (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)'
+        : ''
+    throw new CliError(
+      `cannot reach S3 at ${url.redacted}: ${firstLine(error)}${credentials}; check the URL, the endpoint, the region and the credentials`,
+      {
+        cause: error,
+      },
+    )
   }
   const where = `s3://${bucket}/${prefix}${endpoint ? ` at ${endpoint}` : ''}`
   const provider = () => s3LockProvider({ client, bucket, prefix, lib: sdk })
@@ -99,7 +108,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     },
     async structure(): Promise<Check[]> {
       const label = `bucket ${bucket}`
-      if (!(await bucketExists())) return [{ status: 'fail', label, detail: `does not exist; create it with: shedlock init --url ${url.redacted}` }]
+      if (!(await bucketExists()))
+        return [
+          { status: 'fail', label, detail: `does not exist; create it with: shedlock init --url ${url.redacted}` },
+        ]
       return [{ status: 'ok', label, detail: `exists; lock objects under "${prefix}"` }]
     },
     async remove(name) {

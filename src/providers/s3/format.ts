@@ -58,7 +58,12 @@ export function checkBucket(bucket: unknown): asserts bucket is string {
 export function checkPrefix(prefix: unknown = DEFAULT_PREFIX): string {
   // Lone surrogates would be sent as U+FFFD (two prefixes, one place); control characters are
   // legal in keys but break XML listings on some servers.
-  if (typeof prefix !== 'string' || Buffer.byteLength(prefix) >= MAX_KEY_BYTES - 1 || LONE_SURROGATE.test(prefix) || CONTROL.test(prefix)) {
+  if (
+    typeof prefix !== 'string' ||
+    Buffer.byteLength(prefix) >= MAX_KEY_BYTES - 1 ||
+    LONE_SURROGATE.test(prefix) ||
+    CONTROL.test(prefix)
+  ) {
     throw new LockConfigurationError(
       `s3: prefix must be a string of fewer than ${MAX_KEY_BYTES - 1} bytes of well-formed Unicode without control characters (e.g. "shedlock/"), got ${JSON.stringify(prefix)}`,
     )
@@ -76,7 +81,9 @@ export function checkName(prefix: string, name: string): void {
   // key with a body that corrupts the connection: the next request on it fails, whatever its lock.
   if (name.includes('\u0000')) {
     const shown = name.length > 80 ? `${JSON.stringify(name.slice(0, 80))}…` : JSON.stringify(name)
-    throw new LockConfigurationError(`Lock ${shown}: s3 cannot hold a name with the character U+0000 (NUL) in an object key; use a name without it`)
+    throw new LockConfigurationError(
+      `Lock ${shown}: s3 cannot hold a name with the character U+0000 (NUL) in an object key; use a name without it`,
+    )
   }
   const bytes = Buffer.byteLength(prefix) + Buffer.byteLength(name)
   if (bytes > MAX_KEY_BYTES) {
@@ -97,7 +104,13 @@ export function isConditionFailure(error: unknown): boolean {
   const name = errorName(error)
   if (name === 'NoSuchBucket') return false
   const status = statusOf(error)
-  return status === 412 || status === 409 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict' || name === 'NoSuchKey'
+  return (
+    status === 412 ||
+    status === 409 ||
+    name === 'PreconditionFailed' ||
+    name === 'ConditionalRequestConflict' ||
+    name === 'NoSuchKey'
+  )
 }
 
 /**
@@ -115,7 +128,17 @@ export function isNotFound(error: unknown): boolean {
 }
 
 // Socket-level failures the SDK passes on after its retries.
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EPROTO'])
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'EPROTO',
+])
 const UNREACHABLE_NAMES = new Set([
   'TimeoutError',
   'RequestTimeout',
@@ -125,22 +148,40 @@ const UNREACHABLE_NAMES = new Set([
   'InternalError',
   'SlowDown',
 ])
-const DENIED = new Set(['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'CredentialsProviderError', 'InvalidToken'])
+const DENIED = new Set([
+  'AccessDenied',
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'CredentialsProviderError',
+  'InvalidToken',
+])
 
 /**
  * Turns an SDK error into a `LockProviderError` that says what failed (`what`, e.g. `acquire lock
  * "x"`), what that means (`outcome`), names the lock when there is one, and says what to do.
  */
-export function s3Error(error: unknown, what: string, outcome: string, lockName: string | undefined, bucket: string): LockProviderError {
+export function s3Error(
+  error: unknown,
+  what: string,
+  outcome: string,
+  lockName: string | undefined,
+  bucket: string,
+): LockProviderError {
   if (error instanceof LockProviderError) return error
   const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown }
   const detail = sdkErrorDetail(error)
-  const options = (cause: unknown) => (lockName === undefined ? { cause, provider: PROVIDER } : { cause, provider: PROVIDER, lockName })
-  if (error instanceof SdkLoadError) return new LockProviderError(`s3: could not ${what}: ${error.message}`, options(error.cause))
+  const options = (cause: unknown) =>
+    lockName === undefined ? { cause, provider: PROVIDER } : { cause, provider: PROVIDER, lockName }
+  if (error instanceof SdkLoadError)
+    return new LockProviderError(`s3: could not ${what}: ${error.message}`, options(error.cause))
   let advice: string
   if (name === 'NoSuchBucket') {
     advice = `bucket "${bucket}" does not exist at the client's endpoint and region (${detail}); create it (aws s3 mb s3://${bucket}) or pass the right bucket`
-  } else if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || (typeof name === 'string' && UNREACHABLE_NAMES.has(name))) {
+  } else if (
+    (typeof code === 'string' && UNREACHABLE_CODES.has(code)) ||
+    (typeof name === 'string' && UNREACHABLE_NAMES.has(name))
+  ) {
     advice = `S3 is unreachable (${detail}); ${outcome}. Check the endpoint and the network; the provider recovers by itself once S3 answers again`
   } else if ((typeof name === 'string' && DENIED.has(name)) || statusOf(error) === 403) {
     advice = `S3 refused the client's credentials or permissions (${detail}); the lock objects need s3:GetObject (HEAD) and s3:PutObject (the inspector also s3:ListBucket and s3:DeleteObject)`

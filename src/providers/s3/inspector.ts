@@ -70,10 +70,13 @@ export function s3LockInspector(options: S3LockInspectorOptions): LockInspector 
   const prefix = checkPrefix(options.prefix)
   const commands = commandLoader(options.lib)
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('s3: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('s3: clock must have a now() method returning epoch milliseconds')
   const conditionalDeletes = options.conditionalDeletes ?? 'detect'
   if (conditionalDeletes !== true && conditionalDeletes !== false && conditionalDeletes !== 'detect') {
-    throw new LockConfigurationError(`s3: conditionalDeletes must be true, false or 'detect', got ${JSON.stringify(conditionalDeletes)}`)
+    throw new LockConfigurationError(
+      `s3: conditionalDeletes must be true, false or 'detect', got ${JSON.stringify(conditionalDeletes)}`,
+    )
   }
   const objects = lockObjects(client, bucket, prefix, commands)
   const guard = storeGuard(describeS3Error(bucket))
@@ -85,14 +88,19 @@ export function s3LockInspector(options: S3LockInspectorOptions): LockInspector 
     let token: string | undefined
     do {
       const page = (await client.send(
-        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix + selectionPrefix, ...(token ? { ContinuationToken: token } : {}) }),
+        new ListObjectsV2Command({
+          Bucket: bucket,
+          Prefix: prefix + selectionPrefix,
+          ...(token ? { ContinuationToken: token } : {}),
+        }),
       )) as {
         Contents?: { Key?: string }[]
         NextContinuationToken?: string
         IsTruncated?: boolean
       }
       for (const entry of page.Contents ?? []) {
-        if (entry.Key?.startsWith(prefix) && !entry.Key.startsWith(prefix + PROBE_PREFIX)) found.push(entry.Key.slice(prefix.length))
+        if (entry.Key?.startsWith(prefix) && !entry.Key.startsWith(prefix + PROBE_PREFIX))
+          found.push(entry.Key.slice(prefix.length))
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined
     } while (token)
@@ -109,9 +117,13 @@ export function s3LockInspector(options: S3LockInspectorOptions): LockInspector 
     checkName: (name) => checkName(prefix, name),
     // The listing carries no user metadata: a HEAD of each object; those deleted since are left out.
     list: async (namePrefix) => {
-      const heads = await inBatches(await names(namePrefix), async (name) => ({ name, record: await objects.head(name) }))
+      const heads = await inBatches(await names(namePrefix), async (name) => ({
+        name,
+        record: await objects.head(name),
+      }))
       return heads.filter((h): h is { name: string; record: LockObject } => h.record !== undefined)
     },
-    canRemove: async () => conditionalDeletes === true || (conditionalDeletes === 'detect' && (await objects.deletesAreConditional())),
+    canRemove: async () =>
+      conditionalDeletes === true || (conditionalDeletes === 'detect' && (await objects.deletesAreConditional())),
   })
 }

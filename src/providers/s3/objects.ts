@@ -32,7 +32,11 @@ const PUT_ATTEMPTS = 3
 /** Whether the object read holds the metadata of the write `metadata`: the three entries shedlock writes, all equal. */
 function isOurs(object: LockMetadata, metadata: Record<string, string>): boolean {
   const written = readMetadata(metadata)
-  return object.lockUntil === written.lockUntil && object.lockedAt === written.lockedAt && object.lockedBy === written.lockedBy
+  return (
+    object.lockUntil === written.lockUntil &&
+    object.lockedAt === written.lockedAt &&
+    object.lockedBy === written.lockedBy
+  )
 }
 
 /** The object store operations of one bucket and prefix. */
@@ -59,13 +63,21 @@ export const PROBE_PREFIX = '.shedlock-delete-probe-'
 
 const conditionalDeletes = new WeakMap<object, Promise<boolean>>()
 
-export function lockObjects(client: S3SendClient, bucket: string, prefix: string, commands: () => Promise<S3Lib>): LockObjects {
+export function lockObjects(
+  client: S3SendClient,
+  bucket: string,
+  prefix: string,
+  commands: () => Promise<S3Lib>,
+): LockObjects {
   const key = (name: string): string => prefix + name
 
   const head = async (name: string): Promise<LockObject | undefined> => {
     const { HeadObjectCommand } = await commands()
     try {
-      const reply = (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key(name) }))) as { ETag?: string; Metadata?: Record<string, string> }
+      const reply = (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key(name) }))) as {
+        ETag?: string
+        Metadata?: Record<string, string>
+      }
       return { etag: reply.ETag ?? '', ...readMetadata(reply.Metadata) }
     } catch (error) {
       if (isNotFound(error)) return undefined
@@ -82,23 +94,33 @@ export function lockObjects(client: S3SendClient, bucket: string, prefix: string
    * version, lost; the version the condition named, nothing happened, and the write goes again,
    * up to {@link PUT_ATTEMPTS} times, before the server error is thrown.
    */
-  const put = async (name: string, metadata: Record<string, string>, condition: { IfMatch: string } | { IfNoneMatch: '*' }): Promise<string | undefined> => {
+  const put = async (
+    name: string,
+    metadata: Record<string, string>,
+    condition: { IfMatch: string } | { IfNoneMatch: '*' },
+  ): Promise<string | undefined> => {
     const { PutObjectCommand } = await commands()
     for (let attempt = 1; ; attempt++) {
       try {
-        const reply = (await client.send(new PutObjectCommand({ Bucket: bucket, Key: key(name), Body: lockBody(), Metadata: metadata, ...condition }))) as {
+        const reply = (await client.send(
+          new PutObjectCommand({ Bucket: bucket, Key: key(name), Body: lockBody(), Metadata: metadata, ...condition }),
+        )) as {
           ETag?: string
         }
         return reply.ETag ?? ''
       } catch (error) {
         const conflict = isConditionFailure(error)
         // A conflict on the SDK's first attempt is a race lost; after a retry it may be our own write.
-        if (conflict && ((error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1) <= 1) return undefined
+        if (conflict && ((error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1) <= 1)
+          return undefined
         if (!conflict && !isServerError(error)) throw error
         const now = await head(name)
         if (now && isOurs(now, metadata)) return now.etag
         if (conflict) return undefined
-        const untouched = 'IfMatch' in condition ? now !== undefined && unquote(now.etag) === unquote(condition.IfMatch) : now === undefined
+        const untouched =
+          'IfMatch' in condition
+            ? now !== undefined && unquote(now.etag) === unquote(condition.IfMatch)
+            : now === undefined
         if (!untouched) return undefined
         if (attempt >= PUT_ATTEMPTS) throw error
       }
@@ -106,7 +128,12 @@ export function lockObjects(client: S3SendClient, bucket: string, prefix: string
   }
 
   /** Runs `attempt` with the ETag in the form the server takes (see {@link unquotedServers}). */
-  const withEtag = async <T>(name: string, etag: string, failed: T, attempt: (form: string) => Promise<T>): Promise<T> => {
+  const withEtag = async <T>(
+    name: string,
+    etag: string,
+    failed: T,
+    attempt: (form: string) => Promise<T>,
+  ): Promise<T> => {
     if (unquotedServers.has(client)) return attempt(unquote(etag))
     const result = await attempt(etag)
     if (result !== failed || unquote(etag) === etag) return result
@@ -121,7 +148,9 @@ export function lockObjects(client: S3SendClient, bucket: string, prefix: string
     const probe = `${PROBE_PREFIX}${randomUUID()}`
     if ((await put(probe, {}, { IfNoneMatch: '*' })) === undefined) return false
     try {
-      await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key(probe), IfMatch: '"00000000000000000000000000000000"' }))
+      await client.send(
+        new DeleteObjectCommand({ Bucket: bucket, Key: key(probe), IfMatch: '"00000000000000000000000000000000"' }),
+      )
     } catch (error) {
       if (!isConditionFailure(error)) throw error
     }
@@ -144,7 +173,8 @@ export function lockObjects(client: S3SendClient, bucket: string, prefix: string
       return known
     },
     create: (name, metadata) => put(name, metadata, { IfNoneMatch: '*' }),
-    replace: (name, etag, metadata) => withEtag(name, etag, undefined, (form) => put(name, metadata, { IfMatch: form })),
+    replace: (name, etag, metadata) =>
+      withEtag(name, etag, undefined, (form) => put(name, metadata, { IfMatch: form })),
     remove: (name, etag) =>
       withEtag(name, etag, false, async (form) => {
         const { DeleteObjectCommand } = await commands()

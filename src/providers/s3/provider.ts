@@ -85,7 +85,9 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
   checkBucket(bucket)
   const prefix = checkPrefix(options.prefix)
   if (lockedBy !== undefined && (typeof lockedBy !== 'string' || lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`s3: lockedBy must be a non-empty string (it prefixes the locked-by metadata), got ${JSON.stringify(lockedBy)}`)
+    throw new LockConfigurationError(
+      `s3: lockedBy must be a non-empty string (it prefixes the locked-by metadata), got ${JSON.stringify(lockedBy)}`,
+    )
   }
   const commands = commandLoader(options.lib)
   const clock = options.clock ?? systemClock

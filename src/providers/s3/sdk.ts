@@ -53,7 +53,9 @@ export interface S3Lib {
 /** @throws LockConfigurationError unless `client` has `send(command)`. */
 export function checkClient(client: unknown): asserts client is S3SendClient {
   if (!client || typeof (client as Partial<S3SendClient>).send !== 'function') {
-    throw new LockConfigurationError('s3: pass your S3Client (from @aws-sdk/client-s3) as client: an object with send(command)')
+    throw new LockConfigurationError(
+      's3: pass your S3Client (from @aws-sdk/client-s3) as client: an object with send(command)',
+    )
   }
 }
 

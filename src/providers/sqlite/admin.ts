@@ -25,7 +25,10 @@ export function schema(table: string | undefined): string {
 export function sqlitePath(url: StoreUrl): string {
   let path = url.raw.slice('sqlite:'.length)
   if (path.startsWith('//')) path = path.slice(2)
-  if (path === '') throw new UsageError('sqlite: URL without a path; use sqlite:PATH, e.g. sqlite:./locks.db or sqlite:/var/lib/app/locks.db')
+  if (path === '')
+    throw new UsageError(
+      'sqlite: URL without a path; use sqlite:PATH, e.g. sqlite:./locks.db or sqlite:/var/lib/app/locks.db',
+    )
   return path
 }
 
@@ -54,7 +57,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const where = `${url.redacted}${options.table === undefined ? '' : ` (table ${table.table})`}`
 
   const runsTable = runsTableName('sqlite', options.runsTable)
-  const [runsSchemaName, runsBare] = runsTable.includes('.') ? (runsTable.split('.') as [string, string]) : [undefined, runsTable]
+  const [runsSchemaName, runsBare] = runsTable.includes('.')
+    ? (runsTable.split('.') as [string, string])
+    : [undefined, runsTable]
   const store = sqlStoreAdmin({
     kind: 'SQLite',
     where,
@@ -63,9 +68,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     runsTable,
     runsTableExists: async () =>
       (
-        await rows(`SELECT 1 AS present FROM ${runsSchemaName === undefined ? '' : `${runsSchemaName}.`}sqlite_master WHERE type = 'table' AND name = ?`, [
-          runsBare,
-        ])
+        await rows(
+          `SELECT 1 AS present FROM ${runsSchemaName === undefined ? '' : `${runsSchemaName}.`}sqlite_master WHERE type = 'table' AND name = ?`,
+          [runsBare],
+        )
       ).length > 0,
     runsSchema: () => sqliteRunsSchema({ tableName: runsTable }),
     inspector: sqliteLockInspector({ database, tableName: table.table }),
@@ -78,9 +84,16 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       return Number(database.prepare(sql).run(...params).changes)
     },
     tableExists: async () =>
-      (await rows(`SELECT 1 AS present FROM ${schemaPrefix}sqlite_master WHERE type = 'table' AND name = ?`, [table.bareTable])).length > 0,
+      (
+        await rows(`SELECT 1 AS present FROM ${schemaPrefix}sqlite_master WHERE type = 'table' AND name = ?`, [
+          table.bareTable,
+        ])
+      ).length > 0,
     columns: async () =>
-      (await rows(`PRAGMA ${schemaPrefix}table_info(${table.bareTable})`, [])).map((row) => ({ name: String(row.name), type: String(row.type).toLowerCase() })),
+      (await rows(`PRAGMA ${schemaPrefix}table_info(${table.bareTable})`, [])).map((row) => ({
+        name: String(row.name),
+        type: String(row.type).toLowerCase(),
+      })),
     primaryKey: async () =>
       (await rows(`PRAGMA ${schemaPrefix}table_info(${table.bareTable})`, []))
         .filter((row) => Number(row.pk) > 0)
@@ -90,9 +103,11 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     schema: () => sqliteSchema({ tableName: table.table }),
     initCommand,
     provider: () => sqliteLockProvider({ database, tableName: table.table }),
-    version: async () => `SQLite ${String((await rows('SELECT sqlite_version() AS version', []))[0]?.version ?? '?')} (${driver.name}), file ${resolve(path)}`,
+    version: async () =>
+      `SQLite ${String((await rows('SELECT sqlite_version() AS version', []))[0]?.version ?? '?')} (${driver.name}), file ${resolve(path)}`,
     // SQLite's 'now' is this host's clock: a second reading of the same clock would measure nothing.
-    readClock: async () => 'SQLite reads the clock of this host, so there is no offset to measure; processes sharing the file share that clock',
+    readClock: async () =>
+      'SQLite reads the clock of this host, so there is no offset to measure; processes sharing the file share that clock',
     clockDependence: '',
     close: async () => {
       database.close()
@@ -108,7 +123,9 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       const after = String((await rows('PRAGMA journal_mode = WAL', []))[0]?.journal_mode ?? '')
       return [
         ...done,
-        after.toLowerCase() === 'wal' ? `set journal_mode to WAL (was ${before})` : `could not set journal_mode to WAL (it is ${after}); set it yourself`,
+        after.toLowerCase() === 'wal'
+          ? `set journal_mode to WAL (was ${before})`
+          : `could not set journal_mode to WAL (it is ${after}); set it yourself`,
       ]
     },
   }

@@ -88,7 +88,8 @@ async function importQuietly(specifier: string): Promise<unknown> {
   process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]): void {
     const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: unknown } | undefined)?.type
     const text = typeof warning === 'string' ? warning : warning.message
-    const experimental = type === 'ExperimentalWarning' || (warning instanceof Error && warning.name === 'ExperimentalWarning')
+    const experimental =
+      type === 'ExperimentalWarning' || (warning instanceof Error && warning.name === 'ExperimentalWarning')
     if (experimental && /sqlite/i.test(text)) return
     ;(emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest)
   } as typeof process.emitWarning

@@ -65,7 +65,9 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
  *
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
  */
-export function sqliteLockProvider(options: SqliteLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function sqliteLockProvider(
+  options: SqliteLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   const { database } = options ?? {}
   if (!database || typeof database.prepare !== 'function') {
     throw new LockConfigurationError(
@@ -91,5 +93,8 @@ export function sqliteLockProvider(options: SqliteLockProviderOptions): Extensib
     clock,
   )
   const inspect = { database: database as SqliteRowsDatabase, tableName: t.table, columnNames: t.columns }
-  return { ...sqlLockProvider(PROVIDER, accessor, options, describeSqliteError(t)), inspector: () => sqliteLockInspector(inspect) }
+  return {
+    ...sqlLockProvider(PROVIDER, accessor, options, describeSqliteError(t)),
+    inspector: () => sqliteLockInspector(inspect),
+  }
 }

@@ -38,7 +38,13 @@ export function sqliteRunLedger(options: SqliteRunLedgerOptions): RunLedger {
       epochMs,
       describe: (error, action, name) =>
         /^no such table\b/i.test(messageOf(error))
-          ? storeError(PROVIDER, action, name, `table ${table} does not exist. Create it with:\n${sqliteRunsSchema({ tableName: table })}`, error)
+          ? storeError(
+              PROVIDER,
+              action,
+              name,
+              `table ${table} does not exist. Create it with:\n${sqliteRunsSchema({ tableName: table })}`,
+              error,
+            )
           : lockTableErrors(error, action, name),
     },
     table,

@@ -1,7 +1,13 @@
 import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
 import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
 import { sqliteLockTableDdl } from '../../support/sql/sqlite-dialect.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 
 // The lock table in SQLite: Java ShedLock's columns, with times as UTC text. Its DDL, the now the
 // provider compares lock_until with, how to read the times as epoch milliseconds, and what the
@@ -52,13 +58,19 @@ export function describeSqliteError(t: SqlTable): DescribeStoreError {
 /** better-sqlite3 and libsql throw `TypeError: The database connection is not open`; node:sqlite an Error with code `ERR_INVALID_STATE`. */
 function isClosed(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
-  return code === 'ERR_INVALID_STATE' || (error instanceof TypeError && /database connection is not open/i.test(error.message))
+  return (
+    code === 'ERR_INVALID_STATE' ||
+    (error instanceof TypeError && /database connection is not open/i.test(error.message))
+  )
 }
 
 /** better-sqlite3 and libsql: code `SQLITE_BUSY` (or an extended `SQLITE_BUSY_*`); node:sqlite: `errcode` 5 in its low byte. */
 function isBusy(error: unknown): boolean {
   const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown }
-  return (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || (typeof errcode === 'number' && (errcode & 0xff) === 5)
+  return (
+    (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) ||
+    (typeof errcode === 'number' && (errcode & 0xff) === 5)
+  )
 }
 
 /**

@@ -23,7 +23,12 @@ interface Client extends ZooKeeperClient, ZooKeeperInspectorClient {
   remove(path: string, version: number, callback: (error: unknown) => void): void
 }
 interface ZooKeeperModule {
-  default: { createClient(connectionString: string, options: { sessionTimeout: number; spinDelay: number; retries: number }): Client }
+  default: {
+    createClient(
+      connectionString: string,
+      options: { sessionTimeout: number; spinDelay: number; retries: number },
+    ): Client
+  }
 }
 
 const TIMEOUT_MS = 10_000
@@ -45,9 +50,21 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
   if (parsed.hostname === '') throw new UsageError(`${url.redacted} names no host; use zookeeper://HOST:PORT`)
   const root = validRoot(ownParameters(url, ['path']).get('path') ?? DEFAULT_ROOT)
   const chroot = parsed.pathname === '/' ? '' : parsed.pathname
-  const { default: zookeeper } = await importDriver<ZooKeeperModule>('node-zookeeper-client', 'node-zookeeper-client', 'zookeeper://')
-  const client = zookeeper.createClient(`${parsed.hostname}:${parsed.port || '2181'}${chroot}`, { sessionTimeout: 30_000, spinDelay: 200, retries: 0 })
-  if (parsed.username !== '') client.addAuthInfo('digest', Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`))
+  const { default: zookeeper } = await importDriver<ZooKeeperModule>(
+    'node-zookeeper-client',
+    'node-zookeeper-client',
+    'zookeeper://',
+  )
+  const client = zookeeper.createClient(`${parsed.hostname}:${parsed.port || '2181'}${chroot}`, {
+    sessionTimeout: 30_000,
+    spinDelay: 200,
+    retries: 0,
+  })
+  if (parsed.username !== '')
+    client.addAuthInfo(
+      'digest',
+      Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`),
+    )
   try {
     await withTimeout(
       new Promise<void>((resolve) => {
@@ -59,12 +76,20 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     )
   } catch (error) {
     client.close()
-    throw new CliError(`cannot reach ZooKeeper at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`, { cause: error })
+    throw new CliError(
+      `cannot reach ZooKeeper at ${url.redacted}: ${firstLine(error)}; check the URL and that the server runs`,
+      { cause: error },
+    )
   }
 
   const call = <T>(start: (done: Callback<T>) => void): Promise<T> =>
-    withTimeout(new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value)))), TIMEOUT_MS, { store: 'ZooKeeper' })
-  const rootExists = async (): Promise<boolean> => (await call<Stat | null>((done) => client.exists(root, done))) !== null
+    withTimeout(
+      new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value)))),
+      TIMEOUT_MS,
+      { store: 'ZooKeeper' },
+    )
+  const rootExists = async (): Promise<boolean> =>
+    (await call<Stat | null>((done) => client.exists(root, done))) !== null
 
   return {
     kind: 'ZooKeeper',
@@ -84,7 +109,13 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     async structure(): Promise<Check[]> {
       return (await rootExists())
         ? [{ status: 'ok', label: `node ${root}`, detail: 'exists' }]
-        : [{ status: 'ok', label: `node ${root}`, detail: 'does not exist yet; the provider creates it with the first lock (or run shedlock init)' }]
+        : [
+            {
+              status: 'ok',
+              label: `node ${root}`,
+              detail: 'does not exist yet; the provider creates it with the first lock (or run shedlock init)',
+            },
+          ]
     },
     async remove(name) {
       try {
@@ -99,7 +130,9 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
       const node = `${root}/shedlock-doctor-clock-${randomBytes(4).toString('hex')}`
       if (!(await rootExists())) return `not measured: ${root} does not exist yet`
       const reading = await timed('the creation time ZooKeeper gives a node', 1, async () => {
-        await call<unknown>((done) => client.create(node, Buffer.alloc(0), EPHEMERAL, (error) => done(error, undefined)))
+        await call<unknown>((done) =>
+          client.create(node, Buffer.alloc(0), EPHEMERAL, (error) => done(error, undefined)),
+        )
         return 0
       })
       try {
@@ -110,7 +143,8 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
         await call<unknown>((done) => client.remove(node, -1, (error) => done(error, undefined))).catch(() => {})
       }
     },
-    clockDependence: 'the ZooKeeper provider decides expiry on the app clock, so every host running locks needs this in sync',
+    clockDependence:
+      'the ZooKeeper provider decides expiry on the app clock, so every host running locks needs this in sync',
     close: async () => client.close(),
   }
 }

@@ -14,9 +14,17 @@ export interface ZooKeeperStat {
 
 /** Every method of a node-zookeeper-client 1.x `Client` that the provider or the inspector calls. */
 interface CallbackClient {
-  getData(path: string, callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void): void
+  getData(
+    path: string,
+    callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void,
+  ): void
   create(path: string, data: Buffer, mode: number, callback: (error: unknown) => void): void
-  setData(path: string, data: Buffer, version: number, callback: (error: unknown, stat: ZooKeeperStat | undefined) => void): void
+  setData(
+    path: string,
+    data: Buffer,
+    version: number,
+    callback: (error: unknown, stat: ZooKeeperStat | undefined) => void,
+  ): void
   mkdirp(path: string, callback: (error: unknown) => void): void
   getChildren(path: string, callback: (error: unknown, children: string[] | undefined) => void): void
   remove(path: string, version: number, callback: (error: unknown) => void): void
@@ -54,7 +62,8 @@ export function clientSource(client: unknown, methods: readonly (keyof CallbackC
   if (typeof client === 'function') {
     return () => {
       const current: unknown = client()
-      if (!hasMethods(current, methods)) throw new TypeError('the client function returned no node-zookeeper-client Client')
+      if (!hasMethods(current, methods))
+        throw new TypeError('the client function returned no node-zookeeper-client Client')
       return current
     }
   }
@@ -73,7 +82,8 @@ export function clientSource(client: unknown, methods: readonly (keyof CallbackC
 export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
   const client = (): CallbackClient => clientNow() as CallbackClient
   const statOf = (stat: ZooKeeperStat | undefined): ZooKeeperStat => {
-    if (typeof stat?.version !== 'number') throw new TypeError('the ZooKeeper client reported no node Stat; pass a node-zookeeper-client Client')
+    if (typeof stat?.version !== 'number')
+      throw new TypeError('the ZooKeeper client reported no node Stat; pass a node-zookeeper-client Client')
     return stat
   }
   // The replies that are answers, not failures (no node, node exists, bad version), are mapped
@@ -117,9 +127,14 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
           }
         }),
       ),
-    mkdirp: (path) => new Promise((resolve, reject) => client().mkdirp(path, (error) => (error ? reject(error) : resolve()))),
-    getChildren: (path) => new Promise((resolve, reject) => client().getChildren(path, (error, children) => (error ? reject(error) : resolve(children ?? [])))),
-    remove: (path, version) => new Promise((resolve, reject) => client().remove(path, version, (error) => (error ? reject(error) : resolve()))),
+    mkdirp: (path) =>
+      new Promise((resolve, reject) => client().mkdirp(path, (error) => (error ? reject(error) : resolve()))),
+    getChildren: (path) =>
+      new Promise((resolve, reject) =>
+        client().getChildren(path, (error, children) => (error ? reject(error) : resolve(children ?? []))),
+      ),
+    remove: (path, version) =>
+      new Promise((resolve, reject) => client().remove(path, version, (error) => (error ? reject(error) : resolve()))),
   }
 }
 
@@ -144,7 +159,9 @@ export function timedGuard(
       attempt.timedOut = true
     }
     // One promise and one timer for the timeout and the error mapping (see timedStoreCall).
-    return timedStoreCall({ store: 'ZooKeeper', timeoutMs: timeout, describe, onTimeout }, action, name, () => run(attempt))
+    return timedStoreCall({ store: 'ZooKeeper', timeoutMs: timeout, describe, onTimeout }, action, name, () =>
+      run(attempt),
+    )
   }
 }
 

@@ -1,6 +1,12 @@
 import { LockConfigurationError } from '../../core/errors.ts'
 import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
-import { type DescribeStoreError, messageOf, outcomeOf, redactUrlPasswords, storeError } from '../../support/store-errors.ts'
+import {
+  type DescribeStoreError,
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  storeError,
+} from '../../support/store-errors.ts'
 import { OperationTimeoutError } from '../../support/with-timeout.ts'
 
 // Java ShedLock's layout in ZooKeeper (its ZookeeperCuratorLockProvider): one persistent node
@@ -103,7 +109,9 @@ function escapedName(node: string): string | undefined {
   const decoded = unescapeNodeName(node)
   // Names ZooKeeper holds as they are are never escaped, and the escaping is unique: only its
   // own output decodes.
-  return decoded !== node && decoded !== '' && !holdable(decoded) && escapeNodeName(decoded) === node ? decoded : undefined
+  return decoded !== node && decoded !== '' && !holdable(decoded) && escapeNodeName(decoded) === node
+    ? decoded
+    : undefined
 }
 
 /** Can `name` be a node name as it is? */
@@ -115,7 +123,8 @@ function escapeNodeName(name: string): string {
   if (name === '.' || name === '..') return name.replaceAll('.', '%2E')
   return name.replace(ESCAPED, (character) => {
     const code = character.codePointAt(0)!
-    if (character.length === 1 && code >= 0xd800 && code <= 0xdfff) return `%u${code.toString(16).toUpperCase().padStart(4, '0')}`
+    if (character.length === 1 && code >= 0xd800 && code <= 0xdfff)
+      return `%u${code.toString(16).toUpperCase().padStart(4, '0')}`
     let escaped = ''
     for (const byte of Buffer.from(character, 'utf8')) escaped += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`
     return escaped
@@ -155,7 +164,9 @@ function unescapeNodeName(node: string): string {
  */
 export function validRoot(path: unknown): string {
   const fail = (why: string): never => {
-    throw new LockConfigurationError(`zookeeper: path ${JSON.stringify(path)} ${why}; pass an absolute path below the root such as "/shedlock"`)
+    throw new LockConfigurationError(
+      `zookeeper: path ${JSON.stringify(path)} ${why}; pass an absolute path below the root such as "/shedlock"`,
+    )
   }
   if (typeof path !== 'string' || path === '') return fail('is not a non-empty string')
   if (!path.startsWith('/')) return fail('does not start with "/"')
@@ -166,7 +177,9 @@ export function validRoot(path: unknown): string {
   if (segments.some((s) => s === '.' || s === '..')) return fail('has a relative segment ("." or "..")')
   if (segments[0] === 'zookeeper') return fail('is inside "/zookeeper", which ZooKeeper reserves')
   if (INVALID_IN_PATH.test(path))
-    return fail('contains characters ZooKeeper refuses in paths (control characters, U+E000–U+F8FF, U+FFF0–U+FFFF or characters beyond U+FFFF)')
+    return fail(
+      'contains characters ZooKeeper refuses in paths (control characters, U+E000–U+F8FF, U+FFF0–U+FFFF or characters beyond U+FFFF)',
+    )
   return path
 }
 
@@ -178,7 +191,8 @@ export function validRoot(path: unknown): string {
 export function lockNodePath(root: string, name: string): string {
   const node = `${root}/${zookeeperNodeName(name)}`
   const bytes = utf8LengthOver(node, MAX_PATH_BYTES)
-  if (bytes !== undefined) throw nameTooLong(PROVIDER, name, bytes, MAX_PATH_BYTES, 'bytes', `its node's path ${JSON.stringify(`${root}/…`)}`)
+  if (bytes !== undefined)
+    throw nameTooLong(PROVIDER, name, bytes, MAX_PATH_BYTES, 'bytes', `its node's path ${JSON.stringify(`${root}/…`)}`)
   return node
 }
 

@@ -1,5 +1,9 @@
 // shedlock/zookeeper: the provider, the inspector, and the node names shared with Java ShedLock.
 export type { ZooKeeperStat } from './client.ts'
 export { zookeeperLockName, zookeeperNodeName } from './format.ts'
-export { type ZooKeeperInspectorClient, type ZooKeeperLockInspectorOptions, zookeeperLockInspector } from './inspector.ts'
+export {
+  type ZooKeeperInspectorClient,
+  type ZooKeeperLockInspectorOptions,
+  zookeeperLockInspector,
+} from './inspector.ts'
 export { type ZooKeeperClient, type ZooKeeperLockProviderOptions, zookeeperLockProvider } from './provider.ts'

@@ -3,7 +3,15 @@ import type { Duration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord, LockSelection } from '../../core/lock-inspector.ts'
 import { parseSlotRecordName } from '../../core/slots.ts'
-import { type Attempt, checkTimeout, clientSource, timedGuard, type ZooKeeperCalls, type ZooKeeperStat, zookeeperCalls } from './client.ts'
+import {
+  type Attempt,
+  checkTimeout,
+  clientSource,
+  timedGuard,
+  type ZooKeeperCalls,
+  type ZooKeeperStat,
+  zookeeperCalls,
+} from './client.ts'
 import {
   CODE,
   DEFAULT_ROOT,
@@ -23,8 +31,16 @@ import { byName, inBatches } from '../../support/inspection.ts'
  * callback API): the provider's client as it is.
  */
 export interface ZooKeeperInspectorClient {
-  getData(path: string, callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void): void
-  setData(path: string, data: Buffer, version: number, callback: (error: unknown, stat: ZooKeeperStat | undefined) => void): void
+  getData(
+    path: string,
+    callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void,
+  ): void
+  setData(
+    path: string,
+    data: Buffer,
+    version: number,
+    callback: (error: unknown, stat: ZooKeeperStat | undefined) => void,
+  ): void
   getChildren(path: string, callback: (error: unknown, children: string[]) => void): void
   /** Deletes a node if its version is `version` (for `removeExpired()`). */
   remove(path: string, version: number, callback: (error: unknown) => void): void
@@ -91,12 +107,16 @@ const RELEASE_ATTEMPTS = 3
  *   throw it too for a name the provider refuses.
  */
 export function zookeeperLockInspector(options: ZooKeeperLockInspectorOptions): LockInspector {
-  if (options === null || typeof options !== 'object') throw new LockConfigurationError('zookeeper: pass options { client, path? }')
-  const zk: ZooKeeperCalls = zookeeperCalls(clientSource(options.client, ['getData', 'setData', 'getChildren', 'remove']))
+  if (options === null || typeof options !== 'object')
+    throw new LockConfigurationError('zookeeper: pass options { client, path? }')
+  const zk: ZooKeeperCalls = zookeeperCalls(
+    clientSource(options.client, ['getData', 'setData', 'getChildren', 'remove']),
+  )
   const root = validRoot(options.path ?? DEFAULT_ROOT)
   const timeout = checkTimeout(options.timeout)
   const clock = options.clock ?? systemClock
-  if (typeof clock?.now !== 'function') throw new LockConfigurationError('zookeeper: clock must have a now() method returning epoch milliseconds')
+  if (typeof clock?.now !== 'function')
+    throw new LockConfigurationError('zookeeper: clock must have a now() method returning epoch milliseconds')
   const guard = timedGuard(describeZooKeeperError(root, timeout), timeout)
   // What a record was read as: release(record) writes only at that node version.
   const readAs = new WeakMap<LockRecord, NodeState>()
@@ -129,7 +149,10 @@ export function zookeeperLockInspector(options: ZooKeeperLockInspectorOptions): 
   }
 
   /** The nodes under `root` whose lock name starts with the selection's prefix and passes `keep`, with what they hold. */
-  const readChildren = async (selection: LockSelection | undefined, keep: (name: string) => boolean): Promise<[string, NodeState][]> => {
+  const readChildren = async (
+    selection: LockSelection | undefined,
+    keep: (name: string) => boolean,
+  ): Promise<[string, NodeState][]> => {
     const prefix = selection?.prefix ?? ''
     let children: string[]
     try {

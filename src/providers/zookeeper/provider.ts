@@ -7,7 +7,17 @@ import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { type Attempt, clientSource, checkTimeout, type ZooKeeperStat, zookeeperCalls } from './client.ts'
-import { CODE, DEFAULT_ROOT, describeZooKeeperError, encodeLockUntil, decodeLockUntil, hasCode, lockNodePath, PROVIDER, validRoot } from './format.ts'
+import {
+  CODE,
+  DEFAULT_ROOT,
+  describeZooKeeperError,
+  encodeLockUntil,
+  decodeLockUntil,
+  hasCode,
+  lockNodePath,
+  PROVIDER,
+  validRoot,
+} from './format.ts'
 import { type ZooKeeperLockInspectorOptions, zookeeperLockInspector } from './inspector.ts'
 
 /**
@@ -16,9 +26,17 @@ import { type ZooKeeperLockInspectorOptions, zookeeperLockInspector } from './in
  * (`client.connect()`) before use; the provider never connects, closes or configures it.
  */
 export interface ZooKeeperClient {
-  getData(path: string, callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void): void
+  getData(
+    path: string,
+    callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void,
+  ): void
   create(path: string, data: Buffer, mode: number, callback: (error: unknown) => void): void
-  setData(path: string, data: Buffer, version: number, callback: (error: unknown, stat: ZooKeeperStat | undefined) => void): void
+  setData(
+    path: string,
+    data: Buffer,
+    version: number,
+    callback: (error: unknown, stat: ZooKeeperStat | undefined) => void,
+  ): void
   mkdirp(path: string, callback: (error: unknown) => void): void
 }
 
@@ -113,7 +131,9 @@ export interface ZooKeeperLockProviderOptions {
  * @throws LockConfigurationError for a missing client, a `path` that is not an absolute
  *   ZooKeeper path below the root, or a `timeout` that is not a positive duration.
  */
-export function zookeeperLockProvider(options: ZooKeeperLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
+export function zookeeperLockProvider(
+  options: ZooKeeperLockProviderOptions,
+): ExtensibleLockProvider & InspectableLockProvider {
   if (options === null || typeof options !== 'object') {
     throw new LockConfigurationError('zookeeper: pass options { client, path? }')
   }
@@ -121,7 +141,11 @@ export function zookeeperLockProvider(options: ZooKeeperLockProviderOptions): Ex
   const root = validRoot(options.path ?? DEFAULT_ROOT)
   const timeout = checkTimeout(options.timeout)
   const clock = options.clock ?? systemClock
-  const call: TimedStoreCall<unknown> = { store: 'ZooKeeper', timeoutMs: timeout, describe: describeZooKeeperError(root, timeout) }
+  const call: TimedStoreCall<unknown> = {
+    store: 'ZooKeeper',
+    timeoutMs: timeout,
+    describe: describeZooKeeperError(root, timeout),
+  }
 
   const create = async (node: string, until: number, attempt: Attempt): Promise<number | undefined> => {
     try {
@@ -185,7 +209,11 @@ export function zookeeperLockProvider(options: ZooKeeperLockProviderOptions): Ex
     }
 
     async release(current: LockConfiguration): Promise<void> {
-      const next = await zk.writeAt(this.node, encodeLockUntil(Math.max(clock.now(), current.lockAtLeastUntil.getTime())), this.version)
+      const next = await zk.writeAt(
+        this.node,
+        encodeLockUntil(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
+        this.version,
+      )
       if (next !== undefined) this.version = next
     }
 
@@ -207,7 +235,13 @@ export function zookeeperLockProvider(options: ZooKeeperLockProviderOptions): Ex
   return {
     name: PROVIDER,
     // node-zookeeper-client's Client also has the getChildren and remove the inspector calls.
-    inspector: () => zookeeperLockInspector({ client: options.client as unknown as ZooKeeperLockInspectorOptions['client'], path: root, timeout, clock }),
+    inspector: () =>
+      zookeeperLockInspector({
+        client: options.client as unknown as ZooKeeperLockInspectorOptions['client'],
+        path: root,
+        timeout,
+        clock,
+      }),
     lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined> {
       let node: string
       try {
@@ -217,7 +251,12 @@ export function zookeeperLockProvider(options: ZooKeeperLockProviderOptions): Ex
       } catch (error) {
         return Promise.reject(error)
       }
-      return timedStoreCall(call as TimedStoreCall<number | undefined>, 'acquire', configuration.name, new Acquisition(configuration, node))
+      return timedStoreCall(
+        call as TimedStoreCall<number | undefined>,
+        'acquire',
+        configuration.name,
+        new Acquisition(configuration, node),
+      )
     },
   }
 }

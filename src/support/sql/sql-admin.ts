@@ -40,7 +40,11 @@ export interface SqlAdminDialect {
   /** The primary key's columns, in key order; empty when there is none. */
   primaryKey(): Promise<string[]>
   /** Type names accepted for each kind of column; anything else is a warning. */
-  readonly expectedTypes: { readonly name: readonly string[]; readonly time: readonly string[]; readonly lockedBy: readonly string[] }
+  readonly expectedTypes: {
+    readonly name: readonly string[]
+    readonly time: readonly string[]
+    readonly lockedBy: readonly string[]
+  }
   /** The DDL of `shedlock schema` for this table. */
   schema(): string
   /** The `shedlock init` command line that creates the table, for advice. */
@@ -64,15 +68,21 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
     inspector: dialect.inspector,
     runLedger: dialect.runLedger,
     runLedgerReady: () => dialect.runsTableExists(),
-    runsTable: { name: dialect.runsTable, exists: () => dialect.runsTableExists(), initCommand: `${dialect.initCommand} --runs-table ${dialect.runsTable}` },
+    runsTable: {
+      name: dialect.runsTable,
+      exists: () => dialect.runsTableExists(),
+      initCommand: `${dialect.initCommand} --runs-table ${dialect.runsTable}`,
+    },
     async init() {
       const lines: string[] = []
-      if (await dialect.tableExists()) lines.push(`table ${t.table} already exists: nothing to do (shedlock doctor checks its columns)`)
+      if (await dialect.tableExists())
+        lines.push(`table ${t.table} already exists: nothing to do (shedlock doctor checks its columns)`)
       else {
         await dialect.execute(dialect.schema(), [])
         lines.push(`created table ${t.table}`)
       }
-      if (await dialect.runsTableExists()) lines.push(`table ${dialect.runsTable} (run history) already exists: nothing to do`)
+      if (await dialect.runsTableExists())
+        lines.push(`table ${dialect.runsTable} (run history) already exists: nothing to do`)
       else {
         // One statement at a time: not every driver takes several in one call.
         for (const statement of dialect
@@ -87,7 +97,13 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
     ping: () => dialect.version(),
     async structure(): Promise<Check[]> {
       if (!(await dialect.tableExists())) {
-        return [{ status: 'fail', label: `table ${t.table}`, detail: `does not exist; create it with: ${dialect.initCommand}` }]
+        return [
+          {
+            status: 'fail',
+            label: `table ${t.table}`,
+            detail: `does not exist; create it with: ${dialect.initCommand}`,
+          },
+        ]
       }
       const columns = await dialect.columns()
       const byName = new Map(columns.map((c) => [c.name.toLowerCase(), c]))

@@ -53,7 +53,9 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
     `SELECT ${await dialect.nowMs()} AS now_ms, ${name} AS name, ${lockedBy} AS locked_by, ${await dialect.epochMs(lockedAt)} AS locked_at_ms, ` +
     `${await dialect.epochMs(lockUntil)} AS lock_until_ms, ${dialect.text(lockUntil)} AS lock_until_text FROM ${t.table}`
   const nowOf = async (rows: Record<string, unknown>[]): Promise<number> =>
-    millis(rows[0]?.now_ms) ?? millis((await dialect.query(`SELECT ${await dialect.nowMs()} AS now_ms`, []))[0]?.now_ms) ?? Date.now()
+    millis(rows[0]?.now_ms) ??
+    millis((await dialect.query(`SELECT ${await dialect.nowMs()} AS now_ms`, []))[0]?.now_ms) ??
+    Date.now()
   const toRecord = (row: Record<string, unknown>, now: number): LockRecord => {
     const until = millis(row.lock_until_ms)
     const at = millis(row.locked_at_ms)
@@ -101,13 +103,21 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
         // Only a held row; given a record, only the state it was read in (same holder, same expiry).
         const where = `${name} = ? AND ${lockUntil} > ${now}${expected ? ` AND ${lockedBy} = ? AND ${dialect.text(lockUntil)} = ?` : ''}`
         const params = expected ? [lockName, expected.lockedBy, expected.lockUntil] : [lockName]
-        return (await dialect.execute(`UPDATE ${t.table} SET ${lockUntil} = ${now}, ${lockedBy} = '${RELEASED_BY}' WHERE ${where}`, params)) > 0
+        return (
+          (await dialect.execute(
+            `UPDATE ${t.table} SET ${lockUntil} = ${now}, ${lockedBy} = '${RELEASED_BY}' WHERE ${where}`,
+            params,
+          )) > 0
+        )
       })
     },
     removeExpired: (selection) =>
       guard('list', '', async () => {
         const { where, params } = selected(selection)
-        return dialect.execute(`DELETE FROM ${t.table} WHERE ${lockUntil} <= ${await dialect.dbNow()}${where ? ` AND ${where}` : ''}`, params)
+        return dialect.execute(
+          `DELETE FROM ${t.table} WHERE ${lockUntil} <= ${await dialect.dbNow()}${where ? ` AND ${where}` : ''}`,
+          params,
+        )
       }),
   }
 }

@@ -63,9 +63,16 @@ export interface SqlAccessor {
  * to each acquisition. A name or a deadline past the table's limits rejects with
  * `LockConfigurationError` before the acquire or extend statement is sent.
  */
-export function sqlLockProvider(name: string, accessor: SqlAccessor, options: SqlLockProviderOptions, describe: DescribeStoreError): ExtensibleLockProvider {
+export function sqlLockProvider(
+  name: string,
+  accessor: SqlAccessor,
+  options: SqlLockProviderOptions,
+  describe: DescribeStoreError,
+): ExtensibleLockProvider {
   if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
-    throw new LockConfigurationError(`lockedBy must be a non-empty string (it prefixes the locked_by column), got ${JSON.stringify(options.lockedBy)}`)
+    throw new LockConfigurationError(
+      `lockedBy must be a non-empty string (it prefixes the locked_by column), got ${JSON.stringify(options.lockedBy)}`,
+    )
   }
   const clock = options.clock ?? systemClock
 
@@ -89,7 +96,15 @@ export function sqlLockProvider(name: string, accessor: SqlAccessor, options: Sq
     // Code points are never more than UTF-16 units: count them only when it could matter.
     if (max !== undefined && configuration.name.length > max) {
       const size = [...configuration.name].length
-      if (size > max) throw nameTooLong(limits.nameColumn ? `${name} (${limits.nameColumn})` : name, configuration.name, size, max, 'characters', 'the name')
+      if (size > max)
+        throw nameTooLong(
+          limits.nameColumn ? `${name} (${limits.nameColumn})` : name,
+          configuration.name,
+          size,
+          max,
+          'characters',
+          'the name',
+        )
     }
     if (limits.latestDeadline) checkLockRequest(name, configuration, clock, { latestDeadline: limits.latestDeadline })
   }
@@ -158,7 +173,11 @@ export interface LockAtLeastAnchor {
 }
 
 /** See {@link LockAtLeastAnchor}. */
-export function lockAtLeastAnchor(current: LockConfiguration, acquired: LockConfiguration, clock: Clock): LockAtLeastAnchor {
+export function lockAtLeastAnchor(
+  current: LockConfiguration,
+  acquired: LockConfiguration,
+  clock: Clock,
+): LockAtLeastAnchor {
   if (current === acquired) return { from: 'lockedAt', seconds: current.lockAtLeastFor / 1000 }
   return { from: 'now', seconds: Math.max(0, current.lockAtLeastUntil.getTime() - clock.now()) / 1000 }
 }

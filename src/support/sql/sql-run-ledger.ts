@@ -55,7 +55,18 @@ export function runsTableName(provider: string, tableName: unknown = 'shedlock_r
  * The runs table's columns, in every SQL dialect: one row per run, written when it starts and
  * updated when it ends. Times are UTC, as the node that ran it read them.
  */
-export const RUN_COLUMNS = ['id', 'name', 'slot', 'node', 'started_at', 'finished_at', 'outcome', 'duration_ms', 'error_type', 'error_message'] as const
+export const RUN_COLUMNS = [
+  'id',
+  'name',
+  'slot',
+  'node',
+  'started_at',
+  'finished_at',
+  'outcome',
+  'duration_ms',
+  'error_type',
+  'error_message',
+] as const
 
 /**
  * The {@link RunLedger} over a SQL runs table, kept out of the lock table (Java ShedLock's table
@@ -69,7 +80,9 @@ export const RUN_COLUMNS = ['id', 'name', 'slot', 'node', 'started_at', 'finishe
 export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: SqlRunLedgerOptions): RunLedger {
   const keep = options.keep ?? 100
   if (!Number.isSafeInteger(keep) || keep < 1)
-    throw new LockConfigurationError(`${dialect.provider}: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`)
+    throw new LockConfigurationError(
+      `${dialect.provider}: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`,
+    )
   const maxAge = parseDuration(options.maxAge ?? '30d')
   const guard = storeGuard(dialect.describe)
   const ts = dialect.timestamp
@@ -121,28 +134,35 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   const insert = (
     id: string,
     run: { name: string; slot: Date | undefined; node: string; startedAt: Date },
-    end?: { finishedAt: Date; outcome: string; durationMs: number; error?: { type: string; message: string } | undefined },
+    end?: {
+      finishedAt: Date
+      outcome: string
+      durationMs: number
+      error?: { type: string; message: string } | undefined
+    },
   ) =>
-    dialect.execute(`INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?)`, [
-      id,
-      run.name,
-      run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
-      run.node.slice(0, 255),
-      utcTimestamp(run.startedAt.getTime()),
-      end ? utcTimestamp(end.finishedAt.getTime()) : null,
-      end?.outcome ?? 'running',
-      end ? Math.round(end.durationMs) : null,
-      end?.error?.type ?? null,
-      end?.error?.message ?? null,
-    ])
+    dialect.execute(
+      `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?)`,
+      [
+        id,
+        run.name,
+        run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
+        run.node.slice(0, 255),
+        utcTimestamp(run.startedAt.getTime()),
+        end ? utcTimestamp(end.finishedAt.getTime()) : null,
+        end?.outcome ?? 'running',
+        end ? Math.round(end.durationMs) : null,
+        end?.error?.type ?? null,
+        end?.error?.message ?? null,
+      ],
+    )
   // Runs older than maxAge are never read back, whether or not a prune has deleted them yet.
   const read = async (where: string, params: unknown[], limit: number): Promise<RunRecord[]> =>
     (
-      await dialect.query(`SELECT ${columns} FROM ${table}${where} AND started_at >= ${ts} ORDER BY name, started_at DESC, id LIMIT ?`, [
-        ...params,
-        utcTimestamp(Date.now() - maxAge),
-        limit,
-      ])
+      await dialect.query(
+        `SELECT ${columns} FROM ${table}${where} AND started_at >= ${ts} ORDER BY name, started_at DESC, id LIMIT ?`,
+        [...params, utcTimestamp(Date.now() - maxAge), limit],
+      )
     ).map(recordOf)
 
   return {
@@ -156,14 +176,17 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
           // The handle knows the task: no statement to find its name again.
           finish: (end) =>
             guard('record', run.name, async () => {
-              await dialect.execute(`UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ? WHERE id = ?`, [
-                utcTimestamp(end.finishedAt.getTime()),
-                end.outcome,
-                Math.round(end.durationMs),
-                end.error?.type ?? null,
-                end.error?.message ?? null,
-                id,
-              ])
+              await dialect.execute(
+                `UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ? WHERE id = ?`,
+                [
+                  utcTimestamp(end.finishedAt.getTime()),
+                  end.outcome,
+                  Math.round(end.durationMs),
+                  end.error?.type ?? null,
+                  end.error?.message ?? null,
+                  id,
+                ],
+              )
               await prune(run.name)
             }),
         }
@@ -174,12 +197,16 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
         await prune(run.name)
       }),
     history: (name, historyOptions = {}) =>
-      guard('inspect', name, () => read(' WHERE name = ?', [name], Math.min(keep, Math.max(0, historyOptions.limit ?? 50)))),
+      guard('inspect', name, () =>
+        read(' WHERE name = ?', [name], Math.min(keep, Math.max(0, historyOptions.limit ?? 50))),
+      ),
     health: (name) => guard('inspect', name, async () => healthOf(name, await read(' WHERE name = ?', [name], keep))),
     tasks: () =>
       guard('list', '', async () => {
         const names = (
-          await dialect.query(`SELECT DISTINCT name FROM ${table} WHERE started_at >= ${ts} ORDER BY name`, [utcTimestamp(Date.now() - maxAge)])
+          await dialect.query(`SELECT DISTINCT name FROM ${table} WHERE started_at >= ${ts} ORDER BY name`, [
+            utcTimestamp(Date.now() - maxAge),
+          ])
         ).map((row) => String(row.name))
         const health: TaskHealth[] = []
         for (const name of names) health.push(healthOf(name, await read(' WHERE name = ?', [name], keep)))
@@ -189,7 +216,8 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
 }
 
 function recordOf(row: Record<string, unknown>): RunRecord {
-  const date = (value: unknown): Date | undefined => (value === null || value === undefined ? undefined : new Date(Math.round(Number(value))))
+  const date = (value: unknown): Date | undefined =>
+    value === null || value === undefined ? undefined : new Date(Math.round(Number(value)))
   const outcome = String(row.outcome)
   return Object.freeze({
     id: String(row.id),
@@ -200,6 +228,9 @@ function recordOf(row: Record<string, unknown>): RunRecord {
     finishedAt: date(row.finished_ms),
     outcome: (OUTCOMES.has(outcome) ? outcome : 'running') as RunOutcome,
     durationMs: row.duration_ms === null || row.duration_ms === undefined ? undefined : Number(row.duration_ms),
-    error: row.error_type === null || row.error_type === undefined ? undefined : { type: String(row.error_type), message: String(row.error_message ?? '') },
+    error:
+      row.error_type === null || row.error_type === undefined
+        ? undefined
+        : { type: String(row.error_type), message: String(row.error_message ?? '') },
   })
 }

@@ -26,7 +26,12 @@ export interface SqlTable {
   readonly columns: Readonly<SqlColumnNames>
 }
 
-export const DEFAULT_COLUMNS: Readonly<SqlColumnNames> = Object.freeze({ name: 'name', lockUntil: 'lock_until', lockedAt: 'locked_at', lockedBy: 'locked_by' })
+export const DEFAULT_COLUMNS: Readonly<SqlColumnNames> = Object.freeze({
+  name: 'name',
+  lockUntil: 'lock_until',
+  lockedAt: 'locked_at',
+  lockedBy: 'locked_by',
+})
 
 // Names are interpolated into SQL text, so only plain identifiers pass: never quote, never escape.
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
@@ -52,7 +57,9 @@ export function sqlTable(provider: string, options: SqlTableOptions = {}): SqlTa
     }
   }
   if (new Set(Object.values(columns).map((c) => c.toLowerCase())).size !== 4) {
-    throw new LockConfigurationError(`${provider}: columnNames must be four different columns, got ${JSON.stringify(columns)}`)
+    throw new LockConfigurationError(
+      `${provider}: columnNames must be four different columns, got ${JSON.stringify(columns)}`,
+    )
   }
   const [first, second] = parts as [string, string | undefined]
   return Object.freeze({

@@ -58,7 +58,12 @@ export type RunSqliteStatement = (kind: SqliteStatementKind, sql: string, params
  * `lockAtLeastFor` counts from `locked_at` (see `lockAtLeastAnchor`); without, times are
  * `clock`'s, bound as UTC text.
  */
-export function sqliteAccessor(t: SqlTable, useDbTime: boolean, run: RunSqliteStatement, clock: Clock = systemClock): SqlAccessor {
+export function sqliteAccessor(
+  t: SqlTable,
+  useDbTime: boolean,
+  run: RunSqliteStatement,
+  clock: Clock = systemClock,
+): SqlAccessor {
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const upsert = (untilSql: string, nowSql: string): string =>
     `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${untilSql}, ${nowSql}, ?) ` +
@@ -78,8 +83,10 @@ export function sqliteAccessor(t: SqlTable, useDbTime: boolean, run: RunSqliteSt
       unlockExtended: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ?`,
     }
     return {
-      acquire: async (c, owner) => (await run('acquire', sql.acquire, [c.name, secondsModifier(c.lockAtMostFor / 1000), owner])) > 0,
-      extend: async (next, owner) => (await run('extend', sql.extend, [secondsModifier(next.lockAtMostFor / 1000), next.name, owner])) > 0,
+      acquire: async (c, owner) =>
+        (await run('acquire', sql.acquire, [c.name, secondsModifier(c.lockAtMostFor / 1000), owner])) > 0,
+      extend: async (next, owner) =>
+        (await run('extend', sql.extend, [secondsModifier(next.lockAtMostFor / 1000), next.name, owner])) > 0,
       unlock: async (current, owner, acquired) => {
         const anchor = lockAtLeastAnchor(current, acquired, clock)
         const kind = anchor.from === 'lockedAt' ? 'unlock' : 'unlockExtended'
@@ -96,9 +103,20 @@ export function sqliteAccessor(t: SqlTable, useDbTime: boolean, run: RunSqliteSt
     unlock: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ?`,
   }
   return {
-    acquire: async (c, owner) => (await run('acquire', sql.acquire, [c.name, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now()), owner])) > 0,
+    acquire: async (c, owner) =>
+      (await run('acquire', sql.acquire, [
+        c.name,
+        utcTimestamp(c.lockAtMostUntil.getTime()),
+        utcTimestamp(clock.now()),
+        owner,
+      ])) > 0,
     extend: async (next, owner) =>
-      (await run('extend', sql.extend, [utcTimestamp(next.lockAtMostUntil.getTime()), next.name, owner, utcTimestamp(clock.now())])) > 0,
+      (await run('extend', sql.extend, [
+        utcTimestamp(next.lockAtMostUntil.getTime()),
+        next.name,
+        owner,
+        utcTimestamp(clock.now()),
+      ])) > 0,
     unlock: async (current, owner) => {
       const until = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
       await run('unlock', sql.unlock, [utcTimestamp(until), current.name, owner])

@@ -30,7 +30,11 @@ export function startCli(args: readonly string[], options: CliOptions = {}): Sta
   if (!existsSync(main)) throw new Error(`${main} is missing: run "npm run build" first`)
   return startNode([main, ...args], {
     // The SDK's notice about Node 20 would be a second line on stderr of every DynamoDB command.
-    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ?? 'true', ...options.env },
+    env: {
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED:
+        process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ?? 'true',
+      ...options.env,
+    },
     ...(options.cwd ? { cwd: options.cwd } : {}),
   })
 }
@@ -52,5 +56,12 @@ export interface ListJson {
   store: string
   clock: string
   now: string
-  locks: { name: string; state: 'held' | 'free'; lockedBy: string | null; lockedAt: string | null; lockUntil: string | null; remainingMs: number | null }[]
+  locks: {
+    name: string
+    state: 'held' | 'free'
+    lockedBy: string | null
+    lockedAt: string | null
+    lockUntil: string | null
+    remainingMs: number | null
+  }[]
 }

@@ -179,7 +179,18 @@ export function cliBasics(store: ProofStore, options: { run?: boolean } = {}): v
       expect(run.stdout).toMatch(new RegExp(`^lock "${name}" is held by .* until `, 'm'))
       expect(run.stdout).toContain(`released lock "${name}"`)
       expect(await store.isHeld(name)).toBe(false)
-      const again = await cli(['run', ...store.args, '--name', name, '--lock-at-most-for', '1m', '--', process.execPath, '-e', 'process.exit(0)'])
+      const again = await cli([
+        'run',
+        ...store.args,
+        '--name',
+        name,
+        '--lock-at-most-for',
+        '1m',
+        '--',
+        process.execPath,
+        '-e',
+        'process.exit(0)',
+      ])
       expect(again.code, again.stderr).toBe(0)
       expect(again.stdout).not.toContain('skipped')
     })
@@ -196,7 +207,9 @@ export function cliBasics(store: ProofStore, options: { run?: boolean } = {}): v
       const run = await cli(['doctor', ...store.args])
       expect(run.code, run.stdout + run.stderr).toBe(0)
       expect(run.stdout).toMatch(/^ {2}ok {4}reachable: /m)
-      expect(run.stdout).toMatch(/^ {2}ok {4}write: took lock "shedlock-doctor-[0-9a-f]{8}" \(read back held.*\), released it, removed its record$/m)
+      expect(run.stdout).toMatch(
+        /^ {2}ok {4}write: took lock "shedlock-doctor-[0-9a-f]{8}" \(read back held.*\), released it, removed its record$/m,
+      )
       expect(run.stdout).toMatch(/^ {2}(ok|--) {2,4}clock: /m)
       expect(run.stdout).toMatch(/^healthy: \d+ ok, 0 warnings, 0 failed$/m)
       expect((await list()).locks.filter((l) => l.name.startsWith('shedlock-doctor-'))).toEqual([])
@@ -249,7 +262,20 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
       const script = `require('node:fs').appendFileSync(${JSON.stringify(marker)}, process.pid + '\\n'); setTimeout(() => {}, 2000)`
       const runs = await Promise.all(
         [1, 2, 3].map(() =>
-          cli(['run', ...store.args, '--name', name, '--lock-at-most-for', '1m', '--lock-at-least-for', '5s', '--', process.execPath, '-e', script]),
+          cli([
+            'run',
+            ...store.args,
+            '--name',
+            name,
+            '--lock-at-most-for',
+            '1m',
+            '--lock-at-least-for',
+            '5s',
+            '--',
+            process.execPath,
+            '-e',
+            script,
+          ]),
         ),
       )
       const ran = existsSync(marker) ? lines(readFileSync(marker, 'utf8')) : []
@@ -274,7 +300,17 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
     if (store.missingLayout)
       it('does not run the command when the table is missing: exit 1, naming shedlock init', async () => {
         const marker = join(dir, 'must-not-exist')
-        const run = await cli(['run', ...store.missingLayout!.args, '--name', lockName('no-table'), '--lock-at-most-for', '1m', '--', 'touch', marker])
+        const run = await cli([
+          'run',
+          ...store.missingLayout!.args,
+          '--name',
+          lockName('no-table'),
+          '--lock-at-most-for',
+          '1m',
+          '--',
+          'touch',
+          marker,
+        ])
         expect(run.code).toBe(1)
         expect(lines(run.stderr)).toHaveLength(1)
         expect(run.stderr).toMatch(/does not exist; create it with: shedlock init .*; the command was not run$/m)
@@ -282,22 +318,58 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
       })
 
     it('passes the exit code through', async () => {
-      const run = await cli(['run', ...store.args, '--name', lockName('exit'), '--lock-at-most-for', '1m', '--', 'sh', '-c', 'echo out; echo err >&2; exit 7'])
+      const run = await cli([
+        'run',
+        ...store.args,
+        '--name',
+        lockName('exit'),
+        '--lock-at-most-for',
+        '1m',
+        '--',
+        'sh',
+        '-c',
+        'echo out; echo err >&2; exit 7',
+      ])
       expect(run.code).toBe(7)
       expect(run.stdout).toBe('out\n')
       expect(run.stderr).toBe('err\n')
     })
 
     it('a command killed by SIGTERM makes shedlock exit 143', async () => {
-      const run = await cli(['run', ...store.args, '--name', lockName('killed'), '--lock-at-most-for', '1m', '--', 'sh', '-c', 'kill -TERM $$'])
+      const run = await cli([
+        'run',
+        ...store.args,
+        '--name',
+        lockName('killed'),
+        '--lock-at-most-for',
+        '1m',
+        '--',
+        'sh',
+        '-c',
+        'kill -TERM $$',
+      ])
       expect(run.code).toBe(143)
     })
 
     it('passes SIGTERM on to the command, exits 143 and releases the lock', async () => {
       const name = lockName('forward')
       const pidFile = join(dir, `${name}.pid`)
-      const runner = startCli(['run', ...store.args, '--name', name, '--lock-at-most-for', '1m', '--', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`])
-      expect(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n'), 15_000), runner.stderr()).toBe(true)
+      const runner = startCli([
+        'run',
+        ...store.args,
+        '--name',
+        name,
+        '--lock-at-most-for',
+        '1m',
+        '--',
+        'sh',
+        '-c',
+        `echo $$ > ${pidFile}; exec sleep 30`,
+      ])
+      expect(
+        await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n'), 15_000),
+        runner.stderr(),
+      ).toBe(true)
       const commandPid = Number(readFileSync(pidFile, 'utf8'))
       expect(await store.isHeld(name)).toBe(true)
       runner.child.kill('SIGTERM')
@@ -325,7 +397,10 @@ function runCases(store: ProofStore, { lockName, dir }: ProofContext): void {
         `echo $$ > ${pidFile}; exec sleep 30`,
       ])
       try {
-        expect(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n'), 15_000), runner.stderr()).toBe(true)
+        expect(
+          await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n'), 15_000),
+          runner.stderr(),
+        ).toBe(true)
         runner.child.kill('SIGKILL')
         // Not `done`: the orphaned command still holds the output pipes.
         await runner.exited

@@ -2,7 +2,13 @@ import { createLockingTaskExecutor, type LockingTaskExecutor, lockConfiguration 
 import type { RunLedger, RunRecord } from '../../../src/core/run-ledger.ts'
 import { slotRecordName } from '../../../src/core/slots.ts'
 import { loadSqliteDriver, type SqliteConnection } from '../../../src/providers/sqlite/driver.ts'
-import { sqliteLockInspector, sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
+import {
+  sqliteLockInspector,
+  sqliteLockProvider,
+  sqliteRunLedger,
+  sqliteRunsSchema,
+  sqliteSchema,
+} from '../../../src/providers/sqlite/index.ts'
 
 // A store as an operator finds it: runs recorded by real executors on three nodes (ok, failed,
 // lock lost, a slot skipped because the lock was held, slots missed and caught up, a run still
@@ -25,12 +31,15 @@ export interface SeededStore {
 /** The secret that the failure of "billing" carries in a URL; no page may show it. */
 export const SECRET = 'hunter2-do-not-show'
 
-async function open(file: string): Promise<{ db: SqliteConnection; ledger: RunLedger; executor: (node: string) => LockingTaskExecutor }> {
+async function open(
+  file: string,
+): Promise<{ db: SqliteConnection; ledger: RunLedger; executor: (node: string) => LockingTaskExecutor }> {
   const db = (await loadSqliteDriver()).open(file)
   db.exec(sqliteSchema())
   db.exec(sqliteRunsSchema())
   const ledger = sqliteRunLedger({ database: db })
-  const executor = (node: string) => createLockingTaskExecutor(sqliteLockProvider({ database: db, lockedBy: node }), { runLedger: ledger })
+  const executor = (node: string) =>
+    createLockingTaskExecutor(sqliteLockProvider({ database: db, lockedBy: node }), { runLedger: ledger })
   return { db, ledger, executor }
 }
 
@@ -53,7 +62,8 @@ export async function seedMain(file: string): Promise<SeededStore> {
       error: outcome === 'failed' ? { type: 'TimeoutError', message: 'upstream did not answer in 30 s' } : undefined,
     })
   // Older history of the day.
-  for (let h = 20; h >= 2; h -= 3) await past('report', h % 2 === 0 ? 'node-a' : 'node-b', now - h * HOUR, h === 5 ? 'failed' : 'ok', now - h * HOUR)
+  for (let h = 20; h >= 2; h -= 3)
+    await past('report', h % 2 === 0 ? 'node-a' : 'node-b', now - h * HOUR, h === 5 ? 'failed' : 'ok', now - h * HOUR)
   await past('billing', 'node-b', now - 3 * HOUR, 'ok')
   await past('sync', 'node-c', now - 4 * HOUR, 'ok')
   // Older than a day: stale under a 26 h maximum age.
@@ -70,10 +80,13 @@ export async function seedMain(file: string): Promise<SeededStore> {
     .catch(() => undefined)
 
   // sync: its lock expires while it runs (lock lost).
-  await nodeC.executeWithLock(({ signal }) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })), {
-    name: 'sync',
-    lockAtMostFor: '1s',
-  })
+  await nodeC.executeWithLock(
+    ({ signal }) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
+    {
+      name: 'sync',
+      lockAtMostFor: '1s',
+    },
+  )
 
   // cleanup: ran at its slot 30 minutes ago; every node was down for the 4 next slots (every 5 min,
   // the schedule ends 10 minutes ago); a catch-up with policy 'once' runs the latest and records
@@ -83,10 +96,16 @@ export async function seedMain(file: string): Promise<SeededStore> {
   await provider.lock(lockConfiguration({ name: slotRecordName('cleanup', new Date(s0)), lockAtMostFor: '24h' }))
   await past('cleanup', 'node-b', s0, 'ok', s0)
   const fireTimes = function* (from: Date, to: Date): Iterable<Date> {
-    for (let t = s0; t <= Math.min(to.getTime(), s0 + 20 * MINUTE); t += 5 * MINUTE) if (t >= from.getTime()) yield new Date(t)
+    for (let t = s0; t <= Math.min(to.getTime(), s0 + 20 * MINUTE); t += 5 * MINUTE)
+      if (t >= from.getTime()) yield new Date(t)
   }
-  const caught = await nodeA.catchUp(() => undefined, { name: 'cleanup', lockAtMostFor: '1m' }, { policy: 'once', within: '1h', fireTimes })
-  if (caught.ran.length !== 1) throw new Error(`seed: the catch-up of cleanup ran ${caught.ran.length} slots, expected 1 (${caught.outcome})`)
+  const caught = await nodeA.catchUp(
+    () => undefined,
+    { name: 'cleanup', lockAtMostFor: '1m' },
+    { policy: 'once', within: '1h', fireTimes },
+  )
+  if (caught.ran.length !== 1)
+    throw new Error(`seed: the catch-up of cleanup ran ${caught.ran.length} slots, expected 1 (${caught.outcome})`)
 
   // report: node-a runs this minute's slot and holds the lock; node-c's next slot finds it held and is skipped.
   let finish: () => void = () => undefined
@@ -102,7 +121,11 @@ export async function seedMain(file: string): Promise<SeededStore> {
     { name: 'report', lockAtMostFor: '10m', slot },
   )
   await running
-  const skipped = await nodeC.executeWithLock(() => undefined, { name: 'report', lockAtMostFor: '10m', slot: new Date(slot.getTime() + 1000) })
+  const skipped = await nodeC.executeWithLock(() => undefined, {
+    name: 'report',
+    lockAtMostFor: '10m',
+    slot: new Date(slot.getTime() + 1000),
+  })
   if (skipped.executed) throw new Error('seed: the second slot of report ran while the lock was held')
 
   return {

@@ -26,7 +26,10 @@ afterAll(async () => {
 /** Output of one CLI run, whatever its exit code. */
 async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; output: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, NODE_DEBUG: 'shedlock', ...env }, timeout: 60_000 })
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], {
+      env: { ...process.env, NODE_DEBUG: 'shedlock', ...env },
+      timeout: 60_000,
+    })
     return { code: 0, output: stdout + stderr }
   } catch (error) {
     const e = error as { code?: number; stdout?: string; stderr?: string }
@@ -63,20 +66,45 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     ).toContain('run')
     const closed = await freePort()
     const urls = [
-      { what: 'postgres, right password', url: `postgres://${SECRET_USER}:${SECRET_PASSWORD}@127.0.0.1:${s.postgres.port}/postgres`, secret: SECRET_PASSWORD },
-      { what: 'postgres, wrong password', url: `postgres://${SECRET_USER}:${encoded}@127.0.0.1:${s.postgres.port}/postgres`, secret: ODD_PASSWORD },
-      { what: 'postgres, closed port', url: `postgres://${SECRET_USER}:${encoded}@127.0.0.1:${closed}/postgres`, secret: ODD_PASSWORD },
-      { what: 'mysql, closed port', url: `mysql://${SECRET_USER}:${encoded}@127.0.0.1:${closed}/test`, secret: ODD_PASSWORD },
-      { what: 'redis, right password', url: `redis://:${SECRET_PASSWORD}@127.0.0.1:${s.redis.port}`, secret: SECRET_PASSWORD },
+      {
+        what: 'postgres, right password',
+        url: `postgres://${SECRET_USER}:${SECRET_PASSWORD}@127.0.0.1:${s.postgres.port}/postgres`,
+        secret: SECRET_PASSWORD,
+      },
+      {
+        what: 'postgres, wrong password',
+        url: `postgres://${SECRET_USER}:${encoded}@127.0.0.1:${s.postgres.port}/postgres`,
+        secret: ODD_PASSWORD,
+      },
+      {
+        what: 'postgres, closed port',
+        url: `postgres://${SECRET_USER}:${encoded}@127.0.0.1:${closed}/postgres`,
+        secret: ODD_PASSWORD,
+      },
+      {
+        what: 'mysql, closed port',
+        url: `mysql://${SECRET_USER}:${encoded}@127.0.0.1:${closed}/test`,
+        secret: ODD_PASSWORD,
+      },
+      {
+        what: 'redis, right password',
+        url: `redis://:${SECRET_PASSWORD}@127.0.0.1:${s.redis.port}`,
+        secret: SECRET_PASSWORD,
+      },
       { what: 'redis, wrong password', url: `redis://:${encoded}@127.0.0.1:${s.redis.port}`, secret: ODD_PASSWORD },
-      { what: 'mongodb, closed port', url: `mongodb://${SECRET_USER}:${encoded}@127.0.0.1:${closed}/test?serverSelectionTimeoutMS=1000`, secret: ODD_PASSWORD },
+      {
+        what: 'mongodb, closed port',
+        url: `mongodb://${SECRET_USER}:${encoded}@127.0.0.1:${closed}/test?serverSelectionTimeoutMS=1000`,
+        secret: ODD_PASSWORD,
+      },
     ]
     // The lock table, so that the runs with the right password get as far as locking.
     const init = await cli(['init', '--url', urls[0]!.url])
     expect(init.code, `shedlock init:\n${init.output}`).toBe(0)
     const runs: { label: string; args: string[]; env?: NodeJS.ProcessEnv; secret: string }[] = []
     for (const u of urls) {
-      for (const c of commands) runs.push({ label: `${c.command} (${u.what})`, args: [c.command, '--url', u.url, ...c.args], secret: u.secret })
+      for (const c of commands)
+        runs.push({ label: `${c.command} (${u.what})`, args: [c.command, '--url', u.url, ...c.args], secret: u.secret })
       runs.push({
         label: `run with SHEDLOCK_URL (${u.what})`,
         args: ['run', '--name', 'faults-secrets', '--lock-at-most-for', '10s', '--', process.execPath, '-e', '0'],
@@ -87,7 +115,11 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     // Four at a time: each run is a Node process that loads a driver.
     const results: { label: string; code: number; output: string; secret: string }[] = []
     for (let i = 0; i < runs.length; i += 4) {
-      results.push(...(await Promise.all(runs.slice(i, i + 4).map(async (r) => ({ label: r.label, secret: r.secret, ...(await cli(r.args, r.env)) })))))
+      results.push(
+        ...(await Promise.all(
+          runs.slice(i, i + 4).map(async (r) => ({ label: r.label, secret: r.secret, ...(await cli(r.args, r.env)) })),
+        )),
+      )
     }
     for (const r of results) {
       for (const secret of [r.secret, encodeURIComponent(r.secret)]) {

@@ -72,7 +72,9 @@ describe('bad input: durations and lock configurations, property-based', () => {
           return
         }
         parsed++
-        expect(Number.isSafeInteger(ms) && ms >= 0 && !Object.is(ms, -0), `${JSON.stringify(input)} -> ${ms}`).toBe(true)
+        expect(Number.isSafeInteger(ms) && ms >= 0 && !Object.is(ms, -0), `${JSON.stringify(input)} -> ${ms}`).toBe(
+          true,
+        )
       }),
       { numRuns: RUNS },
     )
@@ -102,29 +104,44 @@ describe('bad input: durations and lock configurations, property-based', () => {
   })
 
   it(`lockConfiguration: ${RUNS} hostile option objects each give a consistent frozen configuration or a LockConfigurationError naming the lock`, () => {
-    const name = fc.oneof(fc.string({ unit: 'binary', maxLength: 30 }), fc.constantFrom('', ' ', '\t\n', 'report'), fc.anything())
+    const name = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 30 }),
+      fc.constantFrom('', ' ', '\t\n', 'report'),
+      fc.anything(),
+    )
     const createdAt = fc.oneof(fc.constant(undefined), fc.date({ noInvalidDate: false }), fc.anything())
     let valid = 0
     let rejected = 0
     fc.assert(
-      fc.property(name, anyDuration, fc.oneof(fc.constant(undefined), anyDuration), createdAt, (n, lockAtMostFor, lockAtLeastFor, at) => {
-        let configuration: ReturnType<typeof lockConfiguration>
-        try {
-          configuration = lockConfiguration({ name: n, lockAtMostFor, lockAtLeastFor, createdAt: at } as never)
-        } catch (error) {
-          expect(error, String(error)).toBeInstanceOf(LockConfigurationError)
-          // A usable name appears in the message, so that the log line says which lock is wrong.
-          if (typeof n === 'string' && n.trim() !== '' && !/\p{Cs}/u.test(n)) expect((error as Error).message).toContain(n)
-          rejected++
-          return
-        }
-        valid++
-        expect(Object.isFrozen(configuration)).toBe(true)
-        expect(typeof configuration.name === 'string' && configuration.name.trim() !== '').toBe(true)
-        expect(configuration.lockAtLeastFor).toBeLessThanOrEqual(configuration.lockAtMostFor)
-        expect(configuration.lockAtMostUntil.getTime() - configuration.createdAt.getTime()).toBe(configuration.lockAtMostFor)
-        expect(configuration.lockAtLeastUntil.getTime() - configuration.createdAt.getTime()).toBe(configuration.lockAtLeastFor)
-      }),
+      fc.property(
+        name,
+        anyDuration,
+        fc.oneof(fc.constant(undefined), anyDuration),
+        createdAt,
+        (n, lockAtMostFor, lockAtLeastFor, at) => {
+          let configuration: ReturnType<typeof lockConfiguration>
+          try {
+            configuration = lockConfiguration({ name: n, lockAtMostFor, lockAtLeastFor, createdAt: at } as never)
+          } catch (error) {
+            expect(error, String(error)).toBeInstanceOf(LockConfigurationError)
+            // A usable name appears in the message, so that the log line says which lock is wrong.
+            if (typeof n === 'string' && n.trim() !== '' && !/\p{Cs}/u.test(n))
+              expect((error as Error).message).toContain(n)
+            rejected++
+            return
+          }
+          valid++
+          expect(Object.isFrozen(configuration)).toBe(true)
+          expect(typeof configuration.name === 'string' && configuration.name.trim() !== '').toBe(true)
+          expect(configuration.lockAtLeastFor).toBeLessThanOrEqual(configuration.lockAtMostFor)
+          expect(configuration.lockAtMostUntil.getTime() - configuration.createdAt.getTime()).toBe(
+            configuration.lockAtMostFor,
+          )
+          expect(configuration.lockAtLeastUntil.getTime() - configuration.createdAt.getTime()).toBe(
+            configuration.lockAtLeastFor,
+          )
+        },
+      ),
       { numRuns: RUNS },
     )
     expect(valid, 'some random configurations must be valid, or the property proves nothing').toBeGreaterThan(0)

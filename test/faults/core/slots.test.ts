@@ -136,9 +136,13 @@ interface MissedOutcome {
 
 const stores = [sqlite, postgres, redis].flatMap((sut) => (sut ? [proofStore(sut)] : []))
 const skewConfigurations = (id: string): SkewConfiguration[] =>
-  stores.flatMap((store) => (['plain', 'slot'] as const).map((mode) => ({ store, mode, name: `skew-${mode}-${store.sut.store}-${id}` })))
+  stores.flatMap((store) =>
+    (['plain', 'slot'] as const).map((mode) => ({ store, mode, name: `skew-${mode}-${store.sut.store}-${id}` })),
+  )
 const missedConfigurations = (id: string): MissedConfiguration[] =>
-  stores.flatMap((store) => POLICIES.map((policy) => ({ store, policy, name: `missed-${policy}-${store.sut.store}-${id}` })))
+  stores.flatMap((store) =>
+    POLICIES.map((policy) => ({ store, policy, name: `missed-${policy}-${store.sut.store}-${id}` })),
+  )
 
 const dir = mkdtempSync(join(tmpdir(), 'shedlock-faults-slots-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -168,10 +172,23 @@ async function reportsOf(workers: WorkerProcess[], timeoutMs: number): Promise<W
 /** Three skewed nodes fire every skew configuration on the same 60-slot schedule. */
 async function runSkew(id: string): Promise<SkewOutcome> {
   const planned = skewConfigurations(id)
-  const configurations = planned.map((c) => ({ spec: c.store.spec, name: c.name, slot: c.mode === 'slot', runLedger: c.mode === 'slot' }))
+  const configurations = planned.map((c) => ({
+    spec: c.store.spec,
+    name: c.name,
+    slot: c.mode === 'slot',
+    runLedger: c.mode === 'slot',
+  }))
   const ledgers = SKEWED.map(({ node }) => join(dir, `skew-${id}-${node}.jsonl`))
   const workers = SKEWED.map(({ node, skewMs, lateMs }, i) =>
-    WorkerProcess.start({ mode: 'slot-skew', node, skewMs, lateMs, periodMs: SKEW_PERIOD_MS, configurations, proofLedger: ledgers[i] }),
+    WorkerProcess.start({
+      mode: 'slot-skew',
+      node,
+      skewMs,
+      lateMs,
+      periodMs: SKEW_PERIOD_MS,
+      configurations,
+      proofLedger: ledgers[i],
+    }),
   )
   await Promise.all(workers.map((w) => w.next('ready', 60_000)))
   // The node 20 s ahead fires the first slot 20 s before it is due: a second from now.
@@ -195,9 +212,14 @@ async function runSkew(id: string): Promise<SkewOutcome> {
 async function runMissed(id: string): Promise<MissedOutcome> {
   const planned = missedConfigurations(id)
   const configurations = planned.map((c) => ({ spec: c.store.spec, name: c.name, policy: c.policy, runLedger: true }))
-  const nodes = [...FIRST.map((node) => ({ node, role: 'first' })), ...RESTARTING.map((node) => ({ node, role: 'restart' }))]
+  const nodes = [
+    ...FIRST.map((node) => ({ node, role: 'first' })),
+    ...RESTARTING.map((node) => ({ node, role: 'restart' })),
+  ]
   const ledgers = nodes.map(({ node }) => join(dir, `missed-${id}-${node}.jsonl`))
-  const workers = nodes.map(({ node, role }, i) => WorkerProcess.start({ mode: 'slot-missed', node, role, configurations, proofLedger: ledgers[i] }))
+  const workers = nodes.map(({ node, role }, i) =>
+    WorkerProcess.start({ mode: 'slot-missed', node, role, configurations, proofLedger: ledgers[i] }),
+  )
   const [first, restarting] = [workers.slice(0, FIRST.length), workers.slice(FIRST.length)]
   await Promise.all(workers.map((w) => w.next('ready', 60_000)))
   const start = Math.ceil((Date.now() + 1_000) / MISSED_PERIOD_MS) * MISSED_PERIOD_MS
@@ -251,218 +273,247 @@ interface HistoryRun {
 let skew: SkewOutcome | undefined
 let missed: MissedOutcome | undefined
 
-describe.skipIf(stores.length < 3)('slots: one run per scheduled slot, on sqlite, postgres and redis, with worker processes as nodes', () => {
-  beforeAll(async () => {
-    // The run ledger's table, as users create it; Redis needs none.
-    const inits = await Promise.all(stores.map((store) => cli(['init', ...store.cli])))
-    for (const [i, run] of inits.entries()) assert.equal(run.code, 0, `shedlock init on ${stores[i]!.label}: ${run.stdout}${run.stderr}`)
-  }, 60_000)
+describe.skipIf(stores.length < 3)(
+  'slots: one run per scheduled slot, on sqlite, postgres and redis, with worker processes as nodes',
+  () => {
+    beforeAll(async () => {
+      // The run ledger's table, as users create it; Redis needs none.
+      const inits = await Promise.all(stores.map((store) => cli(['init', ...store.cli])))
+      for (const [i, run] of inits.entries())
+        assert.equal(run.code, 0, `shedlock init on ${stores[i]!.label}: ${run.stdout}${run.stderr}`)
+    }, 60_000)
 
-  it('the nodes run both proofs at once: three skewed nodes for 60 slots, and an outage of five slots', async () => {
-    skew = undefined
-    missed = undefined
-    const id = attemptId()
-    ;[skew, missed] = await exclusively('slot proofs', () => Promise.all([runSkew(id), runMissed(id)]))
-  }, 300_000)
+    it('the nodes run both proofs at once: three skewed nodes for 60 slots, and an outage of five slots', async () => {
+      skew = undefined
+      missed = undefined
+      const id = attemptId()
+      ;[skew, missed] = await exclusively('slot proofs', () => Promise.all([runSkew(id), runMissed(id)]))
+    }, 300_000)
 
-  for (const store of stores) {
-    describe(store.label, () => {
-      it('skew (-20 s, 0, +20 s; a slot a second; 1 ms tasks; lockAtLeastFor 0): without slots a slot runs on each node, with slots exactly once', () => {
-        assert.ok(skew, 'the proof did not run')
-        const nodes = SKEWED.map((s) => s.node)
-        for (const mode of ['plain', 'slot'] as const) {
-          const index = skew.configurations.findIndex((c) => c.store === store && c.mode === mode)
-          const { name } = skew.configurations[index]!
-          const counted = countRuns(skew.executions, name, skew.slots, nodes)
-          const tallies = nodes.map((node) => skew!.tallies[node]![index]!)
-          if (mode === 'slot') noDoubleRunInAnyAttempt('slot runs beyond one per slot', counted.duplicates)
-          for (const [i, tally] of tallies.entries()) {
-            expect(tally.errors, `${mode}: store errors on ${nodes[i]}`).toEqual([])
-            expect(tally.executed + tally.slotDone + tally.held, `${mode}: attempts of ${nodes[i]}`).toBe(SKEW_SLOTS)
-          }
-          expect(counted.outside, `${mode}: runs of slots the schedule does not have`).toBe(0)
-          expect(counted.overlaps, `${mode}: runs of one task at the same time`).toBe(0)
-          if (mode === 'plain') {
-            // The control: the skew is real, and the proof's ledger sees the double runs it causes.
-            expect(counted.duplicates, 'plain mode: runs of a slot beyond its first').toBeGreaterThan(0)
-          } else {
-            expect(counted.duplicates, 'slot mode: runs of a slot beyond its first').toBe(0)
-            expect(counted.missing, 'slot mode: slots that never ran').toBe(0)
-            // Of each slot's three attempts, one claimed it (and ran it, or found the lock held); two found it done.
-            expect(
-              tallies.reduce((sum, t) => sum + t.slotDone, 0),
-              'slot mode: attempts that found their slot done',
-            ).toBe(2 * SKEW_SLOTS)
-          }
-          const figures: SlotFigures = { mode, slots: SKEW_SLOTS, runsPerNode: counted.runsPerNode, duplicates: counted.duplicates, missing: counted.missing }
-          recordFigure({
-            store: store.label,
-            group: 'slot-skew',
-            faults: 2,
-            slots: figures,
-            note: `${mode === 'plain' ? 'plain (the control)' : 'slot'}: ${SKEW_SLOTS} slots, runs per node ${JSON.stringify(counted.runsPerNode)}, ${counted.duplicates} duplicates, ${counted.missing} missing`,
-          })
-        }
-      })
-
-      it('missed slots (every node down across 5 slots, two restarting together): skip runs none, once one, all five oldest first, each once', () => {
-        assert.ok(missed, 'the proof did not run')
-        const nodes = [...FIRST, ...RESTARTING]
-        const before = missed.slots.slice(0, RUN_BEFORE_OUTAGE)
-        const down = missed.slots.slice(RUN_BEFORE_OUTAGE)
-        expect(down).toHaveLength(5)
-        const counts = POLICIES.map((policy) => {
-          const index = missed!.configurations.findIndex((c) => c.store === store && c.policy === policy)
-          return { policy, index, counted: countRuns(missed!.executions, missed!.configurations[index]!.name, missed!.slots, nodes) }
-        })
-        noDoubleRunInAnyAttempt(
-          'runs of a slot beyond its first',
-          counts.reduce((sum, c) => sum + c.counted.duplicates, 0),
-        )
-        for (const { policy, index, counted } of counts) {
-          for (const node of FIRST) expect(missed.tallies[node]![index]!.errors, `${policy}: store errors on ${node}`).toEqual([])
-          const catchUps = RESTARTING.map((node) => missed!.catchUps[node]![index]!)
-          for (const [i, c] of catchUps.entries()) {
-            expect(c.error, `${policy}: catchUp() of ${RESTARTING[i]} rejected`).toBeUndefined()
-            expect(c.failed, `${policy}: catch-up runs of ${RESTARTING[i]} that failed`).toEqual([])
-          }
-          // Before the outage, each slot ran once, on one of the first two nodes.
-          for (const slot of before) expect(counted.perSlot.get(slot), `${policy}: runs of ${iso(slot)}, before the outage`).toBe(1)
-          const expected = policy === 'skip' ? [] : policy === 'once' ? down.slice(-1) : down
-          const ranDown = down.filter((slot) => counted.perSlot.get(slot)! > 0)
-          expect(ranDown.map(iso), `${policy}: missed slots that ran`).toEqual(expected.map(iso))
-          for (const slot of ranDown) expect(counted.perSlot.get(slot), `${policy}: runs of ${iso(slot)}`).toBe(1)
-          expect(counted.outside, `${policy}: runs of slots the schedule does not have`).toBe(0)
-          expect(counted.overlaps, `${policy}: runs of one task at the same time`).toBe(0)
-          if (policy === 'skip') {
-            for (const c of catchUps) expect(c.outcome).toBe('skipped')
-          } else {
-            // One restarting node catches up; the other finds the lock held, or nothing left.
-            const ran = catchUps.filter((c) => c.outcome === 'ran')
-            expect(ran, `${policy}: catch-ups that ran (${JSON.stringify(catchUps.map((c) => c.outcome))})`).toHaveLength(1)
-            expect(ran[0]!.missed!.map(iso), `${policy}: the slots the catch-up found missed`).toEqual(down.map(iso))
-            expect(ran[0]!.ran!.map(iso)).toEqual(expected.map(iso))
-            for (const c of catchUps.filter((c) => c.outcome !== 'ran')) expect(['held', 'nothing-missed']).toContain(c.outcome)
-            // Oldest first: the catching-up node ran them in slot order.
-            const caughtUp = counted.runs.filter((e) => down.includes(e.slot)).sort((a, b) => a.start - b.start)
-            expect(caughtUp.map((e) => iso(e.slot))).toEqual(expected.map(iso))
-          }
-          recordFigure({
-            store: store.label,
-            group: 'slot-missed',
-            faults: 1,
-            slots: {
-              mode: policy,
-              slots: down.length,
+    for (const store of stores) {
+      describe(store.label, () => {
+        it('skew (-20 s, 0, +20 s; a slot a second; 1 ms tasks; lockAtLeastFor 0): without slots a slot runs on each node, with slots exactly once', () => {
+          assert.ok(skew, 'the proof did not run')
+          const nodes = SKEWED.map((s) => s.node)
+          for (const mode of ['plain', 'slot'] as const) {
+            const index = skew.configurations.findIndex((c) => c.store === store && c.mode === mode)
+            const { name } = skew.configurations[index]!
+            const counted = countRuns(skew.executions, name, skew.slots, nodes)
+            const tallies = nodes.map((node) => skew!.tallies[node]![index]!)
+            if (mode === 'slot') noDoubleRunInAnyAttempt('slot runs beyond one per slot', counted.duplicates)
+            for (const [i, tally] of tallies.entries()) {
+              expect(tally.errors, `${mode}: store errors on ${nodes[i]}`).toEqual([])
+              expect(tally.executed + tally.slotDone + tally.held, `${mode}: attempts of ${nodes[i]}`).toBe(SKEW_SLOTS)
+            }
+            expect(counted.outside, `${mode}: runs of slots the schedule does not have`).toBe(0)
+            expect(counted.overlaps, `${mode}: runs of one task at the same time`).toBe(0)
+            if (mode === 'plain') {
+              // The control: the skew is real, and the proof's ledger sees the double runs it causes.
+              expect(counted.duplicates, 'plain mode: runs of a slot beyond its first').toBeGreaterThan(0)
+            } else {
+              expect(counted.duplicates, 'slot mode: runs of a slot beyond its first').toBe(0)
+              expect(counted.missing, 'slot mode: slots that never ran').toBe(0)
+              // Of each slot's three attempts, one claimed it (and ran it, or found the lock held); two found it done.
+              expect(
+                tallies.reduce((sum, t) => sum + t.slotDone, 0),
+                'slot mode: attempts that found their slot done',
+              ).toBe(2 * SKEW_SLOTS)
+            }
+            const figures: SlotFigures = {
+              mode,
+              slots: SKEW_SLOTS,
               runsPerNode: counted.runsPerNode,
               duplicates: counted.duplicates,
-              missing: expected.filter((slot) => counted.perSlot.get(slot) === 0).length,
-            },
-            note: `${policy}: ${down.length} slots missed, ${ranDown.length} caught up; runs per node ${JSON.stringify(counted.runsPerNode)}; outcomes ${catchUps.map((c) => c.outcome).join(' and ')}`,
-          })
-        }
-      })
-
-      it('history: shedlock history NAME --json reads back every slot run of the proofs, per node and per slot, and the skipped slots of a once catch-up', async () => {
-        assert.ok(skew && missed, 'the proofs did not run')
-        const tasks: { name: string; expected: string[] }[] = []
-        const line = (slot: number, node: string, outcome: string): string => `${iso(slot)} ${node} ${outcome}`
-        const slotSkew = skew.configurations.findIndex((c) => c.store === store && c.mode === 'slot')
-        const skewName = skew.configurations[slotSkew]!.name
-        tasks.push({
-          name: skewName,
-          expected: [
-            ...skew.executions.filter((e) => e.name === skewName).map((e) => line(e.slot, e.node, 'ok')),
-            ...Object.entries(skew.tallies).flatMap(([node, tallies]) => tallies[slotSkew]!.heldSlots.map((slot) => line(slot, node, 'skipped'))),
-          ],
+              missing: counted.missing,
+            }
+            recordFigure({
+              store: store.label,
+              group: 'slot-skew',
+              faults: 2,
+              slots: figures,
+              note: `${mode === 'plain' ? 'plain (the control)' : 'slot'}: ${SKEW_SLOTS} slots, runs per node ${JSON.stringify(counted.runsPerNode)}, ${counted.duplicates} duplicates, ${counted.missing} missing`,
+            })
+          }
         })
-        for (const [index, c] of missed.configurations.entries()) {
-          if (c.store !== store) continue
-          const folded = Object.entries(missed.catchUps).flatMap(([node, reports]) => {
-            const r = reports[index]!
-            return c.policy === 'once' && r.outcome === 'ran'
-              ? r.missed!.filter((slot) => !r.ran!.includes(slot)).map((slot) => line(slot, node, 'skipped'))
-              : []
+
+        it('missed slots (every node down across 5 slots, two restarting together): skip runs none, once one, all five oldest first, each once', () => {
+          assert.ok(missed, 'the proof did not run')
+          const nodes = [...FIRST, ...RESTARTING]
+          const before = missed.slots.slice(0, RUN_BEFORE_OUTAGE)
+          const down = missed.slots.slice(RUN_BEFORE_OUTAGE)
+          expect(down).toHaveLength(5)
+          const counts = POLICIES.map((policy) => {
+            const index = missed!.configurations.findIndex((c) => c.store === store && c.policy === policy)
+            return {
+              policy,
+              index,
+              counted: countRuns(missed!.executions, missed!.configurations[index]!.name, missed!.slots, nodes),
+            }
           })
-          if (c.policy === 'once') expect(folded, 'the once catch-up folds four missed slots').toHaveLength(4)
+          noDoubleRunInAnyAttempt(
+            'runs of a slot beyond its first',
+            counts.reduce((sum, c) => sum + c.counted.duplicates, 0),
+          )
+          for (const { policy, index, counted } of counts) {
+            for (const node of FIRST)
+              expect(missed.tallies[node]![index]!.errors, `${policy}: store errors on ${node}`).toEqual([])
+            const catchUps = RESTARTING.map((node) => missed!.catchUps[node]![index]!)
+            for (const [i, c] of catchUps.entries()) {
+              expect(c.error, `${policy}: catchUp() of ${RESTARTING[i]} rejected`).toBeUndefined()
+              expect(c.failed, `${policy}: catch-up runs of ${RESTARTING[i]} that failed`).toEqual([])
+            }
+            // Before the outage, each slot ran once, on one of the first two nodes.
+            for (const slot of before)
+              expect(counted.perSlot.get(slot), `${policy}: runs of ${iso(slot)}, before the outage`).toBe(1)
+            const expected = policy === 'skip' ? [] : policy === 'once' ? down.slice(-1) : down
+            const ranDown = down.filter((slot) => counted.perSlot.get(slot)! > 0)
+            expect(ranDown.map(iso), `${policy}: missed slots that ran`).toEqual(expected.map(iso))
+            for (const slot of ranDown) expect(counted.perSlot.get(slot), `${policy}: runs of ${iso(slot)}`).toBe(1)
+            expect(counted.outside, `${policy}: runs of slots the schedule does not have`).toBe(0)
+            expect(counted.overlaps, `${policy}: runs of one task at the same time`).toBe(0)
+            if (policy === 'skip') {
+              for (const c of catchUps) expect(c.outcome).toBe('skipped')
+            } else {
+              // One restarting node catches up; the other finds the lock held, or nothing left.
+              const ran = catchUps.filter((c) => c.outcome === 'ran')
+              expect(
+                ran,
+                `${policy}: catch-ups that ran (${JSON.stringify(catchUps.map((c) => c.outcome))})`,
+              ).toHaveLength(1)
+              expect(ran[0]!.missed!.map(iso), `${policy}: the slots the catch-up found missed`).toEqual(down.map(iso))
+              expect(ran[0]!.ran!.map(iso)).toEqual(expected.map(iso))
+              for (const c of catchUps.filter((c) => c.outcome !== 'ran'))
+                expect(['held', 'nothing-missed']).toContain(c.outcome)
+              // Oldest first: the catching-up node ran them in slot order.
+              const caughtUp = counted.runs.filter((e) => down.includes(e.slot)).sort((a, b) => a.start - b.start)
+              expect(caughtUp.map((e) => iso(e.slot))).toEqual(expected.map(iso))
+            }
+            recordFigure({
+              store: store.label,
+              group: 'slot-missed',
+              faults: 1,
+              slots: {
+                mode: policy,
+                slots: down.length,
+                runsPerNode: counted.runsPerNode,
+                duplicates: counted.duplicates,
+                missing: expected.filter((slot) => counted.perSlot.get(slot) === 0).length,
+              },
+              note: `${policy}: ${down.length} slots missed, ${ranDown.length} caught up; runs per node ${JSON.stringify(counted.runsPerNode)}; outcomes ${catchUps.map((c) => c.outcome).join(' and ')}`,
+            })
+          }
+        })
+
+        it('history: shedlock history NAME --json reads back every slot run of the proofs, per node and per slot, and the skipped slots of a once catch-up', async () => {
+          assert.ok(skew && missed, 'the proofs did not run')
+          const tasks: { name: string; expected: string[] }[] = []
+          const line = (slot: number, node: string, outcome: string): string => `${iso(slot)} ${node} ${outcome}`
+          const slotSkew = skew.configurations.findIndex((c) => c.store === store && c.mode === 'slot')
+          const skewName = skew.configurations[slotSkew]!.name
           tasks.push({
-            name: c.name,
+            name: skewName,
             expected: [
-              ...missed.executions.filter((e) => e.name === c.name).map((e) => line(e.slot, e.node, 'ok')),
-              ...Object.entries(missed.tallies).flatMap(([node, tallies]) => tallies[index]!.heldSlots.map((slot) => line(slot, node, 'skipped'))),
-              ...folded,
+              ...skew.executions.filter((e) => e.name === skewName).map((e) => line(e.slot, e.node, 'ok')),
+              ...Object.entries(skew.tallies).flatMap(([node, tallies]) =>
+                tallies[slotSkew]!.heldSlots.map((slot) => line(slot, node, 'skipped')),
+              ),
             ],
           })
-        }
-        const runs = await Promise.all(tasks.map((task) => cli(['history', task.name, ...store.cli, '--limit', '1000', '--json'])))
-        let read = 0
-        for (const [i, task] of tasks.entries()) {
-          const run = runs[i]!
-          assert.equal(run.code, 0, `shedlock history ${task.name}: ${run.stderr}`)
-          const history = JSON.parse(run.stdout) as { task: string; runs: HistoryRun[] }
-          expect(history.task).toBe(task.name)
-          for (const r of history.runs) {
-            expect(r.finishedAt, `an unfinished run of ${task.name}`).not.toBeNull()
-            expect(r.error).toBeNull()
+          for (const [index, c] of missed.configurations.entries()) {
+            if (c.store !== store) continue
+            const folded = Object.entries(missed.catchUps).flatMap(([node, reports]) => {
+              const r = reports[index]!
+              return c.policy === 'once' && r.outcome === 'ran'
+                ? r.missed!.filter((slot) => !r.ran!.includes(slot)).map((slot) => line(slot, node, 'skipped'))
+                : []
+            })
+            if (c.policy === 'once') expect(folded, 'the once catch-up folds four missed slots').toHaveLength(4)
+            tasks.push({
+              name: c.name,
+              expected: [
+                ...missed.executions.filter((e) => e.name === c.name).map((e) => line(e.slot, e.node, 'ok')),
+                ...Object.entries(missed.tallies).flatMap(([node, tallies]) =>
+                  tallies[index]!.heldSlots.map((slot) => line(slot, node, 'skipped')),
+                ),
+                ...folded,
+              ],
+            })
           }
-          // The ledger names the node as the store's locked_by does: <lockedBy>:<pid>:<random>.
-          const got = history.runs.map((r) => line(Date.parse(r.slot ?? ''), r.node.split(':')[0]!, r.outcome)).sort()
-          expect(got, `the run ledger of ${task.name} against the proof's ledger`).toEqual([...task.expected].sort())
-          read += got.length
-        }
-        recordFigure({
-          store: store.label,
-          group: 'slot-history',
-          faults: 0,
-          note: `shedlock history --json: ${read} runs of ${tasks.length} tasks, each equal to the proof's ledger per node and per slot`,
+          const runs = await Promise.all(
+            tasks.map((task) => cli(['history', task.name, ...store.cli, '--limit', '1000', '--json'])),
+          )
+          let read = 0
+          for (const [i, task] of tasks.entries()) {
+            const run = runs[i]!
+            assert.equal(run.code, 0, `shedlock history ${task.name}: ${run.stderr}`)
+            const history = JSON.parse(run.stdout) as { task: string; runs: HistoryRun[] }
+            expect(history.task).toBe(task.name)
+            for (const r of history.runs) {
+              expect(r.finishedAt, `an unfinished run of ${task.name}`).not.toBeNull()
+              expect(r.error).toBeNull()
+            }
+            // The ledger names the node as the store's locked_by does: <lockedBy>:<pid>:<random>.
+            const got = history.runs.map((r) => line(Date.parse(r.slot ?? ''), r.node.split(':')[0]!, r.outcome)).sort()
+            expect(got, `the run ledger of ${task.name} against the proof's ledger`).toEqual([...task.expected].sort())
+            read += got.length
+          }
+          recordFigure({
+            store: store.label,
+            group: 'slot-history',
+            faults: 0,
+            note: `shedlock history --json: ${read} runs of ${tasks.length} tasks, each equal to the proof's ledger per node and per slot`,
+          })
+        })
+
+        it('health: shedlock status --stale NAME=AGE --json exits 1 for a task with only failures, 0 for one that just succeeded', async () => {
+          const node = await openNode(store.spec, { runLedger: true, lockedBy: 'health' })
+          try {
+            const executor = createLockingTaskExecutor(node.provider, { runLedger: node.runLedger!, node: 'health' })
+            const id = attemptId()
+            const failing = `health-failing-${store.sut.store}-${id}`
+            const succeeding = `health-ok-${store.sut.store}-${id}`
+            for (let i = 0; i < 2; i++) {
+              await expect(
+                executor.executeWithLock(
+                  () => {
+                    throw new TypeError(`report ${i} failed`)
+                  },
+                  { name: failing, lockAtMostFor: '10s' },
+                ),
+              ).rejects.toThrow(TypeError)
+            }
+            await executor.executeWithLock(() => {}, { name: succeeding, lockAtMostFor: '10s' })
+            const [stale, fresh] = await Promise.all([
+              cli(['status', ...store.cli, '--stale', `${failing}=1h`, '--json']),
+              cli(['status', ...store.cli, '--stale', `${succeeding}=1h`, '--json']),
+            ])
+            type Status = {
+              tasks: {
+                name: string
+                state: string
+                consecutiveFailures: number
+                lastSuccess: unknown
+                lastFailure: { error: { type: string; message: string } } | null
+              }[]
+            }
+            expect(stale.code, `status --stale ${failing}=1h: ${stale.stderr}`).toBe(1)
+            const failingTask = (JSON.parse(stale.stdout) as Status).tasks.find((t) => t.name === failing)
+            expect(failingTask).toMatchObject({
+              state: 'stale',
+              consecutiveFailures: 2,
+              lastSuccess: null,
+              lastFailure: { error: { type: 'TypeError', message: 'report 1 failed' } },
+            })
+            expect(fresh.code, `status --stale ${succeeding}=1h: ${fresh.stderr}`).toBe(0)
+            expect((JSON.parse(fresh.stdout) as Status).tasks.find((t) => t.name === succeeding)).toMatchObject({
+              state: 'ok',
+              consecutiveFailures: 0,
+            })
+          } finally {
+            await node.close()
+          }
         })
       })
-
-      it('health: shedlock status --stale NAME=AGE --json exits 1 for a task with only failures, 0 for one that just succeeded', async () => {
-        const node = await openNode(store.spec, { runLedger: true, lockedBy: 'health' })
-        try {
-          const executor = createLockingTaskExecutor(node.provider, { runLedger: node.runLedger!, node: 'health' })
-          const id = attemptId()
-          const failing = `health-failing-${store.sut.store}-${id}`
-          const succeeding = `health-ok-${store.sut.store}-${id}`
-          for (let i = 0; i < 2; i++) {
-            await expect(
-              executor.executeWithLock(
-                () => {
-                  throw new TypeError(`report ${i} failed`)
-                },
-                { name: failing, lockAtMostFor: '10s' },
-              ),
-            ).rejects.toThrow(TypeError)
-          }
-          await executor.executeWithLock(() => {}, { name: succeeding, lockAtMostFor: '10s' })
-          const [stale, fresh] = await Promise.all([
-            cli(['status', ...store.cli, '--stale', `${failing}=1h`, '--json']),
-            cli(['status', ...store.cli, '--stale', `${succeeding}=1h`, '--json']),
-          ])
-          type Status = {
-            tasks: {
-              name: string
-              state: string
-              consecutiveFailures: number
-              lastSuccess: unknown
-              lastFailure: { error: { type: string; message: string } } | null
-            }[]
-          }
-          expect(stale.code, `status --stale ${failing}=1h: ${stale.stderr}`).toBe(1)
-          const failingTask = (JSON.parse(stale.stdout) as Status).tasks.find((t) => t.name === failing)
-          expect(failingTask).toMatchObject({
-            state: 'stale',
-            consecutiveFailures: 2,
-            lastSuccess: null,
-            lastFailure: { error: { type: 'TypeError', message: 'report 1 failed' } },
-          })
-          expect(fresh.code, `status --stale ${succeeding}=1h: ${fresh.stderr}`).toBe(0)
-          expect((JSON.parse(fresh.stdout) as Status).tasks.find((t) => t.name === succeeding)).toMatchObject({ state: 'ok', consecutiveFailures: 0 })
-        } finally {
-          await node.close()
-        }
-      })
-    })
-  }
-})
+    }
+  },
+)

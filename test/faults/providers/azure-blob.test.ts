@@ -27,7 +27,9 @@ describe.skipIf(!azure)('azure-blob (azurite)', () => {
     down: () => s.server!.stop(true),
     up: async () => {
       await s.server!.start()
-      await azuriteService(`http://127.0.0.1:${s.server!.port}/devstoreaccount1`).getContainerClient(s.spec().bucket!).createIfNotExists()
+      await azuriteService(`http://127.0.0.1:${s.server!.port}/devstoreaccount1`)
+        .getContainerClient(s.spec().bucket!)
+        .createIfNotExists()
     },
   }))
   // The account key is the password here (any base64 text is a well-formed key).
@@ -48,7 +50,12 @@ describe('azure-blob options', () => {
       option: 'prefix',
       // The tripwire client stands for the ContainerClient; only its container name is a value.
       build: (prefix, client) =>
-        azureBlobLockProvider({ containerClient: Object.assign(Object.create(client as object) as object, { containerName: 'locks' }) as never, prefix }),
+        azureBlobLockProvider({
+          containerClient: Object.assign(Object.create(client as object) as object, {
+            containerName: 'locks',
+          }) as never,
+          prefix,
+        }),
       safe: (v) => !UNSAFE_PREFIX.test(v) && v.length < 1023,
     },
   ])

@@ -17,7 +17,10 @@ describe.skipIf(!dynamodb)('dynamodb (dynalite)', () => {
   // The secret access key is the password here.
   secrets('dynamodb', SECRET_PASSWORD, async () => ({
     cases: [
-      { what: 'secret key, missing table', spec: dynamodb!.spec({ password: SECRET_PASSWORD, table: 'faults_missing' }) },
+      {
+        what: 'secret key, missing table',
+        spec: dynamodb!.spec({ password: SECRET_PASSWORD, table: 'faults_missing' }),
+      },
       { what: 'secret key, closed port', spec: dynamodb!.spec({ password: SECRET_PASSWORD, port: await freePort() }) },
     ],
   }))
@@ -27,7 +30,11 @@ const TABLE = /^[A-Za-z0-9_.-]{3,255}$|^arn:[a-z-]+:dynamodb:[a-z0-9-]*:\d*:tabl
 
 describe('dynamodb options', () => {
   hostileOptions('dynamodb', [
-    { option: 'tableName', build: (tableName, client) => dynamoDBLockProvider({ client, tableName }), safe: (v) => TABLE.test(v) },
+    {
+      option: 'tableName',
+      build: (tableName, client) => dynamoDBLockProvider({ client, tableName }),
+      safe: (v) => TABLE.test(v),
+    },
     // Used only as a key of the Key map, never inside an expression: any 1-255 byte name is safe.
     {
       option: 'partitionKey',

@@ -15,14 +15,24 @@ describe.skipIf(!etcd)('etcd', () => {
   // The client authenticates with a password: against a server without auth, and a closed port.
   secrets('etcd', SECRET_PASSWORD, async () => ({
     cases: [
-      { what: 'credentials for a server without auth', spec: etcd!.spec({ user: SECRET_USER, password: SECRET_PASSWORD }) },
-      { what: 'closed port', spec: etcd!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }) },
+      {
+        what: 'credentials for a server without auth',
+        spec: etcd!.spec({ user: SECRET_USER, password: SECRET_PASSWORD }),
+      },
+      {
+        what: 'closed port',
+        spec: etcd!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }),
+      },
     ],
   }))
 })
 
 describe('etcd options', () => {
   hostileOptions('etcd', [
-    { option: 'environment', build: (environment, client) => etcdLockProvider({ client, environment }), safe: (v) => v !== '' && !v.includes(':') },
+    {
+      option: 'environment',
+      build: (environment, client) => etcdLockProvider({ client, environment }),
+      safe: (v) => v !== '' && !v.includes(':'),
+    },
   ])
 })

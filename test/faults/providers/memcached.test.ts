@@ -16,8 +16,15 @@ describe.skipIf(!memcached)('memcached (not extensible: no keep-alive)', () => {
   secrets('memcached', SECRET_PASSWORD, async () => ({
     cases: [
       // memcached without SASL ignores the credentials: this lock works, and its log lines count.
-      { what: 'SASL credentials for a server without SASL', spec: memcached!.spec({ user: SECRET_USER, password: SECRET_PASSWORD }), fails: false },
-      { what: 'closed port', spec: memcached!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }) },
+      {
+        what: 'SASL credentials for a server without SASL',
+        spec: memcached!.spec({ user: SECRET_USER, password: SECRET_PASSWORD }),
+        fails: false,
+      },
+      {
+        what: 'closed port',
+        spec: memcached!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }),
+      },
     ],
   }))
 })

@@ -16,8 +16,14 @@ describe.skipIf(!mysql)('mysql/mariadb (database time, the default)', () => {
   secrets('mysql', SECRET_PASSWORD, async () => ({
     cases: [
       { what: 'wrong password', spec: mysql!.spec({ user: SECRET_USER, password: `${SECRET_PASSWORD}-wrong` }) },
-      { what: 'right password, missing table', spec: mysql!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, table: 'faults_missing' }) },
-      { what: 'closed port', spec: mysql!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }) },
+      {
+        what: 'right password, missing table',
+        spec: mysql!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, table: 'faults_missing' }),
+      },
+      {
+        what: 'closed port',
+        spec: mysql!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }),
+      },
     ],
   }))
 })

@@ -15,8 +15,14 @@ describe.skipIf(!nats)('nats (JetStream KV, file store)', () => {
     const guarded = await startNats({ user: SECRET_USER, password: SECRET_PASSWORD })
     return {
       cases: [
-        { what: 'wrong password', spec: nats!.spec({ port: guarded.port, user: SECRET_USER, password: `${SECRET_PASSWORD}-wrong` }) },
-        { what: 'closed port', spec: nats!.spec({ port: await freePort(), user: SECRET_USER, password: SECRET_PASSWORD }) },
+        {
+          what: 'wrong password',
+          spec: nats!.spec({ port: guarded.port, user: SECRET_USER, password: `${SECRET_PASSWORD}-wrong` }),
+        },
+        {
+          what: 'closed port',
+          spec: nats!.spec({ port: await freePort(), user: SECRET_USER, password: SECRET_PASSWORD }),
+        },
       ],
       close: () => guarded.destroy(),
     }

@@ -16,8 +16,14 @@ describe.skipIf(!postgres)('postgres (database time, the default)', () => {
   secrets('postgres', SECRET_PASSWORD, async () => ({
     cases: [
       { what: 'wrong password', spec: postgres!.spec({ user: SECRET_USER, password: `${SECRET_PASSWORD}-wrong` }) },
-      { what: 'right password, missing table', spec: postgres!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, table: 'faults_missing' }) },
-      { what: 'closed port', spec: postgres!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }) },
+      {
+        what: 'right password, missing table',
+        spec: postgres!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, table: 'faults_missing' }),
+      },
+      {
+        what: 'closed port',
+        spec: postgres!.spec({ user: SECRET_USER, password: SECRET_PASSWORD, port: await freePort() }),
+      },
     ],
   }))
 })

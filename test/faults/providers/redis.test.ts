@@ -18,7 +18,10 @@ describe.skipIf(!redis)('redis (no persistence, the default)', () => {
     const guarded = await startRedis({ password: SECRET_PASSWORD })
     return {
       cases: [
-        { what: 'wrong password (WRONGPASS)', spec: { ...redis!.spec(), port: guarded.port, password: `${SECRET_PASSWORD}-wrong` } },
+        {
+          what: 'wrong password (WRONGPASS)',
+          spec: { ...redis!.spec(), port: guarded.port, password: `${SECRET_PASSWORD}-wrong` },
+        },
         { what: 'closed port', spec: { ...redis!.spec(), port: await freePort(), password: SECRET_PASSWORD } },
       ],
       close: () => guarded.destroy(),
@@ -32,7 +35,15 @@ describe.skipIf(!persistent)('redis (appendfsync always)', () => {
 
 describe('redis options', () => {
   hostileOptions('redis', [
-    { option: 'keyPrefix', build: (keyPrefix, client) => redisLockProvider({ client, keyPrefix }), safe: (v) => v !== '' && !v.includes(':') },
-    { option: 'environment', build: (environment, client) => redisLockProvider({ client, environment }), safe: (v) => v !== '' && !v.includes(':') },
+    {
+      option: 'keyPrefix',
+      build: (keyPrefix, client) => redisLockProvider({ client, keyPrefix }),
+      safe: (v) => v !== '' && !v.includes(':'),
+    },
+    {
+      option: 'environment',
+      build: (environment, client) => redisLockProvider({ client, environment }),
+      safe: (v) => v !== '' && !v.includes(':'),
+    },
   ])
 })

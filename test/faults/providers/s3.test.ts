@@ -19,12 +19,19 @@ describe.skipIf(!s3)('s3 (Ceph RGW)', () => {
   const sut = () => s3!
   holderKilled(sut)
   badLockNames(sut)
-  storeRestart(sut, (s) => ({ what: 'gateway crash (SIGKILL of radosgw) and restart', down: () => s.server!.stop(true), up: () => s.server!.start() }))
+  storeRestart(sut, (s) => ({
+    what: 'gateway crash (SIGKILL of radosgw) and restart',
+    down: () => s.server!.stop(true),
+    up: () => s.server!.start(),
+  }))
   // The secret access key is the password here.
   secrets('s3', SECRET_PASSWORD, async () => ({
     cases: [
       { what: 'wrong secret key (SignatureDoesNotMatch)', spec: s3!.spec({ password: SECRET_PASSWORD }) },
-      { what: 'secret key, missing bucket', spec: s3!.spec({ password: SECRET_PASSWORD, user: 'faults-nobody', bucket: 'faults-missing' }) },
+      {
+        what: 'secret key, missing bucket',
+        spec: s3!.spec({ password: SECRET_PASSWORD, user: 'faults-nobody', bucket: 'faults-missing' }),
+      },
       { what: 'secret key, closed port', spec: s3!.spec({ password: SECRET_PASSWORD, port: await freePort() }) },
     ],
   }))

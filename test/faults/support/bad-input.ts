@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
-import { LockConfigurationError, LockProviderError, type LockProvider, lockConfiguration, type SimpleLock } from 'shedlock'
+import {
+  LockConfigurationError,
+  LockProviderError,
+  type LockProvider,
+  lockConfiguration,
+  type SimpleLock,
+} from 'shedlock'
 import { expect, it } from 'vitest'
 import { recordFigure } from './figures.ts'
 import type { Sut } from './fault-groups.ts'
@@ -106,7 +112,10 @@ async function attempt(provider: LockProvider, name: string): Promise<Attempt> {
 /** A typed error: `LockConfigurationError` (refused up front) or `LockProviderError` naming the lock. */
 function expectTyped(error: unknown, name: string): 'config' | 'store' {
   if (error instanceof LockConfigurationError) return 'config'
-  assert.ok(error instanceof LockProviderError, `lock(${JSON.stringify(name)}) failed with an untyped error: ${String(error)}`)
+  assert.ok(
+    error instanceof LockProviderError,
+    `lock(${JSON.stringify(name)}) failed with an untyped error: ${String(error)}`,
+  )
   expect(error.lockName, 'the LockProviderError names the lock').toBe(name)
   return 'store'
 }
@@ -148,16 +157,23 @@ export function badLockNames(sut: Sut, runs = 60): void {
           )
           held.push(first.lock)
           outcomes.locked++
-          expect(await s.isHeld(a), `the store shows no lock for ${JSON.stringify(a)} after lock() succeeded`).toBe(true)
+          expect(await s.isHeld(a), `the store shows no lock for ${JSON.stringify(a)} after lock() succeeded`).toBe(
+            true,
+          )
           const recordA = await s.record(a)
           const second = await attempt(provider, b)
           if ('error' in second) {
             outcomes[expectTyped(second.error, b)]++
           } else {
-            assert.ok(second.lock, `lock(${JSON.stringify(b)}) answered "held" while only ${JSON.stringify(a)} is held: the two names share one lock`)
+            assert.ok(
+              second.lock,
+              `lock(${JSON.stringify(b)}) answered "held" while only ${JSON.stringify(a)} is held: the two names share one lock`,
+            )
             held.push(second.lock)
             outcomes.locked++
-            expect(await s.record(a), `locking ${JSON.stringify(b)} changed the record of ${JSON.stringify(a)}`).toBe(recordA)
+            expect(await s.record(a), `locking ${JSON.stringify(b)} changed the record of ${JSON.stringify(a)}`).toBe(
+              recordA,
+            )
           }
         } finally {
           for (const lock of held) await lock.unlock()

@@ -24,7 +24,8 @@ export async function exclusively<T>(what: string, fn: () => Promise<T>): Promis
     }
   }
   const waited = Date.now() - waitedFrom
-  if (waited > 1_000) console.log(`[faults] ${what}: waited ${Math.round(waited / 1000)} s for the other file's exclusive part`)
+  if (waited > 1_000)
+    console.log(`[faults] ${what}: waited ${Math.round(waited / 1000)} s for the other file's exclusive part`)
   try {
     return await fn()
   } finally {

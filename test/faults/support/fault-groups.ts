@@ -72,7 +72,8 @@ export function holderKilled(sut: Sut): void {
     const locked = await holder.next('locked', 30_000)
     await holder.kill('SIGKILL')
     const until = locked.lockAtMostUntil as number
-    const latestDeadline = s.facts.expiry === 'app' ? until : Math.max(until, (locked.startedAt as number) + lockAtMostFor)
+    const latestDeadline =
+      s.facts.expiry === 'app' ? until : Math.max(until, (locked.startedAt as number) + lockAtMostFor)
     expect(await s.isHeld(name), 'the killed holder left its lock in the store').toBe(true)
 
     const attempts: { sentAt: number; answeredAt: number; acquired: boolean }[] = []
@@ -92,10 +93,15 @@ export function holderKilled(sut: Sut): void {
     const refusedWhileHeld = attempts.filter((a) => !a.acquired && a.answeredAt < until - s.facts.earlyMs).length
     expect(refusedWhileHeld, "attempts refused while the dead holder's lock lasted").toBeGreaterThanOrEqual(5)
     assert.ok(acquired, `no node got the lock within ${deadline - until} ms after lockAtMostUntil`)
-    expect(acquired.answeredAt, 'acquired before lockAtMostUntil (ms before it)').toBeGreaterThanOrEqual(until - s.facts.earlyMs)
+    expect(acquired.answeredAt, 'acquired before lockAtMostUntil (ms before it)').toBeGreaterThanOrEqual(
+      until - s.facts.earlyMs,
+    )
     const firstDue = attempts.find((a) => a.sentAt >= latestDeadline + s.facts.lateMs)
     if (firstDue) {
-      expect(acquired.sentAt, "the first attempt after the store's deadline (+ its expiry lag) did not get the lock").toBeLessThanOrEqual(firstDue.sentAt)
+      expect(
+        acquired.sentAt,
+        "the first attempt after the store's deadline (+ its expiry lag) did not get the lock",
+      ).toBeLessThanOrEqual(firstDue.sentAt)
     }
     const latency = (locked.startedAt as number) - (locked.createdAt as number)
     recordFigure({
@@ -119,7 +125,12 @@ function recordingListener(into: Recorded[]): LockingTaskExecutorListener {
   const on =
     (hook: keyof LockingTaskExecutorListener) =>
     (configuration: { name: string }, detail?: unknown): void => {
-      into.push({ hook, at: Date.now(), name: configuration.name, ...(detail instanceof Error ? { error: detail } : {}) })
+      into.push({
+        hook,
+        at: Date.now(),
+        name: configuration.name,
+        ...(detail instanceof Error ? { error: detail } : {}),
+      })
     }
   return {
     onLockFailed: on('onLockFailed'),
@@ -151,19 +162,33 @@ export interface Outage {
 export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): void {
   it('store restart during a hold: no task runs while down, LockProviderError to caller and listener, the same executor locks again after', async () => {
     const s = sut()
-    const o: Outage = outage?.(s) ?? { what: 'server crash (hard stop) and restart', down: () => s.server!.stop(true), up: () => s.server!.start() }
+    const o: Outage = outage?.(s) ?? {
+      what: 'server crash (hard stop) and restart',
+      down: () => s.server!.stop(true),
+      up: () => s.server!.start(),
+    }
     const events: Recorded[] = []
-    const executor = createLockingTaskExecutor(await s.node({ timeoutMs: 1_500, spec: o.spec }), { listener: recordingListener(events) })
+    const executor = createLockingTaskExecutor(await s.node({ timeoutMs: 1_500, spec: o.spec }), {
+      listener: recordingListener(events),
+    })
     // Two tasks hold locks when the store goes down: one ends while it is down (its release
     // fails), the other runs on until the store is back (its lock shows what the store kept).
     const heldName = `restart-held-${suffix()}`
     const endsName = `restart-ends-${suffix()}`
     const lockAtMostFor = 60_000
     const releases = new Map<string, () => void>()
-    const hold = (name: string) => executor.executeWithLock(() => new Promise<void>((resolve) => releases.set(name, resolve)), { name, lockAtMostFor })
+    const hold = (name: string) =>
+      executor.executeWithLock(() => new Promise<void>((resolve) => releases.set(name, resolve)), {
+        name,
+        lockAtMostFor,
+      })
     const held = hold(heldName)
     const ends = hold(endsName)
-    await eventually(async () => events.filter((e) => e.hook === 'onTaskStarted').length === 2, 15_000, 'the held tasks to start')
+    await eventually(
+      async () => events.filter((e) => e.hook === 'onTaskStarted').length === 2,
+      15_000,
+      'the held tasks to start',
+    )
     const heldUntil = Date.now() + lockAtMostFor
 
     await o.down()
@@ -199,7 +224,10 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
     noDoubleRunInAnyAttempt('tasks that ran while the store was down', ran.length)
 
     for (const error of failures) {
-      assert.ok(error instanceof LockProviderError, `expected LockProviderError while the store was down, got ${String(error)}`)
+      assert.ok(
+        error instanceof LockProviderError,
+        `expected LockProviderError while the store was down, got ${String(error)}`,
+      )
       if (s.store !== 'mongodb') expect(error.provider).toBe(s.store)
       expect(error.message).toMatch(/could not acquire lock "while-down-/)
     }
@@ -209,7 +237,10 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
     for (const e of lockFailed) expect(e.error).toBeInstanceOf(LockProviderError)
     expect(endsOutcome.executed).toBe(true)
     const unlockFailed = events.filter((e) => e.hook === 'onUnlockFailed' && e.name === endsName)
-    expect(unlockFailed, 'the release failure of the task that ended while the store was down reached onUnlockFailed').toHaveLength(1)
+    expect(
+      unlockFailed,
+      'the release failure of the task that ended while the store was down reached onUnlockFailed',
+    ).toHaveLength(1)
     expect(unlockFailed[0]!.error).toBeInstanceOf(LockProviderError)
 
     // The same executor, no new client: it must lock again once the store is back.
@@ -218,13 +249,17 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
     const deadline = Date.now() + 45_000
     for (;;) {
       attempts++
-      const outcome = await executor.executeWithLock(() => {}, { name: `after-restart-${suffix()}`, lockAtMostFor: '10s' }).catch((e: unknown) => e)
+      const outcome = await executor
+        .executeWithLock(() => {}, { name: `after-restart-${suffix()}`, lockAtMostFor: '10s' })
+        .catch((e: unknown) => e)
       if (typeof outcome === 'object' && outcome !== null && 'executed' in outcome && outcome.executed) {
         recoveredAt = Date.now()
         break
       }
-      if (!(outcome instanceof LockProviderError)) throw new Error(`after the restart, expected a run or a LockProviderError, got ${String(outcome)}`)
-      if (Date.now() > deadline) throw new Error(`the executor did not lock again within 45 s of the restart: ${outcome.message}`)
+      if (!(outcome instanceof LockProviderError))
+        throw new Error(`after the restart, expected a run or a LockProviderError, got ${String(outcome)}`)
+      if (Date.now() > deadline)
+        throw new Error(`the executor did not lock again within 45 s of the restart: ${outcome.message}`)
       await sleep(250)
     }
     const startedWhileDown = events.filter((e) => e.hook === 'onTaskStarted' && e.at >= downAt && e.at < upStart)
@@ -240,7 +275,8 @@ export function storeRestart(sut: Sut, outage?: (s: StoreUnderTest) => Outage): 
     await other?.unlock()
     releases.get(heldName)!()
     expect((await held).executed).toBe(true)
-    if (s.facts.keepsLocksAcrossRestart !== undefined) expect(kept, 'kept the lock held at the crash').toBe(s.facts.keepsLocksAcrossRestart)
+    if (s.facts.keepsLocksAcrossRestart !== undefined)
+      expect(kept, 'kept the lock held at the crash').toBe(s.facts.keepsLocksAcrossRestart)
     const extended = remaining !== undefined && remaining > expectedRemaining + 2_000
     recordFigure({
       store: s.label,
@@ -315,17 +351,25 @@ export function networkCut(sut: Sut, mode: CutMode, options: { keepAlive?: boole
       expect(finished.outcome, 'the task ran; the failed release is reported, not thrown').toEqual({ executed: true })
       // The release starts when the task ends (after lockAtMostUntil, for a hung extension) and gets the grace from there.
       const releaseBound = Math.max(lastUntil, ended.at as number) + RELEASE_GRACE_MS + 1_000
-      expect(finished.at as number, 'executeWithLock settled this long after its bound (ms)').toBeLessThanOrEqual(releaseBound)
+      expect(finished.at as number, 'executeWithLock settled this long after its bound (ms)').toBeLessThanOrEqual(
+        releaseBound,
+      )
       const unlockFailed = events.find((e) => e.event === 'onUnlockFailed') as WorkerMessage | undefined
       assert.ok(unlockFailed, `no onUnlockFailed after the cut; listener calls: ${hooks.join(', ')}`)
       expect((unlockFailed.error as { name: string }).name).toBe('LockProviderError')
       let note = `unlock failure reported ${Number(unlockFailed.at) - cutAt} ms after the cut`
       if (keepAlive) {
         const abortedAt = ended.abortedAt as number | undefined
-        assert.ok(abortedAt !== undefined, `the task's signal never fired after the ${mode} cut; listener calls: ${hooks.join(', ')}`)
+        assert.ok(
+          abortedAt !== undefined,
+          `the task's signal never fired after the ${mode} cut; listener calls: ${hooks.join(', ')}`,
+        )
         expect((ended.reason as { name: string }).name).toBe('LockLostError')
         expect(hooks).toContain('onLockLost')
-        expect(abortedAt - lastUntil, 'signal fired after the lockAtMostUntil the store had granted (ms late)').toBeLessThanOrEqual(TIMER_SLACK_MS)
+        expect(
+          abortedAt - lastUntil,
+          'signal fired after the lockAtMostUntil the store had granted (ms late)',
+        ).toBeLessThanOrEqual(TIMER_SLACK_MS)
         note = `keep-alive: signal fired ${abortedAt - cutAt} ms after the cut, ${lastUntil - abortedAt} ms before lockAtMostUntil; ${note}`
       } else {
         note = `plain lock: ${note}`
@@ -429,7 +473,10 @@ export function clockSkew(sut: Sut): void {
       Math.max(0, ...longAtLeast.map((n) => n - 1))
     noDoubleRunInAnyAttempt('double runs under a skewed clock', doubleRuns)
     if (appTime) {
-      expect(concurrent, 'app time: the node 30 s ahead ran the task while its holder still ran (the stated risk)').toBe(true)
+      expect(
+        concurrent,
+        'app time: the node 30 s ahead ran the task while its holder still ran (the stated risk)',
+      ).toBe(true)
       expect(Math.max(...shortAtLeast), 'app time: the first tick ran twice (the stated risk)').toBe(2)
     } else {
       expect(concurrent, `${s.facts.expiry} time: the skewed node ran a task that was still held`).toBe(false)
@@ -485,7 +532,11 @@ export function taskOutlivesLock(sut: Sut): void {
       { name, lockAtMostFor },
     )
     await sleep(Math.max(0, lockAtMostFor - s.facts.earlyMs - 500))
-    for (const deadline = Date.now() + lockAtMostFor + s.facts.lateMs + 10_000; !bLock && Date.now() < deadline; await sleep(50)) {
+    for (
+      const deadline = Date.now() + lockAtMostFor + s.facts.lateMs + 10_000;
+      !bLock && Date.now() < deadline;
+      await sleep(50)
+    ) {
       bLock = await b.lock(config(name, '30s'))
       if (bLock) {
         bAcquiredAt = Date.now()
@@ -506,7 +557,9 @@ export function taskOutlivesLock(sut: Sut): void {
     expect(abortedAt, 'signal fired before lockAtMostUntil').toBeGreaterThanOrEqual(until)
     expect(abortedAt - until, 'signal fired late (ms)').toBeLessThanOrEqual(TIMER_SLACK_MS)
     expect(events.some((e) => e.hook === 'onLockLost')).toBe(true)
-    expect(bAcquiredAt, 'the next node got the lock before lockAtMostUntil').toBeGreaterThanOrEqual(until - s.facts.earlyMs)
+    expect(bAcquiredAt, 'the next node got the lock before lockAtMostUntil').toBeGreaterThanOrEqual(
+      until - s.facts.earlyMs,
+    )
 
     // B's record must be exactly as B wrote it.
     expect(recordAfterLateUnlock, "the late unlock changed the next holder's record").toBe(bRecord)
@@ -587,7 +640,9 @@ export function soak(sut: Sut): void {
           const check = checkLedger(executions, malformed)
           // Before any other check, so that a retry sees what this attempt found (test/helpers/double-runs.ts).
           noDoubleRunInAnyAttempt('overlapping executions', check.overlaps.length)
-          const counts = reports.map((r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number })
+          const counts = reports.map(
+            (r) => r.counts as { fires: number; busy: number; executed: number; notAcquired: number; errors: number },
+          )
           const total = (key: keyof (typeof counts)[number]) => counts.reduce((sum, c) => sum + c[key], 0)
           const steadyFrom = startAt + Math.max(SOAK_WARMUP_SECONDS, SOAK_TOTAL_SECONDS / 2) * 1000
           const slopes = reports.map((r) => heapSlope(r.heap as { at: number; heapUsed: number }[], steadyFrom))
@@ -600,7 +655,14 @@ export function soak(sut: Sut): void {
             `${check.executions} executions checked, ${check.overlaps.length} overlaps; fires ${total('fires')}/${planned} planned ` +
             `(${total('busy')} skipped while the node's previous attempt was pending), ${total('notAcquired')} not acquired, ${total('errors')} errors; ` +
             `executions per node ${Math.min(...perNode)}-${Math.max(...perNode)}; heap growth per process ${Math.round(Math.max(...slopes) / 1024)} KB/s at most`
-          recordFigure({ store: s.label, group: 'soak', faults: 0, executions: check.executions, overlaps: check.overlaps.length, note: summary })
+          recordFigure({
+            store: s.label,
+            group: 'soak',
+            faults: 0,
+            executions: check.executions,
+            overlaps: check.overlaps.length,
+            note: summary,
+          })
 
           expect(check.overlaps.slice(0, 5), `overlapping executions (${summary})`).toEqual([])
           expect(check.unfinished, 'executions without an end').toBe(0)
@@ -608,10 +670,16 @@ export function soak(sut: Sut): void {
           expect(check.executions, 'executions recorded vs executions the workers counted').toBe(total('executed'))
           expect(check.executions).toBeGreaterThan(SOAK_NAMES * SOAK_TOTAL_SECONDS)
           expect(Object.keys(check.perNode).sort(), 'nodes that ran tasks').toEqual(Object.keys(ledgers).sort())
-          expect(Math.min(...perNode), 'executions of the least used node').toBeGreaterThanOrEqual(check.executions / SOAK_PROCESSES / 10)
+          expect(Math.min(...perNode), 'executions of the least used node').toBeGreaterThanOrEqual(
+            check.executions / SOAK_PROCESSES / 10,
+          )
           expect(Object.keys(check.perName)).toHaveLength(SOAK_NAMES)
-          expect(total('errors') / total('fires'), `share of failed attempts (${errors.map(([m, n]) => `${n}x ${m}`).join('; ')})`).toBeLessThan(0.005)
-          for (const [i, slope] of slopes.entries()) expect(slope, `heap growth of n${i} in bytes/s`).toBeLessThan(HEAP_SLOPE_LIMIT)
+          expect(
+            total('errors') / total('fires'),
+            `share of failed attempts (${errors.map(([m, n]) => `${n}x ${m}`).join('; ')})`,
+          ).toBeLessThan(0.005)
+          for (const [i, slope] of slopes.entries())
+            expect(slope, `heap growth of n${i} in bytes/s`).toBeLessThan(HEAP_SLOPE_LIMIT)
         } finally {
           await Promise.all(workers.map((w) => w.kill()))
           rmSync(dir, { recursive: true, force: true })
@@ -645,7 +713,9 @@ async function retrying<T>(what: string, read: () => Promise<T>): Promise<T> {
     } catch (error) {
       if (Date.now() > deadline) {
         const name = (error as { name?: unknown } | null)?.name
-        throw new Error(`${what} failed for 20 s after the restart; last: ${String(name ?? '')} ${error instanceof Error ? error.message : String(error)}`)
+        throw new Error(
+          `${what} failed for 20 s after the restart; last: ${String(name ?? '')} ${error instanceof Error ? error.message : String(error)}`,
+        )
       }
       await sleep(250)
     }

@@ -49,7 +49,9 @@ export default function setup(project: TestProject): () => void {
         const perNode = Object.entries(s.runsPerNode)
           .map(([node, runs]) => `${node} ${runs}`)
           .join(', ')
-        console.log(`  ${f.store}, ${f.group}, ${s.mode}: ${s.slots} slots, runs per node ${perNode}; ${s.duplicates} duplicates, ${s.missing} missing`)
+        console.log(
+          `  ${f.store}, ${f.group}, ${s.mode}: ${s.slots} slots, runs per node ${perNode}; ${s.duplicates} duplicates, ${s.missing} missing`,
+        )
       }
       console.log('')
     }

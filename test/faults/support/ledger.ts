@@ -85,7 +85,14 @@ export function checkLedger(executions: Execution[], malformed = 0): LedgerRepor
       if (!reach || endsLater(e, reach)) reach = e
     }
   }
-  return { executions: executions.length, overlaps, unfinished: executions.filter((e) => e.end === undefined).length, perNode, perName, malformed }
+  return {
+    executions: executions.length,
+    overlaps,
+    unfinished: executions.filter((e) => e.end === undefined).length,
+    perNode,
+    perName,
+    malformed,
+  }
 }
 
 function endsLater(a: Execution, b: Execution): boolean {
@@ -99,7 +106,8 @@ function endsLater(a: Execution, b: Execution): boolean {
  * the second half of the run; before, the JIT, connection pools and caches warm up.
  */
 export function heapSlope(samples: { at: number; heapUsed: number }[], steadyFrom?: number): number {
-  const steady = steadyFrom === undefined ? samples.slice(Math.floor(samples.length / 2)) : samples.filter((p) => p.at >= steadyFrom)
+  const steady =
+    steadyFrom === undefined ? samples.slice(Math.floor(samples.length / 2)) : samples.filter((p) => p.at >= steadyFrom)
   if (steady.length < 3) return 0
   const n = steady.length
   const mx = steady.reduce((s, p) => s + p.at, 0) / n

@@ -26,7 +26,11 @@ function textsOf(error: unknown): string[] {
  * with `NODE_DEBUG=shedlock` (stdout and stderr) may contain the password. `setup` may start
  * servers; its `close` stops them.
  */
-export function secrets(store: string, password: string, setup: () => Promise<{ cases: SecretCase[]; close?: () => Promise<void> }>): void {
+export function secrets(
+  store: string,
+  password: string,
+  setup: () => Promise<{ cases: SecretCase[]; close?: () => Promise<void> }>,
+): void {
   it('secrets: no error text, listener error or NODE_DEBUG=shedlock log line contains the connection password', async () => {
     const { cases: list, close } = await setup()
     try {
@@ -53,7 +57,9 @@ async function checkSecrets(store: string, password: string, list: SecretCase[])
       const executor = createLockingTaskExecutor(node.provider, {
         listener: { onLockFailed: (_, error: LockProviderError) => void seen.push(...textsOf(error)) },
       })
-      outcome = await executor.executeWithLock(() => {}, { name: `secrets-${store}`, lockAtMostFor: '5s' }).catch((e: unknown) => e)
+      outcome = await executor
+        .executeWithLock(() => {}, { name: `secrets-${store}`, lockAtMostFor: '5s' })
+        .catch((e: unknown) => e)
       await node.close()
     }
     seen.push(...textsOf(outcome))
@@ -66,7 +72,10 @@ async function checkSecrets(store: string, password: string, list: SecretCase[])
   const report = await worker.next('report', 60_000)
   await worker.exited
   const texts = JSON.stringify(report.texts)
-  expect(worker.stderr, 'NODE_DEBUG=shedlock logged nothing, not even the in-memory canary: the log was not on').toMatch(/SHEDLOCK \d+:.*secrets-canary/)
+  expect(
+    worker.stderr,
+    'NODE_DEBUG=shedlock logged nothing, not even the in-memory canary: the log was not on',
+  ).toMatch(/SHEDLOCK \d+:.*secrets-canary/)
   for (const [what, text] of [
     ['stderr (NODE_DEBUG=shedlock)', worker.stderr],
     ['stdout', worker.stdout],

@@ -1,5 +1,15 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process'
-import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { createConnection } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -127,7 +137,10 @@ class ProcessServer implements OwnServer {
     child.once('error', () => {})
     const deadline = Date.now() + (o.readyTimeoutMs ?? 60_000)
     for (;;) {
-      if (!this.running) throw new Error(`${this.store} server exited while starting (exit ${child.exitCode ?? child.signalCode}):\n${this.#tail()}`)
+      if (!this.running)
+        throw new Error(
+          `${this.store} server exited while starting (exit ${child.exitCode ?? child.signalCode}):\n${this.#tail()}`,
+        )
       if (await o.ready().catch(() => false)) return
       if (Date.now() > deadline) {
         await this.stop(true)
@@ -208,14 +221,23 @@ export async function startPostgres(): Promise<OwnServer> {
   if (uid !== undefined) chownSync(dir, uid, gid!)
   const data = join(dir, 'data')
   const asUser = uid === undefined ? {} : { uid, gid }
-  execFileSync(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'], {
-    ...asUser,
-    stdio: 'ignore',
-    cwd: dir,
-  })
+  execFileSync(
+    join(bin, 'initdb'),
+    ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'],
+    {
+      ...asUser,
+      stdio: 'ignore',
+      cwd: dir,
+    },
+  )
   writeFileSync(
     join(data, 'pg_hba.conf'),
-    ['local all all trust', `host all ${SECRET_USER} 127.0.0.1/32 scram-sha-256`, 'host all all 127.0.0.1/32 trust', ''].join('\n'),
+    [
+      'local all all trust',
+      `host all ${SECRET_USER} 127.0.0.1/32 scram-sha-256`,
+      'host all all 127.0.0.1/32 trust',
+      '',
+    ].join('\n'),
   )
   if (uid !== undefined) chownSync(join(data, 'pg_hba.conf'), uid, gid!)
   const port = await freePort()
@@ -242,7 +264,8 @@ export async function startPostgres(): Promise<OwnServer> {
       '-c',
       'shared_buffers=32MB',
     ],
-    ready: async () => spawnSync(join(bin, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port), '-U', 'postgres']).status === 0,
+    ready: async () =>
+      spawnSync(join(bin, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port), '-U', 'postgres']).status === 0,
     softSignal: 'SIGINT',
     hardSignal: 'SIGQUIT',
     ...asUser,
@@ -250,7 +273,18 @@ export async function startPostgres(): Promise<OwnServer> {
   await server.start()
   execFileSync(
     join(bin, 'psql'),
-    ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-qc', `CREATE USER ${SECRET_USER} PASSWORD '${SECRET_PASSWORD}' SUPERUSER`],
+    [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(port),
+      '-U',
+      'postgres',
+      '-d',
+      'postgres',
+      '-qc',
+      `CREATE USER ${SECRET_USER} PASSWORD '${SECRET_PASSWORD}' SUPERUSER`,
+    ],
     { stdio: 'ignore' },
   )
   return server
@@ -268,7 +302,14 @@ export async function startMariaDb(): Promise<OwnServer> {
   const asRoot = process.getuid?.() === 0 ? ['--user=root'] : []
   execFileSync(
     'mariadb-install-db',
-    ['--no-defaults', `--datadir=${data}`, ...asRoot, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve'],
+    [
+      '--no-defaults',
+      `--datadir=${data}`,
+      ...asRoot,
+      '--auth-root-authentication-method=normal',
+      '--skip-test-db',
+      '--skip-name-resolve',
+    ],
     { stdio: 'ignore', cwd: dir },
   )
   const port = await freePort()
@@ -293,7 +334,10 @@ export async function startMariaDb(): Promise<OwnServer> {
       '--innodb-flush-log-at-trx-commit=2',
       '--max-connections=400',
     ],
-    ready: async () => spawnSync('mariadb-admin', ['--no-defaults', '-h', '127.0.0.1', '-P', String(port), '-uroot', 'ping'], { stdio: 'ignore' }).status === 0,
+    ready: async () =>
+      spawnSync('mariadb-admin', ['--no-defaults', '-h', '127.0.0.1', '-P', String(port), '-uroot', 'ping'], {
+        stdio: 'ignore',
+      }).status === 0,
   })
   await server.start()
   const sql = [
@@ -304,7 +348,9 @@ export async function startMariaDb(): Promise<OwnServer> {
     `CREATE USER IF NOT EXISTS '${SECRET_USER}'@'%' IDENTIFIED BY '${SECRET_PASSWORD}'`,
     `GRANT ALL ON test.* TO '${SECRET_USER}'@'%'`,
   ].join(';\n')
-  execFileSync('mariadb', ['--no-defaults', `--socket=${join(dir, 'mysqld.sock')}`, '-uroot', '-e', sql], { stdio: 'ignore' })
+  execFileSync('mariadb', ['--no-defaults', `--socket=${join(dir, 'mysqld.sock')}`, '-uroot', '-e', sql], {
+    stdio: 'ignore',
+  })
   return server
 }
 
@@ -320,7 +366,18 @@ export interface RedisServerOptions {
 export async function startRedis(options: RedisServerOptions = {}): Promise<OwnServer> {
   const dir = tempDir('redis')
   const port = await freePort()
-  const args = ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--save', '', '--maxmemory-policy', 'noeviction']
+  const args = [
+    '--bind',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--maxmemory-policy',
+    'noeviction',
+  ]
   args.push(...(options.persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']))
   if (options.password) args.push('--requirepass', options.password)
   const server = new ProcessServer({
@@ -341,7 +398,14 @@ export async function startNats(options: { user?: string; password?: string } = 
   const port = await freePort()
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', join(dir, 'js')]
   if (options.user) args.push('--user', options.user, '--pass', options.password ?? '')
-  const server = new ProcessServer({ store: 'nats', port, dir, command: 'nats-server', args, ready: async () => (await ask(port, '')).startsWith('INFO') })
+  const server = new ProcessServer({
+    store: 'nats',
+    port,
+    dir,
+    command: 'nats-server',
+    args,
+    ready: async () => (await ask(port, '')).startsWith('INFO'),
+  })
   await server.start()
   return server
 }
@@ -468,7 +532,15 @@ export async function startRadosgw(): Promise<OwnServer> {
   if (!existsSync(CEPH_CONF)) throw new Error(`no Ceph cluster at ${CEPH_CONF}: start it with scripts/ceph-rgw.sh`)
   const dir = tempDir('s3')
   const port = await freePort()
-  const args = ['-f', '-c', CEPH_CONF, '-n', `client.rgw.faults${port}`, '--rgw-frontends', `beast endpoint=127.0.0.1:${port}`]
+  const args = [
+    '-f',
+    '-c',
+    CEPH_CONF,
+    '-n',
+    `client.rgw.faults${port}`,
+    '--rgw-frontends',
+    `beast endpoint=127.0.0.1:${port}`,
+  ]
   args.push(
     '--rgw-data',
     join(dir, 'data'),
@@ -495,14 +567,16 @@ export async function startRadosgw(): Promise<OwnServer> {
 }
 
 /** azurite's Blob service: `AZURITE_BLOB`, else the devDependency's binary. */
-const AZURITE_BLOB = process.env.AZURITE_BLOB ?? fileURLToPath(new URL('../../../node_modules/.bin/azurite-blob', import.meta.url))
+const AZURITE_BLOB =
+  process.env.AZURITE_BLOB ?? fileURLToPath(new URL('../../../node_modules/.bin/azurite-blob', import.meta.url))
 
 /**
  * azurite's Blob service of our own, its blobs in a folder (not in memory), so that what it
  * wrote before a crash is there after the restart, as Azure keeps its blobs through an outage.
  */
 export async function startAzurite(): Promise<OwnServer> {
-  if (!existsSync(AZURITE_BLOB)) throw new Error(`no azurite-blob at ${AZURITE_BLOB} (a devDependency; or set AZURITE_BLOB)`)
+  if (!existsSync(AZURITE_BLOB))
+    throw new Error(`no azurite-blob at ${AZURITE_BLOB} (a devDependency; or set AZURITE_BLOB)`)
   const dir = tempDir('azure-blob')
   const port = await freePort()
   const args = [
@@ -523,7 +597,8 @@ export async function startAzurite(): Promise<OwnServer> {
     dir,
     command: AZURITE_BLOB,
     args,
-    ready: async () => (await ask(port, 'GET /devstoreaccount1?comp=list HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1'),
+    ready: async () =>
+      (await ask(port, 'GET /devstoreaccount1?comp=list HTTP/1.0\r\n\r\n', 1000)).startsWith('HTTP/1.1'),
   })
   await server.start()
   return server

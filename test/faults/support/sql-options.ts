@@ -3,7 +3,9 @@ import type { HostileOption } from './bad-input.ts'
 const IDENTIFIER = /^[A-Za-z0-9_]+$/
 
 /** The SQL providers' storage-naming options: `tableName` (optionally `schema.table`) and the four `columnNames`. */
-export function sqlHostileOptions(build: (options: Record<string, unknown>, client: never) => unknown): HostileOption[] {
+export function sqlHostileOptions(
+  build: (options: Record<string, unknown>, client: never) => unknown,
+): HostileOption[] {
   return [
     {
       option: 'tableName',

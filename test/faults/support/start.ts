@@ -9,8 +9,15 @@ import { WorkerProcess } from './workers.ts'
  * as for the provider tests). Registers the teardown: workers killed after each test, the store
  * closed after the file.
  */
-export async function startOrSkip<T extends StoreUnderTest>(store: string, start: () => Promise<T>): Promise<T | undefined> {
-  const sut = await connectOrSkip(store, "a server of the fault suite's own (see test/faults/support/servers.ts)", start)
+export async function startOrSkip<T extends StoreUnderTest>(
+  store: string,
+  start: () => Promise<T>,
+): Promise<T | undefined> {
+  const sut = await connectOrSkip(
+    store,
+    "a server of the fault suite's own (see test/faults/support/servers.ts)",
+    start,
+  )
   afterEach(() => WorkerProcess.killAll())
   afterAll(async () => {
     await WorkerProcess.killAll()

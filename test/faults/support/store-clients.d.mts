@@ -2,7 +2,18 @@ import type { Clock, LockProvider, RunLedger } from 'shedlock'
 import type { SqliteDatabase } from 'shedlock/sqlite'
 
 /** The stores the fault suite runs against processes and servers of its own. */
-export type StoreName = 'postgres' | 'mysql' | 'sqlite' | 'redis' | 'etcd' | 'nats' | 'memcached' | 'zookeeper' | 'dynamodb' | 's3' | 'azure-blob'
+export type StoreName =
+  | 'postgres'
+  | 'mysql'
+  | 'sqlite'
+  | 'redis'
+  | 'etcd'
+  | 'nats'
+  | 'memcached'
+  | 'zookeeper'
+  | 'dynamodb'
+  | 's3'
+  | 'azure-blob'
 
 /** How to reach one store: plain data, so that it travels to worker processes as JSON. */
 export interface StoreSpec {
@@ -61,7 +72,12 @@ export interface SqliteConnection extends SqliteDatabase {
   close(): unknown
 }
 
-export function openSqlite(file: string, busyTimeoutMs: number): Promise<{ database: SqliteConnection; driver: 'node:sqlite' | 'libsql' }>
+export function openSqlite(
+  file: string,
+  busyTimeoutMs: number,
+): Promise<{ database: SqliteConnection; driver: 'node:sqlite' | 'libsql' }>
 
 /** A ZooKeeper connection that replaces a client stuck disconnected (docs/providers/zookeeper.md). */
-export function replacingZooKeeperClient(port: number): Promise<{ current: () => import('node-zookeeper-client').Client; close: () => void }>
+export function replacingZooKeeperClient(
+  port: number,
+): Promise<{ current: () => import('node-zookeeper-client').Client; close: () => void }>

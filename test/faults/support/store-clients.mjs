@@ -23,10 +23,15 @@ const TIMEOUT_MS = 2000
 export async function openNode(spec, options = {}) {
   const clock = options.clock
   const timeout = options.timeoutMs ?? TIMEOUT_MS
-  const withNode = (o) => ({ ...o, ...(clock ? { clock } : {}), ...(options.lockedBy ? { lockedBy: options.lockedBy } : {}) })
+  const withNode = (o) => ({
+    ...o,
+    ...(clock ? { clock } : {}),
+    ...(options.lockedBy ? { lockedBy: options.lockedBy } : {}),
+  })
   // The run ledger over the node's own client, where asked: the history the CLI reads back.
   const ledger = async (open) => (options.runLedger ? open() : undefined)
-  if (options.runLedger && !LEDGER_STORES.includes(spec.store)) throw new Error(`${spec.store} keeps no run ledger; those that do: ${LEDGER_STORES.join(', ')}`)
+  if (options.runLedger && !LEDGER_STORES.includes(spec.store))
+    throw new Error(`${spec.store} keeps no run ledger; those that do: ${LEDGER_STORES.join(', ')}`)
   switch (spec.store) {
     case 'postgres': {
       const { default: pg } = await import('pg')
@@ -44,8 +49,12 @@ export async function openNode(spec, options = {}) {
       // crashes the process (documented by pg). An application must attach one too.
       pool.on('error', () => {})
       return {
-        provider: postgresLockProvider(withNode({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
-        runLedger: await ledger(async () => (await import('shedlock/postgres')).postgresRunLedger({ client: pool, tableName: spec.runsTable })),
+        provider: postgresLockProvider(
+          withNode({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true }),
+        ),
+        runLedger: await ledger(async () =>
+          (await import('shedlock/postgres')).postgresRunLedger({ client: pool, tableName: spec.runsTable }),
+        ),
         close: () => pool.end().catch(() => {}),
       }
     }
@@ -62,8 +71,12 @@ export async function openNode(spec, options = {}) {
         connectTimeout: timeout,
       })
       return {
-        provider: mysqlLockProvider(withNode({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
-        runLedger: await ledger(async () => (await import('shedlock/mysql')).mysqlRunLedger({ client: pool, tableName: spec.runsTable })),
+        provider: mysqlLockProvider(
+          withNode({ client: pool, tableName: spec.table, useDbTime: spec.useDbTime ?? true }),
+        ),
+        runLedger: await ledger(async () =>
+          (await import('shedlock/mysql')).mysqlRunLedger({ client: pool, tableName: spec.runsTable }),
+        ),
         close: () => pool.end().catch(() => {}),
       }
     }
@@ -72,25 +85,38 @@ export async function openNode(spec, options = {}) {
       const { database } = await openSqlite(spec.file, spec.busyTimeoutMs ?? 5000)
       return {
         provider: sqliteLockProvider(withNode({ database, tableName: spec.table, useDbTime: spec.useDbTime ?? true })),
-        runLedger: await ledger(async () => (await import('shedlock/sqlite')).sqliteRunLedger({ database, tableName: spec.runsTable })),
+        runLedger: await ledger(async () =>
+          (await import('shedlock/sqlite')).sqliteRunLedger({ database, tableName: spec.runsTable }),
+        ),
         close: async () => database.close(),
       }
     }
     case 'redis': {
       const { Redis } = await import('ioredis')
       const { redisLockProvider } = await import('shedlock/redis')
-      const client = new Redis({ host: HOST, port: spec.port, password: spec.password, connectTimeout: timeout, retryStrategy: () => 200 })
+      const client = new Redis({
+        host: HOST,
+        port: spec.port,
+        password: spec.password,
+        connectTimeout: timeout,
+        retryStrategy: () => 200,
+      })
       client.on('error', () => {})
       return {
         provider: redisLockProvider(withNode({ client, environment: spec.environment, timeout })),
-        runLedger: await ledger(async () => (await import('shedlock/redis')).redisRunLedger({ client, environment: spec.environment, timeout })),
+        runLedger: await ledger(async () =>
+          (await import('shedlock/redis')).redisRunLedger({ client, environment: spec.environment, timeout }),
+        ),
         close: async () => client.disconnect(),
       }
     }
     case 'etcd': {
       const { Etcd3 } = await import('etcd3')
       const { etcdLockProvider } = await import('shedlock/etcd')
-      const client = new Etcd3({ hosts: `http://${HOST}:${spec.port}`, ...(spec.password ? { auth: { username: spec.user, password: spec.password } } : {}) })
+      const client = new Etcd3({
+        hosts: `http://${HOST}:${spec.port}`,
+        ...(spec.password ? { auth: { username: spec.user, password: spec.password } } : {}),
+      })
       return {
         provider: etcdLockProvider(withNode({ client, environment: spec.environment, timeout })),
         close: async () => client.close(),
@@ -167,7 +193,10 @@ export async function openNode(spec, options = {}) {
         endpoint: `http://${HOST}:${spec.port}`,
         region: 'us-east-1',
         forcePathStyle: true,
-        credentials: { accessKeyId: spec.user ?? 'shedlocktest', secretAccessKey: spec.password ?? 'shedlocktestsecret' },
+        credentials: {
+          accessKeyId: spec.user ?? 'shedlocktest',
+          secretAccessKey: spec.password ?? 'shedlocktestsecret',
+        },
         maxAttempts: 1,
         requestHandler: { connectionTimeout: timeout, requestTimeout: timeout },
       })
@@ -181,13 +210,16 @@ export async function openNode(spec, options = {}) {
       const { azureBlobLockProvider } = await import('shedlock/azure-blob')
       // azurite's well-known development account (its README); the key is the password of the
       // secrets tests.
-      const key = spec.password ?? 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+      const key =
+        spec.password ?? 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
       const service = BlobServiceClient.fromConnectionString(
         `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${key};BlobEndpoint=http://${HOST}:${spec.port}/devstoreaccount1;`,
         { retryOptions: { maxTries: 1, tryTimeoutInMs: timeout } },
       )
       return {
-        provider: azureBlobLockProvider(withNode({ containerClient: service.getContainerClient(spec.bucket), prefix: spec.prefix })),
+        provider: azureBlobLockProvider(
+          withNode({ containerClient: service.getContainerClient(spec.bucket), prefix: spec.prefix }),
+        ),
         close: async () => {},
       }
     }

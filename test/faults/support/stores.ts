@@ -2,7 +2,13 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { CreateBucketCommand, DeleteObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+} from '@aws-sdk/client-s3'
 import { DeleteTableCommand, DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb'
 import { jetstream } from '@nats-io/jetstream'
 import { type KV, Kvm } from '@nats-io/kv'
@@ -26,7 +32,15 @@ import { FakeMongoCollection } from '../../helpers/fake-mongo-collection.ts'
 import { azuriteService, s3Client } from '../../helpers/object-stores.ts'
 import * as servers from './servers.ts'
 import type { OwnServer } from './servers.ts'
-import { type NodeOptions, openNode, openSqlite, replacingZooKeeperClient, type SqliteConnection, type StoreName, type StoreSpec } from './store-clients.mjs'
+import {
+  type NodeOptions,
+  openNode,
+  openSqlite,
+  replacingZooKeeperClient,
+  type SqliteConnection,
+  type StoreName,
+  type StoreSpec,
+} from './store-clients.mjs'
 
 /** What the fault groups need to know about a store to tell a fault from its documented behaviour. */
 export interface StoreFacts {
@@ -128,15 +142,25 @@ function assemble(parts: Parts): StoreUnderTest {
   }
 }
 
-const SQL_FACTS: StoreFacts = { extensible: true, expiry: 'database', earlyMs: 0, lateMs: 0, minLockMs: 0, keepsLocksAcrossRestart: true }
+const SQL_FACTS: StoreFacts = {
+  extensible: true,
+  expiry: 'database',
+  earlyMs: 0,
+  lateMs: 0,
+  minLockMs: 0,
+  keepsLocksAcrossRestart: true,
+}
 
 /** PostgreSQL on a cluster of our own; `useDbTime: false` gives the app-time variant. */
-export async function postgresUnderTest(options: { useDbTime?: boolean; server?: OwnServer } = {}): Promise<StoreUnderTest> {
+export async function postgresUnderTest(
+  options: { useDbTime?: boolean; server?: OwnServer } = {},
+): Promise<StoreUnderTest> {
   const server = options.server ?? (await servers.startPostgres())
   const pool = new pg.Pool({ host: '127.0.0.1', port: server.port, user: 'postgres', database: 'postgres', max: 3 })
   pool.on('error', () => {})
   const table = `faults_${suffix()}`
-  const query = async (text: string, values: unknown[] = []) => (await pool.query(text, values)).rows as Record<string, unknown>[]
+  const query = async (text: string, values: unknown[] = []) =>
+    (await pool.query(text, values)).rows as Record<string, unknown>[]
   await query(postgresSchema({ tableName: table }))
   const useDbTime = options.useDbTime ?? true
   return assemble({
@@ -147,15 +171,23 @@ export async function postgresUnderTest(options: { useDbTime?: boolean; server?:
     spec: { store: 'postgres', port: server.port, table, useDbTime },
     cliArgs: ['--url', `postgres://postgres@127.0.0.1:${server.port}/postgres`, '--table', table],
     isHeld: async (name) =>
-      (await query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).length === 1,
+      (
+        await query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [
+          name,
+        ])
+      ).length === 1,
     record: async (name) => {
-      const rows = await query(`SELECT name, lock_until::text AS u, locked_at::text AS a, locked_by AS b FROM ${table} WHERE name = $1`, [name])
+      const rows = await query(
+        `SELECT name, lock_until::text AS u, locked_at::text AS a, locked_by AS b FROM ${table} WHERE name = $1`,
+        [name],
+      )
       return rows[0] ? JSON.stringify(rows[0]) : undefined
     },
     remainingMs: async (name) => {
-      const rows = await query(`SELECT extract(epoch FROM lock_until - timezone('utc', statement_timestamp())) * 1000 AS ms FROM ${table} WHERE name = $1`, [
-        name,
-      ])
+      const rows = await query(
+        `SELECT extract(epoch FROM lock_until - timezone('utc', statement_timestamp())) * 1000 AS ms FROM ${table} WHERE name = $1`,
+        [name],
+      )
       return rows[0] ? Number(rows[0].ms) : undefined
     },
     keys: async () => (await query(`SELECT name FROM ${table}`)).map((r) => String(r.name)),
@@ -167,11 +199,20 @@ export async function postgresUnderTest(options: { useDbTime?: boolean; server?:
 }
 
 /** MariaDB on a server of our own. */
-export async function mysqlUnderTest(options: { useDbTime?: boolean; server?: OwnServer } = {}): Promise<StoreUnderTest> {
+export async function mysqlUnderTest(
+  options: { useDbTime?: boolean; server?: OwnServer } = {},
+): Promise<StoreUnderTest> {
   const server = options.server ?? (await servers.startMariaDb())
-  const pool = mysql.createPool({ host: '127.0.0.1', port: server.port, user: 'root', database: 'test', connectionLimit: 3 })
+  const pool = mysql.createPool({
+    host: '127.0.0.1',
+    port: server.port,
+    user: 'root',
+    database: 'test',
+    connectionLimit: 3,
+  })
   const table = `faults_${suffix()}`
-  const query = async (sql: string, values: unknown[] = []) => (await pool.query(sql, values))[0] as Record<string, unknown>[]
+  const query = async (sql: string, values: unknown[] = []) =>
+    (await pool.query(sql, values))[0] as Record<string, unknown>[]
   await query(mysqlSchema({ tableName: table }))
   const useDbTime = options.useDbTime ?? true
   return assemble({
@@ -181,13 +222,20 @@ export async function mysqlUnderTest(options: { useDbTime?: boolean; server?: Ow
     server: options.server ? undefined : server,
     spec: { store: 'mysql', port: server.port, table, useDbTime },
     cliArgs: ['--url', `mysql://root@127.0.0.1:${server.port}/test`, '--table', table],
-    isHeld: async (name) => (await query(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > UTC_TIMESTAMP(3)`, [name])).length === 1,
+    isHeld: async (name) =>
+      (await query(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > UTC_TIMESTAMP(3)`, [name])).length === 1,
     record: async (name) => {
-      const rows = await query(`SELECT name, CAST(lock_until AS CHAR) AS u, CAST(locked_at AS CHAR) AS a, locked_by AS b FROM ${table} WHERE name = ?`, [name])
+      const rows = await query(
+        `SELECT name, CAST(lock_until AS CHAR) AS u, CAST(locked_at AS CHAR) AS a, locked_by AS b FROM ${table} WHERE name = ?`,
+        [name],
+      )
       return rows[0] ? JSON.stringify(rows[0]) : undefined
     },
     remainingMs: async (name) => {
-      const rows = await query(`SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), lock_until) / 1000 AS ms FROM ${table} WHERE name = ?`, [name])
+      const rows = await query(
+        `SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), lock_until) / 1000 AS ms FROM ${table} WHERE name = ?`,
+        [name],
+      )
       return rows[0] ? Number(rows[0].ms) : undefined
     },
     keys: async () => (await query(`SELECT name FROM ${table}`)).map((r) => String(r.name)),
@@ -211,7 +259,9 @@ export async function sqliteUnderTest(
   const table = 'shedlock'
   database.exec(sqliteSchema({ tableName: table }))
   const all = (sql: string, ...params: string[]) =>
-    (database as unknown as { prepare(sql: string): { all(...p: string[]): Record<string, unknown>[] } }).prepare(sql).all(...params)
+    (database as unknown as { prepare(sql: string): { all(...p: string[]): Record<string, unknown>[] } })
+      .prepare(sql)
+      .all(...params)
   const useDbTime = options.useDbTime ?? true
   const sut = assemble({
     label: useDbTime ? 'sqlite' : 'sqlite (app time)',
@@ -220,18 +270,24 @@ export async function sqliteUnderTest(
     server: undefined,
     spec: { store: 'sqlite', file, table, useDbTime },
     cliArgs: ['--url', `sqlite:${file}`, '--table', table],
-    isHeld: async (name) => all(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`, name).length === 1,
+    isHeld: async (name) =>
+      all(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`, name)
+        .length === 1,
     record: async (name) => {
       const rows = all(`SELECT * FROM ${table} WHERE name = ?`, name)
       return rows[0] ? JSON.stringify(rows[0]) : undefined
     },
     remainingMs: async (name) => {
-      const rows = all(`SELECT (julianday(lock_until) - julianday('now')) * 86400000.0 AS ms FROM ${table} WHERE name = ?`, name)
+      const rows = all(
+        `SELECT (julianday(lock_until) - julianday('now')) * 86400000.0 AS ms FROM ${table} WHERE name = ?`,
+        name,
+      )
       return rows[0] ? Number(rows[0].ms) : undefined
     },
     // As bytes: libsql returns TEXT only up to its first NUL, and hostile names have NULs;
     // decoded keeping a leading U+FEFF, which TextDecoder drops by default as a byte-order mark.
-    keys: async () => all(`SELECT CAST(name AS BLOB) AS name FROM ${table}`).map((r) => bomKeeping.decode(r.name as Uint8Array)),
+    keys: async () =>
+      all(`SELECT CAST(name AS BLOB) AS name FROM ${table}`).map((r) => bomKeeping.decode(r.name as Uint8Array)),
     dispose: async () => {
       database.close()
       rmSync(dir, { recursive: true, force: true })
@@ -250,7 +306,14 @@ export async function redisUnderTest(options: { persistent?: boolean } = {}): Pr
   return assemble({
     label: options.persistent ? 'redis (appendfsync always)' : 'redis',
     store: 'redis',
-    facts: { extensible: true, expiry: 'server', earlyMs: 0, lateMs: 0, minLockMs: 0, keepsLocksAcrossRestart: Boolean(options.persistent) },
+    facts: {
+      extensible: true,
+      expiry: 'server',
+      earlyMs: 0,
+      lateMs: 0,
+      minLockMs: 0,
+      keepsLocksAcrossRestart: Boolean(options.persistent),
+    },
     server,
     spec: { store: 'redis', port: server.port, environment },
     cliArgs: ['--url', `redis://127.0.0.1:${server.port}?environment=${environment}`],
@@ -276,7 +339,14 @@ export async function etcdUnderTest(): Promise<StoreUnderTest> {
   return assemble({
     store: 'etcd',
     // Lease TTLs are whole seconds (rounded up) and at least 2 s; expired keys go in 500 ms passes.
-    facts: { extensible: true, expiry: 'server', earlyMs: 0, lateMs: 1_600, minLockMs: 2_000, keepsLocksAcrossRestart: true },
+    facts: {
+      extensible: true,
+      expiry: 'server',
+      earlyMs: 0,
+      lateMs: 1_600,
+      minLockMs: 2_000,
+      keepsLocksAcrossRestart: true,
+    },
     server,
     spec: { store: 'etcd', port: server.port, environment },
     isHeld: async (name) => (await kv(name)) !== undefined,
@@ -299,7 +369,11 @@ export async function etcdUnderTest(): Promise<StoreUnderTest> {
 /** NATS JetStream (file store) on a server of our own. */
 export async function natsUnderTest(): Promise<StoreUnderTest> {
   const server = await servers.startNats()
-  const nc: NatsConnection = await natsConnect({ servers: `127.0.0.1:${server.port}`, maxReconnectAttempts: -1, reconnectTimeWait: 200 })
+  const nc: NatsConnection = await natsConnect({
+    servers: `127.0.0.1:${server.port}`,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 200,
+  })
   const bucket = `faults-${suffix()}`
   const kv: KV = await new Kvm(jetstream(nc, { timeout: 2000 })).create(bucket)
   const entry = async (name: string) => {
@@ -349,7 +423,14 @@ export async function memcachedUnderTest(): Promise<StoreUnderTest> {
   return assemble({
     store: 'memcached',
     // Expiries are whole seconds, rounded up, on a clock that ticks once a second.
-    facts: { extensible: false, expiry: 'server', earlyMs: 1_100, lateMs: 1_100, minLockMs: 1_000, keepsLocksAcrossRestart: false },
+    facts: {
+      extensible: false,
+      expiry: 'server',
+      earlyMs: 1_100,
+      lateMs: 1_100,
+      minLockMs: 1_000,
+      keepsLocksAcrossRestart: false,
+    },
     server,
     spec: { store: 'memcached', port: server.port, environment },
     isHeld: async (name) => (await value(name)) !== undefined,
@@ -413,7 +494,8 @@ export async function dynamodbUnderTest(): Promise<StoreUnderTest> {
   })
   const table = `faults_${suffix()}`
   await createDynamoDBLockTable(raw, table)
-  const item = async (name: string) => (await raw.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }))).Item
+  const item = async (name: string) =>
+    (await raw.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }))).Item
   return assemble({
     store: 'dynamodb',
     facts: { extensible: true, expiry: 'app', earlyMs: 0, lateMs: 0, minLockMs: 0, keepsLocksAcrossRestart: true },
@@ -428,7 +510,10 @@ export async function dynamodbUnderTest(): Promise<StoreUnderTest> {
       const until = (await item(name))?.lockUntil?.S
       return until ? Date.parse(until) - Date.now() : undefined
     },
-    keys: async () => ((await raw.send(new ScanCommand({ TableName: table, ConsistentRead: true }))).Items ?? []).map((i) => i._id?.S ?? ''),
+    keys: async () =>
+      ((await raw.send(new ScanCommand({ TableName: table, ConsistentRead: true }))).Items ?? []).map(
+        (i) => i._id?.S ?? '',
+      ),
     dispose: async () => {
       await raw.send(new DeleteTableCommand({ TableName: table })).catch(() => {})
       raw.destroy()
@@ -437,7 +522,14 @@ export async function dynamodbUnderTest(): Promise<StoreUnderTest> {
 }
 
 /** S3 and Azure Blob keep the lock in an object's metadata, written from the node's clock. */
-const OBJECT_FACTS: StoreFacts = { extensible: true, expiry: 'app', earlyMs: 0, lateMs: 0, minLockMs: 0, keepsLocksAcrossRestart: true }
+const OBJECT_FACTS: StoreFacts = {
+  extensible: true,
+  expiry: 'app',
+  earlyMs: 0,
+  lateMs: 0,
+  minLockMs: 0,
+  keepsLocksAcrossRestart: true,
+}
 const OBJECT_PREFIX = 'faults/'
 
 /**
@@ -458,7 +550,10 @@ export async function s3UnderTest(): Promise<StoreUnderTest> {
       if ((error as { name?: string }).name !== 'BucketAlreadyOwnedByYou') throw error
     })
   }
-  const keys = async () => ((await raw.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }))).Contents ?? []).map((o) => o.Key ?? '')
+  const keys = async () =>
+    ((await raw.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }))).Contents ?? []).map(
+      (o) => o.Key ?? '',
+    )
   const head = async (name: string) => {
     try {
       return await raw.send(new HeadObjectCommand({ Bucket: bucket, Key: prefix + name }))
@@ -485,7 +580,9 @@ export async function s3UnderTest(): Promise<StoreUnderTest> {
     keys,
     keyOf: (name) => prefix + name,
     dispose: async () => {
-      await Promise.all((await keys()).map((Key) => raw.send(new DeleteObjectCommand({ Bucket: bucket, Key })))).catch(() => {})
+      await Promise.all((await keys()).map((Key) => raw.send(new DeleteObjectCommand({ Bucket: bucket, Key })))).catch(
+        () => {},
+      )
       raw.destroy()
     },
   })
@@ -494,7 +591,9 @@ export async function s3UnderTest(): Promise<StoreUnderTest> {
 /** Azure Blob: azurite of our own, its blobs on disk, a container of our own. */
 export async function azureBlobUnderTest(): Promise<StoreUnderTest> {
   const server = await servers.startAzurite()
-  const container = azuriteService(`http://127.0.0.1:${server.port}/devstoreaccount1`).getContainerClient(`faults-${suffix()}`)
+  const container = azuriteService(`http://127.0.0.1:${server.port}/devstoreaccount1`).getContainerClient(
+    `faults-${suffix()}`,
+  )
   await container.create()
   const properties = async (name: string) => {
     try {

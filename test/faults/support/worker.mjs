@@ -49,7 +49,8 @@ function describe(error) {
 function proofSchedule({ first, periodMs, count }) {
   const slots = Array.from({ length: count }, (_, k) => first + k * periodMs)
   return {
-    fireTimes: (from, to) => slots.filter((slot) => slot >= from.getTime() && slot <= to.getTime()).map((slot) => new Date(slot)),
+    fireTimes: (from, to) =>
+      slots.filter((slot) => slot >= from.getTime() && slot <= to.getTime()).map((slot) => new Date(slot)),
     async run(clock, lateMs, fire, fires = count) {
       for (const slot of slots.slice(0, fires)) {
         await sleep(Math.max(0, slot + lateMs - clock()))
@@ -78,9 +79,17 @@ async function openConfigurations(configurations) {
       nodes.set(key, node)
     }
     const node = nodes.get(key)
-    executors.push(createLockingTaskExecutor(node.provider, { node: job.node, ...(c.runLedger ? { runLedger: node.runLedger } : {}) }))
+    executors.push(
+      createLockingTaskExecutor(node.provider, {
+        node: job.node,
+        ...(c.runLedger ? { runLedger: node.runLedger } : {}),
+      }),
+    )
   }
-  return { executors, close: () => Promise.race([Promise.all([...nodes.values()].map((node) => node.close())), sleep(3000)]) }
+  return {
+    executors,
+    close: () => Promise.race([Promise.all([...nodes.values()].map((node) => node.close())), sleep(3000)]),
+  }
 }
 
 /** The task of the slot proofs: 1 ms of work, appended to this node's proof ledger (JSONL: node, name, slot, start, end). */
@@ -89,7 +98,10 @@ function proofTask(name, nominal) {
     const start = Date.now()
     await sleep(1)
     const end = Date.now()
-    appendFileSync(job.proofLedger, `${JSON.stringify({ node: job.node, name, slot: slot?.getTime() ?? nominal, start, end })}\n`)
+    appendFileSync(
+      job.proofLedger,
+      `${JSON.stringify({ node: job.node, name, slot: slot?.getTime() ?? nominal, start, end })}\n`,
+    )
   }
 }
 
@@ -139,7 +151,9 @@ const modes = {
         event: name,
         at: Date.now(),
         lockAtMostUntil: configuration.lockAtMostUntil.getTime(),
-        ...(detail instanceof Error || (detail && typeof detail === 'object' && 'message' in detail) ? { error: describe(detail) } : {}),
+        ...(detail instanceof Error || (detail && typeof detail === 'object' && 'message' in detail)
+          ? { error: describe(detail) }
+          : {}),
       })
     const listener = {
       onLockAcquired: event('onLockAcquired'),
@@ -154,7 +168,11 @@ const modes = {
     try {
       const result = await executor.executeWithLock(
         async ({ signal, configuration }) => {
-          await send({ type: 'started', createdAt: configuration.createdAt.getTime(), lockAtMostUntil: configuration.lockAtMostUntil.getTime() })
+          await send({
+            type: 'started',
+            createdAt: configuration.createdAt.getTime(),
+            lockAtMostUntil: configuration.lockAtMostUntil.getTime(),
+          })
           const abortedAt = await new Promise((resolve) => {
             const timer = setTimeout(() => resolve(undefined), job.maxTaskMs)
             const onAbort = () => {
@@ -164,7 +182,12 @@ const modes = {
             if (signal.aborted) onAbort()
             else signal.addEventListener('abort', onAbort, { once: true })
           })
-          await send({ type: 'task-ended', at: Date.now(), abortedAt, reason: signal.aborted ? describe(signal.reason) : undefined })
+          await send({
+            type: 'task-ended',
+            at: Date.now(),
+            abortedAt,
+            reason: signal.aborted ? describe(signal.reason) : undefined,
+          })
           // Keep running a little after the abort, as a task finishing its current step would.
           await sleep(job.afterAbortMs ?? 200)
           return 'done'
@@ -278,7 +301,12 @@ const modes = {
     const attempts = []
     await schedule.run(clock, job.lateMs, (slot) => {
       job.configurations.forEach((c, i) => {
-        const request = { name: c.name, lockAtMostFor: '10s', lockAtLeastFor: 0, ...(c.slot ? { slot: new Date(slot) } : {}) }
+        const request = {
+          name: c.name,
+          lockAtMostFor: '10s',
+          lockAtLeastFor: 0,
+          ...(c.slot ? { slot: new Date(slot) } : {}),
+        }
         attempts.push(
           executors[i].executeWithLock(proofTask(c.name, slot), request).then(
             (outcome) => count(tallies[i], slot, outcome),
@@ -308,10 +336,12 @@ const modes = {
         (slot) => {
           job.configurations.forEach((c, i) => {
             attempts.push(
-              executors[i].executeWithLock(proofTask(c.name, slot), { name: c.name, lockAtMostFor: '10s', slot: new Date(slot) }).then(
-                (outcome) => count(tallies[i], slot, outcome),
-                (error) => tallies[i].errors.push({ slot, error: describe(error) }),
-              ),
+              executors[i]
+                .executeWithLock(proofTask(c.name, slot), { name: c.name, lockAtMostFor: '10s', slot: new Date(slot) })
+                .then(
+                  (outcome) => count(tallies[i], slot, outcome),
+                  (error) => tallies[i].errors.push({ slot, error: describe(error) }),
+                ),
             )
           })
         },
@@ -326,7 +356,11 @@ const modes = {
       const results = await Promise.all(
         job.configurations.map((c, i) =>
           executors[i]
-            .catchUp(proofTask(c.name, undefined), { name: c.name, lockAtMostFor: '10s' }, { policy: c.policy, within: '1m', fireTimes: schedule.fireTimes })
+            .catchUp(
+              proofTask(c.name, undefined),
+              { name: c.name, lockAtMostFor: '10s' },
+              { policy: c.policy, within: '1m', fireTimes: schedule.fireTimes },
+            )
             .then(
               (result) => ({
                 outcome: result.outcome,
@@ -346,17 +380,28 @@ const modes = {
 
   async secrets() {
     // A canary: one lock in memory, so that the debug log has lines whatever the stores do.
-    await createLockingTaskExecutor(inMemoryLockProvider()).executeWithLock(() => {}, { name: 'secrets-canary', lockAtMostFor: '5s' })
+    await createLockingTaskExecutor(inMemoryLockProvider()).executeWithLock(() => {}, {
+      name: 'secrets-canary',
+      lockAtMostFor: '5s',
+    })
     // Each case: a node whose connection carries the password, and a lock attempt that fails.
     const texts = []
     for (const spec of job.specs) {
       let node
       try {
         node = await openNode(spec, { timeoutMs: 1500 })
-        const outcome = await createLockingTaskExecutor(node.provider).executeWithLock(() => {}, { name: `secrets-${spec.store}`, lockAtMostFor: '5s' })
+        const outcome = await createLockingTaskExecutor(node.provider).executeWithLock(() => {}, {
+          name: `secrets-${spec.store}`,
+          lockAtMostFor: '5s',
+        })
         texts.push({ spec: spec.store, outcome: outcome.executed ? 'executed' : 'not executed' })
       } catch (error) {
-        texts.push({ spec: spec.store, message: String(error), stack: error?.stack, inspected: inspect(error, { depth: 6 }) })
+        texts.push({
+          spec: spec.store,
+          message: String(error),
+          stack: error?.stack,
+          inspected: inspect(error, { depth: 6 }),
+        })
       } finally {
         await Promise.race([node?.close(), sleep(2000)])
       }

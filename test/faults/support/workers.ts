@@ -72,7 +72,11 @@ export class WorkerProcess {
    * The first buffered message of `type` (and matching `where`) not taken yet, removed from the
    * buffer, waiting up to `timeoutMs`. A `fatal` message or an exit of the worker rejects with what it said.
    */
-  async next(type: string, timeoutMs: number, where: (message: WorkerMessage) => boolean = () => true): Promise<WorkerMessage> {
+  async next(
+    type: string,
+    timeoutMs: number,
+    where: (message: WorkerMessage) => boolean = () => true,
+  ): Promise<WorkerMessage> {
     const deadline = Date.now() + timeoutMs
     for (;;) {
       const index = this.messages.findIndex((m) => m.type === type && where(m))
@@ -80,7 +84,9 @@ export class WorkerProcess {
       const fatal = this.messages.find((m) => m.type === 'fatal')
       if (fatal) throw new Error(`${this.label} failed: ${JSON.stringify(fatal.error)}\nstderr:\n${this.stderr}`)
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`${this.label} exited (${this.child.exitCode ?? this.child.signalCode}) before sending "${type}"\nstderr:\n${this.stderr}`)
+        throw new Error(
+          `${this.label} exited (${this.child.exitCode ?? this.child.signalCode}) before sending "${type}"\nstderr:\n${this.stderr}`,
+        )
       }
       const left = deadline - Date.now()
       if (left <= 0) throw new Error(`${this.label} sent no "${type}" within ${timeoutMs}ms\nstderr:\n${this.stderr}`)

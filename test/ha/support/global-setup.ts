@@ -51,6 +51,7 @@ function sweep(): void {
   }
   // The servers' data folders (test/ha/topologies.test.ts names them shedlock-ha-*).
   for (const entry of readdirSync(tmpdir())) {
-    if (!process.env.SHEDLOCK_HA_KEEP && entry.startsWith('shedlock-ha-')) rmSync(join(tmpdir(), entry), { recursive: true, force: true })
+    if (!process.env.SHEDLOCK_HA_KEEP && entry.startsWith('shedlock-ha-'))
+      rmSync(join(tmpdir(), entry), { recursive: true, force: true })
   }
 }

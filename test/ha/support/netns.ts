@@ -29,7 +29,8 @@ export class PrivateNetwork {
 
   /** Creates the bridge; refuses a subnet the host already routes (it must stay private). */
   up(): void {
-    if (ip(['route']).includes(`${this.prefix}.0/24`)) throw new Error(`${this.prefix}.0/24 is already routed on this host; pick another subnet`)
+    if (ip(['route']).includes(`${this.prefix}.0/24`))
+      throw new Error(`${this.prefix}.0/24 is already routed on this host; pick another subnet`)
     ip(['link', 'add', this.bridge, 'type', 'bridge'])
     ip(['addr', 'add', `${this.prefix}.1/24`, 'dev', this.bridge])
     ip(['link', 'set', this.bridge, 'up'])
@@ -70,7 +71,10 @@ export class PrivateNetwork {
     const as = options.user ? ['setpriv', `--reuid=${options.user}`, `--regid=${options.user}`, '--init-groups'] : []
     const log = openSync(join(options.dir, options.log), 'a')
     // `ip netns exec` and setpriv exec the command: the child's pid is the server's.
-    const child = spawn('ip', ['netns', 'exec', this.#node(name).ns, ...as, ...command], { stdio: ['ignore', log, log], cwd: options.dir })
+    const child = spawn('ip', ['netns', 'exec', this.#node(name).ns, ...as, ...command], {
+      stdio: ['ignore', log, log],
+      cwd: options.dir,
+    })
     closeSync(log)
     child.once('error', () => {})
     this.#children.add(child)
@@ -81,7 +85,10 @@ export class PrivateNetwork {
   /** Runs `command` inside node `name`'s namespace and returns its output. */
   exec(name: string, command: string[], user?: string): string {
     const as = user ? ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--init-groups'] : []
-    return execFileSync('ip', ['netns', 'exec', this.#node(name).ns, ...as, ...command], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+    return execFileSync('ip', ['netns', 'exec', this.#node(name).ns, ...as, ...command], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
   }
 
   /**
@@ -137,7 +144,8 @@ export class PrivateNetwork {
     for (const node of this.#nodes.values()) {
       // Whatever a namespace still runs (a process that forked) dies with it.
       try {
-        for (const pid of ip(['netns', 'pids', node.ns]).split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL')
+        for (const pid of ip(['netns', 'pids', node.ns]).split('\n').filter(Boolean))
+          process.kill(Number(pid), 'SIGKILL')
       } catch {
         // Gone already.
       }

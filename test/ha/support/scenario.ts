@@ -126,7 +126,8 @@ export async function killPrimaryScenario(
 export function writeResults(rows: readonly Row[], skipped: readonly string[]): string {
   const dir = new URL('../results/', import.meta.url).pathname
   mkdirSync(dir, { recursive: true })
-  const header = '| topology | option | fault | attempts | grants | errors | double grants | no lock for (ms) | stuck after recovery |'
+  const header =
+    '| topology | option | fault | attempts | grants | errors | double grants | no lock for (ms) | stuck after recovery |'
   const lines = [header, '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
   for (const r of rows) {
     lines.push(
@@ -136,6 +137,9 @@ export function writeResults(rows: readonly Row[], skipped: readonly string[]): 
   const table = lines.join('\n')
   const at = new Date().toISOString()
   writeFileSync(join(dir, 'latest.json'), `${JSON.stringify({ at, node: process.version, rows, skipped }, null, 2)}\n`)
-  writeFileSync(join(dir, 'latest.md'), `Run of ${at} (${process.version}); lockAtMostFor ${LOCK_AT_MOST_FOR} ms.\n\n${table}\n`)
+  writeFileSync(
+    join(dir, 'latest.md'),
+    `Run of ${at} (${process.version}); lockAtMostFor ${LOCK_AT_MOST_FOR} ms.\n\n${table}\n`,
+  )
   return table
 }

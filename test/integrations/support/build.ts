@@ -9,7 +9,9 @@ const nestjs = join(root, 'packages/nestjs')
 /** Runs the repository's tsc on `project`; resolves to its exit code and output. */
 export function tsc(project: string): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', project], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', project], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
@@ -30,7 +32,8 @@ function isStale(src: string, dist: string): boolean {
  * package, whose types it imports.
  */
 export async function ensureNestjsBuilt(): Promise<void> {
-  if (!existsSync(join(root, 'dist/index.d.ts'))) throw new Error('dist/ of shedlock is missing: run "npm run build" at the repository root first')
+  if (!existsSync(join(root, 'dist/index.d.ts')))
+    throw new Error('dist/ of shedlock is missing: run "npm run build" at the repository root first')
   if (!isStale(join(nestjs, 'src'), join(nestjs, 'dist'))) return
   const { code, output } = await tsc(join(nestjs, 'tsconfig.build.json'))
   if (code !== 0) throw new Error(`building @shedlock/nestjs failed:\n${output}`)

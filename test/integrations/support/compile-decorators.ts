@@ -29,7 +29,13 @@ export async function importCompiled<T>(file: URL, mode: DecoratorMode): Promise
     },
   })
   if (diagnostics?.length)
-    throw new Error(ts.formatDiagnostics(diagnostics, { getCanonicalFileName: (f) => f, getCurrentDirectory: () => '', getNewLine: () => '\n' }))
+    throw new Error(
+      ts.formatDiagnostics(diagnostics, {
+        getCanonicalFileName: (f) => f,
+        getCurrentDirectory: () => '',
+        getNewLine: () => '\n',
+      }),
+    )
   const dir = mkdtempSync(join(tmpdir(), `shedlock-decorators-${mode}-`))
   dirs.push(dir)
   const out = join(dir, 'classes.mjs')

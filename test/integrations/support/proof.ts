@@ -34,7 +34,9 @@ export interface ProofRun {
  * scheduling, not an error.
  */
 export function stderrErrors(run: Pick<ProofRun, 'stderr'>): string[] {
-  return run.stderr.split('\n').filter((line) => line !== '' && !/^\[Cron\] Missed execution deadline by \d+ms/.test(line))
+  return run.stderr
+    .split('\n')
+    .filter((line) => line !== '' && !/^\[Cron\] Missed execution deadline by \d+ms/.test(line))
 }
 
 /** What a ledger shows over the window where every process was scheduling. */
@@ -58,10 +60,18 @@ export interface ProofReport {
  * Starts `node <script>` with `env`, and resolves once it exits (killing it after `timeoutMs`).
  * The script prints `ready <ms>` when it starts scheduling and `stopping <ms>` when it stops.
  */
-export async function runProofProcess(script: string, node: string, env: Record<string, string>, timeoutMs: number): Promise<ProofRun> {
+export async function runProofProcess(
+  script: string,
+  node: string,
+  env: Record<string, string>,
+  timeoutMs: number,
+): Promise<ProofRun> {
   if (!existsSync(script)) throw new Error(`${script} is missing`)
   // Node 22 warns on stderr that node:sqlite is experimental (24 and 26 do not): not an error of the app.
-  const { code, signal, stdout, stderr } = await startNode(['--disable-warning=ExperimentalWarning', script], { env, killAfterMs: timeoutMs }).done
+  const { code, signal, stdout, stderr } = await startNode(['--disable-warning=ExperimentalWarning', script], {
+    env,
+    killAfterMs: timeoutMs,
+  }).done
   const time = (word: string) => Number(new RegExp(`^${word} (\\d+)$`, 'm').exec(stdout)?.[1] ?? Number.NaN)
   return { node, code, signal, stdout, stderr, ready: time('ready'), stopping: time('stopping') }
 }
@@ -80,7 +90,11 @@ export function readLedger(path: string): LedgerRecord[] {
  * least `marginMs` after the last process was ready and finished (`runMs`) before the first one
  * began to stop: each of them must have run exactly once.
  */
-export function analyse(records: LedgerRecord[], runs: ProofRun[], options: { marginMs?: number; runMs?: number } = {}): ProofReport {
+export function analyse(
+  records: LedgerRecord[],
+  runs: ProofRun[],
+  options: { marginMs?: number; runMs?: number } = {},
+): ProofReport {
   const margin = options.marginMs ?? 200
   const runMs = options.runMs ?? 700
   const from = Math.max(...runs.map((r) => r.ready)) + margin

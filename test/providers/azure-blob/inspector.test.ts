@@ -21,7 +21,9 @@ describe.skipIf(!service)('azureBlobLockInspector (azurite)', () => {
   })
 
   describe('inspector suite', () => {
-    registerInspectorSuite(lockInspectorSuite({ provider: () => azureBlobLockProvider({ containerClient: container }), inspector }))
+    registerInspectorSuite(
+      lockInspectorSuite({ provider: () => azureBlobLockProvider({ containerClient: container }), inspector }),
+    )
   })
 
   it('list() reads metadata from the listing and releases what it listed (the listing gives bare ETags)', async () => {
@@ -40,7 +42,11 @@ describe.skipIf(!service)('azureBlobLockInspector (azurite)', () => {
 
   it('a blob without a valid lockUntil reads as held, with an unknown lockUntil, and removeExpired() keeps it', async () => {
     await container.getBlockBlobClient('shedlock/not-a-lock').upload('x', 1)
-    expect(await inspector.get('not-a-lock')).toMatchObject({ held: true, lockUntil: undefined, remainingMs: undefined })
+    expect(await inspector.get('not-a-lock')).toMatchObject({
+      held: true,
+      lockUntil: undefined,
+      remainingMs: undefined,
+    })
     await inspector.removeExpired({ prefix: 'not-a-lock' })
     expect(await inspector.get('not-a-lock')).toBeDefined()
   })

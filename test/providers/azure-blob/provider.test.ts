@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { hostname } from 'node:os'
 import type { BlobServiceClient, ContainerClient } from '@azure/storage-blob'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { azureBlobLockProvider } from '../../../src/providers/azure-blob/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { azuriteOrSkip, azuriteService, uniqueBucket } from '../../helpers/object-stores.ts'
@@ -31,7 +36,8 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
     const until = get(await metadataOf(name), 'lockUntil')
     return until !== undefined && Date.parse(until) > Date.now()
   }
-  const provider = (options: Partial<Parameters<typeof azureBlobLockProvider>[0]> = {}) => azureBlobLockProvider({ containerClient: container, ...options })
+  const provider = (options: Partial<Parameters<typeof azureBlobLockProvider>[0]> = {}) =>
+    azureBlobLockProvider({ containerClient: container, ...options })
 
   beforeAll(async () => {
     await container.create()
@@ -50,7 +56,11 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
         },
         // Port 1 on loopback: nothing listens there, so connections are refused at once.
         unreachableProvider: () =>
-          azureBlobLockProvider({ containerClient: azuriteService('http://127.0.0.1:1/devstoreaccount1', 1).getContainerClient(container.containerName) }),
+          azureBlobLockProvider({
+            containerClient: azuriteService('http://127.0.0.1:1/devstoreaccount1', 1).getContainerClient(
+              container.containerName,
+            ),
+          }),
         extensible: true,
         slots: { inspector: true },
         maxNameLength: 1024 - PREFIX.length,
@@ -84,33 +94,47 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
       await container
         .getBlockBlobClient(`${PREFIX}hand-held`)
         .upload('', 0, { metadata: { lockUntil: until, lockedAt: '2026-01-01T00:00:00Z', lockedBy: 'other' } })
-      await container
-        .getBlockBlobClient(`${PREFIX}hand-expired`)
-        .upload('', 0, { metadata: { lockUntil: '2020-01-01T00:00:00.123456789Z', lockedAt: '2020-01-01T00:00:00Z', lockedBy: 'other' } })
+      await container.getBlockBlobClient(`${PREFIX}hand-expired`).upload('', 0, {
+        metadata: {
+          lockUntil: '2020-01-01T00:00:00.123456789Z',
+          lockedAt: '2020-01-01T00:00:00Z',
+          lockedBy: 'other',
+        },
+      })
       expect(await provider().lock(lockConfiguration({ name: 'hand-held', lockAtMostFor: '1m' }))).toBeUndefined()
       expect(get(await metadataOf('hand-held'), 'lockedBy')).toBe('other')
-      const lock = await provider({ lockedBy: 'node-app' }).lock(lockConfiguration({ name: 'hand-expired', lockAtMostFor: '1m' }))
+      const lock = await provider({ lockedBy: 'node-app' }).lock(
+        lockConfiguration({ name: 'hand-expired', lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       expect(get(await metadataOf('hand-expired'), 'lockedBy')).toMatch(/^node-app:\d+:[0-9a-f]{12}$/)
       await lock.unlock()
     })
 
     it('a holder whose lock was overwritten meanwhile changes nothing on release', async () => {
-      const lock = (await provider().lock(lockConfiguration({ name: 'overwritten', lockAtMostFor: '1m' }))) as ExtensibleLock
+      const lock = (await provider().lock(
+        lockConfiguration({ name: 'overwritten', lockAtMostFor: '1m' }),
+      )) as ExtensibleLock
       assert.ok(lock)
       const until = new Date(Date.now() + HOUR).toISOString()
-      await container.getBlockBlobClient(`${PREFIX}overwritten`).upload('', 0, { metadata: { lockUntil: until, lockedAt: until, lockedBy: 'other' } })
+      await container
+        .getBlockBlobClient(`${PREFIX}overwritten`)
+        .upload('', 0, { metadata: { lockUntil: until, lockedAt: until, lockedBy: 'other' } })
       await lock.unlock()
       expect(get(await metadataOf('overwritten'), 'lockUntil')).toBe(until)
     })
 
     it('rejects, naming the blob, for a blob under the prefix without a valid lockUntil', async () => {
       await container.getBlockBlobClient(`${PREFIX}foreign`).upload('x', 1)
-      await expect(provider().lock(lockConfiguration({ name: 'foreign', lockAtMostFor: '1m' }))).rejects.toThrow(/has no valid lockUntil metadata/)
+      await expect(provider().lock(lockConfiguration({ name: 'foreign', lockAtMostFor: '1m' }))).rejects.toThrow(
+        /has no valid lockUntil metadata/,
+      )
     })
 
     it('of 8 concurrent providers one wins', async () => {
-      const results = await Promise.all(Array.from({ length: 8 }, () => provider().lock(lockConfiguration({ name: 'race-8', lockAtMostFor: '1m' }))))
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => provider().lock(lockConfiguration({ name: 'race-8', lockAtMostFor: '1m' }))),
+      )
       expect(results.filter(Boolean)).toHaveLength(1)
     })
 
@@ -155,18 +179,20 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
         return [...sent]
       }
       let lock: ExtensibleLock | undefined
-      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual([
+      expect(
+        await take(
+          async () =>
+            (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock),
+        ),
+      ).toEqual(['getProperties', 'upload'])
+      expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual([
         'getProperties',
-        'upload',
       ])
-      expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual(['getProperties'])
       expect(await take(async () => (lock = (await lock!.extend('2m', '0s')) as ExtensibleLock))).toEqual(['upload'])
       expect(await take(() => lock!.unlock())).toEqual(['upload'])
-      expect(await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock())).toEqual([
-        'getProperties',
-        'upload',
-        'upload',
-      ])
+      expect(
+        await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock()),
+      ).toEqual(['getProperties', 'upload', 'upload'])
     })
   })
 
@@ -206,11 +232,15 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
     })
 
     it('a missing container rejects with LockProviderError saying to create it', async () => {
-      const error = await azureBlobLockProvider({ containerClient: blobService.getContainerClient('shedlock-no-such-container') })
+      const error = await azureBlobLockProvider({
+        containerClient: blobService.getContainerClient('shedlock-no-such-container'),
+      })
         .lock(lockConfiguration({ name: 'nowhere', lockAtMostFor: '1m' }))
         .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
-      expect(error.message).toMatch(/azure-blob: could not acquire lock "nowhere": container "shedlock-no-such-container" does not exist/)
+      expect(error.message).toMatch(
+        /azure-blob: could not acquire lock "nowhere": container "shedlock-no-such-container" does not exist/,
+      )
     })
 
     it('a wrong account key rejects with LockProviderError naming the permissions, without the key', async () => {

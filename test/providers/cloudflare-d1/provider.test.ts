@@ -46,9 +46,12 @@ type Db = Awaited<ReturnType<MiniflareInstance['getD1Database']>>
 const db = started?.db as Db
 
 const row = async (name: string, table = 'shedlock'): Promise<Record<string, unknown> | undefined> =>
-  (await db.prepare(`SELECT lock_until, locked_at, locked_by, lock_until > ${NOW} AS held FROM ${table} WHERE name = ?`).bind(name).all()).results[0] as
-    | Record<string, unknown>
-    | undefined
+  (
+    await db
+      .prepare(`SELECT lock_until, locked_at, locked_by, lock_until > ${NOW} AS held FROM ${table} WHERE name = ?`)
+      .bind(name)
+      .all()
+  ).results[0] as Record<string, unknown> | undefined
 
 describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
   beforeAll(async () => {
@@ -77,12 +80,19 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
       })
       // The statements differ between the two only in where their times come from: app time runs
       // the groups that check times, to keep this file well under a minute.
-      registerSuite(useDbTime ? cases : cases.filter((c) => ['basic', 'extension', 'ownership', 'record'].includes(c.group)))
+      registerSuite(
+        useDbTime ? cases : cases.filter((c) => ['basic', 'extension', 'ownership', 'record'].includes(c.group)),
+      )
     })
   }
 
   describe('inspector', () => {
-    registerInspectorSuite(lockInspectorSuite({ provider: () => d1LockProvider({ database: db }), inspector: d1LockInspector({ database: db }) }))
+    registerInspectorSuite(
+      lockInspectorSuite({
+        provider: () => d1LockProvider({ database: db }),
+        inspector: d1LockInspector({ database: db }),
+      }),
+    )
   })
 
   it("writes Java ShedLock's row: UTC text times and a locked_by that starts with the host name", async () => {
@@ -101,11 +111,18 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
   it('honours a row written by hand in the layout Java ShedLock writes (a held one is not taken, an expired one is)', async () => {
     const name = `d1-java-${Date.now()}`
     await db
-      .prepare(`INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES (?, strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), ${NOW}, 'java-host')`)
+      .prepare(
+        `INSERT INTO shedlock (name, lock_until, locked_at, locked_by) VALUES (?, strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), ${NOW}, 'java-host')`,
+      )
       .bind(name)
       .run()
-    expect(await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
-    await db.prepare(`UPDATE shedlock SET lock_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second') WHERE name = ?`).bind(name).run()
+    expect(
+      await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+    ).toBeUndefined()
+    await db
+      .prepare(`UPDATE shedlock SET lock_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second') WHERE name = ?`)
+      .bind(name)
+      .run()
     const lock = await d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
     expect(lock).toBeDefined()
     await lock!.unlock()
@@ -113,7 +130,11 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
 
   it('one winner among 8 providers racing for a free lock', async () => {
     const name = `d1-race-${Date.now()}`
-    const locks = await Promise.all(Array.from({ length: 8 }, () => d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        d1LockProvider({ database: db }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+      ),
+    )
     expect(locks.filter(Boolean)).toHaveLength(1)
     await locks.find(Boolean)!.unlock()
   })
@@ -121,13 +142,17 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
   it('a lock held when workerd stops is still held after a restart on the persisted database, and its holder cannot touch the new one', async () => {
     const name = `d1-restart-${Date.now()}`
     const first = await started!.start()
-    const lock = await d1LockProvider({ database: await first.getD1Database('DB') }).lock(lockConfiguration({ name, lockAtMostFor: 1_500 }))
+    const lock = await d1LockProvider({ database: await first.getD1Database('DB') }).lock(
+      lockConfiguration({ name, lockAtMostFor: 1_500 }),
+    )
     expect(lock).toBeDefined()
     await first.dispose()
     instances.splice(instances.indexOf(first), 1)
     const second = await started!.start()
     const again = await second.getD1Database('DB')
-    expect(await d1LockProvider({ database: again }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+    expect(
+      await d1LockProvider({ database: again }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+    ).toBeUndefined()
     // The dead instance's handle fails, and changes nothing.
     await expect(lock!.unlock()).rejects.toThrow(LockProviderError)
     await new Promise((resolve) => setTimeout(resolve, 1_600))
@@ -138,9 +163,13 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
 
   it('a missing table rejects with LockProviderError naming the lock and giving the DDL', async () => {
     const provider = d1LockProvider({ database: db, tableName: 'no_such_locks' })
-    const error = await provider.lock(lockConfiguration({ name: 'd1-missing-table', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+    const error = await provider
+      .lock(lockConfiguration({ name: 'd1-missing-table', lockAtMostFor: '1m' }))
+      .catch((e: unknown) => e)
     expect(error).toBeInstanceOf(LockProviderError)
-    expect((error as Error).message).toContain('cloudflare-d1: could not acquire lock "d1-missing-table": table no_such_locks does not exist')
+    expect((error as Error).message).toContain(
+      'cloudflare-d1: could not acquire lock "d1-missing-table": table no_such_locks does not exist',
+    )
     expect((error as Error).message).toContain('CREATE TABLE IF NOT EXISTS no_such_locks')
   })
 
@@ -148,6 +177,8 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
     expect(() => d1LockProvider({ database: {} as never })).toThrow(LockConfigurationError)
     expect(() => d1LockProvider({ database: undefined as never })).toThrow(/pass your D1 binding as \{ database \}/)
     expect(() => d1LockInspector({ database: null as never })).toThrow(LockConfigurationError)
-    expect(() => d1LockProvider({ database: db, tableName: 'locks; DROP TABLE x' })).toThrow(/not a plain SQL identifier/)
+    expect(() => d1LockProvider({ database: db, tableName: 'locks; DROP TABLE x' })).toThrow(
+      /not a plain SQL identifier/,
+    )
   })
 })

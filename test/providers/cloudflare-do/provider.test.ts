@@ -3,7 +3,11 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { durableObjectLockInspector, durableObjectLockProvider, type DurableObjectLockNamespace } from '../../../src/providers/cloudflare-do/index.ts'
+import {
+  durableObjectLockInspector,
+  durableObjectLockProvider,
+  type DurableObjectLockNamespace,
+} from '../../../src/providers/cloudflare-do/index.ts'
 import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
 import { loadMiniflare, type MiniflareInstance } from '../../helpers/miniflare.ts'
@@ -18,11 +22,21 @@ const ENTRY = `export { ShedLockDurableObject } from './dist/providers/cloudflar
 function modules(): { type: 'ESModule'; path: string; contents: string }[] {
   const walk = (dir: string): string[] =>
     readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-      e.isDirectory() ? (e.name === 'cli' ? [] : walk(join(dir, e.name))) : e.name.endsWith('.js') ? [join(dir, e.name)] : [],
+      e.isDirectory()
+        ? e.name === 'cli'
+          ? []
+          : walk(join(dir, e.name))
+        : e.name.endsWith('.js')
+          ? [join(dir, e.name)]
+          : [],
     )
   return [
     { type: 'ESModule', path: join(root, 'entry.mjs'), contents: ENTRY },
-    ...walk(join(root, 'dist')).map((path) => ({ type: 'ESModule' as const, path, contents: readFileSync(path, 'utf8') })),
+    ...walk(join(root, 'dist')).map((path) => ({
+      type: 'ESModule' as const,
+      path,
+      contents: readFileSync(path, 'utf8'),
+    })),
   ]
 }
 
@@ -82,7 +96,9 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
   it('one winner among 8 providers racing for a free lock', async () => {
     const name = `do-race-${Date.now()}`
     const locks = await Promise.all(
-      Array.from({ length: 8 }, () => durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+      Array.from({ length: 8 }, () =>
+        durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+      ),
     )
     expect(locks.filter(Boolean)).toHaveLength(1)
     await locks.find(Boolean)!.unlock()
@@ -90,35 +106,54 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
 
   it('a 3,000-character name works on a SQLite-backed object', async () => {
     const name = `do-long-${Date.now()}-${'x'.repeat(3000)}`
-    const lock = await durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    const lock = await durableObjectLockProvider({ namespace, objectName }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m' }),
+    )
     expect(lock).toBeDefined()
-    expect(await durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+    expect(
+      await durableObjectLockProvider({ namespace, objectName }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+    ).toBeUndefined()
     await lock!.unlock()
   })
 
   it('objects are separate lock spaces', async () => {
     const name = `do-spaces-${Date.now()}`
-    const a = await durableObjectLockProvider({ namespace, objectName: 'space-a' }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
-    const b = await durableObjectLockProvider({ namespace, objectName: 'space-b' }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    const a = await durableObjectLockProvider({ namespace, objectName: 'space-a' }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m' }),
+    )
+    const b = await durableObjectLockProvider({ namespace, objectName: 'space-b' }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m' }),
+    )
     expect(a && b).toBeTruthy()
     await a!.unlock()
     await b!.unlock()
   })
 
   it('rejects what is not a namespace binding, and an empty objectName or lockedBy, with LockConfigurationError', () => {
-    expect(() => durableObjectLockProvider({ namespace: {} as never })).toThrow(/pass the binding of ShedLockDurableObject as \{ namespace \}/)
+    expect(() => durableObjectLockProvider({ namespace: {} as never })).toThrow(
+      /pass the binding of ShedLockDurableObject as \{ namespace \}/,
+    )
     expect(() => durableObjectLockInspector({ namespace: undefined as never })).toThrow(LockConfigurationError)
-    expect(() => durableObjectLockProvider({ namespace, objectName: '' })).toThrow(/objectName must be a non-empty string/)
+    expect(() => durableObjectLockProvider({ namespace, objectName: '' })).toThrow(
+      /objectName must be a non-empty string/,
+    )
     expect(() => durableObjectLockProvider({ namespace, lockedBy: '' })).toThrow(/lockedBy must be a non-empty string/)
   })
 
   it('an object that is not ShedLockDurableObject rejects with LockProviderError naming the lock', async () => {
-    const wrong: DurableObjectLockNamespace = { idFromName: () => 'x', get: () => ({ fetch: async () => new Response('no', { status: 404 }) }) }
-    await expect(durableObjectLockProvider({ namespace: wrong }).lock(lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }))).rejects.toThrow(
-      /cloudflare-do: could not acquire lock "do-wrong": the object answered HTTP 404/,
-    )
-    await expect(durableObjectLockProvider({ namespace: wrong }).lock(lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(
-      LockProviderError,
-    )
+    const wrong: DurableObjectLockNamespace = {
+      idFromName: () => 'x',
+      get: () => ({ fetch: async () => new Response('no', { status: 404 }) }),
+    }
+    await expect(
+      durableObjectLockProvider({ namespace: wrong }).lock(
+        lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }),
+      ),
+    ).rejects.toThrow(/cloudflare-do: could not acquire lock "do-wrong": the object answered HTTP 404/)
+    await expect(
+      durableObjectLockProvider({ namespace: wrong }).lock(
+        lockConfiguration({ name: 'do-wrong', lockAtMostFor: '1m' }),
+      ),
+    ).rejects.toBeInstanceOf(LockProviderError)
   })
 })

@@ -6,7 +6,11 @@
 // It imports the built package (npm run build first), as a Deno app would, opens a Deno KV on
 // KV_PATH (a fresh file, or memory), runs every case one after another, prints one line per case
 // and exits 1 when any failed.
-import { denoKvLockInspector, denoKvLockProvider, type DenoKvLockDatabase } from '../../../dist/providers/deno-kv/index.js'
+import {
+  denoKvLockInspector,
+  denoKvLockProvider,
+  type DenoKvLockDatabase,
+} from '../../../dist/providers/deno-kv/index.js'
 import { lockInspectorSuite, lockProviderSuite } from '../../../dist/testing/index.js'
 
 /** The parts of Deno's API used here (this file is type-checked with Node's types too). */
@@ -44,11 +48,13 @@ const cases: { name: string; skip?: string | undefined; timeoutMs: number; run()
     slots: { inspector: true },
     fuzzIterations: 10,
   }),
-  ...lockInspectorSuite({ provider: () => denoKvLockProvider({ kv }), inspector: denoKvLockInspector({ kv }) }).map((c) => ({
-    ...c,
-    name: `inspector ${c.name}`,
-    skip: undefined,
-  })),
+  ...lockInspectorSuite({ provider: () => denoKvLockProvider({ kv }), inspector: denoKvLockInspector({ kv }) }).map(
+    (c) => ({
+      ...c,
+      name: `inspector ${c.name}`,
+      skip: undefined,
+    }),
+  ),
 ]
 
 // A process that closes its KV (it stops, or restarts) leaves its lock held in the file: a new
@@ -66,12 +72,14 @@ if (path !== ':memory:') {
       gone.close()
       const fresh = await Deno.openKv(path)
       try {
-        if (await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))) throw new Error('a new handle took a held lock')
+        if (await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 })))
+          throw new Error('a new handle took a held lock')
         const failed = await lock.unlock().then(
           () => undefined,
           (error: unknown) => error,
         )
-        if (!(failed instanceof LockProviderError)) throw new Error(`the closed handle's unlock should reject with LockProviderError, got ${String(failed)}`)
+        if (!(failed instanceof LockProviderError))
+          throw new Error(`the closed handle's unlock should reject with LockProviderError, got ${String(failed)}`)
         await new Promise((resolve) => setTimeout(resolve, 1_100))
         const next = await denoKvLockProvider({ kv: fresh }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
         if (!next) throw new Error('the expired lock was not taken over')
@@ -94,8 +102,11 @@ cases.push({
     const provider = denoKvLockProvider({ kv, expireAfter: '1h' })
     const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
     if (!lock || !('extend' in lock)) throw new Error('expected an extensible lock')
-    if (await denoKvLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))) throw new Error('another node took a held lock')
-    const extended = await (lock as { extend(a: number, b: number): Promise<{ unlock(): Promise<void> } | undefined> }).extend(120_000, 0)
+    if (await denoKvLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 })))
+      throw new Error('another node took a held lock')
+    const extended = await (
+      lock as { extend(a: number, b: number): Promise<{ unlock(): Promise<void> } | undefined> }
+    ).extend(120_000, 0)
     if (!extended) throw new Error('the extension failed')
     await extended.unlock()
     const next = await denoKvLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: 60_000 }))
@@ -130,6 +141,8 @@ for (const c of cases) {
     clearTimeout(timer)
   }
 }
-console.log(`deno-kv: ${cases.length - failed - skipped} passed, ${failed} failed, ${skipped} skipped in ${Date.now() - started} ms`)
+console.log(
+  `deno-kv: ${cases.length - failed - skipped} passed, ${failed} failed, ${skipped} skipped in ${Date.now() - started} ms`,
+)
 for (const handle of handles) handle.close()
 Deno.exit(failed > 0 ? 1 : 0)

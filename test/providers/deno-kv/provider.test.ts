@@ -28,7 +28,9 @@ function denoCandidates(): string[] {
     const require = createRequire(import.meta.url)
     const manifest = require.resolve('deno/package.json')
     found.push(join(dirname(manifest), exe))
-    const platforms = Object.keys((require(manifest) as { optionalDependencies?: Record<string, string> }).optionalDependencies ?? {})
+    const platforms = Object.keys(
+      (require(manifest) as { optionalDependencies?: Record<string, string> }).optionalDependencies ?? {},
+    )
     for (const name of platforms) {
       try {
         found.push(join(dirname(createRequire(manifest).resolve(`${name}/package.json`)), exe))
@@ -61,12 +63,14 @@ afterAll(() => rmSync(workDir, { recursive: true, force: true }))
 
 describe.skipIf(!deno)('denoKvLockProvider under Deno', () => {
   it('passes the conformance and inspector suites in Deno, on a KV file shared by two handles', async () => {
-    if (!existsSync(join(root, 'dist/providers/deno-kv/index.js'))) throw new Error('dist/ is missing: npm run build first')
-    const result = await run(deno!, ['run', '-A', '--unstable-kv', script, join(workDir, 'locks.kv')], { cwd: root, timeout: 90_000 }).catch(
-      (error: { stdout?: string; stderr?: string; message: string }) => {
-        throw new Error(`deno failed: ${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}`)
-      },
-    )
+    if (!existsSync(join(root, 'dist/providers/deno-kv/index.js')))
+      throw new Error('dist/ is missing: npm run build first')
+    const result = await run(deno!, ['run', '-A', '--unstable-kv', script, join(workDir, 'locks.kv')], {
+      cwd: root,
+      timeout: 90_000,
+    }).catch((error: { stdout?: string; stderr?: string; message: string }) => {
+      throw new Error(`deno failed: ${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}`)
+    })
     const summary = /deno-kv: (\d+) passed, (\d+) failed, (\d+) skipped/.exec(result.stdout)
     expect(summary, result.stdout).not.toBeNull()
     expect(Number(summary![2]), result.stdout).toBe(0)
@@ -79,7 +83,11 @@ describe.skipIf(!deno)('denoKvLockProvider under Deno', () => {
 describe('denoKvLockProvider options', () => {
   // A KV where every key is missing and every commit loses: lock() resolves to undefined.
   const atomic = { check: () => atomic, set: () => atomic, delete: () => atomic, commit: async () => ({ ok: false }) }
-  const kv = { get: async () => ({ key: [], value: null, versionstamp: null }), list: async function* () {}, atomic: () => atomic }
+  const kv = {
+    get: async () => ({ key: [], value: null, versionstamp: null }),
+    list: async function* () {},
+    atomic: () => atomic,
+  }
 
   it('rejects what is not a Deno.Kv, and an empty keyPrefix or lockedBy, with LockConfigurationError', () => {
     expect(() => denoKvLockProvider({ kv: {} as never })).toThrow(/pass your Deno.Kv as \{ kv \}/)
@@ -94,6 +102,8 @@ describe('denoKvLockProvider options', () => {
     await expect(provider.lock(lockConfiguration({ name: 'é'.repeat(1019), lockAtMostFor: '1m' }))).rejects.toThrow(
       /is 2050 bytes, and deno-kv holds at most 2048/,
     )
-    await expect(provider.lock(lockConfiguration({ name: 'é'.repeat(1018), lockAtMostFor: '1m' }))).resolves.toBeUndefined()
+    await expect(
+      provider.lock(lockConfiguration({ name: 'é'.repeat(1018), lockAtMostFor: '1m' })),
+    ).resolves.toBeUndefined()
   })
 })

@@ -43,7 +43,9 @@ describe.skipIf(!started)('shedlock CLI on DynamoDB (dynalite; the built bin)', 
     args: ['--url', url],
     provider: () => dynamoDBLockProvider({ client, tableName: table }),
     isHeld: async (name) => {
-      const { Item } = await client.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }))
+      const { Item } = await client.send(
+        new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }),
+      )
       return (Item?.lockUntil?.S ?? '') > new Date().toISOString()
     },
     init: {
@@ -62,7 +64,9 @@ describe.skipIf(!started)('shedlock CLI on DynamoDB (dynalite; the built bin)', 
       const run = await cli([...command, '--url', `dynamodb://127.0.0.1:${port}`, '--table', `${table}_absent`])
       expect(run.code, run.stderr).toBe(1)
       expect(lines(run.stderr)).toHaveLength(1)
-      expect(run.stderr).toMatch(/: table \S+_absent does not exist; create it with: shedlock init --url dynamodb:\S+ --table \S+_absent$/m)
+      expect(run.stderr).toMatch(
+        /: table \S+_absent does not exist; create it with: shedlock init --url dynamodb:\S+ --table \S+_absent$/m,
+      )
     }
   })
 

@@ -5,8 +5,18 @@ import { hostname } from 'node:os'
 import * as sdk from '@aws-sdk/client-dynamodb'
 import { DeleteTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { createDynamoDBLockTable, type DynamoDBInspectorLib, dynamoDBLockInspector, dynamoDBLockProvider } from '../../../src/providers/dynamodb/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
+import {
+  createDynamoDBLockTable,
+  type DynamoDBInspectorLib,
+  dynamoDBLockInspector,
+  dynamoDBLockProvider,
+} from '../../../src/providers/dynamodb/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -44,7 +54,8 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
   const provider = () => dynamoDBLockProvider({ client, tableName: table })
   const inspector = () => dynamoDBLockInspector({ client, tableName: table })
   const getItem = async (name: string): Promise<Item | undefined> =>
-    (await client.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true }))).Item as Item | undefined
+    (await client.send(new GetItemCommand({ TableName: table, Key: { _id: { S: name } }, ConsistentRead: true })))
+      .Item as Item | undefined
   const putItem = async (item: Item): Promise<void> => {
     await client.send(new PutItemCommand({ TableName: table, Item: item as never }))
   }
@@ -78,9 +89,21 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     const name = unique('java')
     const lockUntil = new Date(Date.now() + 3_600_000)
     const lockedAt = new Date(Date.now() - 5_000)
-    await putItem({ _id: { S: name }, lockUntil: { S: lockUntil.toISOString() }, lockedAt: { S: lockedAt.toISOString() }, lockedBy: { S: 'java-host' } })
+    await putItem({
+      _id: { S: name },
+      lockUntil: { S: lockUntil.toISOString() },
+      lockedAt: { S: lockedAt.toISOString() },
+      lockedBy: { S: 'java-host' },
+    })
     const record = await inspector().get(name)
-    expect(record).toEqual({ name, lockUntil, lockedAt, lockedBy: 'java-host', held: true, remainingMs: expect.any(Number) })
+    expect(record).toEqual({
+      name,
+      lockUntil,
+      lockedAt,
+      lockedBy: 'java-host',
+      held: true,
+      remainingMs: expect.any(Number),
+    })
     expect(record!.remainingMs).toBeGreaterThan(3_500_000)
   })
 
@@ -126,7 +149,8 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     const padding = 'x'.repeat(40_000)
     const names = Array.from({ length: 60 }, (_, i) => `${prefix} ${String(59 - i).padStart(2, '0')} a/b:c é`)
     const until = new Date(Date.now() + 60_000).toISOString()
-    for (const name of names) await putItem({ _id: { S: name }, lockUntil: { S: until }, lockedAt: { S: until }, lockedBy: { S: padding } })
+    for (const name of names)
+      await putItem({ _id: { S: name }, lockUntil: { S: until }, lockedAt: { S: until }, lockedBy: { S: padding } })
     let pages = 0
     const counting = {
       send: (command: object) => {
@@ -174,7 +198,8 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     expect(await getItem(released)).toBeUndefined()
     expect(await getItem(anonymous)).toBeUndefined()
     expect(await inspector().get(taken)).toMatchObject({ held: true, lockedBy: retaken!.lockedBy })
-    for (const kept of [`${prefix}held`, `${prefix}number`, `${prefix}none`, outside]) expect(await getItem(kept)).toBeDefined()
+    for (const kept of [`${prefix}held`, `${prefix}number`, `${prefix}none`, outside])
+      expect(await getItem(kept)).toBeDefined()
     // A filtered Scan (begins_with and the expiry, only the attributes needed; one page per MB of
     // the table, which other tests fill), one DeleteItem per expired item.
     const scans = sent.filter((command) => command instanceof sdk.ScanCommand) as sdk.ScanCommand[]
@@ -190,7 +215,12 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
       expect(scan.input.ExclusiveStartKey === undefined).toBe(i === 0)
     }
     expect(sent.filter((command) => command instanceof sdk.DeleteItemCommand)).toHaveLength(3)
-    expect((await inspector().list({ prefix })).locks.map((record) => record.name)).toEqual([`${prefix}held`, `${prefix}none`, `${prefix}number`, taken])
+    expect((await inspector().list({ prefix })).locks.map((record) => record.name)).toEqual([
+      `${prefix}held`,
+      `${prefix}none`,
+      `${prefix}number`,
+      taken,
+    ])
     for (const lock of [held, retaken]) await lock!.unlock()
   })
 
@@ -218,7 +248,9 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
 
   it('a missing table rejects with LockProviderError saying how to create it', async () => {
     const missing = dynamoDBLockInspector({ client, tableName: uniqueTable('shedlock_missing') })
-    await expect(missing.list()).rejects.toThrow(/^dynamodb: could not list the locks: table ".*" does not exist .*createDynamoDBLockTable/)
+    await expect(missing.list()).rejects.toThrow(
+      /^dynamodb: could not list the locks: table ".*" does not exist .*createDynamoDBLockTable/,
+    )
     await expect(missing.get('x')).rejects.toThrow(LockProviderError)
     await expect(missing.release('x')).rejects.toThrow(/could not release lock "x"/)
   })
@@ -226,10 +258,12 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
   it('refuses bad options and names over 2048 bytes', async () => {
     expect(() => dynamoDBLockInspector({ tableName: table } as never)).toThrow(LockConfigurationError)
     expect(() => dynamoDBLockInspector({ client, tableName: 'x' })).toThrow(/is not a DynamoDB table name/)
-    expect(() => dynamoDBLockInspector({ client, tableName: table, partitionKey: 'lockUntil' })).toThrow(LockConfigurationError)
-    expect(() => dynamoDBLockInspector({ client, tableName: table, lib: { ScanCommand: sdk.ScanCommand } as never })).toThrow(
-      /has no GetItemCommand, UpdateItemCommand/,
+    expect(() => dynamoDBLockInspector({ client, tableName: table, partitionKey: 'lockUntil' })).toThrow(
+      LockConfigurationError,
     )
+    expect(() =>
+      dynamoDBLockInspector({ client, tableName: table, lib: { ScanCommand: sdk.ScanCommand } as never }),
+    ).toThrow(/has no GetItemCommand, UpdateItemCommand/)
     await expect(inspector().get('x'.repeat(2049))).rejects.toThrow(LockConfigurationError)
     // The SDK module is a lib as it is (a compile-time check too).
     const lib: DynamoDBInspectorLib = sdk

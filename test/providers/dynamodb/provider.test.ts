@@ -4,16 +4,36 @@ import type { AddressInfo } from 'node:net'
 import { createRequire } from 'node:module'
 import { hostname } from 'node:os'
 import * as sdk from '@aws-sdk/client-dynamodb'
-import { DeleteItemCommand, DeleteTableCommand, DescribeTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb'
+import {
+  DeleteItemCommand,
+  DeleteTableCommand,
+  DescribeTableCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+} from '@aws-sdk/client-dynamodb'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { createDynamoDBLockTable, type DynamoDBSendClient, dynamoDBLockProvider } from '../../../src/providers/dynamodb/index.ts'
+import {
+  createLockingTaskExecutor,
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
+import {
+  createDynamoDBLockTable,
+  type DynamoDBSendClient,
+  dynamoDBLockProvider,
+} from '../../../src/providers/dynamodb/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
 import { registerSuite } from '../../helpers/register-suite.ts'
 
 // dynalite ships no types: it exports one function that returns an http.Server.
-const dynalite = createRequire(import.meta.url)('dynalite') as (options?: { createTableMs?: number; deleteTableMs?: number }) => Server
+const dynalite = createRequire(import.meta.url)('dynalite') as (options?: {
+  createTableMs?: number
+  deleteTableMs?: number
+}) => Server
 
 const HOUR = 3_600_000
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
@@ -57,7 +77,11 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
     return dead
   }
   const getItem = async (table: string, name: string, partitionKey = '_id'): Promise<Item | undefined> =>
-    (await client.send(new GetItemCommand({ TableName: table, Key: { [partitionKey]: { S: name } }, ConsistentRead: true }))).Item as Item | undefined
+    (
+      await client.send(
+        new GetItemCommand({ TableName: table, Key: { [partitionKey]: { S: name } }, ConsistentRead: true }),
+      )
+    ).Item as Item | undefined
   const putItem = async (table: string, item: Item): Promise<void> => {
     await client.send(new PutItemCommand({ TableName: table, Item: item as never }))
   }
@@ -136,7 +160,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       expect(await provider.lock(lockConfiguration({ name: 'java-held', lockAtMostFor: '1m' }))).toBeUndefined()
       expect(await getItem(table, 'java-held')).toEqual(held)
 
-      const lock = await provider.lock(lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m', lockAtLeastFor: '10s' }))
+      const lock = await provider.lock(
+        lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m', lockAtLeastFor: '10s' }),
+      )
       assert.ok(lock)
       expect((await getItem(table, 'java-expired'))?.lockedBy?.S).toMatch(/^node-app:\d+:[0-9a-f]{12}$/)
       await lock.unlock()
@@ -165,7 +191,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         },
       }
       const provider = dynamoDBLockProvider({ client: recording, tableName: table })
-      const lock = (await provider.lock(lockConfiguration({ name: 'expressions', lockAtMostFor: '1m' }))) as ExtensibleLock
+      const lock = (await provider.lock(
+        lockConfiguration({ name: 'expressions', lockAtMostFor: '1m' }),
+      )) as ExtensibleLock
       const extended = await lock.extend('2m', '30s')
       assert.ok(extended)
       await extended.unlock()
@@ -216,7 +244,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         send.mockRestore()
       }
       const fits = `${'日'.repeat(682)}xx`
-      const lock = await dynamoDBLockProvider({ client, tableName: table }).lock(lockConfiguration({ name: fits, lockAtMostFor: '1m' }))
+      const lock = await dynamoDBLockProvider({ client, tableName: table }).lock(
+        lockConfiguration({ name: fits, lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       expect(isHeld(await getItem(table, fits))).toBe(true)
       await lock.unlock()
@@ -227,9 +257,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
     it("a handle whose lock a Java node took over neither extends nor releases the Java node's lock", async () => {
       for (const action of ['extend', 'unlock'] as const) {
         const name = `taken-over-${action}`
-        const lock = (await dynamoDBLockProvider({ client, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))) as
-          | ExtensibleLock
-          | undefined
+        const lock = (await dynamoDBLockProvider({ client, tableName: table }).lock(
+          lockConfiguration({ name, lockAtMostFor: '10m' }),
+        )) as ExtensibleLock | undefined
         assert.ok(lock)
         const java = javaItem(name, Date.now() + HOUR)
         await putItem(table, java)
@@ -245,9 +275,14 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       assert.ok(lock)
       const held = await getItem(table, 'at-least')
       await lock.unlock()
-      expect(await getItem(table, 'at-least')).toEqual({ ...held, lockUntil: { S: configuration.lockAtLeastUntil.toISOString() } })
+      expect(await getItem(table, 'at-least')).toEqual({
+        ...held,
+        lockUntil: { S: configuration.lockAtLeastUntil.toISOString() },
+      })
 
-      const gone = await dynamoDBLockProvider({ client, tableName: table }).lock(lockConfiguration({ name: 'gone', lockAtMostFor: '1m' }))
+      const gone = await dynamoDBLockProvider({ client, tableName: table }).lock(
+        lockConfiguration({ name: 'gone', lockAtMostFor: '1m' }),
+      )
       assert.ok(gone)
       await deleteItem(table, 'gone')
       await gone.unlock()
@@ -287,7 +322,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       const custom = await newTable('lockName')
       const error = await createDynamoDBLockTable(client, custom).catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
-      expect(error.message).toContain(`dynamodb: could not create lock table "${custom}": the table exists with key schema HASH "lockName"`)
+      expect(error.message).toContain(
+        `dynamodb: could not create lock table "${custom}": the table exists with key schema HASH "lockName"`,
+      )
       expect(error.message).toContain('{ partitionKey }')
     })
   })
@@ -298,7 +335,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         .lock(lockConfiguration({ name: 'needs-table', lockAtMostFor: '1m' }))
         .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
-      expect(error.message).toMatch(/^dynamodb: could not acquire lock "needs-table": table "shedlock_missing" does not exist/)
+      expect(error.message).toMatch(
+        /^dynamodb: could not acquire lock "needs-table": table "shedlock_missing" does not exist/,
+      )
       expect(error.message).toContain('createDynamoDBLockTable(client, "shedlock_missing")')
       expect(error.lockName).toBe('needs-table')
       expect(error.provider).toBe('dynamodb')
@@ -307,9 +346,13 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
 
     it('a dead endpoint rejects with LockProviderError, and the task does not run', async () => {
       const provider = dynamoDBLockProvider({ client: deadClient(), tableName: table })
-      const error = await provider.lock(lockConfiguration({ name: 'dead', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: 'dead', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
-      expect(error.message).toMatch(/^dynamodb: could not acquire lock "dead": DynamoDB is unreachable \(connect ECONNREFUSED 127\.0\.0\.1:1\)/)
+      expect(error.message).toMatch(
+        /^dynamodb: could not acquire lock "dead": DynamoDB is unreachable \(connect ECONNREFUSED 127\.0\.0\.1:1\)/,
+      )
       expect((error.cause as { code?: string }).code).toBe('ECONNREFUSED')
       let ran = false
       await expect(
@@ -328,7 +371,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         .lock(lockConfiguration({ name: 'wrong-key', lockAtMostFor: '1m' }))
         .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
-      expect(error.message).toMatch(/^dynamodb: could not acquire lock "wrong-key": table "[^"]+" does not have the partition key "name" of type S alone/)
+      expect(error.message).toMatch(
+        /^dynamodb: could not acquire lock "wrong-key": table "[^"]+" does not have the partition key "name" of type S alone/,
+      )
     })
 
     it('a failed extend rejects with LockProviderError and leaves the handle usable', async () => {
@@ -340,7 +385,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         lockConfiguration({ name: 'flaky', lockAtMostFor: '1m' }),
       )) as ExtensibleLock
       down = true
-      await expect(lock.extend('5m', 0)).rejects.toThrow(/^dynamodb: could not extend lock "flaky": DynamoDB is unreachable/)
+      await expect(lock.extend('5m', 0)).rejects.toThrow(
+        /^dynamodb: could not extend lock "flaky": DynamoDB is unreachable/,
+      )
       down = false
       const extended = await lock.extend('5m', 0)
       assert.ok(extended)
@@ -351,7 +398,9 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
 
   describe('the SDK import', () => {
     it('uses the command classes passed as lib', async () => {
-      const lock = await dynamoDBLockProvider({ client, tableName: table, lib: sdk }).lock(lockConfiguration({ name: 'with-lib', lockAtMostFor: '1m' }))
+      const lock = await dynamoDBLockProvider({ client, tableName: table, lib: sdk }).lock(
+        lockConfiguration({ name: 'with-lib', lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       await lock.unlock()
     })
@@ -366,8 +415,12 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
           .lock(lockConfiguration({ name: 'no-sdk', lockAtMostFor: '1m' }))
           .catch((e: unknown) => e)
         assert.ok(error instanceof LockProviderError)
-        expect(error.message).toMatch(/^dynamodb: could not acquire lock "no-sdk": cannot load @aws-sdk\/client-dynamodb \(/)
-        expect(error.message).toContain('install the package (npm install @aws-sdk/client-dynamodb) or pass its exports as { lib }')
+        expect(error.message).toMatch(
+          /^dynamodb: could not acquire lock "no-sdk": cannot load @aws-sdk\/client-dynamodb \(/,
+        )
+        expect(error.message).toContain(
+          'install the package (npm install @aws-sdk/client-dynamodb) or pass its exports as { lib }',
+        )
         expect(error.lockName).toBe('no-sdk')
         expect(error.cause).toBeInstanceOf(Error)
         await expect(createDynamoDBLockTable(client, 'any_table')).rejects.toThrow(
@@ -394,16 +447,24 @@ describe('dynamodb options', () => {
       expect(() => dynamoDBLockProvider({ client, tableName: tableName as never })).toThrow(LockConfigurationError)
     }
     for (const partitionKey of ['', 'lockUntil', 'lockedAt', 'lockedBy', 'x'.repeat(256)]) {
-      expect(() => dynamoDBLockProvider({ client, tableName: 'Shedlock', partitionKey })).toThrow(LockConfigurationError)
+      expect(() => dynamoDBLockProvider({ client, tableName: 'Shedlock', partitionKey })).toThrow(
+        LockConfigurationError,
+      )
     }
-    expect(() => dynamoDBLockProvider({ client, tableName: 'Shedlock', lockedBy: ' ' })).toThrow(/lockedBy must be a non-empty string/)
-    expect(() => dynamoDBLockProvider({ client, tableName: 'Shedlock', lib: {} as never })).toThrow(/lib must be the @aws-sdk\/client-dynamodb module/)
+    expect(() => dynamoDBLockProvider({ client, tableName: 'Shedlock', lockedBy: ' ' })).toThrow(
+      /lockedBy must be a non-empty string/,
+    )
+    expect(() => dynamoDBLockProvider({ client, tableName: 'Shedlock', lib: {} as never })).toThrow(
+      /lib must be the @aws-sdk\/client-dynamodb module/,
+    )
   })
 
   it('accepts a table ARN and a real DynamoDBClient', () => {
     const real = new DynamoDBClient({ ...dummy, endpoint: 'http://127.0.0.1:1' })
     try {
-      expect(() => dynamoDBLockProvider({ client: real, tableName: 'arn:aws:dynamodb:eu-west-1:123456789012:table/Shedlock' })).not.toThrow()
+      expect(() =>
+        dynamoDBLockProvider({ client: real, tableName: 'arn:aws:dynamodb:eu-west-1:123456789012:table/Shedlock' }),
+      ).not.toThrow()
     } finally {
       real.destroy()
     }
@@ -411,7 +472,9 @@ describe('dynamodb options', () => {
 
   it('createDynamoDBLockTable rejects bad arguments with LockConfigurationError before sending', async () => {
     await expect(createDynamoDBLockTable(client, 'no spaces allowed')).rejects.toBeInstanceOf(LockConfigurationError)
-    await expect(createDynamoDBLockTable(client, 'Shedlock', { partitionKey: 'lockedBy' })).rejects.toBeInstanceOf(LockConfigurationError)
+    await expect(createDynamoDBLockTable(client, 'Shedlock', { partitionKey: 'lockedBy' })).rejects.toBeInstanceOf(
+      LockConfigurationError,
+    )
     await expect(createDynamoDBLockTable({} as never, 'Shedlock')).rejects.toBeInstanceOf(LockConfigurationError)
   })
 })

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { Etcd3 } from 'etcd3'
 import { afterAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { etcdLockInspector, etcdLockProvider } from '../../../src/providers/etcd/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { etcdOrSkip } from '../../helpers/kv-clients.ts'
@@ -44,7 +49,9 @@ describe.skipIf(!etcd)('etcdLockInspector', () => {
   it('a force-release deletes the key; the holder can neither extend it nor hold it again within lockAtLeastFor', async () => {
     for (const ends of ['unlock', 'extend'] as const) {
       const name = `deleted-${ends}-${randomUUID()}`
-      const lock = (await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }))) as ExtensibleLock | undefined
+      const lock = (await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }))) as
+        | ExtensibleLock
+        | undefined
       assert.ok(lock)
       expect(await inspector.release(name)).toBe(true)
       expect(await client.get(keyOf(name)).string()).toBeNull()
@@ -58,7 +65,9 @@ describe.skipIf(!etcd)('etcdLockInspector', () => {
 
   it('lockUntil: the time in the value plus the granted TTL for a fresh lease; within a second of the lease’s end after an extension', async () => {
     const name = `until-${randomUUID()}`
-    const lock = (await provider().lock(lockConfiguration({ name, lockAtMostFor: '10500ms' }))) as ExtensibleLock | undefined
+    const lock = (await provider().lock(lockConfiguration({ name, lockAtMostFor: '10500ms' }))) as
+      | ExtensibleLock
+      | undefined
     assert.ok(lock)
     const fresh = await inspector.get(name)
     assert.ok(fresh?.lockedAt && fresh.lockUntil)
@@ -109,13 +118,16 @@ describe.skipIf(!etcd)('etcdLockInspector', () => {
     environments.add(env)
     environments.add(`${env}x`)
     const names = ['a:b:c', 'with space', 'slash/ed', 'star*', 'é-ü-日本-🔒', ' leading space']
-    const locks = await Promise.all(names.map((name) => provider(env).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      names.map((name) => provider(env).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+    )
     // An environment that starts with the same text: its keys are outside the prefix, which ends with ':'.
     const other = await provider(`${env}x`).lock(lockConfiguration({ name: 'other', lockAtMostFor: '1m' }))
     const { now, locks: records } = await etcdLockInspector({ client, environment: env }).list()
     expect(records.map((record) => record.name)).toEqual([...names].sort())
     expect(Math.abs(now.getTime() - Date.now())).toBeLessThan(2_000)
-    for (const record of records) expect(record).toMatchObject({ held: true, lockedBy: expect.stringMatching(/:\d+:[0-9a-f]+$/) })
+    for (const record of records)
+      expect(record).toMatchObject({ held: true, lockedBy: expect.stringMatching(/:\d+:[0-9a-f]+$/) })
     for (const lock of [...locks, other]) await lock!.unlock()
     expect((await etcdLockInspector({ client, environment: env }).list()).locks).toEqual([])
   })
@@ -136,7 +148,9 @@ describe.skipIf(!etcd)('etcdLockInspector', () => {
 
   it('refuses bad options with LockConfigurationError; an unreachable server rejects with LockProviderError', async () => {
     for (const options of [{ environment: 'a:b' }, { environment: '' }, { timeout: 0 }]) {
-      expect(() => etcdLockInspector({ client, ...options } as never), JSON.stringify(options)).toThrow(LockConfigurationError)
+      expect(() => etcdLockInspector({ client, ...options } as never), JSON.stringify(options)).toThrow(
+        LockConfigurationError,
+      )
     }
     expect(() => etcdLockInspector({ client: {} } as never)).toThrow(/pass your Etcd3 client/)
     // A key longer than the provider's 512 KiB: refused before it reaches etcd3 (and its circuit breaker).

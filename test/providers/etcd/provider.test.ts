@@ -32,7 +32,8 @@ describe.skipIf(!etcd)('etcd', () => {
   const environment = `test-${process.pid}-${randomUUID().slice(0, 8)}`
   const keyOf = (name: string, env = environment): string => `shedlock:${env}:${name}`
   const extraClients: Etcd3[] = []
-  const provider = (options: { environment?: string; lockedBy?: string } = {}) => etcdLockProvider({ client, environment, ...options })
+  const provider = (options: { environment?: string; lockedBy?: string } = {}) =>
+    etcdLockProvider({ client, environment, ...options })
   const isLocked = async (name: string): Promise<boolean> => (await client.get(keyOf(name)).string()) !== null
   const leaseOfKey = async (key: string): Promise<string> => {
     const { kvs } = await client.get(key).exec()
@@ -180,7 +181,8 @@ describe.skipIf(!etcd)('etcd', () => {
         },
       })
       const other = etcdLockProvider({ client: recording, environment })
-      for (let i = 0; i < 10; i++) expect(await other.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+      for (let i = 0; i < 10; i++)
+        expect(await other.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
       expect(granted).toHaveLength(10)
       for (const id of await Promise.all(granted)) expect((await ttlOf(id)).ttl).toBe(-1)
 
@@ -217,7 +219,9 @@ describe.skipIf(!etcd)('etcd', () => {
     it("writes Java ShedLock's key and value: shedlock:<environment>:<name> = ADDED:<ISO time>@<owner>", async () => {
       const name = `format:${randomUUID()}`
       const before = Date.now()
-      const lock = await etcdLockProvider({ client, environment, lockedBy: 'node-a' }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+      const lock = await etcdLockProvider({ client, environment, lockedBy: 'node-a' }).lock(
+        lockConfiguration({ name, lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       const value = await client.get(`shedlock:${environment}:${name}`).string()
       assert.ok(value)
@@ -283,7 +287,9 @@ describe.skipIf(!etcd)('etcd', () => {
         expect(await client.get(`shedlock:${environment}:${name}`).string()).toMatch(/^ADDED:/)
       }
       // Another environment has its own keys.
-      const other = await etcdLockProvider({ client, environment: `${environment}-other` }).lock(lockConfiguration({ name: names[0]!, lockAtMostFor: '1m' }))
+      const other = await etcdLockProvider({ client, environment: `${environment}-other` }).lock(
+        lockConfiguration({ name: names[0]!, lockAtMostFor: '1m' }),
+      )
       assert.ok(other)
       await other.unlock()
       for (const lock of locks) await lock.unlock()
@@ -346,7 +352,9 @@ describe.skipIf(!etcd)('etcd', () => {
           // etcd3 opens its circuit breaker for 5 s after failures: poll until it lets calls through.
           let after: SimpleLock | undefined
           for (const deadline = Date.now() + 40_000; !after && Date.now() < deadline; ) {
-            after = await locks.lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' })).catch(() => undefined)
+            after = await locks
+              .lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' }))
+              .catch(() => undefined)
             if (!after) await sleep(500)
           }
           assert.ok(after, 'the provider did not recover after the server came back')
@@ -377,8 +385,13 @@ describe.skipIf(!etcd)('etcd', () => {
         { client, timeout: 0 },
         { client, timeout: 'soon' },
       ]
-      for (const options of bad) expect(() => etcdLockProvider(options as never), JSON.stringify(options) ?? 'undefined').toThrow(LockConfigurationError)
-      expect(() => etcdLockProvider({ client, environment: 'production', lockedBy: 'node-1', timeout: '2s' })).not.toThrow()
+      for (const options of bad)
+        expect(() => etcdLockProvider(options as never), JSON.stringify(options) ?? 'undefined').toThrow(
+          LockConfigurationError,
+        )
+      expect(() =>
+        etcdLockProvider({ client, environment: 'production', lockedBy: 'node-1', timeout: '2s' }),
+      ).not.toThrow()
     })
   })
 })

@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError, lockConfiguration } from '../../../src/index.ts'
 import * as root from '../../../src/index.ts'
-import { type InMemoryLockProvider, inMemoryLockInspector, inMemoryLockProvider } from '../../../src/providers/in-memory/index.ts'
+import {
+  type InMemoryLockProvider,
+  inMemoryLockInspector,
+  inMemoryLockProvider,
+} from '../../../src/providers/in-memory/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { manualClock } from '../../helpers/fakes.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -10,7 +14,13 @@ describe('inMemoryLockInspector', () => {
   describe('the inspector contract', () => {
     // One store: every "node" of the suite is the same in-memory provider.
     const provider = inMemoryLockProvider()
-    registerInspectorSuite(lockInspectorSuite({ provider: () => provider, inspector: inMemoryLockInspector(provider), keepsLockedBy: false }))
+    registerInspectorSuite(
+      lockInspectorSuite({
+        provider: () => provider,
+        inspector: inMemoryLockInspector(provider),
+        keepsLockedBy: false,
+      }),
+    )
   })
 
   it('is exported from the package root, next to the provider', () => {
@@ -21,7 +31,9 @@ describe('inMemoryLockInspector', () => {
     const clock = manualClock(1_000)
     const provider = inMemoryLockProvider({ clock })
     const inspector = inMemoryLockInspector(provider)
-    const lock = await provider.lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }))
+    const lock = await provider.lock(
+      lockConfiguration({ name: 'job', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }),
+    )
     clock.advance(15_000)
     expect(await inspector.get('job')).toEqual({
       name: 'job',
@@ -40,7 +52,10 @@ describe('inMemoryLockInspector', () => {
     const clock = manualClock(1_000)
     const provider = inMemoryLockProvider({ clock })
     const inspector = inMemoryLockInspector(provider)
-    const take = (name: string) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s', createdAt: new Date(clock.now()) }))
+    const take = (name: string) =>
+      provider.lock(
+        lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s', createdAt: new Date(clock.now()) }),
+      )
     const releasing = await take('releasing')
     const extending = await take('extending')
     clock.advance(5_000)
@@ -53,7 +68,11 @@ describe('inMemoryLockInspector', () => {
     expect(await extending!.extend('1m', 0)).toBeUndefined()
     expect(provider.inspect('extending')?.lockUntil).toEqual(new Date(6_000))
     expect(await inspector.release('releasing')).toBe(false)
-    expect(await provider.lock(lockConfiguration({ name: 'releasing', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }))).toBeDefined()
+    expect(
+      await provider.lock(
+        lockConfiguration({ name: 'releasing', lockAtMostFor: '1m', createdAt: new Date(clock.now()) }),
+      ),
+    ).toBeDefined()
   })
 
   it('lists names sorted in JavaScript string order, whatever they hold', async () => {
@@ -82,6 +101,8 @@ describe('inMemoryLockInspector', () => {
 
   it('refuses anything but a provider made by inMemoryLockProvider()', () => {
     expect(() => inMemoryLockInspector({} as InMemoryLockProvider)).toThrow(LockConfigurationError)
-    expect(() => inMemoryLockInspector(undefined as unknown as InMemoryLockProvider)).toThrow(/inMemoryLockProvider\(\)/)
+    expect(() => inMemoryLockInspector(undefined as unknown as InMemoryLockProvider)).toThrow(
+      /inMemoryLockProvider\(\)/,
+    )
   })
 })

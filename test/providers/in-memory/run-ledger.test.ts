@@ -5,14 +5,24 @@ import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
 
 describe('inMemoryRunLedger', () => {
-  registerRunLedgerSuite(runLedgerSuite({ ledger: inMemoryRunLedger({ keep: 5 }), keep: 5, provider: () => inMemoryLockProvider() }))
+  registerRunLedgerSuite(
+    runLedgerSuite({ ledger: inMemoryRunLedger({ keep: 5 }), keep: 5, provider: () => inMemoryLockProvider() }),
+  )
 
   afterEach(() => void vi.useRealTimers())
 
   it('maxAge reaches every task: a task that stopped running is gone once its runs are older than maxAge', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: Date.UTC(2026, 0, 1) })
     const ledger = inMemoryRunLedger({ maxAge: '30d' })
-    const run = (name: string) => ({ name, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok' as const, durationMs: 1 })
+    const run = (name: string) => ({
+      name,
+      slot: undefined,
+      node: 'n',
+      startedAt: new Date(),
+      finishedAt: new Date(),
+      outcome: 'ok' as const,
+      durationMs: 1,
+    })
     await ledger.record(run('renamed'))
     await ledger.record(run('current'))
     vi.setSystemTime(Date.UTC(2026, 0, 31, 0, 0, 1))

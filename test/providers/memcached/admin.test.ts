@@ -35,7 +35,8 @@ describe.skipIf(!client)('shedlock CLI on memcached (the built bin)', () => {
     expect(await provider.lock(lockConfiguration({ name, lockAtMostFor: '5m' }))).toBeDefined()
     return name
   }
-  const isHeld = async (name: string): Promise<boolean> => (await memcached.get(memcachedLockKey(name, environment))).value !== null
+  const isHeld = async (name: string): Promise<boolean> =>
+    (await memcached.get(memcachedLockKey(name, environment))).value !== null
 
   it('list refuses in one line, exit 1: memcached cannot enumerate keys', async () => {
     await hold('listed')
@@ -43,7 +44,9 @@ describe.skipIf(!client)('shedlock CLI on memcached (the built bin)', () => {
     expect(run.code).toBe(1)
     expect(run.stdout).toBe('')
     expect(lines(run.stderr)).toHaveLength(1)
-    expect(run.stderr).toMatch(/^shedlock list: memcached cannot enumerate its keys, so its locks cannot be listed; .*shedlock unlock/)
+    expect(run.stderr).toMatch(
+      /^shedlock list: memcached cannot enumerate its keys, so its locks cannot be listed; .*shedlock unlock/,
+    )
   })
 
   it('unlock --yes reads the holder of one named lock (key encoded as the provider does) and deletes it', async () => {
@@ -61,9 +64,22 @@ describe.skipIf(!client)('shedlock CLI on memcached (the built bin)', () => {
     const skipped = await cli(['run', '--url', url, '--name', name, '--lock-at-most-for', '1m', '--', 'true'])
     expect(skipped.code, skipped.stderr).toBe(0)
     expect(skipped.stdout).toMatch(new RegExp(`^skipped: lock "${name}" is held by ${hostname()}:${process.pid}:`))
-    const keepAlive = await cli(['run', '--url', url, '--name', name, '--lock-at-most-for', '1m', '--keep-alive', '--', 'true'])
+    const keepAlive = await cli([
+      'run',
+      '--url',
+      url,
+      '--name',
+      name,
+      '--lock-at-most-for',
+      '1m',
+      '--keep-alive',
+      '--',
+      'true',
+    ])
     expect(keepAlive.code).toBe(2)
-    expect(keepAlive.stderr).toMatch(/--keep-alive needs a store whose locks can be extended; memcached locks cannot be/)
+    expect(keepAlive.stderr).toMatch(
+      /--keep-alive needs a store whose locks can be extended; memcached locks cannot be/,
+    )
   })
 
   it('init needs nothing and doctor passes, its write check leaving no key', async () => {
@@ -72,7 +88,9 @@ describe.skipIf(!client)('shedlock CLI on memcached (the built bin)', () => {
     expect(init.stdout).toContain('memcached needs no setup')
     const doctor = await cli(['doctor', '--url', url])
     expect(doctor.code, doctor.stdout).toBe(0)
-    expect(doctor.stdout).toMatch(/^ {2}ok {4}write: took lock "shedlock-doctor-[0-9a-f]{8}" \(read back held by .*\), released it, removed its record$/m)
+    expect(doctor.stdout).toMatch(
+      /^ {2}ok {4}write: took lock "shedlock-doctor-[0-9a-f]{8}" \(read back held by .*\), released it, removed its record$/m,
+    )
     expect(doctor.stdout).toMatch(/^ {2}-- {4}clock: not measured: /m)
   })
 })

@@ -5,7 +5,11 @@ import memjs from 'memjs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { memcachedLockName } from '../../../src/providers/memcached/format.ts'
-import { memcachedLockInspector, memcachedLockKey, memcachedLockProvider } from '../../../src/providers/memcached/index.ts'
+import {
+  memcachedLockInspector,
+  memcachedLockKey,
+  memcachedLockProvider,
+} from '../../../src/providers/memcached/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -27,7 +31,16 @@ const clients = await connectOrSkip('memcached', `${where} (SHEDLOCK_MEMCACHED_U
 
 describe('memcachedLockName', () => {
   it('is the inverse of memcachedLockKey: raw names, escaped names, and keys no name has', () => {
-    for (const name of ['report:daily/eu', 'été-日本-😀', 'a%20b', 'daily report', 'tab\there', '100% done', '%x', '%a%41']) {
+    for (const name of [
+      'report:daily/eu',
+      'été-日本-😀',
+      'a%20b',
+      'daily report',
+      'tab\there',
+      '100% done',
+      '%x',
+      '%a%41',
+    ]) {
       expect(memcachedLockName(memcachedLockKey(name, 'prod'), 'prod'), name).toBe(name)
     }
     // Another environment, the encoded form of a name taken as a raw name, a '%' that is no escape.
@@ -35,15 +48,22 @@ describe('memcachedLockName', () => {
     expect(memcachedLockName('shedlock:prod:%daily%20report', 'prod')).toBe('daily report')
     expect(memcachedLockName('shedlock:prod:%daily%2', 'prod')).toBe('%daily%2')
     fc.assert(
-      fc.property(fc.string({ unit: fc.constantFrom('%', '2', '0', '5', '7', 'F', ' ', '\t', 'a', 'é'), minLength: 1, maxLength: 8 }), (name) => {
-        let key: string
-        try {
-          key = memcachedLockKey(name)
-        } catch {
-          return
-        }
-        expect(memcachedLockName(key)).toBe(name)
-      }),
+      fc.property(
+        fc.string({
+          unit: fc.constantFrom('%', '2', '0', '5', '7', 'F', ' ', '\t', 'a', 'é'),
+          minLength: 1,
+          maxLength: 8,
+        }),
+        (name) => {
+          let key: string
+          try {
+            key = memcachedLockKey(name)
+          } catch {
+            return
+          }
+          expect(memcachedLockName(key)).toBe(name)
+        },
+      ),
       { numRuns: 3_000 },
     )
   })
@@ -78,7 +98,9 @@ describe.skipIf(!clients)('memcachedLockInspector', () => {
 
   it('list() rejects with LockProviderError saying memcached cannot enumerate its keys', async () => {
     await expect(inspector.list()).rejects.toThrow(LockProviderError)
-    await expect(inspector.list()).rejects.toThrow(/^memcached: could not list the locks: memcached cannot enumerate its keys/)
+    await expect(inspector.list()).rejects.toThrow(
+      /^memcached: could not list the locks: memcached cannot enumerate its keys/,
+    )
   })
 
   it('a force-release deletes the key; the holder’s unlock within lockAtLeastFor does not bring it back', async () => {
@@ -105,7 +127,9 @@ describe.skipIf(!clients)('memcachedLockInspector', () => {
       held: true,
       remainingMs: undefined,
     })
-    expect(await reader.replace(keyOf(name), 'ADDED:2024-05-01T10:00:01.000Z@other-java-host', { expires: 60 })).toBe(true)
+    expect(await reader.replace(keyOf(name), 'ADDED:2024-05-01T10:00:01.000Z@other-java-host', { expires: 60 })).toBe(
+      true,
+    )
     expect(await inspector.release(record!)).toBe(false)
     expect(String((await reader.get(keyOf(name))).value)).toBe('ADDED:2024-05-01T10:00:01.000Z@other-java-host')
     expect(await inspector.release((await inspector.get(name))!)).toBe(true)
@@ -113,7 +137,12 @@ describe.skipIf(!clients)('memcachedLockInspector', () => {
   })
 
   it('reads and releases names that need key escaping, and names starting with % as Java writes them', async () => {
-    for (const name of [`daily report ${randomUUID()}`, `tab\there ${randomUUID()}`, `%raw-${randomUUID()}`, `100% done ${randomUUID()}`]) {
+    for (const name of [
+      `daily report ${randomUUID()}`,
+      `tab\there ${randomUUID()}`,
+      `%raw-${randomUUID()}`,
+      `100% done ${randomUUID()}`,
+    ]) {
       const lock = await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
       assert.ok(lock, name)
       expect((await reader.get(keyOf(name))).value, name).not.toBeNull()
@@ -127,7 +156,9 @@ describe.skipIf(!clients)('memcachedLockInspector', () => {
 
   it('refuses bad options with LockConfigurationError; an unreachable server rejects with LockProviderError', async () => {
     for (const options of [{ environment: 'a:b' }, { environment: 'a b' }, { timeout: 0 }]) {
-      expect(() => memcachedLockInspector({ client, ...options } as never), JSON.stringify(options)).toThrow(LockConfigurationError)
+      expect(() => memcachedLockInspector({ client, ...options } as never), JSON.stringify(options)).toThrow(
+        LockConfigurationError,
+      )
     }
     expect(() => memcachedLockInspector({ client: {} } as never)).toThrow(/pass your memjs client/)
     const dead = memjs.Client.create('127.0.0.1:1', { ...quiet, retries: 0, timeout: 0.5 })

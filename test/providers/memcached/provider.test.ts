@@ -20,7 +20,8 @@ const [host = '127.0.0.1', port = '11211'] = where.split(':')
 const quiet = { logger: { log: () => {} } }
 const environment = `test-${process.pid}`
 
-const newClient = (servers: string = where, options: ClientOptions & ServerOptions = {}): memjs.Client => memjs.Client.create(servers, { ...quiet, ...options })
+const newClient = (servers: string = where, options: ClientOptions & ServerOptions = {}): memjs.Client =>
+  memjs.Client.create(servers, { ...quiet, ...options })
 
 const clients = await connectOrSkip('memcached', `${where} (SHEDLOCK_MEMCACHED_URL)`, async () => {
   const client = newClient()
@@ -34,7 +35,8 @@ const clients = await connectOrSkip('memcached', `${where} (SHEDLOCK_MEMCACHED_U
   return { client, reader: newClient() }
 })
 
-const config = (name: string, lockAtMostFor: Duration = '5m', lockAtLeastFor: Duration = 0) => lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
+const config = (name: string, lockAtMostFor: Duration = '5m', lockAtLeastFor: Duration = 0) =>
+  lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
 
 /**
  * Seconds until memcached expires `key`, from its meta debug command (`me`, memcached 1.6), which
@@ -71,7 +73,8 @@ describe.skipIf(!clients)('memcached', () => {
     reader.close()
   })
 
-  const isLocked = async (name: string, env = environment): Promise<boolean> => (await reader.get(keyOf(name, env))).value !== null
+  const isLocked = async (name: string, env = environment): Promise<boolean> =>
+    (await reader.get(keyOf(name, env))).value !== null
   const provider = (env = environment) => memcachedLockProvider({ client, environment: env })
 
   registerSuite(
@@ -269,7 +272,11 @@ describe.skipIf(!clients)('memcached', () => {
 
     it('no two names share a key: every name gets its own key or is refused', () => {
       // Names made of the characters the encoding turns on, so that collisions would show.
-      const tricky = fc.string({ unit: fc.constantFrom('%', '2', '0', '5', '7', 'F', '9', ' ', '\t', 'a'), minLength: 1, maxLength: 7 })
+      const tricky = fc.string({
+        unit: fc.constantFrom('%', '2', '0', '5', '7', 'F', '9', ' ', '\t', 'a'),
+        minLength: 1,
+        maxLength: 7,
+      })
       const keyOf = (name: string): string | undefined => {
         try {
           return memcachedLockKey(name)
@@ -333,11 +340,15 @@ describe.skipIf(!clients)('memcached', () => {
 
     it('rejects bad options with LockConfigurationError before touching the store', () => {
       for (const env of ['', 'a b', 'a:b', 'tab\t', 'new\nline', 'x'.repeat(240), 42]) {
-        expect(() => memcachedLockProvider({ client, environment: env as string }), JSON.stringify(env)).toThrow(LockConfigurationError)
+        expect(() => memcachedLockProvider({ client, environment: env as string }), JSON.stringify(env)).toThrow(
+          LockConfigurationError,
+        )
       }
       expect(() => memcachedLockKey('x', 'a:b')).toThrow(LockConfigurationError)
       expect(() => memcachedLockProvider({} as never)).toThrow(LockConfigurationError)
-      expect(() => memcachedLockProvider({ client: { get: async () => ({ value: null }) } } as never)).toThrow(LockConfigurationError)
+      expect(() => memcachedLockProvider({ client: { get: async () => ({ value: null }) } } as never)).toThrow(
+        LockConfigurationError,
+      )
       expect(() => memcachedLockProvider({ client, timeout: 0 })).toThrow(LockConfigurationError)
       expect(() => memcachedLockProvider({ client, timeout: 'soon' as Duration })).toThrow(LockConfigurationError)
     })
@@ -360,7 +371,9 @@ describe.skipIf(!clients)('memcached', () => {
           .lock(config('hung-up'))
           .catch((e: unknown) => e)
         expect(error).toBeInstanceOf(LockProviderError)
-        expect((error as Error).message).toContain('memcached: could not acquire lock "hung-up": memcached is unreachable')
+        expect((error as Error).message).toContain(
+          'memcached: could not acquire lock "hung-up": memcached is unreachable',
+        )
         expect((error as Error).message).toContain('did not answer within 500ms')
       } finally {
         hanging.close()

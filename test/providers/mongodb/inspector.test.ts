@@ -2,7 +2,12 @@ import { hostname } from 'node:os'
 import { type Collection, MongoClient } from 'mongodb'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { type MongoInspectorCollection, type MongoLockDocument, mongoLockInspector, mongoLockProvider } from '../../../src/providers/mongodb/index.ts'
+import {
+  type MongoInspectorCollection,
+  type MongoLockDocument,
+  mongoLockInspector,
+  mongoLockProvider,
+} from '../../../src/providers/mongodb/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
 import { type Document, FakeMongoCollection, MongoServerError } from '../../helpers/fake-mongo-collection.ts'
@@ -30,20 +35,26 @@ const fakeBackend: Backend = {
 
 const url = process.env.SHEDLOCK_MONGODB_URL
 const real = url
-  ? await connectOrSkip('mongodb', `${url.replace(/(\/\/[^:/@]*):[^@]*@/, '$1:***@')} (SHEDLOCK_MONGODB_URL)`, async () => {
-      const client = new MongoClient(url, { serverSelectionTimeoutMS: 5_000 })
-      try {
-        await client.db().command({ ping: 1 })
-      } catch (error) {
-        await client.close()
-        throw error
-      }
-      return client
-    })
+  ? await connectOrSkip(
+      'mongodb',
+      `${url.replace(/(\/\/[^:/@]*):[^@]*@/, '$1:***@')} (SHEDLOCK_MONGODB_URL)`,
+      async () => {
+        const client = new MongoClient(url, { serverSelectionTimeoutMS: 5_000 })
+        try {
+          await client.db().command({ ping: 1 })
+        } catch (error) {
+          await client.close()
+          throw error
+        }
+        return client
+      },
+    )
   : undefined
 const realCollections: Collection<MongoLockDocument>[] = []
 const realBackend = (): Backend => {
-  const collection = real!.db().collection<MongoLockDocument>(uniqueTable('shedLock_inspect'), { writeConcern: { w: 'majority' } })
+  const collection = real!
+    .db()
+    .collection<MongoLockDocument>(uniqueTable('shedLock_inspect'), { writeConcern: { w: 'majority' } })
   realCollections.push(collection)
   return {
     collection,
@@ -75,7 +86,9 @@ function inspectorTests(backend: () => Backend): void {
     const b = backend()
     const inspector = mongoLockInspector({ collection: b.collection })
     const name = unique('row')
-    const holder = await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }))
+    const holder = await mongoLockProvider({ collection: b.collection }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }),
+    )
     expect(holder).toBeDefined()
     const before = await b.read(name)
     const releasedAt = Date.now()
@@ -96,7 +109,14 @@ function inspectorTests(backend: () => Backend): void {
     const lockedAt = new Date(Date.now() - 5_000)
     await b.insert({ _id: name, lockUntil, lockedAt, lockedBy: 'java-host' })
     const record = await mongoLockInspector({ collection: b.collection }).get(name)
-    expect(record).toEqual({ name, lockUntil, lockedAt, lockedBy: 'java-host', held: true, remainingMs: expect.any(Number) })
+    expect(record).toEqual({
+      name,
+      lockUntil,
+      lockedAt,
+      lockedBy: 'java-host',
+      held: true,
+      remainingMs: expect.any(Number),
+    })
     expect(record!.remainingMs).toBeGreaterThan(3_500_000)
   })
 
@@ -106,13 +126,21 @@ function inspectorTests(backend: () => Backend): void {
     // U+FF5E sorts after 😀's surrogates in UTF-16, before its bytes in UTF-8.
     const names = [`${prefix} ～`, `${prefix} 😀`, `${prefix} a/b:c é`, `${prefix}.$x`]
     const provider = mongoLockProvider({ collection: b.collection })
-    const locks = await Promise.all(names.map((name) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      names.map((name) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+    )
     const { now, locks: records } = await mongoLockInspector({ collection: b.collection }).list()
     expect(Math.abs(now.getTime() - Date.now())).toBeLessThan(1_000)
     const mine = records.filter((record) => record.name.startsWith(prefix))
     expect(mine.map((record) => record.name)).toEqual([...names].sort())
-    expect(mine.map((record) => record.name).indexOf(`${prefix} 😀`)).toBeLessThan(mine.map((record) => record.name).indexOf(`${prefix} ～`))
-    for (const record of mine) expect(record).toMatchObject({ held: true, lockedBy: expect.stringMatching(new RegExp(`^${hostname()}:${process.pid}:`)) })
+    expect(mine.map((record) => record.name).indexOf(`${prefix} 😀`)).toBeLessThan(
+      mine.map((record) => record.name).indexOf(`${prefix} ～`),
+    )
+    for (const record of mine)
+      expect(record).toMatchObject({
+        held: true,
+        lockedBy: expect.stringMatching(new RegExp(`^${hostname()}:${process.pid}:`)),
+      })
     for (const lock of locks) await lock?.unlock()
   })
 
@@ -123,11 +151,21 @@ function inspectorTests(backend: () => Backend): void {
       const name = unique('odd')
       await b.insert({ _id: name, ...odd, lockedBy: 'someone' })
       const record = await inspector.get(name)
-      expect(record).toMatchObject({ name, lockUntil: undefined, lockedBy: 'someone', held: true, remainingMs: undefined })
-      expect(await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
+      expect(record).toMatchObject({
+        name,
+        lockUntil: undefined,
+        lockedBy: 'someone',
+        held: true,
+        remainingMs: undefined,
+      })
+      expect(
+        await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+      ).toBeUndefined()
       expect(await inspector.release(record!)).toBe(true)
       expect((await b.read(name))?.lockedBy).toBe('released')
-      const lock = await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+      const lock = await mongoLockProvider({ collection: b.collection }).lock(
+        lockConfiguration({ name, lockAtMostFor: '1m' }),
+      )
       expect(lock).toBeDefined()
       await lock!.unlock()
     }
@@ -138,7 +176,12 @@ function inspectorTests(backend: () => Backend): void {
     const base = unique('re')
     const prefix = `${base}.*(a|b)[x]^$\\`
     const now = Date.now()
-    await b.insert({ _id: `${prefix}expired`, lockUntil: new Date(now - 1_000), lockedAt: new Date(now - 2_000), lockedBy: 'a' })
+    await b.insert({
+      _id: `${prefix}expired`,
+      lockUntil: new Date(now - 1_000),
+      lockedAt: new Date(now - 2_000),
+      lockedBy: 'a',
+    })
     await b.insert({ _id: `${prefix}held`, lockUntil: new Date(now + 60_000), lockedAt: new Date(now), lockedBy: 'a' })
     await b.insert({ _id: `${prefix}text`, lockUntil: '2000-01-01T00:00:00Z', lockedBy: 'a' })
     await b.insert({ _id: `${prefix}none`, lockedBy: 'a' })
@@ -154,7 +197,8 @@ function inspectorTests(backend: () => Backend): void {
     ])
     expect(await inspector.removeExpired({ prefix })).toBe(1)
     expect(await b.read(`${prefix}expired`)).toBeUndefined()
-    for (const kept of [`${prefix}held`, `${prefix}text`, `${prefix}none`, `${base}-anything`, `x${prefix}expired`]) expect(await b.read(kept)).toBeDefined()
+    for (const kept of [`${prefix}held`, `${prefix}text`, `${prefix}none`, `${base}-anything`, `x${prefix}expired`])
+      expect(await b.read(kept)).toBeDefined()
     expect(await inspector.removeExpired({ prefix: base })).toBe(1)
     expect(await b.read(`${base}-anything`)).toBeUndefined()
   })
@@ -181,7 +225,9 @@ function inspectorTests(backend: () => Backend): void {
     const name = unique('own')
     const behind = { now: () => Date.now() - 120_000 }
     const provider = mongoLockProvider({ collection: b.collection, clock: behind })
-    const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m', createdAt: new Date(behind.now()) }))
+    const lock = await provider.lock(
+      lockConfiguration({ name, lockAtMostFor: '1m', createdAt: new Date(behind.now()) }),
+    )
     expect(lock?.lockedBy).toMatch(new RegExp(`^${hostname()}:${process.pid}:`))
     expect((await mongoLockInspector({ collection: b.collection }).get(name))?.held).toBe(false)
     const own = provider.inspector!()
@@ -195,7 +241,9 @@ function inspectorTests(backend: () => Backend): void {
     const b = backend()
     const inspector = mongoLockInspector({ collection: b.collection })
     const name = unique('extend')
-    const holder = await mongoLockProvider({ collection: b.collection }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    const holder = await mongoLockProvider({ collection: b.collection }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m' }),
+    )
     const seen = await inspector.get(name)
     const extended = await (holder as import('../../../src/index.ts').ExtensibleLock).extend('2m', 0)
     expect(extended).toBeDefined()
@@ -236,7 +284,11 @@ function semanticsTests(backend: () => Backend): void {
     const b = backend()
     const id = unique('sem')
     await b.insert({ _id: id, lockUntil: new Date(5000), lockedBy: 'a' })
-    expect((await raw().find({}).toArray()).find((doc) => doc._id === id)).toEqual({ _id: id, lockUntil: new Date(5000), lockedBy: 'a' })
+    expect((await raw().find({}).toArray()).find((doc) => doc._id === id)).toEqual({
+      _id: id,
+      lockUntil: new Date(5000),
+      lockedBy: 'a',
+    })
     expect(await raw().findOne({ _id: id })).toEqual({ _id: id, lockUntil: new Date(5000), lockedBy: 'a' })
     expect(await raw().findOne({ _id: `${id}-none` })).toBeNull()
   })
@@ -247,19 +299,34 @@ function semanticsTests(backend: () => Backend): void {
     await b.insert({ _id: dated, lockUntil: new Date(5000), lockedBy: 'a' })
     await b.insert({ _id: missing, lockedBy: 'a' })
     const set = { $set: { lockedBy: 'released' } }
-    expect(await raw().updateOne({ _id: dated, lockUntil: { $gt: new Date(5000), $eq: new Date(5000) } }, set)).toMatchObject({
+    expect(
+      await raw().updateOne({ _id: dated, lockUntil: { $gt: new Date(5000), $eq: new Date(5000) } }, set),
+    ).toMatchObject({
       matchedCount: 0,
       modifiedCount: 0,
     })
-    expect(await raw().updateOne({ _id: dated, lockedBy: 'b', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } }, set)).toMatchObject({
+    expect(
+      await raw().updateOne(
+        { _id: dated, lockedBy: 'b', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } },
+        set,
+      ),
+    ).toMatchObject({
       matchedCount: 0,
     })
-    expect(await raw().updateOne({ _id: dated, lockedBy: 'a', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } }, set)).toMatchObject({
+    expect(
+      await raw().updateOne(
+        { _id: dated, lockedBy: 'a', lockUntil: { $gt: new Date(4999), $eq: new Date(5000) } },
+        set,
+      ),
+    ).toMatchObject({
       matchedCount: 1,
       modifiedCount: 1,
     })
     expect(await b.read(dated)).toEqual({ _id: dated, lockUntil: new Date(5000), lockedBy: 'released' })
-    expect(await raw().updateOne({ _id: missing, lockUntil: null }, set)).toMatchObject({ matchedCount: 1, modifiedCount: 1 })
+    expect(await raw().updateOne({ _id: missing, lockUntil: null }, set)).toMatchObject({
+      matchedCount: 1,
+      modifiedCount: 1,
+    })
     // The same values again: matched, not modified.
     expect(await raw().updateOne({ _id: missing }, set)).toMatchObject({ matchedCount: 1, modifiedCount: 0 })
     expect(await raw().updateOne({ _id: unique('none') }, set)).toMatchObject({ matchedCount: 0 })
@@ -310,7 +377,9 @@ function semanticsTests(backend: () => Backend): void {
         .find({ _id: { $regex: `^${base}\0` } })
         .toArray(),
     ).rejects.toMatchObject({ code: 2 })
-    expect(await raw().deleteMany({ _id: { $regex: escaped }, lockUntil: { $lte: new Date(5000) } })).toMatchObject({ deletedCount: 2 })
+    expect(await raw().deleteMany({ _id: { $regex: escaped }, lockUntil: { $lte: new Date(5000) } })).toMatchObject({
+      deletedCount: 2,
+    })
     expect(await b.read(`${base}.a`)).toBeUndefined()
     expect(await b.read(`${base}.😀`)).toBeUndefined()
     for (const kept of [`${base}xa`, `${base}.b`, `${base}.c`]) expect(await b.read(kept)).toBeDefined()
@@ -318,7 +387,9 @@ function semanticsTests(backend: () => Backend): void {
   })
 
   it('updateOne refuses a replacement document', async () => {
-    await expect(raw().updateOne({ _id: 'x' }, { lockedBy: 'released' })).rejects.toMatchObject({ name: 'MongoInvalidArgumentError' })
+    await expect(raw().updateOne({ _id: 'x' }, { lockedBy: 'released' })).rejects.toMatchObject({
+      name: 'MongoInvalidArgumentError',
+    })
   })
 }
 
@@ -329,21 +400,31 @@ describe('mongoLockInspector on the in-memory fake collection', () => {
     const dead = new FakeMongoCollection('locks')
     dead.breakConnection()
     const inspector = mongoLockInspector({ collection: dead })
-    await expect(inspector.list()).rejects.toThrow(/^mongodb: could not list the locks: MongoDB is unreachable \(MongoNetworkError/)
+    await expect(inspector.list()).rejects.toThrow(
+      /^mongodb: could not list the locks: MongoDB is unreachable \(MongoNetworkError/,
+    )
     await expect(inspector.get('x')).rejects.toThrow(LockProviderError)
     await expect(inspector.release('x')).rejects.toThrow(/could not release lock "x": MongoDB is unreachable/)
   })
 
   it('a user without read permission is told which role to grant', async () => {
     const collection = new FakeMongoCollection('locks')
-    collection.failNext(new MongoServerError('not authorized on app to execute command { find: "locks" }', 13, 'Unauthorized'))
-    await expect(mongoLockInspector({ collection }).list()).rejects.toThrow(/the user may not read collection "locks" .*grant it the readWrite role/)
+    collection.failNext(
+      new MongoServerError('not authorized on app to execute command { find: "locks" }', 13, 'Unauthorized'),
+    )
+    await expect(mongoLockInspector({ collection }).list()).rejects.toThrow(
+      /the user may not read collection "locks" .*grant it the readWrite role/,
+    )
   })
 
   it('refuses options without a collection, and names over 16 MiB − 64 KiB', async () => {
     expect(() => mongoLockInspector({} as never)).toThrow(LockConfigurationError)
-    expect(() => mongoLockInspector({ collection: { findOneAndUpdate: async () => null } } as never)).toThrow(/find, findOne, updateOne and deleteMany/)
-    await expect(mongoLockInspector({ collection: fake }).get('x'.repeat(16 * 1024 * 1024))).rejects.toThrow(LockConfigurationError)
+    expect(() => mongoLockInspector({ collection: { findOneAndUpdate: async () => null } } as never)).toThrow(
+      /find, findOne, updateOne and deleteMany/,
+    )
+    await expect(mongoLockInspector({ collection: fake }).get('x'.repeat(16 * 1024 * 1024))).rejects.toThrow(
+      LockConfigurationError,
+    )
   })
 
   it("takes the driver's Collection as it is (a compile-time check)", () => {

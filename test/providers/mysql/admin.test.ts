@@ -33,7 +33,9 @@ describe.skipIf(!pool)('shedlock CLI on MariaDB/MySQL (the built bin)', () => {
     init: {
       args: ['--url', cliUrl, '--table', fresh, '--runs-table', `${fresh}_runs`],
       first: new RegExp(`: created table ${fresh}\\n.*: created table ${fresh}_runs \\(run history\\)\\n$`),
-      again: new RegExp(`: table ${fresh} already exists: nothing to do.*\\n.*: table ${fresh}_runs \\(run history\\) already exists: nothing to do\\n$`),
+      again: new RegExp(
+        `: table ${fresh} already exists: nothing to do.*\\n.*: table ${fresh}_runs \\(run history\\) already exists: nothing to do\\n$`,
+      ),
     },
     missingLayout: {
       args: ['--url', cliUrl, '--table', `${table}_missing`],

@@ -1,7 +1,13 @@
 import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { type MysqlColumnType, type MysqlQueryable, mysqlLockInspector, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
+import {
+  type MysqlColumnType,
+  type MysqlQueryable,
+  mysqlLockInspector,
+  mysqlLockProvider,
+  mysqlSchema,
+} from '../../../src/providers/mysql/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -49,32 +55,35 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
   // -07:00 and in UTC, with database time and app time: the inspector must agree with the
   // provider, and with this host's clock, whatever the zones.
   for (const type of ['datetime', 'timestamp'] as const) {
-    describe(type === 'datetime' ? 'DATETIME(3) table (mysqlSchema)' : 'TIMESTAMP(3) table (Java ShedLock’s DDL)', () => {
-      const { table: tableName, ddl } = tableFor(type)
-      beforeAll(async () => {
-        await db.query(ddl)
-      })
-      for (const [reader, readerZone] of [
-        [utc, '+00:00'],
-        [plus5, '+05:00'],
-      ] as const) {
-        for (const [writer, writerZone] of [
-          [minus7, '-07:00'],
+    describe(
+      type === 'datetime' ? 'DATETIME(3) table (mysqlSchema)' : 'TIMESTAMP(3) table (Java ShedLock’s DDL)',
+      () => {
+        const { table: tableName, ddl } = tableFor(type)
+        beforeAll(async () => {
+          await db.query(ddl)
+        })
+        for (const [reader, readerZone] of [
           [utc, '+00:00'],
+          [plus5, '+05:00'],
         ] as const) {
-          for (const useDbTime of [true, false]) {
-            describe(`read at ${readerZone}, locks taken at ${writerZone} with ${useDbTime ? 'database' : 'app'} time`, () => {
-              registerInspectorSuite(
-                lockInspectorSuite({
-                  provider: () => mysqlLockProvider({ client: writer, tableName, useDbTime }),
-                  inspector: mysqlLockInspector({ client: reader, tableName }),
-                }),
-              )
-            })
+          for (const [writer, writerZone] of [
+            [minus7, '-07:00'],
+            [utc, '+00:00'],
+          ] as const) {
+            for (const useDbTime of [true, false]) {
+              describe(`read at ${readerZone}, locks taken at ${writerZone} with ${useDbTime ? 'database' : 'app'} time`, () => {
+                registerInspectorSuite(
+                  lockInspectorSuite({
+                    provider: () => mysqlLockProvider({ client: writer, tableName, useDbTime }),
+                    inspector: mysqlLockInspector({ client: reader, tableName }),
+                  }),
+                )
+              })
+            }
           }
         }
-      }
-    })
+      },
+    )
   }
 
   for (const type of ['datetime', 'timestamp'] as const) {
@@ -115,7 +124,11 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
         lockedBy: 'java-host',
         held: true,
       })
-      expect(await inspector.get('java-done')).toMatchObject({ lockUntil: new Date('2020-06-01T12:00:00.000Z'), held: false, remainingMs: 0 })
+      expect(await inspector.get('java-done')).toMatchObject({
+        lockUntil: new Date('2020-06-01T12:00:00.000Z'),
+        held: false,
+        remainingMs: 0,
+      })
       const { now } = await inspector.list()
       expect(Math.abs(now.getTime() - Date.now())).toBeLessThan(2_000)
     }
@@ -150,7 +163,8 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
     const provider = mysqlLockProvider({ client: db, tableName: table })
     // utf8mb4_bin sorts by code point, which puts U+FF5E before the emoji; JavaScript (UTF-16) after.
     const names = ['b', 'B', "it's", 'a/b:c é', '日本', '\uff5e', '😀', ' lead']
-    for (const name of names) expect(await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeDefined()
+    for (const name of names)
+      expect(await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeDefined()
     const { locks } = await mysqlLockInspector({ client: plus5, tableName: table }).list()
     expect(locks.map((record) => record.name)).toEqual([...names].sort())
     expect(locks.every((record) => record.held && record.lockedBy !== undefined)).toBe(true)
@@ -166,7 +180,9 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
       },
     })
     const arrays = zonedPool('+05:00', { rowsAsArray: true })
-    await mysqlLockProvider({ client: arrays, tableName: table }).lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))
+    await mysqlLockProvider({ client: arrays, tableName: table }).lock(
+      lockConfiguration({ name: 'job', lockAtMostFor: '1m' }),
+    )
     const detecting = mysqlLockInspector({ client: counting(arrays), tableName: table })
     await Promise.all([detecting.list(), detecting.get('job')])
     await detecting.get('job')
@@ -194,8 +210,14 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
 
   it('refuses a missing or callback-API client, bad names and a bad columnType', async () => {
     expect(() => mysqlLockInspector({} as never)).toThrow(LockConfigurationError)
-    expect(() => mysqlLockInspector({ client: { query: (_sql: string, _values: unknown[], _callback: unknown) => undefined } as never })).toThrow(/callback/)
+    expect(() =>
+      mysqlLockInspector({
+        client: { query: (_sql: string, _values: unknown[], _callback: unknown) => undefined } as never,
+      }),
+    ).toThrow(/callback/)
     expect(() => mysqlLockInspector({ client: db, tableName: 'x; DROP' })).toThrow(/not a plain SQL identifier/)
-    expect(() => mysqlLockInspector({ client: db, columnType: 'date' as never })).toThrow(/columnType must be 'datetime' or 'timestamp'/)
+    expect(() => mysqlLockInspector({ client: db, columnType: 'date' as never })).toThrow(
+      /columnType must be 'datetime' or 'timestamp'/,
+    )
   })
 })

@@ -3,7 +3,13 @@ import { hostname } from 'node:os'
 import mysqlCallback from 'mysql2'
 import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, type LockProvider, lockConfiguration } from '../../../src/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  type LockProvider,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { createMysqlLockProvider } from '../../../src/providers/mysql/provider.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
@@ -49,7 +55,8 @@ async function dispose(p: mysql.Pool): Promise<void> {
   await p.end()
 }
 /** A pool whose sessions are in time zone `zone` (e.g. `+05:00`). */
-const zonedPool = (zone: string, options: mysql.PoolOptions = {}): Promise<mysql.Pool> => connectWith(`SET time_zone = '${zone}'`, options)
+const zonedPool = (zone: string, options: mysql.PoolOptions = {}): Promise<mysql.Pool> =>
+  connectWith(`SET time_zone = '${zone}'`, options)
 
 const NOW = 'UTC_TIMESTAMP(3)'
 // The server's insertId for a held upsert; the provider's internal constant, repeated here to check the wire.
@@ -74,7 +81,9 @@ describe.skipIf(!pool)('mysql', () => {
     return table
   }
   const isLocked = async (table: string, name: string, client: mysql.Pool = db): Promise<boolean> =>
-    (await client.query<mysql.RowDataPacket[]>(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > ${NOW}`, [name]))[0].length === 1
+    (
+      await client.query<mysql.RowDataPacket[]>(`SELECT 1 FROM ${table} WHERE name = ? AND lock_until > ${NOW}`, [name])
+    )[0].length === 1
   const deadPools: mysql.Pool[] = []
   const deadPool = (): mysql.Pool => {
     const p = mysql.createPool({ uri: 'mysql://root@127.0.0.1:1/test', connectTimeout: 2000, connectionLimit: 1 })
@@ -92,8 +101,18 @@ describe.skipIf(!pool)('mysql', () => {
     { title: 'app time', useDbTime: false },
     { title: "database time, Java ShedLock's TIMESTAMP(3) table", useDbTime: true, java: true },
     // isLocked reads as Java ShedLock does: lock_until > UTC_TIMESTAMP(3), from a UTC session.
-    { title: "database time, Java ShedLock's TIMESTAMP(3) table, sessions at +05:00", useDbTime: true, java: true, zone: '+05:00' },
-    { title: "app time, Java ShedLock's TIMESTAMP(3) table, sessions at +05:00", useDbTime: false, java: true, zone: '+05:00' },
+    {
+      title: "database time, Java ShedLock's TIMESTAMP(3) table, sessions at +05:00",
+      useDbTime: true,
+      java: true,
+      zone: '+05:00',
+    },
+    {
+      title: "app time, Java ShedLock's TIMESTAMP(3) table, sessions at +05:00",
+      useDbTime: false,
+      java: true,
+      zone: '+05:00',
+    },
   ]
   for (const { title, useDbTime, flags, java, zone } of variants) {
     describe(title, () => {
@@ -132,7 +151,9 @@ describe.skipIf(!pool)('mysql', () => {
       try {
         for (const useDbTime of [true, false]) {
           const name = `format-${useDbTime}`
-          const lock = await mysqlLockProvider({ client: shifted, tableName: table, useDbTime }).lock(lockConfiguration({ name, lockAtMostFor: '1h' }))
+          const lock = await mysqlLockProvider({ client: shifted, tableName: table, useDbTime }).lock(
+            lockConfiguration({ name, lockAtMostFor: '1h' }),
+          )
           assert.ok(lock)
           const [rows] = await db.query<mysql.RowDataPacket[]>(
             `SELECT locked_by, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', lock_until) DIV 1000 AS until_ms, ` +
@@ -172,7 +193,9 @@ describe.skipIf(!pool)('mysql', () => {
         assert.ok(extended)
         await extended.unlock()
         expect(await isLocked(table, 'java-expired')).toBe(false)
-        const [rows] = await db.query<mysql.RowDataPacket[]>(`SELECT locked_by FROM ${table} WHERE name = 'java-held' AND lock_until > ${NOW}`)
+        const [rows] = await db.query<mysql.RowDataPacket[]>(
+          `SELECT locked_by FROM ${table} WHERE name = 'java-held' AND lock_until > ${NOW}`,
+        )
         expect(rows[0]?.locked_by).toBe('java-host')
       })
     }
@@ -180,7 +203,9 @@ describe.skipIf(!pool)('mysql', () => {
     it('decides expiry on the database clock: an app clock an hour ahead cannot take a held lock', async () => {
       const table = await newTable()
       const name = 'skewed'
-      const honest = await mysqlLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
+      const honest = await mysqlLockProvider({ client: db, tableName: table }).lock(
+        lockConfiguration({ name, lockAtMostFor: '10m' }),
+      )
       assert.ok(honest)
       const ahead = { now: () => Date.now() + 3_600_000 }
       expect(
@@ -206,12 +231,26 @@ describe.skipIf(!pool)('mysql', () => {
         const name = `custom-${useDbTime}`
         const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
         assert.ok(lock)
-        expect((await db.query<mysql.RowDataPacket[]>(`SELECT owner FROM ${table} WHERE lock_name = ? AND until_ts > ${NOW}`, [name]))[0]).toHaveLength(1)
+        expect(
+          (
+            await db.query<mysql.RowDataPacket[]>(
+              `SELECT owner FROM ${table} WHERE lock_name = ? AND until_ts > ${NOW}`,
+              [name],
+            )
+          )[0],
+        ).toHaveLength(1)
         expect(await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
         const extended = await lock.extend('2m', 0)
         assert.ok(extended)
         await extended.unlock()
-        expect((await db.query<mysql.RowDataPacket[]>(`SELECT owner FROM ${table} WHERE lock_name = ? AND until_ts > ${NOW}`, [name]))[0]).toHaveLength(0)
+        expect(
+          (
+            await db.query<mysql.RowDataPacket[]>(
+              `SELECT owner FROM ${table} WHERE lock_name = ? AND until_ts > ${NOW}`,
+              [name],
+            )
+          )[0],
+        ).toHaveLength(0)
       }
     })
 
@@ -221,14 +260,18 @@ describe.skipIf(!pool)('mysql', () => {
       try {
         await connection.query('START TRANSACTION')
         await connection.query(`INSERT INTO ${table} VALUES ('other-row', ${NOW}, ${NOW}, 'tx')`)
-        const lock = await mysqlLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name: 'outside-tx', lockAtMostFor: '1m' }))
+        const lock = await mysqlLockProvider({ client: db, tableName: table }).lock(
+          lockConfiguration({ name: 'outside-tx', lockAtMostFor: '1m' }),
+        )
         assert.ok(lock)
         await connection.query('ROLLBACK')
       } finally {
         connection.release()
       }
       expect(await isLocked(table, 'outside-tx')).toBe(true)
-      expect((await db.query<mysql.RowDataPacket[]>(`SELECT 1 FROM ${table} WHERE name = 'other-row'`))[0]).toHaveLength(0)
+      expect(
+        (await db.query<mysql.RowDataPacket[]>(`SELECT 1 FROM ${table} WHERE name = 'other-row'`))[0],
+      ).toHaveLength(0)
     })
 
     it('stores "Report" and "report" as two locks (mysqlSchema compares names exactly)', async () => {
@@ -257,7 +300,9 @@ describe.skipIf(!pool)('mysql', () => {
       const held = await provider.lock(lockConfiguration({ name: 'report', lockAtMostFor: '1m' }))
       assert.ok(held)
       const before = queries
-      const error = await provider.lock(lockConfiguration({ name: 'report ', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: 'report ', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockConfigurationError)
       expect((error as Error).message).toContain('"report "')
       expect((error as Error).message).toContain('remove the trailing space')
@@ -322,7 +367,9 @@ describe.skipIf(!pool)('mysql', () => {
         const at = Date.now()
         const clock = { now: () => at }
         const provider = mysqlLockProvider({ client, tableName: table, useDbTime: false, clock })
-        const lock = await provider.lock(lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) }))
+        const lock = await provider.lock(
+          lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) }),
+        )
         assert.ok(lock)
         // The frozen clock makes both extensions write the same lock_until: the second changes nothing.
         const once = await lock.extend('2m', 0)
@@ -332,13 +379,17 @@ describe.skipIf(!pool)('mysql', () => {
         await twice.unlock()
       })
 
-      it(`${label}: of 16 contenders racing on an absent row exactly one wins, 20 times`, { timeout: 60_000 }, async () => {
+      it(`${label}: of 16 contenders racing on an absent row exactly one wins, 20 times`, {
+        timeout: 60_000,
+      }, async () => {
         const table = await newTable()
         const client = flags ? await connect({ flags }) : db
         const nodes = [mysqlLockProvider({ client, tableName: table }), mysqlLockProvider({ client, tableName: table })]
         for (let round = 0; round < 20; round++) {
           const name = `race-${round}`
-          const results = await Promise.all(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+          const results = await Promise.all(
+            Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+          )
           const winners = results.filter((lock) => lock !== undefined)
           expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
           await winners[0]!.unlock()
@@ -354,7 +405,10 @@ describe.skipIf(!pool)('mysql', () => {
     const countOnly = (client: mysql.Pool): MysqlQueryable => ({
       async query(sql: string, values: unknown[]): Promise<[unknown, unknown]> {
         const [result, fields] = await client.query(sql, values)
-        return [Array.isArray(result) ? result : { affectedRows: (result as mysql.ResultSetHeader).affectedRows }, fields]
+        return [
+          Array.isArray(result) ? result : { affectedRows: (result as mysql.ResultSetHeader).affectedRows },
+          fields,
+        ]
       },
     })
     for (const flags of [undefined, ['-FOUND_ROWS']]) {
@@ -374,7 +428,8 @@ describe.skipIf(!pool)('mysql', () => {
               deleteRecord: async (name) => {
                 await db.query(`DELETE FROM ${table} WHERE name = ?`, [name])
               },
-              unreachableProvider: () => createMysqlLockProvider({ client: deadPool(), tableName: table, useDbTime }, 'countOnly'),
+              unreachableProvider: () =>
+                createMysqlLockProvider({ client: deadPool(), tableName: table, useDbTime }, 'countOnly'),
               extensible: true,
               slots: { inspector: true },
               maxNameLength: 64,
@@ -389,7 +444,9 @@ describe.skipIf(!pool)('mysql', () => {
         const at = Date.now()
         const clock = { now: () => at }
         const provider = createMysqlLockProvider({ client, tableName: table, useDbTime: false, clock }, 'countOnly')
-        const lock = await provider.lock(lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) }))
+        const lock = await provider.lock(
+          lockConfiguration({ name: 'same-instant', lockAtMostFor: '1m', createdAt: new Date(at) }),
+        )
         assert.ok(lock)
         // The frozen clock makes both extensions write the same lock_until: the second changes nothing.
         const once = await lock.extend('2m', 0)
@@ -400,15 +457,23 @@ describe.skipIf(!pool)('mysql', () => {
         expect(await twice.extend('2m', 0)).toBeUndefined()
       })
 
-      it(`${label}: of 16 contenders racing on an absent row, then on an expired one, exactly one wins, 20 times`, { timeout: 60_000 }, async () => {
+      it(`${label}: of 16 contenders racing on an absent row, then on an expired one, exactly one wins, 20 times`, {
+        timeout: 60_000,
+      }, async () => {
         const table = await newTable()
         const client = countOnly(flags ? await connect({ flags }) : db)
-        const nodes = [createMysqlLockProvider({ client, tableName: table }, 'countOnly'), createMysqlLockProvider({ client, tableName: table }, 'countOnly')]
+        const nodes = [
+          createMysqlLockProvider({ client, tableName: table }, 'countOnly'),
+          createMysqlLockProvider({ client, tableName: table }, 'countOnly'),
+        ]
         for (let round = 0; round < 20; round++) {
           const name = `race-${round % 10}`
           // Rounds 10-19 find the rows of rounds 0-9, expired by hand.
-          if (round >= 10) await db.query(`UPDATE ${table} SET lock_until = TIMESTAMPADD(SECOND, -1, ${NOW}) WHERE name = ?`, [name])
-          const results = await Promise.all(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+          if (round >= 10)
+            await db.query(`UPDATE ${table} SET lock_until = TIMESTAMPADD(SECOND, -1, ${NOW}) WHERE name = ?`, [name])
+          const results = await Promise.all(
+            Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+          )
           const winners = results.filter((lock) => lock !== undefined)
           expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
           if (round < 10) continue
@@ -450,7 +515,10 @@ describe.skipIf(!pool)('mysql', () => {
 
   describe('concurrency failures', () => {
     const deadlock = (): Error =>
-      Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 })
+      Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), {
+        code: 'ER_LOCK_DEADLOCK',
+        errno: 1213,
+      })
     const ok = (affectedRows: number, insertId = 0): [unknown, unknown] => [{ affectedRows, insertId }, undefined]
     // A client that fails the first `failures` statements matching `pattern`, then answers `reply`.
     const flaky = (pattern: RegExp, failures: number, error: () => Error): MysqlQueryable & { calls: string[] } => {
@@ -467,9 +535,16 @@ describe.skipIf(!pool)('mysql', () => {
     }
 
     it('a deadlock or lock wait timeout on acquire means another contender has the row: not acquired', async () => {
-      for (const error of [deadlock, () => Object.assign(new Error('Lock wait timeout exceeded'), { code: 'ER_LOCK_WAIT_TIMEOUT', errno: 1205 })]) {
+      for (const error of [
+        deadlock,
+        () => Object.assign(new Error('Lock wait timeout exceeded'), { code: 'ER_LOCK_WAIT_TIMEOUT', errno: 1205 }),
+      ]) {
         const client = flaky(/^INSERT/, 1, error)
-        expect(await mysqlLockProvider({ client, columnType: 'datetime' }).lock(lockConfiguration({ name: 'contended', lockAtMostFor: '1m' }))).toBeUndefined()
+        expect(
+          await mysqlLockProvider({ client, columnType: 'datetime' }).lock(
+            lockConfiguration({ name: 'contended', lockAtMostFor: '1m' }),
+          ),
+        ).toBeUndefined()
         expect(client.calls).toHaveLength(1)
       }
     })
@@ -477,14 +552,18 @@ describe.skipIf(!pool)('mysql', () => {
     it('unlock and extend retry a deadlock up to 5 times, then reject with LockProviderError', async () => {
       const client = flaky(/^UPDATE/, 5, deadlock)
       // columnType: no information_schema query to answer.
-      const lock = await mysqlLockProvider({ client, columnType: 'datetime' }).lock(lockConfiguration({ name: 'retried', lockAtMostFor: '1m' }))
+      const lock = await mysqlLockProvider({ client, columnType: 'datetime' }).lock(
+        lockConfiguration({ name: 'retried', lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       const extended = await lock.extend('1m', 0)
       assert.ok(extended)
       expect(client.calls.filter((sql) => sql.startsWith('UPDATE'))).toHaveLength(6)
 
       const stubborn = flaky(/^UPDATE/, 6, deadlock)
-      const held = await mysqlLockProvider({ client: stubborn, columnType: 'datetime' }).lock(lockConfiguration({ name: 'stubborn', lockAtMostFor: '1m' }))
+      const held = await mysqlLockProvider({ client: stubborn, columnType: 'datetime' }).lock(
+        lockConfiguration({ name: 'stubborn', lockAtMostFor: '1m' }),
+      )
       assert.ok(held)
       const error = await held.unlock().catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
@@ -501,15 +580,26 @@ describe.skipIf(!pool)('mysql', () => {
     for (const level of ['REPEATABLE READ', 'SERIALIZABLE']) {
       for (const java of [false, true]) {
         const ddl = java ? "Java's TIMESTAMP(3) table" : 'mysqlSchema table'
-        it(`${level}, ${ddl}: of 16 contenders racing on one name exactly one wins, 25 rounds, and none rejects`, { timeout: 60_000 }, async () => {
+        it(`${level}, ${ddl}: of 16 contenders racing on one name exactly one wins, 25 rounds, and none rejects`, {
+          timeout: 60_000,
+        }, async () => {
           const table = java ? await newJavaTable() : await newTable()
           const client = await connectWith(`SET SESSION TRANSACTION ISOLATION LEVEL ${level}`)
           onTestFinished(() => dispose(client))
-          expect((await client.query<mysql.RowDataPacket[]>('SELECT @@tx_isolation AS level'))[0][0]?.level).toBe(level.replace(' ', '-'))
-          const nodes = [mysqlLockProvider({ client, tableName: table }), mysqlLockProvider({ client, tableName: table, useDbTime: false })]
+          expect((await client.query<mysql.RowDataPacket[]>('SELECT @@tx_isolation AS level'))[0][0]?.level).toBe(
+            level.replace(' ', '-'),
+          )
+          const nodes = [
+            mysqlLockProvider({ client, tableName: table }),
+            mysqlLockProvider({ client, tableName: table, useDbTime: false }),
+          ]
           for (let round = 0; round < 25; round++) {
             const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
-            const results = await Promise.allSettled(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+            const results = await Promise.allSettled(
+              Array.from({ length: 16 }, (_, i) =>
+                nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
+              ),
+            )
             expect(
               results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
               `round ${round}`,
@@ -536,7 +626,9 @@ describe.skipIf(!pool)('mysql', () => {
             Array.from({ length: 16 }, async () => {
               while (Date.now() < until) {
                 try {
-                  const lock = (await provider.lock(lockConfiguration({ name: 'hot', lockAtMostFor: '1m' }))) as ExtensibleLock | undefined
+                  const lock = (await provider.lock(lockConfiguration({ name: 'hot', lockAtMostFor: '1m' }))) as
+                    | ExtensibleLock
+                    | undefined
                   if (!lock) continue
                   wins++
                   if (holders++ > 0) overlaps++
@@ -565,7 +657,9 @@ describe.skipIf(!pool)('mysql', () => {
     beforeAll(async () => {
       utc = await zonedPool('+00:00', { connectionLimit: 4 })
       shifted = await zonedPool('+05:00', { connectionLimit: 4 })
-      expect((await shifted.query<mysql.RowDataPacket[]>('SELECT @@session.time_zone AS zone'))[0][0]?.zone).toBe('+05:00')
+      expect((await shifted.query<mysql.RowDataPacket[]>('SELECT @@session.time_zone AS zone'))[0][0]?.zone).toBe(
+        '+05:00',
+      )
     })
     const javaSeesHeld = async (table: string, name: string): Promise<boolean> => isLocked(table, name, utc)
 
@@ -583,7 +677,10 @@ describe.skipIf(!pool)('mysql', () => {
             const name = `zones-${label.slice(0, 6)}`
             const lock = await at(holder).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
             assert.ok(lock, `${label}: the holder did not get a free lock`)
-            expect(await at(other).lock(lockConfiguration({ name, lockAtMostFor: '10m' })), `${label}: the other zone took a held lock`).toBeUndefined()
+            expect(
+              await at(other).lock(lockConfiguration({ name, lockAtMostFor: '10m' })),
+              `${label}: the other zone took a held lock`,
+            ).toBeUndefined()
             expect(await javaSeesHeld(table, name), `${label}: Java's check reads the held lock as free`).toBe(true)
             // Within lockAtMostFor: lock_until is about 10 minutes ahead, on the true clock.
             const [rows] = await utc.query<mysql.RowDataPacket[]>(
@@ -594,7 +691,10 @@ describe.skipIf(!pool)('mysql', () => {
             expect(Number(rows[0]?.left_s)).toBeLessThanOrEqual(600)
             const extended = await (lock as ExtensibleLock).extend('20m', 0)
             assert.ok(extended, `${label}: the holder could not extend its lock`)
-            expect(await at(other).lock(lockConfiguration({ name, lockAtMostFor: '10m' })), `${label}: the other zone took an extended lock`).toBeUndefined()
+            expect(
+              await at(other).lock(lockConfiguration({ name, lockAtMostFor: '10m' })),
+              `${label}: the other zone took an extended lock`,
+            ).toBeUndefined()
             await extended.unlock()
             expect(await javaSeesHeld(table, name), `${label}: Java's check reads a released lock as held`).toBe(false)
             const next = await at(other).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
@@ -611,7 +711,11 @@ describe.skipIf(!pool)('mysql', () => {
           )
           assert.ok(lock)
           await lock.unlock()
-          expect(await mysqlLockProvider({ client: utc, tableName: table, useDbTime }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))).toBeUndefined()
+          expect(
+            await mysqlLockProvider({ client: utc, tableName: table, useDbTime }).lock(
+              lockConfiguration({ name, lockAtMostFor: '10m' }),
+            ),
+          ).toBeUndefined()
           expect(await javaSeesHeld(table, name)).toBe(true)
         })
       }
@@ -627,7 +731,9 @@ describe.skipIf(!pool)('mysql', () => {
         const provider = mysqlLockProvider({ client: shifted, tableName: table, useDbTime })
         expect(await provider.lock(lockConfiguration({ name: 'java-held', lockAtMostFor: '1m' }))).toBeUndefined()
       }
-      const lock = await mysqlLockProvider({ client: shifted, tableName: table }).lock(lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m' }))
+      const lock = await mysqlLockProvider({ client: shifted, tableName: table }).lock(
+        lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       expect(await javaSeesHeld(table, 'java-expired')).toBe(true)
       await lock.unlock()
@@ -647,12 +753,22 @@ describe.skipIf(!pool)('mysql', () => {
       )
       assert.ok(lock)
       expect(queries).toBe(1)
-      expect(await mysqlLockProvider({ client: utc, tableName: table }).lock(lockConfiguration({ name: 'given', lockAtMostFor: '10m' }))).toBeUndefined()
+      expect(
+        await mysqlLockProvider({ client: utc, tableName: table }).lock(
+          lockConfiguration({ name: 'given', lockAtMostFor: '10m' }),
+        ),
+      ).toBeUndefined()
       await lock.unlock()
       expect(queries).toBe(2)
-      expect(() => mysqlLockProvider({ client: db, columnType: 'TIMESTAMP' as never })).toThrow(/columnType must be 'datetime' or 'timestamp'/)
-      expect(() => mysqlLockProvider({ client: db, maxNameLength: 100 })).toThrow(/maxNameLength applies only with columnType/)
-      expect(() => mysqlLockProvider({ client: db, columnType: 'datetime', maxNameLength: 0 })).toThrow(/maxNameLength must be a positive whole number/)
+      expect(() => mysqlLockProvider({ client: db, columnType: 'TIMESTAMP' as never })).toThrow(
+        /columnType must be 'datetime' or 'timestamp'/,
+      )
+      expect(() => mysqlLockProvider({ client: db, maxNameLength: 100 })).toThrow(
+        /maxNameLength applies only with columnType/,
+      )
+      expect(() => mysqlLockProvider({ client: db, columnType: 'datetime', maxNameLength: 0 })).toThrow(
+        /maxNameLength must be a positive whole number/,
+      )
     })
 
     it('a TIMESTAMP(3) table refuses a lockAtMostUntil after 2038-01-19T03:14:07.999Z with LockConfigurationError before the acquire or extend statement; DATETIME(3) takes it', async () => {
@@ -668,7 +784,9 @@ describe.skipIf(!pool)('mysql', () => {
       for (const useDbTime of [true, false]) {
         const provider = mysqlLockProvider({ client: counting, tableName: javaTable, useDbTime })
         statements.length = 0
-        const error = await provider.lock(lockConfiguration({ name: `far-${useDbTime}`, lockAtMostFor: tooFar })).catch((e: unknown) => e)
+        const error = await provider
+          .lock(lockConfiguration({ name: `far-${useDbTime}`, lockAtMostFor: tooFar }))
+          .catch((e: unknown) => e)
         expect(error).toBeInstanceOf(LockConfigurationError)
         expect((error as Error).message).toMatch(
           /^Lock "far-(true|false)": lockAtMostUntil 2038-01-19T03:14:08\.\d{3}Z is later than mysql can hold \(a TIMESTAMP column ends at 2038-01-19T03:14:07\.999Z/,
@@ -685,10 +803,14 @@ describe.skipIf(!pool)('mysql', () => {
       }
       const given = mysqlLockProvider({ client: counting, tableName: javaTable, columnType: 'timestamp' })
       statements.length = 0
-      await expect(given.lock(lockConfiguration({ name: 'far-given', lockAtMostFor: tooFar }))).rejects.toThrow(LockConfigurationError)
+      await expect(given.lock(lockConfiguration({ name: 'far-given', lockAtMostFor: tooFar }))).rejects.toThrow(
+        LockConfigurationError,
+      )
       expect(statements).toEqual([])
       const datetimeTable = await newTable()
-      const lock = await mysqlLockProvider({ client: utc, tableName: datetimeTable }).lock(lockConfiguration({ name: 'far', lockAtMostFor: tooFar }))
+      const lock = await mysqlLockProvider({ client: utc, tableName: datetimeTable }).lock(
+        lockConfiguration({ name: 'far', lockAtMostFor: tooFar }),
+      )
       assert.ok(lock, 'a DATETIME(3) table refused a deadline after 2038')
       await lock.unlock()
     })
@@ -705,7 +827,9 @@ describe.skipIf(!pool)('mysql', () => {
         },
       }
       const provider = mysqlLockProvider({ client: counting, tableName: table })
-      const results = await Promise.all(Array.from({ length: 8 }, () => provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))))
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))),
+      )
       expect(statements.filter((sql) => sql.includes('information_schema'))).toHaveLength(1)
       expect(statements).toHaveLength(9)
       await results.find((lock) => lock)!.unlock()
@@ -722,9 +846,13 @@ describe.skipIf(!pool)('mysql', () => {
       const prefix = `lax-${'p'.repeat(60)}`
       const held = await provider.lock(lockConfiguration({ name: prefix, lockAtMostFor: '1m' }))
       assert.ok(held)
-      const error = await provider.lock(lockConfiguration({ name: `${prefix}-other`, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: `${prefix}-other`, lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockConfigurationError)
-      expect((error as Error).message).toContain(`is 70 characters, and mysql (column name of ${table}, varchar(64)) holds at most 64`)
+      expect((error as Error).message).toContain(
+        `is 70 characters, and mysql (column name of ${table}, varchar(64)) holds at most 64`,
+      )
       const [rows] = await db.query<mysql.RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${table}`)
       expect(Number(rows[0]?.n)).toBe(1)
       await held.unlock()
@@ -748,13 +876,19 @@ describe.skipIf(!pool)('mysql', () => {
       const table = uniqueTable('shedlock_my_late')
       tables.push(table)
       const provider = mysqlLockProvider({ client: db, tableName: table })
-      await expect(provider.lock(lockConfiguration({ name: 'early', lockAtMostFor: '1m' }))).rejects.toThrow(/does not exist/)
+      await expect(provider.lock(lockConfiguration({ name: 'early', lockAtMostFor: '1m' }))).rejects.toThrow(
+        /does not exist/,
+      )
       await db.query(javaSchema(table))
       const lock = await provider.lock(lockConfiguration({ name: 'late', lockAtMostFor: '1m' }))
       assert.ok(lock)
       await lock.unlock()
-      await expect(provider.lock(lockConfiguration({ name: 'x'.repeat(65), lockAtMostFor: '1m' }))).rejects.toThrow(LockConfigurationError)
-      await expect(provider.lock(lockConfiguration({ name: 'far', lockAtMostFor: Date.UTC(2039, 0, 1) - Date.now() }))).rejects.toThrow(/TIMESTAMP column ends/)
+      await expect(provider.lock(lockConfiguration({ name: 'x'.repeat(65), lockAtMostFor: '1m' }))).rejects.toThrow(
+        LockConfigurationError,
+      )
+      await expect(
+        provider.lock(lockConfiguration({ name: 'far', lockAtMostFor: Date.UTC(2039, 0, 1) - Date.now() })),
+      ).rejects.toThrow(/TIMESTAMP column ends/)
     })
   })
 
@@ -773,12 +907,16 @@ describe.skipIf(!pool)('mysql', () => {
         // A callback PoolCluster namespace has no promise(), but its query takes a callback.
         const cluster = mysqlCallback.createPoolCluster()
         cluster.add('main', { uri: url })
-        expect(() => mysqlLockProvider({ client: cluster.of('*') as never, tableName: table })).toThrow(/query takes 3 parameters.*mysql2\/promise/)
+        expect(() => mysqlLockProvider({ client: cluster.of('*') as never, tableName: table })).toThrow(
+          /query takes 3 parameters.*mysql2\/promise/,
+        )
         cluster.end()
         expect((await db.query<mysql.RowDataPacket[]>(`SELECT 1 FROM ${table}`))[0]).toHaveLength(0)
         // Their promise wrappers are what the provider wants.
         for (const client of [callbackPool.promise(), callbackConnection.promise()]) {
-          const lock = await mysqlLockProvider({ client, tableName: table }).lock(lockConfiguration({ name: 'promised', lockAtMostFor: '1m' }))
+          const lock = await mysqlLockProvider({ client, tableName: table }).lock(
+            lockConfiguration({ name: 'promised', lockAtMostFor: '1m' }),
+          )
           assert.ok(lock)
           await lock.unlock()
           expect(await isLocked(table, 'promised')).toBe(false)
@@ -827,7 +965,9 @@ describe.skipIf(!pool)('mysql', () => {
 
     it('a missing table rejects with LockProviderError that names the lock and gives the DDL', async () => {
       const provider = mysqlLockProvider({ client: db, tableName: 'shedlock_missing_table' })
-      const error = await provider.lock(lockConfiguration({ name: 'needs-table', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: 'needs-table', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as LockProviderError).provider).toBe('mysql')
       expect((error as LockProviderError).cause).toMatchObject({ errno: 1146 })
@@ -838,7 +978,9 @@ describe.skipIf(!pool)('mysql', () => {
     it('a table with other columns rejects with advice about columnNames', async () => {
       const table = await newTable()
       const provider = mysqlLockProvider({ client: db, tableName: table, columnNames: { lockedBy: 'owner' } })
-      const error = await provider.lock(lockConfiguration({ name: 'columns', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: 'columns', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as Error).message).toMatch(/does not have the expected columns .*pass columnNames/)
     })
@@ -848,7 +990,9 @@ describe.skipIf(!pool)('mysql', () => {
         .lock(lockConfiguration({ name: 'dead', lockAtMostFor: '1m' }))
         .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
-      expect((error as Error).message).toMatch(/^mysql: could not acquire lock "dead": MySQL is unreachable .*the task was not run/)
+      expect((error as Error).message).toMatch(
+        /^mysql: could not acquire lock "dead": MySQL is unreachable .*the task was not run/,
+      )
     })
 
     it('keeps credentials of a connection URL out of error messages', async () => {

@@ -55,7 +55,9 @@ describe.skipIf(!nats)('shedlock CLI on NATS JetStream KV (the built bin)', () =
       const run = await cli([...command, '--url', `${url}?bucket=${bucket}-absent`])
       expect(run.code, run.stderr).toBe(1)
       expect(lines(run.stderr)).toHaveLength(1)
-      expect(run.stderr).toMatch(/: bucket \S+-absent does not exist; create it with: shedlock init --url nats:\S+-absent$/m)
+      expect(run.stderr).toMatch(
+        /: bucket \S+-absent does not exist; create it with: shedlock init --url nats:\S+-absent$/m,
+      )
     }
   })
 

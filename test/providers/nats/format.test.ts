@@ -4,8 +4,16 @@ import { LockConfigurationError } from '../../../src/index.ts'
 import { natsLockKey, natsLockName } from '../../../src/providers/nats/index.ts'
 
 // Names and keys made of the characters the encoding turns on, so that collisions would show.
-const tricky = fc.string({ unit: fc.constantFrom('=', '3', 'A', 'D', '2', 'E', ':', '.', 'a', 'é', ' ', '/'), minLength: 1, maxLength: 8 })
-const serverKey = fc.string({ unit: fc.constantFrom('=', '3', 'A', 'D', '2', 'E', '.', 'a', '-', '_', '/'), minLength: 1, maxLength: 8 })
+const tricky = fc.string({
+  unit: fc.constantFrom('=', '3', 'A', 'D', '2', 'E', ':', '.', 'a', 'é', ' ', '/'),
+  minLength: 1,
+  maxLength: 8,
+})
+const serverKey = fc.string({
+  unit: fc.constantFrom('=', '3', 'A', 'D', '2', 'E', '.', 'a', '-', '_', '/'),
+  minLength: 1,
+  maxLength: 8,
+})
 const holdable = (key: string): boolean => !key.startsWith('.') && !key.endsWith('.') && !key.includes('..')
 
 /** natsLockKey(name), or undefined when the name is refused (with LockConfigurationError, as it must be). */

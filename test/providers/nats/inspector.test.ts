@@ -4,8 +4,19 @@ import { type KV, Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { LockInspector } from '../../../src/core/lock-inspector.ts'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration, type SimpleLock } from '../../../src/index.ts'
-import { type NatsInspectableKv, natsLockInspector, natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+  type SimpleLock,
+} from '../../../src/index.ts'
+import {
+  type NatsInspectableKv,
+  natsLockInspector,
+  natsLockKey,
+  natsLockProvider,
+} from '../../../src/providers/nats/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -61,13 +72,17 @@ describe.skipIf(!nats)('natsLockInspector', () => {
       release: (lock) => current().release(lock),
       removeExpired: (selection) => current().removeExpired(selection),
     }
-    registerInspectorSuite(lockInspectorSuite({ provider: () => natsLockProvider({ kv }), inspector: lazy, keepsLockedBy: false }))
+    registerInspectorSuite(
+      lockInspectorSuite({ provider: () => natsLockProvider({ kv }), inspector: lazy, keepsLockedBy: false }),
+    )
   })
 
   it('a force-release leaves a delete marker, and the holder’s release within lockAtLeastFor does not write the key again', async () => {
     const inspector = natsLockInspector({ kv })
     const name = unique('marker')
-    const holder = await natsLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }))
+    const holder = await natsLockProvider({ kv }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }),
+    )
     expect(holder).toBeDefined()
     const before = await reader.get(natsLockKey(name))
     expect(before?.operation).toBe('PUT')
@@ -117,7 +132,8 @@ describe.skipIf(!nats)('natsLockInspector', () => {
       history: (options) => bucketOf.history(options),
       subjectForKey: (key) => bucketOf.subjectForKey(key),
       async purgeBucket(options) {
-        if (options.filter === bucketOf.subjectForKey(natsLockKey(b))) retaken = await provider.lock(lockConfiguration({ name: b, lockAtMostFor: '2h' }))
+        if (options.filter === bucketOf.subjectForKey(natsLockKey(b)))
+          retaken = await provider.lock(lockConfiguration({ name: b, lockAtMostFor: '2h' }))
         return bucketOf.purgeBucket(options)
       },
     }
@@ -138,7 +154,11 @@ describe.skipIf(!nats)('natsLockInspector', () => {
     const name = `${unique('plain')}@20260101T000000Z`
     await reader.put(natsLockKey(name), javaValue(Date.now() - 1_000))
     const bucketOf = kv as unknown as NatsInspectableKv
-    const plain: NatsInspectableKv = { get: (key) => bucketOf.get(key), delete: (key, options) => bucketOf.delete(key, options), keys: () => bucketOf.keys() }
+    const plain: NatsInspectableKv = {
+      get: (key) => bucketOf.get(key),
+      delete: (key, options) => bucketOf.delete(key, options),
+      keys: () => bucketOf.keys(),
+    }
     const inspector = natsLockInspector({ kv: plain, clock: { now: () => Date.now() + 31 * 60_000 } })
     expect(await inspector.removeExpired({ prefix: name })).toBe(1)
     expect(await inspector.removeExpired({ prefix: name })).toBe(0)
@@ -148,7 +168,9 @@ describe.skipIf(!nats)('natsLockInspector', () => {
   it('provider.inspector() inspects the provider’s bucket, on the provider’s clock', async () => {
     const name = unique('own')
     const provider = natsLockProvider({ kv, clock: { now: () => Date.now() - 120_000 } })
-    const lock = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m', createdAt: new Date(Date.now() - 120_000) }))
+    const lock = await provider.lock(
+      lockConfiguration({ name, lockAtMostFor: '1m', createdAt: new Date(Date.now() - 120_000) }),
+    )
     expect(lock).toBeDefined()
     // Expired on this host's clock, held on the provider's.
     expect((await natsLockInspector({ kv }).get(name))?.held).toBe(false)
@@ -167,7 +189,14 @@ describe.skipIf(!nats)('natsLockInspector', () => {
     for (const name of names) await reader.put(name, javaValue(until))
     for (const name of names) {
       const record = await inspector.get(name)
-      expect(record).toEqual({ name, lockUntil: new Date(until), lockedAt: undefined, lockedBy: undefined, held: true, remainingMs: expect.any(Number) })
+      expect(record).toEqual({
+        name,
+        lockUntil: new Date(until),
+        lockedAt: undefined,
+        lockedBy: undefined,
+        held: true,
+        remainingMs: expect.any(Number),
+      })
       expect(record!.remainingMs).toBeGreaterThan(3_500_000)
     }
     const listed = (await inspector.list()).locks.filter((record) => names.includes(record.name))
@@ -183,7 +212,9 @@ describe.skipIf(!nats)('natsLockInspector', () => {
     const prefix = unique('enc')
     const names = [`${prefix} été`, `${prefix}:b`, `${prefix}/a`, `${prefix}.c`, `${prefix}=3A`]
     const provider = natsLockProvider({ kv })
-    const locks = await Promise.all(names.map((name) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      names.map((name) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+    )
     // Stored under encoded keys where the server cannot hold the name.
     expect(natsLockKey(names[0]!)).toMatch(/^=/)
     expect(await reader.get(natsLockKey(names[1]!))).not.toBeNull()
@@ -200,8 +231,17 @@ describe.skipIf(!nats)('natsLockInspector', () => {
     const inspector = natsLockInspector({ kv })
     const name = unique('stranger')
     await reader.put(name, new TextEncoder().encode('not a lock'))
-    expect(await inspector.get(name)).toEqual({ name, lockUntil: undefined, lockedAt: undefined, lockedBy: undefined, held: true, remainingMs: undefined })
-    await expect(natsLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).rejects.toThrow(/not the 8-byte big-endian lockUntil/)
+    expect(await inspector.get(name)).toEqual({
+      name,
+      lockUntil: undefined,
+      lockedAt: undefined,
+      lockedBy: undefined,
+      held: true,
+      remainingMs: undefined,
+    })
+    await expect(natsLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).rejects.toThrow(
+      /not the 8-byte big-endian lockUntil/,
+    )
     expect(await inspector.release(name)).toBe(true)
     const lock = await natsLockProvider({ kv }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
     expect(lock).toBeDefined()
@@ -232,7 +272,9 @@ describe.skipIf(!nats)('natsLockInspector', () => {
   it('a missing bucket rejects with LockProviderError saying how to create it', async () => {
     const missing = natsLockInspector({ kv: await new Kvm(nc).open(`${bucket}-missing`) })
     await expect(missing.list()).rejects.toThrow(LockProviderError)
-    await expect(missing.get('x')).rejects.toThrow(/nats: could not inspect lock "x": bucket .*-missing" does not exist .*create it once with/)
+    await expect(missing.get('x')).rejects.toThrow(
+      /nats: could not inspect lock "x": bucket .*-missing" does not exist .*create it once with/,
+    )
   })
 
   it('refuses options without a bucket', () => {

@@ -6,7 +6,13 @@ import { jetstreamManager } from '@nats-io/jetstream'
 import { type KV, Kvm } from '@nats-io/kv'
 import { connect } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import {
+  createLockingTaskExecutor,
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { natsLockKey, natsLockProvider } from '../../../src/providers/nats/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
@@ -28,7 +34,8 @@ const nats = await connectOrSkip('nats', `${url} (SHEDLOCK_NATS_URL)`, async () 
   }
 })
 
-const config = (name: string, lockAtMostFor: Duration = '5m', lockAtLeastFor: Duration = 0) => lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
+const config = (name: string, lockAtMostFor: Duration = '5m', lockAtLeastFor: Duration = 0) =>
+  lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
 
 /** Java ShedLock's value: `ByteBuffer.allocate(8).putLong(lockUntil)`. */
 function javaValue(lockUntil: number): Uint8Array {
@@ -201,7 +208,22 @@ describe.skipIf(!nats)('nats', () => {
       expect(natsLockKey('=a.b')).toBe('=a.b')
       expect(natsLockKey('*')).toBe('==2A')
       expect(natsLockKey('>')).toBe('==3E')
-      const names = [':', '=3A', '==3D3A', '%3A', ' ', '=20', 'a.b', 'a=2Eb', '=a=2Eb', '=a.b', 'é', '=C3=A9', '=', '==3D']
+      const names = [
+        ':',
+        '=3A',
+        '==3D3A',
+        '%3A',
+        ' ',
+        '=20',
+        'a.b',
+        'a=2Eb',
+        '=a=2Eb',
+        '=a.b',
+        'é',
+        '=C3=A9',
+        '=',
+        '==3D',
+      ]
       expect(new Set(names.map(natsLockKey)).size).toBe(names.length)
       expect(() => natsLockKey('bad \ud800')).toThrow(LockConfigurationError)
     })
@@ -263,7 +285,10 @@ describe.skipIf(!nats)('nats', () => {
         const tooLong = `long-${randomUUID()}-${'x'.repeat(4_060)}`
         const other = `other-${randomUUID()}`
         const started = Date.now()
-        const [refused, concurrent] = await Promise.allSettled([provider.lock(config(tooLong)), provider.lock(config(other))])
+        const [refused, concurrent] = await Promise.allSettled([
+          provider.lock(config(tooLong)),
+          provider.lock(config(other)),
+        ])
         expect(Date.now() - started).toBeLessThan(1_000)
         assert.equal(refused.status, 'rejected')
         expect(refused.reason).toBeInstanceOf(LockConfigurationError)
@@ -306,7 +331,9 @@ describe.skipIf(!nats)('nats', () => {
       const error = await provider.lock(config('closed-connection')).catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as LockProviderError).provider).toBe('nats')
-      expect((error as Error).message).toMatch(/nats: could not acquire lock "closed-connection": the NATS connection is closed/)
+      expect((error as Error).message).toMatch(
+        /nats: could not acquire lock "closed-connection": the NATS connection is closed/,
+      )
       expect((error as Error).cause).toBeDefined()
       let ran = false
       await expect(

@@ -28,11 +28,18 @@ describe.skipIf(!pool)('shedlock CLI on PostgreSQL (the built bin)', () => {
     args: ['--url', url, '--table', table],
     provider: () => postgresLockProvider({ client: db, tableName: table }),
     isHeld: async (name) =>
-      (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`, [name])).rowCount === 1,
+      (
+        await db.query(
+          `SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > timezone('utc', statement_timestamp())`,
+          [name],
+        )
+      ).rowCount === 1,
     init: {
       args: ['--url', url, '--table', fresh, '--runs-table', `${fresh}_runs`],
       first: new RegExp(`: created table ${fresh}\\n.*: created table ${fresh}_runs \\(run history\\)\\n$`),
-      again: new RegExp(`: table ${fresh} already exists: nothing to do.*\\n.*: table ${fresh}_runs \\(run history\\) already exists: nothing to do\\n$`),
+      again: new RegExp(
+        `: table ${fresh} already exists: nothing to do.*\\n.*: table ${fresh}_runs \\(run history\\) already exists: nothing to do\\n$`,
+      ),
     },
     missingLayout: {
       args: ['--url', url, '--table', `${table}_missing`],
@@ -53,7 +60,21 @@ describe.skipIf(!pool)('shedlock CLI on PostgreSQL (the built bin)', () => {
       ).rows[0] as { ms: number; held: boolean } | undefined
       return row?.held ? row.ms : undefined
     }
-    const runner = startCli(['run', '--url', url, '--table', table, '--name', name, '--lock-at-most-for', '30s', '--keep-alive', '--', 'sleep', '18'])
+    const runner = startCli([
+      'run',
+      '--url',
+      url,
+      '--table',
+      table,
+      '--name',
+      name,
+      '--lock-at-most-for',
+      '30s',
+      '--keep-alive',
+      '--',
+      'sleep',
+      '18',
+    ])
     expect(await waitFor(async () => (await lockUntil()) !== undefined, 10_000), runner.stderr()).toBe(true)
     const first = (await lockUntil())!
     // The first extension, 15 s in, moves lock_until about 15 s further.

@@ -33,10 +33,15 @@ describe.skipIf(!pool)('postgresLockInspector', () => {
   it('a force-release keeps the row, with lock_until now and locked_by "released"', async () => {
     const inspector = postgresLockInspector({ client: db, tableName: table })
     const name = `row-${Math.random().toString(36).slice(2)}`
-    const lock = await postgresLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    const lock = await postgresLockProvider({ client: db, tableName: table }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m' }),
+    )
     expect(lock).toBeDefined()
     expect(await inspector.release(name)).toBe(true)
-    const { rows } = await db.query(`SELECT locked_by, lock_until <= timezone('utc', statement_timestamp()) AS free FROM ${table} WHERE name = $1`, [name])
+    const { rows } = await db.query(
+      `SELECT locked_by, lock_until <= timezone('utc', statement_timestamp()) AS free FROM ${table} WHERE name = $1`,
+      [name],
+    )
     expect(rows).toEqual([{ locked_by: 'released', free: true }])
     expect((await inspector.get(name))?.lockedBy).toBe('released')
   })

@@ -4,7 +4,13 @@ import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, lockConfiguration } from '../../../src/index.ts'
-import { postgresLockInspector, postgresLockProvider, postgresRunLedger, postgresRunsSchema, postgresSchema } from '../../../src/providers/postgres/index.ts'
+import {
+  postgresLockInspector,
+  postgresLockProvider,
+  postgresRunLedger,
+  postgresRunsSchema,
+  postgresSchema,
+} from '../../../src/providers/postgres/index.ts'
 import { lockInspectorSuite, lockProviderSuite, runLedgerSuite } from '../../../src/testing/index.ts'
 import { registerInspectorSuite, registerRunLedgerSuite, registerSuite } from '../../helpers/register-suite.ts'
 
@@ -50,12 +56,18 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
       registerSuite(
         lockProviderSuite({
           provider: () => postgresLockProvider({ client: pool, useDbTime }),
-          isLocked: async (name) => (await pool.query(`SELECT 1 FROM shedlock WHERE name = $1 AND lock_until > ${NOW}`, [name])).rowCount === 1,
+          isLocked: async (name) =>
+            (await pool.query(`SELECT 1 FROM shedlock WHERE name = $1 AND lock_until > ${NOW}`, [name])).rowCount === 1,
           deleteRecord: async (name) => {
             await pool.query('DELETE FROM shedlock WHERE name = $1', [name])
           },
           unreachableProvider: () =>
-            postgresLockProvider({ client: new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 }) }),
+            postgresLockProvider({
+              client: new pg.Pool({
+                connectionString: 'postgres://postgres@127.0.0.1:1/test',
+                connectionTimeoutMillis: 2000,
+              }),
+            }),
           extensible: true,
           slots: { inspector: true },
           maxNameLength: 64,
@@ -87,7 +99,9 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
     const provider = postgresLockProvider({ client: pool })
     for (let round = 0; round < 20; round++) {
       const name = `pglite-race-${round}`
-      const results = await Promise.all(Array.from({ length: CONNECTIONS }, () => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+      const results = await Promise.all(
+        Array.from({ length: CONNECTIONS }, () => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+      )
       const winners = results.filter((lock) => lock !== undefined)
       expect(winners.length, `round ${round}`).toBe(1)
       await winners[0]!.unlock()
@@ -130,7 +144,9 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
     )
     expect(runs).toBe(1)
     expect(outcomes.filter((o) => o.executed)).toHaveLength(1)
-    const { rows } = await pool.query(`SELECT lock_until <= ${NOW} AS free FROM shedlock WHERE name = 'pglite-executor'`)
+    const { rows } = await pool.query(
+      `SELECT lock_until <= ${NOW} AS free FROM shedlock WHERE name = 'pglite-executor'`,
+    )
     expect(rows).toEqual([{ free: true }])
   })
 })

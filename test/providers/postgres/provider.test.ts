@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { hostname } from 'node:os'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { type PostgresQueryable, postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
@@ -30,7 +35,11 @@ describe.skipIf(!pool)('postgres', () => {
   // Sessions whose transactions run at a stricter isolation level than read committed.
   const isolated: pg.Pool[] = []
   const isolatedPool = async (level: 'repeatable read' | 'serializable', max = 16): Promise<pg.Pool> => {
-    const p = new pg.Pool({ connectionString: POSTGRES_URL, max, options: `-c default_transaction_isolation=${level.replace(' ', '\\ ')}` })
+    const p = new pg.Pool({
+      connectionString: POSTGRES_URL,
+      max,
+      options: `-c default_transaction_isolation=${level.replace(' ', '\\ ')}`,
+    })
     isolated.push(p)
     expect((await p.query('SHOW default_transaction_isolation')).rows[0].default_transaction_isolation).toBe(level)
     return p
@@ -55,13 +64,17 @@ describe.skipIf(!pool)('postgres', () => {
       registerSuite(
         lockProviderSuite({
           provider: () => postgresLockProvider({ client, tableName: table, useDbTime }),
-          isLocked: async (name) => (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > ${NOW}`, [name])).rowCount === 1,
+          isLocked: async (name) =>
+            (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > ${NOW}`, [name])).rowCount === 1,
           deleteRecord: async (name) => {
             await db.query(`DELETE FROM ${table} WHERE name = $1`, [name])
           },
           unreachableProvider: () =>
             postgresLockProvider({
-              client: new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', connectionTimeoutMillis: 2000 }),
+              client: new pg.Pool({
+                connectionString: 'postgres://postgres@127.0.0.1:1/test',
+                connectionTimeoutMillis: 2000,
+              }),
               tableName: table,
             }),
           extensible: true,
@@ -74,14 +87,21 @@ describe.skipIf(!pool)('postgres', () => {
 
   describe('serialization failures and deadlocks (sessions at repeatable read or serializable)', () => {
     for (const level of ['repeatable read', 'serializable'] as const) {
-      it(`${level}: of 16 contenders racing on one name exactly one wins, 25 rounds, and none rejects`, { timeout: 60_000 }, async () => {
+      it(`${level}: of 16 contenders racing on one name exactly one wins, 25 rounds, and none rejects`, {
+        timeout: 60_000,
+      }, async () => {
         const table = await newTable()
         const client = await isolatedPool(level)
-        const nodes = [postgresLockProvider({ client, tableName: table }), postgresLockProvider({ client, tableName: table, useDbTime: false })]
+        const nodes = [
+          postgresLockProvider({ client, tableName: table }),
+          postgresLockProvider({ client, tableName: table, useDbTime: false }),
+        ]
         for (let round = 0; round < 25; round++) {
           // Every other round on a fresh name: an absent row is raced as well as an expired one.
           const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
-          const results = await Promise.allSettled(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+          const results = await Promise.allSettled(
+            Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+          )
           const rejected = results.filter((r) => r.status === 'rejected')
           expect(
             rejected.map((r) => String((r as PromiseRejectedResult).reason)),
@@ -108,7 +128,9 @@ describe.skipIf(!pool)('postgres', () => {
           Array.from({ length: 16 }, async () => {
             while (Date.now() < until) {
               try {
-                const lock = (await provider.lock(lockConfiguration({ name: 'hot', lockAtMostFor: '1m' }))) as ExtensibleLock | undefined
+                const lock = (await provider.lock(lockConfiguration({ name: 'hot', lockAtMostFor: '1m' }))) as
+                  | ExtensibleLock
+                  | undefined
                 if (!lock) continue
                 wins++
                 if (holders++ > 0) overlaps++
@@ -157,14 +179,18 @@ describe.skipIf(!pool)('postgres', () => {
     it('unlock and extend retry a serialization failure or deadlock up to 5 times, then reject with LockProviderError', async () => {
       for (const error of [serialization, deadlock]) {
         const client = flaky(/^UPDATE/, 5, error)
-        const lock = await postgresLockProvider({ client }).lock(lockConfiguration({ name: 'retried', lockAtMostFor: '1m' }))
+        const lock = await postgresLockProvider({ client }).lock(
+          lockConfiguration({ name: 'retried', lockAtMostFor: '1m' }),
+        )
         assert.ok(lock)
         const extended = await lock.extend('1m', 0)
         assert.ok(extended)
         expect(client.calls.filter((text) => text.startsWith('UPDATE'))).toHaveLength(6)
 
         const stubborn = flaky(/^UPDATE/, 6, error)
-        const held = await postgresLockProvider({ client: stubborn }).lock(lockConfiguration({ name: 'stubborn', lockAtMostFor: '1m' }))
+        const held = await postgresLockProvider({ client: stubborn }).lock(
+          lockConfiguration({ name: 'stubborn', lockAtMostFor: '1m' }),
+        )
         assert.ok(held)
         const failure = await held.unlock().catch((e: unknown) => e)
         expect(failure).toBeInstanceOf(LockProviderError)
@@ -195,7 +221,9 @@ describe.skipIf(!pool)('postgres', () => {
       const table = await newTable()
       const client = counting()
       const provider = postgresLockProvider({ client, tableName: table })
-      const results = await Promise.all(Array.from({ length: 8 }, () => provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))))
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))),
+      )
       // Eight concurrent first acquires share one reading.
       expect(client.texts.filter((text) => text.includes('pg_attribute'))).toHaveLength(1)
       expect(client.texts).toHaveLength(9)
@@ -204,7 +232,9 @@ describe.skipIf(!pool)('postgres', () => {
       await (await provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' })))!.unlock()
       expect(client.texts.length - before).toBe(2)
       expect(client.texts.slice(before)).toEqual([expect.stringMatching(/^INSERT/), expect.stringMatching(/^UPDATE/)])
-      await expect(provider.lock(lockConfiguration({ name: 'x'.repeat(65), lockAtMostFor: '1m' }))).rejects.toThrow(LockConfigurationError)
+      await expect(provider.lock(lockConfiguration({ name: 'x'.repeat(65), lockAtMostFor: '1m' }))).rejects.toThrow(
+        LockConfigurationError,
+      )
       expect(client.texts.length - before).toBe(2)
     })
 
@@ -216,9 +246,13 @@ describe.skipIf(!pool)('postgres', () => {
       const lock = await provider.lock(lockConfiguration({ name: fits, lockAtMostFor: '1m' }))
       assert.ok(lock)
       await lock.unlock()
-      const error = await provider.lock(lockConfiguration({ name: `${fits}é`, lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: `${fits}é`, lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockConfigurationError)
-      expect((error as Error).message).toContain(`is 65 characters, and postgres (column name of ${table}, character varying(64)) holds at most 64`)
+      expect((error as Error).message).toContain(
+        `is 65 characters, and postgres (column name of ${table}, character varying(64)) holds at most 64`,
+      )
     })
 
     it('reads the limit of a schema-qualified table with its own column names and width; a text column has none', async () => {
@@ -242,9 +276,13 @@ describe.skipIf(!pool)('postgres', () => {
 
       const wide = uniqueTable('shedlock_pg_text')
       tables.push(wide)
-      await db.query(`CREATE TABLE ${wide} (name TEXT PRIMARY KEY, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by TEXT NOT NULL)`)
+      await db.query(
+        `CREATE TABLE ${wide} (name TEXT PRIMARY KEY, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by TEXT NOT NULL)`,
+      )
       const long = `long-${'x'.repeat(1_000)}`
-      const lock = await postgresLockProvider({ client: db, tableName: wide }).lock(lockConfiguration({ name: long, lockAtMostFor: '1m' }))
+      const lock = await postgresLockProvider({ client: db, tableName: wide }).lock(
+        lockConfiguration({ name: long, lockAtMostFor: '1m' }),
+      )
       assert.ok(lock, 'a text column refused a long name')
       await lock.unlock()
     })
@@ -253,10 +291,14 @@ describe.skipIf(!pool)('postgres', () => {
       const table = uniqueTable('shedlock_pg_late')
       tables.push(table)
       const provider = postgresLockProvider({ client: db, tableName: table })
-      await expect(provider.lock(lockConfiguration({ name: 'early', lockAtMostFor: '1m' }))).rejects.toThrow(/does not exist/)
+      await expect(provider.lock(lockConfiguration({ name: 'early', lockAtMostFor: '1m' }))).rejects.toThrow(
+        /does not exist/,
+      )
       await db.query(postgresSchema({ tableName: table }))
       await (await provider.lock(lockConfiguration({ name: 'late', lockAtMostFor: '1m' })))!.unlock()
-      await expect(provider.lock(lockConfiguration({ name: 'x'.repeat(65), lockAtMostFor: '1m' }))).rejects.toThrow(LockConfigurationError)
+      await expect(provider.lock(lockConfiguration({ name: 'x'.repeat(65), lockAtMostFor: '1m' }))).rejects.toThrow(
+        LockConfigurationError,
+      )
     })
   })
 
@@ -268,7 +310,9 @@ describe.skipIf(!pool)('postgres', () => {
       try {
         for (const useDbTime of [true, false]) {
           const name = `format-${useDbTime}`
-          const lock = await postgresLockProvider({ client: db, tableName: table, useDbTime }).lock(lockConfiguration({ name, lockAtMostFor: '1h' }))
+          const lock = await postgresLockProvider({ client: db, tableName: table, useDbTime }).lock(
+            lockConfiguration({ name, lockAtMostFor: '1h' }),
+          )
           assert.ok(lock)
           const { rows } = await db.query(
             `SELECT locked_by, extract(epoch FROM lock_until) * 1000 AS until_ms, extract(epoch FROM locked_at) * 1000 AS at_ms FROM ${table} WHERE name = $1`,
@@ -297,10 +341,14 @@ describe.skipIf(!pool)('postgres', () => {
         },
       }
       const provider = postgresLockProvider({ client, tableName: table })
-      const lock = await provider.lock(lockConfiguration({ name: 'durations', lockAtMostFor: 90_500, lockAtLeastFor: 30_250 }))
+      const lock = await provider.lock(
+        lockConfiguration({ name: 'durations', lockAtMostFor: 90_500, lockAtLeastFor: 30_250 }),
+      )
       assert.ok(lock)
       const span = async (): Promise<number> => {
-        const { rows } = await db.query(`SELECT extract(epoch FROM lock_until - locked_at) * 1000 AS ms FROM ${table} WHERE name = 'durations'`)
+        const { rows } = await db.query(
+          `SELECT extract(epoch FROM lock_until - locked_at) * 1000 AS ms FROM ${table} WHERE name = 'durations'`,
+        )
         return Number((rows[0] as { ms: string }).ms)
       }
       expect(Math.abs((await span()) - 90_500)).toBeLessThan(50)
@@ -327,7 +375,9 @@ describe.skipIf(!pool)('postgres', () => {
     it('decides expiry on the database clock: an app clock an hour ahead cannot take a held lock', async () => {
       const table = await newTable()
       const name = 'skewed'
-      const honest = await postgresLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name, lockAtMostFor: '10m' }))
+      const honest = await postgresLockProvider({ client: db, tableName: table }).lock(
+        lockConfiguration({ name, lockAtMostFor: '10m' }),
+      )
       assert.ok(honest)
       const ahead = { now: () => Date.now() + 3_600_000 }
       expect(
@@ -352,7 +402,9 @@ describe.skipIf(!pool)('postgres', () => {
       const provider = postgresLockProvider({ client: db, tableName: table, columnNames })
       const lock = await provider.lock(lockConfiguration({ name: 'custom', lockAtMostFor: '1m' }))
       assert.ok(lock)
-      expect((await db.query(`SELECT owner FROM ${table} WHERE lock_name = 'custom' AND until_ts > ${NOW}`)).rowCount).toBe(1)
+      expect(
+        (await db.query(`SELECT owner FROM ${table} WHERE lock_name = 'custom' AND until_ts > ${NOW}`)).rowCount,
+      ).toBe(1)
       expect(await provider.lock(lockConfiguration({ name: 'custom', lockAtMostFor: '1m' }))).toBeUndefined()
       await lock.unlock()
     })
@@ -363,13 +415,17 @@ describe.skipIf(!pool)('postgres', () => {
       try {
         await client.query('BEGIN')
         await client.query(`INSERT INTO ${table} VALUES ('other-row', ${NOW}, ${NOW}, 'tx')`)
-        const lock = await postgresLockProvider({ client: db, tableName: table }).lock(lockConfiguration({ name: 'outside-tx', lockAtMostFor: '1m' }))
+        const lock = await postgresLockProvider({ client: db, tableName: table }).lock(
+          lockConfiguration({ name: 'outside-tx', lockAtMostFor: '1m' }),
+        )
         assert.ok(lock)
         await client.query('ROLLBACK')
       } finally {
         client.release()
       }
-      expect((await db.query(`SELECT 1 FROM ${table} WHERE name = 'outside-tx' AND lock_until > ${NOW}`)).rowCount).toBe(1)
+      expect(
+        (await db.query(`SELECT 1 FROM ${table} WHERE name = 'outside-tx' AND lock_until > ${NOW}`)).rowCount,
+      ).toBe(1)
     })
   })
 
@@ -389,7 +445,9 @@ describe.skipIf(!pool)('postgres', () => {
 
     it('a missing table rejects with LockProviderError that names the lock and gives the DDL', async () => {
       const provider = postgresLockProvider({ client: db, tableName: 'shedlock_missing_table' })
-      const error = await provider.lock(lockConfiguration({ name: 'needs-table', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+      const error = await provider
+        .lock(lockConfiguration({ name: 'needs-table', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
       expect(error).toBeInstanceOf(LockProviderError)
       expect((error as Error).message).toContain('"needs-table"')
       expect((error as Error).message).toContain('CREATE TABLE IF NOT EXISTS shedlock_missing_table')

@@ -39,12 +39,18 @@ describe.runIf(pool)('postgres: replication', () => {
   })
 
   it('requireSynchronousStandby must be a boolean', () => {
-    expect(() => postgresLockProvider({ client: db, requireSynchronousStandby: 'yes' as never })).toThrow(LockConfigurationError)
+    expect(() => postgresLockProvider({ client: db, requireSynchronousStandby: 'yes' as never })).toThrow(
+      LockConfigurationError,
+    )
   })
 
   it('a read-only server (a standby, a demoted primary) rejects with a LockProviderError that says so', async () => {
     // default_transaction_read_only fails writes with the SQLSTATE a hot standby answers (25006).
-    const readOnly = new pg.Pool({ connectionString: POSTGRES_URL, max: 1, options: '-c default_transaction_read_only=on' })
+    const readOnly = new pg.Pool({
+      connectionString: POSTGRES_URL,
+      max: 1,
+      options: '-c default_transaction_read_only=on',
+    })
     pools.push(readOnly)
     const error = await postgresLockProvider({ client: readOnly, tableName: table })
       .lock(config('read-only'))

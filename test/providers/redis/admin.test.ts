@@ -14,7 +14,10 @@ describe.skipIf(!client)('shedlock CLI on Redis (the built bin)', () => {
   const cliUrl = `${url}${url.includes('?') ? '&' : '?'}environment=${environment}`
   afterAll(async () => {
     // The locks, and the run history that shedlock run writes on Redis.
-    const keys = [...(await redis.keys(`job-lock:${environment}:*`)), ...(await redis.keys(`shedlock-runs:${environment}:*`))]
+    const keys = [
+      ...(await redis.keys(`job-lock:${environment}:*`)),
+      ...(await redis.keys(`shedlock-runs:${environment}:*`)),
+    ]
     if (keys.length > 0) await redis.del(...keys)
     redis.disconnect()
   })

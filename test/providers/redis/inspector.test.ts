@@ -4,7 +4,12 @@ import { Redis } from 'ioredis'
 import { createClient } from 'redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { fromIoredis, type RedisCommands, redisLockInspector, redisLockProvider } from '../../../src/providers/redis/index.ts'
+import {
+  fromIoredis,
+  type RedisCommands,
+  redisLockInspector,
+  redisLockProvider,
+} from '../../../src/providers/redis/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -67,14 +72,19 @@ describe.skipIf(!raw)('redisLockInspector', () => {
     await lock.unlock()
     // A RedisCommands port without command() has a provider, and no inspector.
     const full = fromIoredis(io)
-    const bare = redisLockProvider({ client: { client: 'bare', setIfAbsent: full.setIfAbsent, evalSha: full.evalSha, eval: full.eval }, environment })
+    const bare = redisLockProvider({
+      client: { client: 'bare', setIfAbsent: full.setIfAbsent, evalSha: full.evalSha, eval: full.eval },
+      environment,
+    })
     expect(() => bare.inspector!()).toThrow(LockConfigurationError)
   })
 
   it('a force-release deletes the key; the holder’s unlock within lockAtLeastFor does not bring it back', async () => {
     const inspector = redisLockInspector({ client: io, environment })
     const name = `deleted-${randomUUID()}`
-    const lock = await redisLockProvider({ client: io, environment }).lock(lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }))
+    const lock = await redisLockProvider({ client: io, environment }).lock(
+      lockConfiguration({ name, lockAtMostFor: '1m', lockAtLeastFor: '30s' }),
+    )
     assert.ok(lock)
     expect(await inspector.release(name)).toBe(true)
     expect(await redis.exists(keyOf(name))).toBe(0)
@@ -92,7 +102,12 @@ describe.skipIf(!raw)('redisLockInspector', () => {
     const serverNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
     const record = await inspector.get(name)
     assert.ok(record)
-    expect(record).toMatchObject({ name, lockedBy: 'java-host', lockedAt: new Date('2030-01-02T03:04:05.678Z'), held: true })
+    expect(record).toMatchObject({
+      name,
+      lockedBy: 'java-host',
+      lockedAt: new Date('2030-01-02T03:04:05.678Z'),
+      held: true,
+    })
     expect(Math.abs(record.lockUntil!.getTime() - (serverNow + 60_000))).toBeLessThan(1_000)
     expect(record.remainingMs).toBeGreaterThan(58_000)
     expect(record.remainingMs).toBeLessThanOrEqual(60_000)
@@ -111,9 +126,21 @@ describe.skipIf(!raw)('redisLockInspector', () => {
   it('lists names with colons, spaces, slashes, glob characters and any Unicode, and nothing of an environment whose name the glob would match', async () => {
     // An environment with glob characters: SCAN's MATCH must take it literally.
     const globby = `${environment}-*?[ab]\\`
-    const names = ['a:b:c', 'with space', 'slash/ed', 'star*', 'question?', '[brackets]', 'back\\slash', 'é-ü-日本-🔒', ' leading space']
+    const names = [
+      'a:b:c',
+      'with space',
+      'slash/ed',
+      'star*',
+      'question?',
+      '[brackets]',
+      'back\\slash',
+      'é-ü-日本-🔒',
+      ' leading space',
+    ]
     const provider = redisLockProvider({ client: io, environment: globby })
-    const locks = await Promise.all(names.map((name) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      names.map((name) => provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+    )
     // A key of another environment, which the pattern would match if its glob characters were not escaped.
     await redis.set(keyOf('intruder', `${environment}-XYZa`), 'ADDED:2030-01-01T00:00:00.000Z@x', 'PX', 60_000)
     // A key in the key space that is not a string is no lock.
@@ -129,7 +156,13 @@ describe.skipIf(!raw)('redisLockInspector', () => {
   it('list() reads now from the server and pages through more keys than one SCAN returns', async () => {
     const env = `${environment}-many`
     const pipeline = redis.pipeline()
-    for (let i = 0; i < 2_500; i++) pipeline.set(keyOf(`n${String(i).padStart(4, '0')}`, env), `ADDED:2030-01-01T00:00:00.000Z@host-${i}`, 'PX', 60_000)
+    for (let i = 0; i < 2_500; i++)
+      pipeline.set(
+        keyOf(`n${String(i).padStart(4, '0')}`, env),
+        `ADDED:2030-01-01T00:00:00.000Z@host-${i}`,
+        'PX',
+        60_000,
+      )
     await pipeline.exec()
     const before = Date.now()
     const { now, locks } = await redisLockInspector({ client: io, environment: env }).list()
@@ -154,7 +187,9 @@ describe.skipIf(!raw)('redisLockInspector', () => {
       await redis.del(`${clientPrefix}${probe}`, probe)
       for (const client of nodeRedisPrefixes ? [prefixedIo, prefixedNode] : [prefixedIo]) {
         const name = `prefixed-${randomUUID()}`
-        const lock = await redisLockProvider({ client, environment }).lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+        const lock = await redisLockProvider({ client, environment }).lock(
+          lockConfiguration({ name, lockAtMostFor: '1m' }),
+        )
         assert.ok(lock)
         expect(await redis.exists(`${clientPrefix}${keyOf(name)}`)).toBe(1)
         const inspector = redisLockInspector({ client, environment })
@@ -178,14 +213,23 @@ describe.skipIf(!raw)('redisLockInspector', () => {
     )
     expect(redisLockInspector({ client: fromIoredis(io) }).name).toBe('redis')
     for (const options of [{ environment: 'a:b' }, { keyPrefix: '' }, { timeout: 0 }]) {
-      expect(() => redisLockInspector({ client: io, ...options } as never), JSON.stringify(options)).toThrow(LockConfigurationError)
+      expect(() => redisLockInspector({ client: io, ...options } as never), JSON.stringify(options)).toThrow(
+        LockConfigurationError,
+      )
     }
     expect(() => redisLockInspector({ client: {} } as never)).toThrow(LockConfigurationError)
     expect(() => redisLockInspector(undefined as never)).toThrow(LockConfigurationError)
   })
 
   it('an unreachable server rejects with LockProviderError naming the action', async () => {
-    const dead = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    const dead = new Redis({
+      host: '127.0.0.1',
+      port: 1,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    })
     dead.on('error', () => {})
     try {
       const inspector = redisLockInspector({ client: dead, environment })

@@ -13,7 +13,14 @@ import { createClient, createCluster } from 'redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import type { LockInspector } from '../../../src/core/lock-inspector.ts'
-import { fromIoredis, fromNodeRedis, type RedisCommands, redisLockInspector, redisLockProvider, toRedisCommands } from '../../../src/providers/redis/index.ts'
+import {
+  fromIoredis,
+  fromNodeRedis,
+  type RedisCommands,
+  redisLockInspector,
+  redisLockProvider,
+  toRedisCommands,
+} from '../../../src/providers/redis/index.ts'
 import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
 import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
 import { assertFailsClosed } from '../../helpers/fail-closed.ts'
@@ -24,7 +31,8 @@ const url = REDIS_URL
 const raw = await redisOrSkip()
 
 const run = promisify(execFile)
-const config = (name: string, lockAtMostFor: Duration = '5m', lockAtLeastFor: Duration = 0) => lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
+const config = (name: string, lockAtMostFor: Duration = '5m', lockAtLeastFor: Duration = 0) =>
+  lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
 const JAVA_VALUE = /^ADDED:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z@/
 
 /** Polls `check` until it holds or `ms` pass. */
@@ -79,11 +87,27 @@ class OwnRedis {
   async start(): Promise<void> {
     const child = spawn(
       'redis-server',
-      ['--bind', '127.0.0.1', '--port', String(this.port), '--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.extra],
+      [
+        '--bind',
+        '127.0.0.1',
+        '--port',
+        String(this.port),
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        this.dir,
+        ...this.extra,
+      ],
       { stdio: 'ignore' },
     )
     this.child = child
-    await eventually(async () => child.exitCode === null && (await answersPing(this.port)), 15_000, `redis-server on port ${this.port}`)
+    await eventually(
+      async () => child.exitCode === null && (await answersPing(this.port)),
+      15_000,
+      `redis-server on port ${this.port}`,
+    )
   }
   async stop(): Promise<void> {
     const child = this.child
@@ -127,7 +151,14 @@ describe.skipIf(!raw)('redis', () => {
   const exists = async (key: string): Promise<boolean> => (await inspector.exists(key)) === 1
 
   const unreachableIoredis = () => {
-    const client = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    const client = new Redis({
+      host: '127.0.0.1',
+      port: 1,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    })
     client.on('error', () => {})
     closeLater.push(() => client.disconnect())
     return redisLockProvider({ client, environment })
@@ -159,7 +190,8 @@ describe.skipIf(!raw)('redis', () => {
           await inspector.del(keyOf(name))
         },
         // Never connected: node-redis rejects every command with "The client is closed".
-        unreachableProvider: () => redisLockProvider({ client: createClient({ url: 'redis://127.0.0.1:1' }), environment }),
+        unreachableProvider: () =>
+          redisLockProvider({ client: createClient({ url: 'redis://127.0.0.1:1' }), environment }),
         extensible: true,
         slots: { inspector: true },
       }),
@@ -181,7 +213,11 @@ describe.skipIf(!raw)('redis', () => {
         const lock = await redisLockProvider({ client }).lock(config(name, '1m'))
         assert.ok(lock)
         const value = await inspector.get(key)
-        expect(value).toMatch(new RegExp(`${JAVA_VALUE.source}${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:${process.pid}:[0-9a-f]{12}$`))
+        expect(value).toMatch(
+          new RegExp(
+            `${JAVA_VALUE.source}${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:${process.pid}:[0-9a-f]{12}$`,
+          ),
+        )
         const iso = value!.slice('ADDED:'.length, value!.indexOf('@'))
         expect(new Date(iso).toISOString()).toBe(iso)
         expect(Math.abs(Date.parse(iso) - Date.now())).toBeLessThan(10_000)
@@ -205,7 +241,11 @@ describe.skipIf(!raw)('redis', () => {
         expect(await provider.lock(config(expiring))).toBeUndefined()
       }
       expect(await inspector.get(`job-lock:default:${held}`)).toBe(value)
-      await eventually(async () => !(await exists(`job-lock:default:${expiring}`)), 10_000, "the Java lock's PX to pass")
+      await eventually(
+        async () => !(await exists(`job-lock:default:${expiring}`)),
+        10_000,
+        "the Java lock's PX to pass",
+      )
       const lock = await redisLockProvider({ client: io }).lock(config(expiring))
       assert.ok(lock)
       expect(await inspector.get(`job-lock:default:${expiring}`)).toMatch(JAVA_VALUE)
@@ -318,7 +358,8 @@ describe.skipIf(!raw)('redis', () => {
           keys.set(key, value)
           return 'OK'
         },
-        evalsha: (_sha: string, _keys: number, key: string, value: string) => (keys.get(key) === value ? Number(keys.delete(key)) : 0),
+        evalsha: (_sha: string, _keys: number, key: string, value: string) =>
+          keys.get(key) === value ? Number(keys.delete(key)) : 0,
         eval: () => 0,
       }
       const provider = redisLockProvider({ client: double as never, environment })
@@ -335,14 +376,19 @@ describe.skipIf(!raw)('redis', () => {
       const a = await redisLockProvider({ client: io, environment }).lock(config(name))
       const b = await redisLockProvider({ client: nodeRedis, environment: other }).lock(config(name))
       const prefix = `my-app-${process.pid}`
-      const c = await redisLockProvider({ client: io, environment, keyPrefix: prefix, lockedBy: 'ops-box' }).lock(config(name))
+      const c = await redisLockProvider({ client: io, environment, keyPrefix: prefix, lockedBy: 'ops-box' }).lock(
+        config(name),
+      )
       assert.ok(a && b && c)
       expect(await exists(keyOf(name))).toBe(true)
       expect(await exists(keyOf(name, other))).toBe(true)
-      expect(await inspector.get(keyOf(name, environment, prefix))).toMatch(new RegExp(`${JAVA_VALUE.source}ops-box:${process.pid}:[0-9a-f]{12}$`))
+      expect(await inspector.get(keyOf(name, environment, prefix))).toMatch(
+        new RegExp(`${JAVA_VALUE.source}ops-box:${process.pid}:[0-9a-f]{12}$`),
+      )
       expect(await redisLockProvider({ client: io, environment: other }).lock(config(name))).toBeUndefined()
       for (const lock of [a, b, c]) await lock.unlock()
-      for (const key of [keyOf(name), keyOf(name, other), keyOf(name, environment, prefix)]) expect(await exists(key)).toBe(false)
+      for (const key of [keyOf(name), keyOf(name, other), keyOf(name, environment, prefix)])
+        expect(await exists(key)).toBe(false)
     })
 
     it('rejects bad options with LockConfigurationError before touching Redis', () => {
@@ -359,9 +405,13 @@ describe.skipIf(!raw)('redis', () => {
         { timeout: 'soon' },
       ]
       for (const options of bad) {
-        expect(() => redisLockProvider({ client: io, ...options } as never), JSON.stringify(options)).toThrow(LockConfigurationError)
+        expect(() => redisLockProvider({ client: io, ...options } as never), JSON.stringify(options)).toThrow(
+          LockConfigurationError,
+        )
       }
-      expect(() => redisLockProvider({ client: io, environment: 'a:b' })).toThrow(/environment must be a non-empty string without ':'/)
+      expect(() => redisLockProvider({ client: io, environment: 'a:b' })).toThrow(
+        /environment must be a non-empty string without ':'/,
+      )
       for (const client of [undefined, null, {}, { set() {} }, 'redis://127.0.0.1']) {
         expect(() => redisLockProvider({ client } as never), String(client)).toThrow(LockConfigurationError)
       }
@@ -533,7 +583,9 @@ describe.skipIf(!raw)('redis', () => {
           }
           // A restart or SCRIPT FLUSH empties the cache again: the plain clients recover too.
           await client.script('FLUSH')
-          const third = await redisLockProvider({ client: base.client === 'ioredis' ? client : nodeClient }).lock(config(`${name}-2`))
+          const third = await redisLockProvider({ client: base.client === 'ioredis' ? client : nodeClient }).lock(
+            config(`${name}-2`),
+          )
           assert.ok(third)
           await client.script('FLUSH')
           await third.unlock()
@@ -551,7 +603,10 @@ describe.skipIf(!raw)('redis', () => {
       const nodeClient = createClient({ url: own() })
       nodeClient.on('error', () => {})
       await nodeClient.connect()
-      const providers = [redisLockProvider({ client: ioClient, timeout: 1_000 }), redisLockProvider({ client: nodeClient, timeout: 1_000 })]
+      const providers = [
+        redisLockProvider({ client: ioClient, timeout: 1_000 }),
+        redisLockProvider({ client: nodeClient, timeout: 1_000 }),
+      ]
       try {
         for (const provider of providers) {
           const lock = await provider.lock(config(`before-${randomUUID()}`))
@@ -563,8 +618,12 @@ describe.skipIf(!raw)('redis', () => {
         await server.stop()
         for (const lock of held) {
           assert.ok(lock && 'extend' in lock)
-          await expect(lock.extend('1m', 0)).rejects.toThrow(/^redis: could not extend lock ".*": .*the lock was not extended/)
-          await expect(lock.unlock()).rejects.toThrow(/^redis: could not release lock ".*": .*the lock stays held until it expires/)
+          await expect(lock.extend('1m', 0)).rejects.toThrow(
+            /^redis: could not extend lock ".*": .*the lock was not extended/,
+          )
+          await expect(lock.unlock()).rejects.toThrow(
+            /^redis: could not release lock ".*": .*the lock stays held until it expires/,
+          )
         }
         const name = `outage-${randomUUID()}`
         for (const provider of providers) await assertFailsClosed(provider, name)
@@ -610,14 +669,29 @@ describe.skipIf(!raw)('redis', () => {
         const port = await freePort(true)
         const nodeDir = join(dir, String(port))
         mkdirSync(nodeDir)
-        const server = new OwnRedis(port, nodeDir, ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'])
+        const server = new OwnRedis(port, nodeDir, [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-node-timeout',
+          '5000',
+        ])
         servers.push(server)
         await server.start()
       }
-      await run('redis-cli', ['--cluster', 'create', ...servers.map((s) => `127.0.0.1:${s.port}`), '--cluster-replicas', '0', '--cluster-yes'])
+      await run('redis-cli', [
+        '--cluster',
+        'create',
+        ...servers.map((s) => `127.0.0.1:${s.port}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ])
       for (const s of servers) {
         await eventually(
-          async () => (await run('redis-cli', ['-p', String(s.port), 'cluster', 'info'])).stdout.includes('cluster_state:ok'),
+          async () =>
+            (await run('redis-cli', ['-p', String(s.port), 'cluster', 'info'])).stdout.includes('cluster_state:ok'),
           30_000,
           `cluster state ok on ${s.port}`,
         )
@@ -640,7 +714,10 @@ describe.skipIf(!raw)('redis', () => {
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
 
-    const clusterSuite = (client: () => Cluster | ReturnType<typeof createCluster>, unreachable: () => Cluster | ReturnType<typeof createCluster>) =>
+    const clusterSuite = (
+      client: () => Cluster | ReturnType<typeof createCluster>,
+      unreachable: () => Cluster | ReturnType<typeof createCluster>,
+    ) =>
       lockProviderSuite({
         unreachableProvider: () => redisLockProvider({ client: unreachable() }),
         provider: () => {
@@ -661,7 +738,11 @@ describe.skipIf(!raw)('redis', () => {
         clusterSuite(
           () => ioCluster!,
           () => {
-            const dead = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, enableOfflineQueue: false, clusterRetryStrategy: () => null })
+            const dead = new Cluster([{ host: '127.0.0.1', port: 1 }], {
+              lazyConnect: true,
+              enableOfflineQueue: false,
+              clusterRetryStrategy: () => null,
+            })
             dead.on('error', () => {})
             closeLater.push(() => dead.disconnect())
             return dead

@@ -25,9 +25,25 @@ let primary: Redis
 let replica: Redis
 
 async function startServer(port: number, extra: string[]): Promise<Redis> {
-  const child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--dbfilename', `${port}.rdb`, '--save', '', ...extra], {
-    stdio: 'ignore',
-  })
+  const child = spawn(
+    'redis-server',
+    [
+      '--bind',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--dir',
+      dir,
+      '--dbfilename',
+      `${port}.rdb`,
+      '--save',
+      '',
+      ...extra,
+    ],
+    {
+      stdio: 'ignore',
+    },
+  )
   children.push(child)
   const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 1 })
   client.on('error', () => {})
@@ -142,13 +158,22 @@ describe('waitForReplicas', () => {
 
   it('refuses a bad count, a wait not shorter than timeout, and a port without setIfAbsentAndWait', () => {
     const client = new Redis({ port: primaryPort, host: '127.0.0.1', lazyConnect: true })
-    expect(() => redisLockProvider({ client, waitForReplicas: -1 })).toThrow(/waitForReplicas must be a whole number of replicas/)
-    expect(() => redisLockProvider({ client, waitForReplicas: 1.5 })).toThrow(LockConfigurationError)
-    expect(() => redisLockProvider({ client, waitForReplicas: 1, timeout: '1s', waitForReplicasTimeout: '1s' })).toThrow(
-      /waitForReplicasTimeout must be longer than 0ms and shorter than timeout \(1000ms\)/,
+    expect(() => redisLockProvider({ client, waitForReplicas: -1 })).toThrow(
+      /waitForReplicas must be a whole number of replicas/,
     )
-    const port: RedisCommands = { client: 'mine', setIfAbsent: async () => true, evalSha: async () => 1, eval: async () => 1 }
-    expect(() => redisLockProvider({ client: port, waitForReplicas: 1 })).toThrow(/give your RedisCommands port setIfAbsentAndWait\(\)/)
+    expect(() => redisLockProvider({ client, waitForReplicas: 1.5 })).toThrow(LockConfigurationError)
+    expect(() =>
+      redisLockProvider({ client, waitForReplicas: 1, timeout: '1s', waitForReplicasTimeout: '1s' }),
+    ).toThrow(/waitForReplicasTimeout must be longer than 0ms and shorter than timeout \(1000ms\)/)
+    const port: RedisCommands = {
+      client: 'mine',
+      setIfAbsent: async () => true,
+      evalSha: async () => 1,
+      eval: async () => 1,
+    }
+    expect(() => redisLockProvider({ client: port, waitForReplicas: 1 })).toThrow(
+      /give your RedisCommands port setIfAbsentAndWait\(\)/,
+    )
     expect(() => redisLockProvider({ client: port, waitForReplicas: 0 })).not.toThrow()
     client.disconnect()
   })

@@ -3,7 +3,13 @@ import { Redis } from 'ioredis'
 import { createClient } from 'redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, LockConfigurationError } from '../../../src/index.ts'
-import { type RedisCommands, fromIoredis, redisLockInspector, redisLockProvider, redisRunLedger } from '../../../src/providers/redis/index.ts'
+import {
+  type RedisCommands,
+  fromIoredis,
+  redisLockInspector,
+  redisLockProvider,
+  redisRunLedger,
+} from '../../../src/providers/redis/index.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
 import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
@@ -54,7 +60,15 @@ describe.skipIf(!raw)('redisRunLedger', () => {
     const name = `stream-${randomUUID()}`
     const ledger = redisRunLedger({ client: io, environment, keep: 3, maxAge: '1h' })
     for (let i = 0; i < 10; i++)
-      await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
+      await ledger.record({
+        name,
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(),
+        finishedAt: new Date(),
+        outcome: 'ok',
+        durationMs: 1,
+      })
     const key = `shedlock-runs:${environment}:${name}`
     expect(await redis.type(key)).toBe('stream')
     expect(await redis.xlen(key)).toBe(6)
@@ -77,7 +91,15 @@ describe.skipIf(!raw)('redisRunLedger', () => {
       outcome: 'ok',
       durationMs: 1,
     })
-    await ledger.record({ name, slot: undefined, node: 'n', startedAt: new Date(), finishedAt: new Date(), outcome: 'failed', durationMs: 1 })
+    await ledger.record({
+      name,
+      slot: undefined,
+      node: 'n',
+      startedAt: new Date(),
+      finishedAt: new Date(),
+      outcome: 'failed',
+      durationMs: 1,
+    })
     expect((await ledger.history(name)).map((r) => r.outcome)).toEqual(['failed'])
   })
 
@@ -93,12 +115,19 @@ describe.skipIf(!raw)('redisRunLedger', () => {
     const ledger = redisRunLedger({ client: io, environment })
     const run = await ledger.start({ name: `twice-${Date.now()}`, slot: undefined, node: 'n', startedAt: new Date() })
     await run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
-    await expect(run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })).rejects.toThrow(/has already finished/)
+    await expect(run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })).rejects.toThrow(
+      /has already finished/,
+    )
   })
 
   it('a port without command() records and reads, and tasks() says what it needs', async () => {
     const full = fromIoredis(io)
-    const port: RedisCommands = { client: 'custom', setIfAbsent: full.setIfAbsent, evalSha: full.evalSha, eval: full.eval }
+    const port: RedisCommands = {
+      client: 'custom',
+      setIfAbsent: full.setIfAbsent,
+      evalSha: full.evalSha,
+      eval: full.eval,
+    }
     const ledger = redisRunLedger({ client: port, environment })
     const name = `port-${randomUUID()}`
     const executor = createLockingTaskExecutor(redisLockProvider({ client: port, environment }), { runLedger: ledger })
@@ -110,7 +139,9 @@ describe.skipIf(!raw)('redisRunLedger', () => {
 
   it('bad options are refused, naming the option', () => {
     expect(() => redisRunLedger({ client: io, keep: 0 })).toThrow(/keep must be a whole number/)
-    expect(() => redisRunLedger({ client: io, environment: 'a:b' })).toThrow(/environment must be a non-empty string without ':'/)
+    expect(() => redisRunLedger({ client: io, environment: 'a:b' })).toThrow(
+      /environment must be a non-empty string without ':'/,
+    )
     expect(() => redisRunLedger({ client: io, maxAge: 0 })).toThrow(/longer than 0ms/)
   })
 })

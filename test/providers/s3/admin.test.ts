@@ -32,11 +32,17 @@ describe.skipIf(!client)('shedlock CLI on S3 (Ceph RGW; the built bin)', () => {
     args: ['--url', url(bucket)],
     provider: () => s3LockProvider({ client: s3, bucket, prefix: 'locks/' }),
     isHeld: async (name) => {
-      const object = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: `locks/${name}` })).catch(() => undefined)
+      const object = await s3
+        .send(new HeadObjectCommand({ Bucket: bucket, Key: `locks/${name}` }))
+        .catch(() => undefined)
       const until = object?.Metadata?.['lock-until']
       return until !== undefined && Date.parse(until) > Date.now()
     },
-    init: { args: ['--url', url(initBucket)], first: new RegExp(`created bucket ${initBucket}`), again: new RegExp(`bucket ${initBucket} already exists`) },
+    init: {
+      args: ['--url', url(initBucket)],
+      first: new RegExp(`created bucket ${initBucket}`),
+      again: new RegExp(`bucket ${initBucket} already exists`),
+    },
   })
 
   it('refuses credentials in the URL and --table', async () => {

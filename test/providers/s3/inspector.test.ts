@@ -43,12 +43,22 @@ describe.skipIf(!client)('s3LockInspector (Ceph RGW)', () => {
       }),
     )
     const record = await inspector.get('java-record')
-    expect(record).toMatchObject({ name: 'java-record', lockUntil: until, lockedAt: new Date('2026-01-01T00:00:00Z'), lockedBy: 'java-host', held: true })
+    expect(record).toMatchObject({
+      name: 'java-record',
+      lockUntil: until,
+      lockedAt: new Date('2026-01-01T00:00:00Z'),
+      lockedBy: 'java-host',
+      held: true,
+    })
   })
 
   it('an object without a valid lock-until reads as held, with an unknown lockUntil', async () => {
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'shedlock/not-a-lock', Body: 'x' }))
-    expect(await inspector.get('not-a-lock')).toMatchObject({ held: true, lockUntil: undefined, remainingMs: undefined })
+    expect(await inspector.get('not-a-lock')).toMatchObject({
+      held: true,
+      lockUntil: undefined,
+      remainingMs: undefined,
+    })
   })
 
   it('this server ignores If-Match on DeleteObject: removeExpired() detects it and deletes nothing, and leaves no probe object', async () => {
@@ -57,15 +67,21 @@ describe.skipIf(!client)('s3LockInspector (Ceph RGW)', () => {
     const local = s3LockInspector({ client: s3, bucket, prefix: 'expired/' })
     expect(await local.removeExpired()).toBe(0)
     expect((await local.get('gone'))?.held).toBe(false)
-    const keys = (await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'expired/' }))).Contents?.map((o) => o.Key)
+    const keys = (await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'expired/' }))).Contents?.map(
+      (o) => o.Key,
+    )
     expect(keys).toEqual(['expired/gone'])
     // With conditionalDeletes: true (a server that honours it, as AWS S3 does) the record goes.
-    expect(await s3LockInspector({ client: s3, bucket, prefix: 'expired/', conditionalDeletes: true }).removeExpired()).toBe(1)
+    expect(
+      await s3LockInspector({ client: s3, bucket, prefix: 'expired/', conditionalDeletes: true }).removeExpired(),
+    ).toBe(1)
     await expect(s3.send(new HeadObjectCommand({ Bucket: bucket, Key: 'expired/gone' }))).rejects.toThrow()
   })
 
   it('rejects bad options, and a dead store with LockProviderError', async () => {
-    expect(() => s3LockInspector({ client: s3, bucket, conditionalDeletes: 'yes' as never })).toThrow(LockConfigurationError)
+    expect(() => s3LockInspector({ client: s3, bucket, conditionalDeletes: 'yes' as never })).toThrow(
+      LockConfigurationError,
+    )
     expect(() => s3LockInspector({ client: s3, bucket: '' })).toThrow(LockConfigurationError)
     await expect(inspector.get('x'.repeat(1100))).rejects.toThrow(LockConfigurationError)
     const dead = s3Client('http://127.0.0.1:1', 1)

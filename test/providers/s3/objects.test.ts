@@ -43,11 +43,16 @@ function fakeS3() {
       if (!(command instanceof sdk.PutObjectCommand)) throw new Error(`unexpected ${command.constructor.name}`)
       sent.push('Put')
       const current = objects.get(key)
-      const allowed = input.IfNoneMatch === '*' ? current === undefined : current !== undefined && current.etag === input.IfMatch
+      const allowed =
+        input.IfNoneMatch === '*' ? current === undefined : current !== undefined && current.etag === input.IfMatch
       const fault = faults.shift()
       if (fault === '500') throw sdkError('UnknownError', 500)
       if (fault === 'other-node-then-500') {
-        write(key, { 'lock-until': new Date(Date.now() + 60_000).toISOString(), 'locked-at': new Date().toISOString(), 'locked-by': 'other:1:x' })
+        write(key, {
+          'lock-until': new Date(Date.now() + 60_000).toISOString(),
+          'locked-at': new Date().toISOString(),
+          'locked-by': 'other:1:x',
+        })
         throw sdkError('UnknownError', 500)
       }
       if (!allowed) throw sdkError('PreconditionFailed', 412)
@@ -121,7 +126,10 @@ describe('s3: a server error (HTTP 500) on a conditional PutObject is decided by
     s3.objects.delete(KEY)
     const first = await provider.lock(config())
     const stale = s3LockProvider({
-      client: { send: (c) => (c instanceof sdk.HeadObjectCommand ? Promise.reject(sdkError('NotFound', 404)) : s3.client.send(c)) },
+      client: {
+        send: (c) =>
+          c instanceof sdk.HeadObjectCommand ? Promise.reject(sdkError('NotFound', 404)) : s3.client.send(c),
+      },
       bucket: 'locks',
       lib: sdk,
     })

@@ -3,7 +3,12 @@ import { hostname } from 'node:os'
 import * as sdk from '@aws-sdk/client-s3'
 import { DeleteObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { s3LockProvider } from '../../../src/providers/s3/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { createBucket, dropBucket, s3Client, s3OrSkip, uniqueBucket } from '../../helpers/object-stores.ts'
@@ -12,7 +17,8 @@ import { registerSuite } from '../../helpers/register-suite.ts'
 const HOUR = 3_600_000
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 const PREFIX = 'shedlock/'
-const RGW_DELETES = 'Ceph RGW 16.2 ignores If-Match on DeleteObject, so the inspector detects it and removeExpired() deletes nothing'
+const RGW_DELETES =
+  'Ceph RGW 16.2 ignores If-Match on DeleteObject, so the inspector detects it and removeExpired() deletes nothing'
 
 const client = await s3OrSkip()
 
@@ -21,10 +27,12 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
   const bucket = uniqueBucket('shedlock-s3')
   const dead: S3Client[] = []
   const head = async (name: string, prefix = PREFIX) =>
-    s3.send(new HeadObjectCommand({ Bucket: bucket, Key: prefix + name })).catch((error: { $metadata?: { httpStatusCode?: number } }) => {
-      if (error.$metadata?.httpStatusCode === 404) return undefined
-      throw error
-    })
+    s3
+      .send(new HeadObjectCommand({ Bucket: bucket, Key: prefix + name }))
+      .catch((error: { $metadata?: { httpStatusCode?: number } }) => {
+        if (error.$metadata?.httpStatusCode === 404) return undefined
+        throw error
+      })
   const isHeld = async (name: string): Promise<boolean> => {
     const until = (await head(name))?.Metadata?.['lock-until']
     return until !== undefined && Date.parse(until) > Date.now()
@@ -40,7 +48,8 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
       }),
     )
   }
-  const provider = (options: Partial<Parameters<typeof s3LockProvider>[0]> = {}) => s3LockProvider({ client: s3, bucket, ...options })
+  const provider = (options: Partial<Parameters<typeof s3LockProvider>[0]> = {}) =>
+    s3LockProvider({ client: s3, bucket, ...options })
 
   beforeAll(async () => {
     await createBucket(s3, bucket)
@@ -68,7 +77,10 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
         extensible: true,
         slots: { inspector: true },
         // Ceph RGW 16.2 ignores If-Match on DeleteObject (measured, and asserted below), so removeExpired() deletes nothing there.
-        skip: { "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else": RGW_DELETES },
+        skip: {
+          "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else":
+            RGW_DELETES,
+        },
         maxNameLength: 1024 - PREFIX.length,
       }),
     )
@@ -101,9 +113,15 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
       await putJava('java-expired', '2020-01-01T00:00:00.123456789Z', '2019-12-31T23:00:00Z')
       const node = provider({ lockedBy: 'node-app' })
       expect(await node.lock(lockConfiguration({ name: 'java-held', lockAtMostFor: '1m' }))).toBeUndefined()
-      expect((await head('java-held'))?.Metadata).toEqual({ 'lock-until': heldUntil, 'locked-at': expect.any(String), 'locked-by': 'java-host' })
+      expect((await head('java-held'))?.Metadata).toEqual({
+        'lock-until': heldUntil,
+        'locked-at': expect.any(String),
+        'locked-by': 'java-host',
+      })
 
-      const lock = await node.lock(lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m', lockAtLeastFor: '10s' }))
+      const lock = await node.lock(
+        lockConfiguration({ name: 'java-expired', lockAtMostFor: '1m', lockAtLeastFor: '10s' }),
+      )
       assert.ok(lock)
       expect((await head('java-expired'))?.Metadata?.['locked-by']).toMatch(/^node-app:\d+:[0-9a-f]{12}$/)
       await lock.unlock()
@@ -115,7 +133,9 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
       const name = 'java-took-over'
       let now = Date.now()
       const clock = { now: () => now }
-      const lock = (await provider({ clock }).lock(lockConfiguration({ name, lockAtMostFor: '1m', createdAt: new Date(now) }))) as ExtensibleLock
+      const lock = (await provider({ clock }).lock(
+        lockConfiguration({ name, lockAtMostFor: '1m', createdAt: new Date(now) }),
+      )) as ExtensibleLock
       assert.ok(lock)
       // Java took it over after expiry: a new object version (new ETag) with its metadata.
       const javaUntil = new Date(Date.now() + HOUR).toISOString()
@@ -130,7 +150,9 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
     it('rejects, naming the object, for an object under the prefix without a valid lock-until', async () => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `${PREFIX}foreign`, Body: 'not a lock' }))
       await expect(provider().lock(lockConfiguration({ name: 'foreign', lockAtMostFor: '1m' }))).rejects.toThrow(
-        new RegExp(`s3: could not acquire lock "foreign": object s3://${bucket}/shedlock/foreign has no valid lock-until`),
+        new RegExp(
+          `s3: could not acquire lock "foreign": object s3://${bucket}/shedlock/foreign has no valid lock-until`,
+        ),
       )
     })
 
@@ -162,20 +184,26 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
         return [...sent]
       }
       let lock: ExtensibleLock | undefined
-      expect(await take(async () => (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock))).toEqual([
-        'Head',
-        'Put',
-      ])
+      expect(
+        await take(
+          async () =>
+            (lock = (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' }))) as ExtensibleLock),
+        ),
+      ).toEqual(['Head', 'Put'])
       expect(await take(() => node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))).toEqual(['Head'])
       expect(await take(async () => (lock = (await lock!.extend('2m', '0s')) as ExtensibleLock))).toEqual(['Put'])
       expect(await take(() => lock!.unlock())).toEqual(['Put'])
-      expect(await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock())).toEqual(['Head', 'Put', 'Put'])
+      expect(
+        await take(async () => (await node.lock(lockConfiguration({ name: 'count', lockAtMostFor: '1m' })))!.unlock()),
+      ).toEqual(['Head', 'Put', 'Put'])
     })
   })
 
   describe('conditional writes on this server', () => {
     it('If-None-Match: * lets one of 8 concurrent providers win', async () => {
-      const results = await Promise.all(Array.from({ length: 8 }, () => provider().lock(lockConfiguration({ name: 'race-8', lockAtMostFor: '1m' }))))
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => provider().lock(lockConfiguration({ name: 'race-8', lockAtMostFor: '1m' }))),
+      )
       expect(results.filter(Boolean)).toHaveLength(1)
     })
 
@@ -234,7 +262,9 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
     })
 
     it('takes the SDK as lib', async () => {
-      const lock = await s3LockProvider({ client: s3, bucket, lib: sdk }).lock(lockConfiguration({ name: 'with-lib', lockAtMostFor: '1m' }))
+      const lock = await s3LockProvider({ client: s3, bucket, lib: sdk }).lock(
+        lockConfiguration({ name: 'with-lib', lockAtMostFor: '1m' }),
+      )
       assert.ok(lock)
       await lock.unlock()
     })
@@ -244,7 +274,9 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
         .lock(lockConfiguration({ name: 'nowhere', lockAtMostFor: '1m' }))
         .catch((e: unknown) => e)
       assert.ok(error instanceof LockProviderError)
-      expect(error.message).toMatch(/s3: could not acquire lock "nowhere": bucket "shedlock-no-such-bucket" does not exist/)
+      expect(error.message).toMatch(
+        /s3: could not acquire lock "nowhere": bucket "shedlock-no-such-bucket" does not exist/,
+      )
     })
 
     it('wrong credentials reject with LockProviderError naming the permissions, without the secret', async () => {

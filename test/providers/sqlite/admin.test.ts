@@ -31,18 +31,24 @@ describe(`shedlock CLI on SQLite (the built bin; this process: ${driver.name})`,
     args: ['--url', url],
     provider: () => sqliteLockProvider({ database: db() }),
     isHeld: async (name) => {
-      const statement = db().prepare(`SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`) as unknown as {
+      const statement = db().prepare(
+        `SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > strftime('%Y-%m-%d %H:%M:%f', 'now')`,
+      ) as unknown as {
         all(...params: string[]): unknown[]
       }
       return statement.all(name).length === 1
     },
     init: {
       args: ['--url', `sqlite:///${join(dir, 'fresh.db').slice(1)}`],
-      first: /: created table shedlock\n.*: created table shedlock_runs \(run history\)\n.*: set journal_mode to WAL \(was delete\)\n$/,
+      first:
+        /: created table shedlock\n.*: created table shedlock_runs \(run history\)\n.*: set journal_mode to WAL \(was delete\)\n$/,
       again:
         /: table shedlock already exists: nothing to do.*\n.*: table shedlock_runs \(run history\) already exists: nothing to do\n.*: journal_mode is already WAL\n$/,
     },
-    missingLayout: { args: ['--url', url, '--table', 'shedlock_missing'], advice: /create it with: shedlock init --url sqlite:\S+ --table shedlock_missing/ },
+    missingLayout: {
+      args: ['--url', url, '--table', 'shedlock_missing'],
+      advice: /create it with: shedlock init --url sqlite:\S+ --table shedlock_missing/,
+    },
   })
 
   // util-linux script(1) gives the CLI a terminal, the one place where unlock asks.
@@ -51,7 +57,9 @@ describe(`shedlock CLI on SQLite (the built bin; this process: ${driver.name})`,
   describe.skipIf(!hasScript)('unlock on a terminal', () => {
     /** Runs unlock in a pseudo-terminal, answers the prompt, and resolves to its output and exit code. */
     const unlockAnswering = async (name: string, answer: string): Promise<{ code: number | null; output: string }> => {
-      const command = [process.execPath, MAIN, 'unlock', '--url', url, '--name', name].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ')
+      const command = [process.execPath, MAIN, 'unlock', '--url', url, '--name', name]
+        .map((word) => `'${word.replace(/'/g, `'\\''`)}'`)
+        .join(' ')
       const child = spawn('script', ['-qec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] })
       let output = ''
       child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))

@@ -19,7 +19,10 @@ interface NodeSqliteStatement {
   run(...anonymousParameters: NodeSqliteInput[]): NodeSqliteChanges
   run(namedParameters: Record<string, NodeSqliteInput>, ...anonymousParameters: NodeSqliteInput[]): NodeSqliteChanges
   get(...anonymousParameters: NodeSqliteInput[]): Record<string, NodeSqliteOutput> | undefined
-  get(namedParameters: Record<string, NodeSqliteInput>, ...anonymousParameters: NodeSqliteInput[]): Record<string, NodeSqliteOutput> | undefined
+  get(
+    namedParameters: Record<string, NodeSqliteInput>,
+    ...anonymousParameters: NodeSqliteInput[]
+  ): Record<string, NodeSqliteOutput> | undefined
 }
 export interface NodeSqliteDatabase {
   prepare(sql: string): NodeSqliteStatement
@@ -27,7 +30,10 @@ export interface NodeSqliteDatabase {
   close(): void
 }
 export interface NodeSqliteModule {
-  DatabaseSync: new (path: string, options?: { open?: boolean; readOnly?: boolean; timeout?: number }) => NodeSqliteDatabase
+  DatabaseSync: new (
+    path: string,
+    options?: { open?: boolean; readOnly?: boolean; timeout?: number },
+  ) => NodeSqliteDatabase
 }
 
 // Each driver's connection is a SqliteDatabase, checked by the compiler.

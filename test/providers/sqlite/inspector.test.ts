@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { loadSqliteDriver, type SqliteConnection, type SqliteDriver, type SqliteDriverName } from '../../../src/providers/sqlite/driver.ts'
+import {
+  loadSqliteDriver,
+  type SqliteConnection,
+  type SqliteDriver,
+  type SqliteDriverName,
+} from '../../../src/providers/sqlite/driver.ts'
 import { sqliteLockInspector, sqliteLockProvider, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { registerInspectorSuite } from '../../helpers/register-suite.ts'
@@ -44,9 +49,9 @@ for (const { name: driverName, driver, why } of drivers) {
       return database
     }
     const row = (database: SqliteConnection, lockName: string): Record<string, unknown> | undefined =>
-      database.prepare(`SELECT locked_by, lock_until, lock_until <= ${NOW} AS free FROM shedlock WHERE name = ?`).all(lockName)[0] as
-        | Record<string, unknown>
-        | undefined
+      database
+        .prepare(`SELECT locked_by, lock_until, lock_until <= ${NOW} AS free FROM shedlock WHERE name = ?`)
+        .all(lockName)[0] as Record<string, unknown> | undefined
 
     for (const useDbTime of [true, false]) {
       describe(useDbTime ? 'locks taken with database time' : 'locks taken with app time', () => {
@@ -86,7 +91,11 @@ for (const { name: driverName, driver, why } of drivers) {
         lockedBy: 'other-host',
         held: true,
       })
-      expect(await inspector.get('old')).toMatchObject({ lockUntil: new Date('2020-01-01T00:00:00.000Z'), held: false, remainingMs: 0 })
+      expect(await inspector.get('old')).toMatchObject({
+        lockUntil: new Date('2020-01-01T00:00:00.000Z'),
+        held: false,
+        remainingMs: 0,
+      })
       // The provider takes the expired one and leaves the held one: they agree on both.
       const provider = sqliteLockProvider({ database })
       expect(await provider.lock(lockConfiguration({ name: 'by-hand', lockAtMostFor: '1m' }))).toBeUndefined()
@@ -98,7 +107,8 @@ for (const { name: driverName, driver, why } of drivers) {
       const provider = sqliteLockProvider({ database })
       // UTF-8 byte order puts U+FF5E before the emoji; UTF-16 (JavaScript) order puts it after.
       const names = ['b', 'B', "it's", 'a/b:c é', '日本', '\uff5e', '😀', 'trailing ']
-      for (const lockName of names) expect(await provider.lock(lockConfiguration({ name: lockName, lockAtMostFor: '1m' }))).toBeDefined()
+      for (const lockName of names)
+        expect(await provider.lock(lockConfiguration({ name: lockName, lockAtMostFor: '1m' }))).toBeDefined()
       const { locks } = await sqliteLockInspector({ database }).list()
       expect(locks.map((record) => record.name)).toEqual([...names].sort())
       expect(locks.every((record) => record.held)).toBe(true)
@@ -108,9 +118,16 @@ for (const { name: driverName, driver, why } of drivers) {
       const database = driver!.open(join(workDir, `db-${++files}.sqlite`))
       opened.push(database)
       database.exec(`ATTACH DATABASE '${join(workDir, `db-${++files}.sqlite`)}' AS ops`)
-      const options = { tableName: 'ops.locks', columnNames: { name: 'id', lockUntil: 'until_at', lockedAt: 'taken_at', lockedBy: 'holder' } }
+      const options = {
+        tableName: 'ops.locks',
+        columnNames: { name: 'id', lockUntil: 'until_at', lockedAt: 'taken_at', lockedBy: 'holder' },
+      }
       database.exec(sqliteSchema(options))
-      expect(await sqliteLockProvider({ database, ...options }).lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))).toBeDefined()
+      expect(
+        await sqliteLockProvider({ database, ...options }).lock(
+          lockConfiguration({ name: 'job', lockAtMostFor: '1m' }),
+        ),
+      ).toBeDefined()
       const inspector = sqliteLockInspector({ database, ...options })
       expect(await inspector.get('job')).toMatchObject({ name: 'job', held: true })
       expect(await inspector.release('job')).toBe(true)
@@ -121,7 +138,9 @@ for (const { name: driverName, driver, why } of drivers) {
       const database = openWithTable()
       const inspector = sqliteLockInspector({ database, tableName: 'shedlock_missing' })
       await expect(inspector.list()).rejects.toThrow(LockProviderError)
-      await expect(inspector.list()).rejects.toThrow(/^sqlite: could not list the locks: table shedlock_missing does not exist/)
+      await expect(inspector.list()).rejects.toThrow(
+        /^sqlite: could not list the locks: table shedlock_missing does not exist/,
+      )
       await expect(inspector.get('x')).rejects.toThrow(/Create it with:\nCREATE TABLE IF NOT EXISTS shedlock_missing/)
       await expect(inspector.release('x')).rejects.toThrow(/could not release lock "x"/)
     })
@@ -138,8 +157,11 @@ for (const { name: driverName, driver, why } of drivers) {
 describe('sqliteLockInspector options', () => {
   it('refuses a missing database and names that are not identifiers', () => {
     expect(() => sqliteLockInspector({} as never)).toThrow(LockConfigurationError)
-    expect(() => sqliteLockInspector({ database: { prepare: () => ({ all: () => [], run: () => ({ changes: 0 }) }) }, tableName: 'x; DROP' })).toThrow(
-      /not a plain SQL identifier/,
-    )
+    expect(() =>
+      sqliteLockInspector({
+        database: { prepare: () => ({ all: () => [], run: () => ({ changes: 0 }) }) },
+        tableName: 'x; DROP',
+      }),
+    ).toThrow(/not a plain SQL identifier/)
   })
 })

@@ -4,7 +4,12 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockProviderError } from '../../../src/index.ts'
 import { loadSqliteDriver, type SqliteConnection } from '../../../src/providers/sqlite/driver.ts'
-import { sqliteLockProvider, sqliteRunLedger, sqliteRunsSchema, sqliteSchema } from '../../../src/providers/sqlite/index.ts'
+import {
+  sqliteLockProvider,
+  sqliteRunLedger,
+  sqliteRunsSchema,
+  sqliteSchema,
+} from '../../../src/providers/sqlite/index.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
 
@@ -35,13 +40,17 @@ describe(`sqliteRunLedger (${driver.name})`, () => {
     database.exec(`ATTACH DATABASE '${join(dir, 'other.db')}' AS other`)
     database.exec(sqliteRunsSchema({ tableName: 'other.runs' }))
     database.exec(sqliteRunsSchema({ tableName: 'other.runs' }))
-    const indexes = database.prepare("SELECT name FROM other.sqlite_master WHERE type = 'index'").all() as { name: string }[]
+    const indexes = database.prepare("SELECT name FROM other.sqlite_master WHERE type = 'index'").all() as {
+      name: string
+    }[]
     expect(indexes.map((i) => i.name)).toContain('runs_name_started')
   })
 
   it('a missing runs table rejects with LockProviderError saying how to create it', async () => {
     const ledger = sqliteRunLedger({ database, tableName: 'runs_missing' })
     await expect(ledger.history('x')).rejects.toThrow(LockProviderError)
-    await expect(ledger.history('x')).rejects.toThrow(/does not exist\. Create it with:\nCREATE TABLE IF NOT EXISTS runs_missing/)
+    await expect(ledger.history('x')).rejects.toThrow(
+      /does not exist\. Create it with:\nCREATE TABLE IF NOT EXISTS runs_missing/,
+    )
   })
 })

@@ -28,8 +28,11 @@ describe.skipIf(!client)('shedlock CLI on ZooKeeper (the built bin)', () => {
   const cliUrl = `zookeeper://${where}?path=${root}`
   afterAll(async () => {
     // node-zookeeper-client has removeRecursive; its type declarations leave it out.
-    const remover = zk as unknown as { removeRecursive(path: string, version: number, callback: (error: unknown) => void): void }
-    for (const path of [root, `${root}-init`]) await new Promise<void>((resolve) => remover.removeRecursive(path, -1, () => resolve()))
+    const remover = zk as unknown as {
+      removeRecursive(path: string, version: number, callback: (error: unknown) => void): void
+    }
+    for (const path of [root, `${root}-init`])
+      await new Promise<void>((resolve) => remover.removeRecursive(path, -1, () => resolve()))
     zk.close()
   })
 

@@ -4,8 +4,16 @@ import { LockConfigurationError } from '../../../src/index.ts'
 import { zookeeperLockName, zookeeperNodeName } from '../../../src/providers/zookeeper/index.ts'
 
 // Names and nodes made of the characters the escaping turns on, so that collisions would show.
-const tricky = fc.string({ unit: fc.constantFrom('%', '2', 'F', 'E', '5', 'u', 'D', '8', '0', '/', '.', 'a', '\u0001', '\ud800'), minLength: 1, maxLength: 8 })
-const serverNode = fc.string({ unit: fc.constantFrom('%', '2', 'F', 'E', '5', 'u', 'D', '8', '0', '.', 'a', 'é'), minLength: 1, maxLength: 8 })
+const tricky = fc.string({
+  unit: fc.constantFrom('%', '2', 'F', 'E', '5', 'u', 'D', '8', '0', '/', '.', 'a', '\u0001', '\ud800'),
+  minLength: 1,
+  maxLength: 8,
+})
+const serverNode = fc.string({
+  unit: fc.constantFrom('%', '2', 'F', 'E', '5', 'u', 'D', '8', '0', '.', 'a', 'é'),
+  minLength: 1,
+  maxLength: 8,
+})
 
 /** zookeeperNodeName(name), or undefined when the name is refused (with LockConfigurationError, as it must be). */
 function nodeOrRefused(name: string): string | undefined {

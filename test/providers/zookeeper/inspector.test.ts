@@ -1,8 +1,17 @@
 import { randomUUID } from 'node:crypto'
 import zookeeper from 'node-zookeeper-client'
 import { afterAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { zookeeperLockInspector, zookeeperLockProvider, zookeeperNodeName } from '../../../src/providers/zookeeper/index.ts'
+import {
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
+import {
+  zookeeperLockInspector,
+  zookeeperLockProvider,
+  zookeeperNodeName,
+} from '../../../src/providers/zookeeper/index.ts'
 import { slotRecordName } from '../../../src/core/slots.ts'
 import { lockInspectorSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
@@ -29,14 +38,19 @@ async function connect(): Promise<Client> {
 }
 
 // The providers' and inspector's client and, separately, the test's own view of the store.
-const store = await connectOrSkip('zookeeper', `${where} (SHEDLOCK_ZOOKEEPER_URL)`, async () => ({ client: await connect(), reader: await connect() }))
+const store = await connectOrSkip('zookeeper', `${where} (SHEDLOCK_ZOOKEEPER_URL)`, async () => ({
+  client: await connect(),
+  reader: await connect(),
+}))
 
 describe.skipIf(!store)('zookeeperLockInspector', () => {
   const { client, reader } = store!
   const root = `/shedlock-inspect-${process.pid}-${Math.floor(Math.random() * 1e9).toString(36)}`
   afterAll(async () => {
     // node-zookeeper-client has removeRecursive; its type declarations leave it out.
-    const remover = reader as unknown as { removeRecursive(path: string, version: number, callback: (error: unknown) => void): void }
+    const remover = reader as unknown as {
+      removeRecursive(path: string, version: number, callback: (error: unknown) => void): void
+    }
     await new Promise<void>((resolve) => remover.removeRecursive(root, -1, () => resolve()))
     client.close()
     reader.close()
@@ -56,7 +70,11 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
       }),
     )
   const createNode = (nodeName: string, data: Buffer | undefined) =>
-    call<string>((done) => (data === undefined ? reader.create(`${root}/${nodeName}`, done) : reader.create(`${root}/${nodeName}`, data, done)))
+    call<string>((done) =>
+      data === undefined
+        ? reader.create(`${root}/${nodeName}`, done)
+        : reader.create(`${root}/${nodeName}`, data, done),
+    )
 
   describe('contract', () => {
     registerInspectorSuite(lockInspectorSuite({ provider, inspector: inspector(), keepsLockedBy: false }))
@@ -88,9 +106,15 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
     const slot = (day: number) => slotRecordName(name, new Date(Date.UTC(2026, 0, day)))
     const p = provider()
     // Expired slot records (one released), a held one, and expired ordinary locks under the same prefix.
-    const claims = await Promise.all([slot(1), slot(2), slot(3)].map((record) => p.lock(lockConfiguration({ name: record, lockAtMostFor: 300 }))))
+    const claims = await Promise.all(
+      [slot(1), slot(2), slot(3)].map((record) => p.lock(lockConfiguration({ name: record, lockAtMostFor: 300 }))),
+    )
     const held = await p.lock(lockConfiguration({ name: slot(4), lockAtMostFor: '1m' }))
-    const ordinary = await Promise.all([`${name}@x`, `${name}@20260101`].map((record) => p.lock(lockConfiguration({ name: record, lockAtMostFor: 300 }))))
+    const ordinary = await Promise.all(
+      [`${name}@x`, `${name}@20260101`].map((record) =>
+        p.lock(lockConfiguration({ name: record, lockAtMostFor: 300 })),
+      ),
+    )
     await claims[2]!.unlock()
     await new Promise((resolve) => setTimeout(resolve, 400))
     // A node takes slot 2 over after it expired: held again, kept.
@@ -102,7 +126,8 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
     expect(await node(slot(3))).toBeUndefined()
     expect((await inspector().get(slot(2)))?.held).toBe(true)
     expect((await inspector().get(slot(4)))?.held).toBe(true)
-    for (const record of [`${name}@x`, `${name}@20260101`]) expect(await inspector().get(record)).toMatchObject({ held: false })
+    for (const record of [`${name}@x`, `${name}@20260101`])
+      expect(await inspector().get(record)).toMatchObject({ held: false })
     expect(await inspector().removeExpired()).toBeGreaterThanOrEqual(0)
     for (const record of [`${name}@x`, `${name}@20260101`]) expect(await node(record)).toBeDefined()
 
@@ -162,9 +187,19 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
     await call((done) => reader.mkdirp(root, done))
     await createNode(name, Buffer.from(new Date(until).toISOString()))
     const record = await inspector().get(name)
-    expect(record).toEqual({ name, lockUntil: new Date(until), lockedAt: undefined, lockedBy: undefined, held: true, remainingMs: expect.any(Number) })
+    expect(record).toEqual({
+      name,
+      lockUntil: new Date(until),
+      lockedAt: undefined,
+      lockedBy: undefined,
+      held: true,
+      remainingMs: expect.any(Number),
+    })
     expect(record!.remainingMs).toBeGreaterThan(3_500_000)
-    expect((await inspector().list()).locks.find((lock) => lock.name === name)).toEqual({ ...record, remainingMs: expect.any(Number) })
+    expect((await inspector().list()).locks.find((lock) => lock.name === name)).toEqual({
+      ...record,
+      remainingMs: expect.any(Number),
+    })
   })
 
   it('a node with empty or unreadable data reads as held with an unknown lockUntil, as the provider treats it, and can be released', async () => {
@@ -172,7 +207,14 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
     for (const data of [undefined, Buffer.from('192.168.1.7')]) {
       const name = unique('legacy')
       await createNode(name, data)
-      expect(await inspector().get(name)).toEqual({ name, lockUntil: undefined, lockedAt: undefined, lockedBy: undefined, held: true, remainingMs: undefined })
+      expect(await inspector().get(name)).toEqual({
+        name,
+        lockUntil: undefined,
+        lockedAt: undefined,
+        lockedBy: undefined,
+        held: true,
+        remainingMs: undefined,
+      })
       expect(await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).toBeUndefined()
       const [record] = (await inspector().list()).locks.filter((lock) => lock.name === name)
       const other = inspector()
@@ -187,7 +229,9 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
   it('list() decodes names that needed escaping, and sorts them by name', async () => {
     const prefix = unique('esc')
     const names = [`${prefix}/a`, `${prefix} 100%/day`, `${prefix}\u0001`, `${prefix}😀`, `${prefix} 100%`]
-    const locks = await Promise.all(names.map((name) => provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' }))))
+    const locks = await Promise.all(
+      names.map((name) => provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
+    )
     expect(zookeeperNodeName(names[0]!)).toBe(`${prefix}%2Fa`)
     const children = await call<string[]>((done) => reader.getChildren(root, done))
     expect(children).toContain(`${prefix}%2Fa`)
@@ -223,13 +267,17 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
     const silent = { getData() {}, setData() {}, getChildren() {}, remove() {} }
     const dead = zookeeperLockInspector({ client: silent, path: root, timeout: 100 })
     await expect(dead.list()).rejects.toThrow(LockProviderError)
-    await expect(dead.get('x')).rejects.toThrow(/zookeeper: could not inspect lock "x": no reply from ZooKeeper within 100ms/)
+    await expect(dead.get('x')).rejects.toThrow(
+      /zookeeper: could not inspect lock "x": no reply from ZooKeeper within 100ms/,
+    )
     await expect(dead.release('x')).rejects.toThrow(/could not release lock "x"/)
     await expect(dead.removeExpired()).rejects.toThrow(LockProviderError)
   })
 
   it('refuses bad options', () => {
-    expect(() => zookeeperLockInspector({} as never)).toThrow(/pass your connected node-zookeeper-client Client .*getChildren, remove/)
+    expect(() => zookeeperLockInspector({} as never)).toThrow(
+      /pass your connected node-zookeeper-client Client .*getChildren, remove/,
+    )
     expect(() => zookeeperLockInspector({ client, path: 'shedlock' })).toThrow(LockConfigurationError)
     expect(() => zookeeperLockInspector({ client, timeout: 0 })).toThrow(LockConfigurationError)
   })

@@ -5,7 +5,13 @@ import { connect as tcp, createServer, type Server, type Socket } from 'node:net
 import { setTimeout as sleep } from 'node:timers/promises'
 import zookeeper from 'node-zookeeper-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLockingTaskExecutor, type ExtensibleLock, LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import {
+  createLockingTaskExecutor,
+  type ExtensibleLock,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
 import { zookeeperLockProvider, zookeeperNodeName } from '../../../src/providers/zookeeper/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
@@ -36,7 +42,10 @@ async function connect(where: string, ms = 10_000): Promise<Client> {
 }
 
 // The provider's client and, separately, the test's own view of the store.
-const store = await connectOrSkip('zookeeper', `${url} (SHEDLOCK_ZOOKEEPER_URL)`, async () => ({ client: await connect(url), reader: await connect(url) }))
+const store = await connectOrSkip('zookeeper', `${url} (SHEDLOCK_ZOOKEEPER_URL)`, async () => ({
+  client: await connect(url),
+  reader: await connect(url),
+}))
 
 /** node-zookeeper-client's callbacks as promises, for the test's direct reads and writes. */
 function direct(client: Client) {
@@ -52,7 +61,9 @@ function direct(client: Client) {
         }),
       ),
     create: (path: string, data: string | undefined, mode = zookeeper.CreateMode.PERSISTENT) =>
-      call<string>((done) => (data === undefined ? client.create(path, mode, done) : client.create(path, Buffer.from(data), mode, done))),
+      call<string>((done) =>
+        data === undefined ? client.create(path, mode, done) : client.create(path, Buffer.from(data), mode, done),
+      ),
     setData: (path: string, data: string) => call<unknown>((done) => client.setData(path, Buffer.from(data), -1, done)),
     mkdirp: (path: string) => call<string>((done) => client.mkdirp(path, done)),
     remove: (path: string) => call<void>((done) => client.remove(path, -1, done)),
@@ -115,7 +126,8 @@ describe.skipIf(!store)('zookeeper', () => {
   const root = `/shedlock-test-${process.pid}-${randomUUID().slice(0, 8)}`
   const pathOf = (name: string, base = root): string => `${base}/${zookeeperNodeName(name)}`
   const defaultPathNodes: string[] = []
-  const provider = (options: { path?: string; timeout?: Duration } = {}) => zookeeperLockProvider({ client, path: root, ...options })
+  const provider = (options: { path?: string; timeout?: Duration } = {}) =>
+    zookeeperLockProvider({ client, path: root, ...options })
   const lockUntilOf = async (name: string, base = root): Promise<number | undefined> => {
     const node = await zk.getData(pathOf(name, base))
     return node ? Date.parse(node.data) : undefined
@@ -134,7 +146,8 @@ describe.skipIf(!store)('zookeeper', () => {
   afterAll(async () => {
     await removeTree(root)
     for (const node of defaultPathNodes) await zk.remove(node).catch(() => {})
-    if (!hadDefaultPath && (await zk.children('/shedlock').catch(() => ['?'])).length === 0) await zk.remove('/shedlock').catch(() => {})
+    if (!hadDefaultPath && (await zk.children('/shedlock').catch(() => ['?'])).length === 0)
+      await zk.remove('/shedlock').catch(() => {})
     for (const c of clients) c.close()
   })
 
@@ -209,7 +222,11 @@ describe.skipIf(!store)('zookeeper', () => {
 
     it("reads Java's lockUntil with any fraction and an offset", async () => {
       const future = new Date(Date.now() + 3_600_000)
-      const forms = [future.toISOString().replace('Z', '123456Z'), future.toISOString().replace(/\.\d{3}Z$/, 'Z'), future.toISOString().replace('Z', '+00:00')]
+      const forms = [
+        future.toISOString().replace('Z', '123456Z'),
+        future.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        future.toISOString().replace('Z', '+00:00'),
+      ]
       for (const data of forms) {
         const name = `java-form-${randomUUID()}`
         await zk.mkdirp(root)
@@ -241,7 +258,9 @@ describe.skipIf(!store)('zookeeper', () => {
       await lock.unlock()
 
       const nested = `${root}/apps/billing/locks`
-      const other = await zookeeperLockProvider({ client, path: nested }).lock(lockConfiguration({ name: 'invoice', lockAtMostFor: '1m' }))
+      const other = await zookeeperLockProvider({ client, path: nested }).lock(
+        lockConfiguration({ name: 'invoice', lockAtMostFor: '1m' }),
+      )
       assert.ok(other)
       expect(Date.parse((await zk.getData(`${nested}/invoice`))!.data)).toBeGreaterThan(Date.now())
       // The same name under another path is another lock.
@@ -267,7 +286,21 @@ describe.skipIf(!store)('zookeeper', () => {
       expect(zookeeperNodeName('smile😀')).toBe('smile%F0%9F%98%80')
       expect(zookeeperNodeName('private\ue000')).toBe('private%EE%80%80')
       expect(zookeeperNodeName('lone\ud800')).toBe('lone%uD800')
-      const names = ['a/b', 'a%252Fb', '.', '%252E', '..', 'x\ud800', 'x%uD8', 'x\u0001', 'x%1', '100%', '100%25', '100%/', 'a%2fb']
+      const names = [
+        'a/b',
+        'a%252Fb',
+        '.',
+        '%252E',
+        '..',
+        'x\ud800',
+        'x%uD8',
+        'x\u0001',
+        'x%1',
+        '100%',
+        '100%25',
+        '100%/',
+        'a%2fb',
+      ]
       expect(new Set(names.map(zookeeperNodeName)).size).toBe(names.length)
     })
 
@@ -286,7 +319,17 @@ describe.skipIf(!store)('zookeeper', () => {
 
     it('locks names with separators, relative segments, control and astral characters, each in its own node', async () => {
       const id = randomUUID().slice(0, 8)
-      const names = [`a/${id}`, `a%252F${id}`, '.', '..', `tab\t${id}`, `emoji😀${id}`, `private\ue000${id}`, `plain:${id} é`, `100%-${id}`]
+      const names = [
+        `a/${id}`,
+        `a%252F${id}`,
+        '.',
+        '..',
+        `tab\t${id}`,
+        `emoji😀${id}`,
+        `private\ue000${id}`,
+        `plain:${id} é`,
+        `100%-${id}`,
+      ]
       const locks = []
       for (const name of names) {
         const lock = await provider().lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
@@ -428,7 +471,9 @@ describe.skipIf(!store)('zookeeper', () => {
       clients.push(late)
       const name = `late-${randomUUID()}`
       const locks = zookeeperLockProvider({ client: late, path: root, timeout: 300 })
-      await expect(locks.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(LockProviderError)
+      await expect(locks.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(
+        LockProviderError,
+      )
       await new Promise<void>((resolve) => {
         late.once('connected', () => resolve())
         late.connect()
@@ -463,7 +508,9 @@ describe.skipIf(!store)('zookeeper', () => {
         await outage.restore()
         let after: ExtensibleLock | undefined
         for (const deadline = Date.now() + 20_000; !after && Date.now() < deadline; ) {
-          after = await locks.lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' })).catch(() => undefined)
+          after = await locks
+            .lock(lockConfiguration({ name: 'after-outage', lockAtMostFor: '1m' }))
+            .catch(() => undefined)
           if (!after) await sleep(200)
         }
         assert.ok(after, 'the provider did not recover once the server was reachable again')
@@ -484,7 +531,9 @@ describe.skipIf(!store)('zookeeper', () => {
       assert.ok(held)
       // The application's client died (say, its session expired) and was replaced.
       current.close()
-      await expect(locks.lock(lockConfiguration({ name: `${name}-2`, lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(LockProviderError)
+      await expect(locks.lock(lockConfiguration({ name: `${name}-2`, lockAtMostFor: '1m' }))).rejects.toBeInstanceOf(
+        LockProviderError,
+      )
       current = await connect(url)
       await held.unlock()
       expect(await lockUntilOf(name)).toBeLessThanOrEqual(Date.now())
@@ -493,7 +542,9 @@ describe.skipIf(!store)('zookeeper', () => {
       await again.unlock()
 
       const broken = zookeeperLockProvider({ client: () => undefined as never, path: root })
-      await expect(broken.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).rejects.toThrow(/client function returned no node-zookeeper-client Client/)
+      await expect(broken.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))).rejects.toThrow(
+        /client function returned no node-zookeeper-client Client/,
+      )
     })
   })
 
@@ -518,7 +569,10 @@ describe.skipIf(!store)('zookeeper', () => {
         { client, timeout: 0 },
         { client, timeout: 'soon' },
       ]
-      for (const options of bad) expect(() => zookeeperLockProvider(options as never), JSON.stringify(options) ?? 'undefined').toThrow(LockConfigurationError)
+      for (const options of bad)
+        expect(() => zookeeperLockProvider(options as never), JSON.stringify(options) ?? 'undefined').toThrow(
+          LockConfigurationError,
+        )
       expect(() => zookeeperLockProvider({ client, path: '/apps/billing/shedlock', timeout: '2s' })).not.toThrow()
     })
   })

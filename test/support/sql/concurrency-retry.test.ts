@@ -39,7 +39,12 @@ describe('retryConcurrencyFailures', () => {
 
   it('rejects with the last concurrency failure after the given number of retries', async () => {
     const last = new Deadlock('third')
-    const { attempt, calls } = attempts(new Deadlock('first'), new Deadlock('second'), last, new Deadlock('never reached'))
+    const { attempt, calls } = attempts(
+      new Deadlock('first'),
+      new Deadlock('second'),
+      last,
+      new Deadlock('never reached'),
+    )
     await expect(retryConcurrencyFailures(attempt, isDeadlock, 2)).rejects.toBe(last)
     expect(calls()).toBe(3)
   })
