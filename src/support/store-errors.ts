@@ -22,6 +22,21 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }
 
+/**
+ * Node's socket error codes that mean "the store is not reachable right now" (refused, reset,
+ * timed out, no route, no name): each store's error mapping reads them, beside its driver's own.
+ */
+export const SOCKET_FAILURE_CODES: readonly string[] = [
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]
+
 // Providers import redact() under this name, from before it hid more than URL passwords.
 export { redact, redact as redactUrlPasswords } from '../core/redact.ts'
 

@@ -1,7 +1,7 @@
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import { type LockMetadata, readLockMetadata } from '../../support/conditional-objects.ts'
 import { nameTooLong } from '../../support/lock-request.ts'
-import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
+import { type DescribeStoreError, messageOf, outcomeOf, SOCKET_FAILURE_CODES } from '../../support/store-errors.ts'
 
 // Lock blobs in an Azure Storage container: one block blob per lock, name = prefix + lock name,
 // the lock in three metadata entries, an empty body (Azure gives every write a new ETag). The
@@ -115,18 +115,7 @@ export function isNotFound(error: unknown): boolean {
   return statusOf(error) === 404 && codeOf(error) !== 'ContainerNotFound'
 }
 
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-  'EPROTO',
-  'REQUEST_SEND_ERROR',
-])
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([...SOCKET_FAILURE_CODES, 'EPROTO', 'REQUEST_SEND_ERROR'])
 const DENIED = new Set([
   'AuthenticationFailed',
   'AuthorizationFailure',

@@ -1,6 +1,6 @@
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
-import { type DescribeStoreError, messageOf, outcomeOf } from '../../support/store-errors.ts'
+import { type DescribeStoreError, messageOf, outcomeOf, SOCKET_FAILURE_CODES } from '../../support/store-errors.ts'
 import { type DynamoDBCreateTableInput, SdkLoadError } from './sdk.ts'
 
 // Java ShedLock's lock table in DynamoDB: the key and attributes of an item, the conditional
@@ -169,17 +169,7 @@ function shellWord(word: string): string {
 }
 
 // Socket-level failures the SDK passes on after its retries.
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-  'EPROTO',
-])
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([...SOCKET_FAILURE_CODES, 'EPROTO'])
 const UNREACHABLE_NAMES = new Set([
   'TimeoutError',
   'RequestTimeout',

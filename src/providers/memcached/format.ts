@@ -1,6 +1,13 @@
 import { LockConfigurationError, type LockProviderError } from '../../core/errors.ts'
 import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
-import { messageOf, outcomeOf, redactUrlPasswords, type StoreAction, storeError } from '../../support/store-errors.ts'
+import {
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  type StoreAction,
+  storeError,
+  SOCKET_FAILURE_CODES,
+} from '../../support/store-errors.ts'
 import { OperationTimeoutError } from '../../support/with-timeout.ts'
 
 // Java ShedLock's lock keys in memcached, the escaping of names memcached cannot carry, and what
@@ -19,17 +26,7 @@ const ESCAPED = /[\x00-\x20\x7f%]/
 // An escape in an encoded key: '%' and the uppercase hex code of one escaped character.
 const ESCAPE = /%(?:[01][0-9A-F]|20|25|7F)/y
 const LONE_SURROGATE = /\p{Cs}/u
-const UNREACHABLE = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-  'ECONNABORTED',
-])
+const UNREACHABLE = new Set([...SOCKET_FAILURE_CODES, 'ECONNABORTED'])
 
 /**
  * The memcached key of lock `name`: `shedlock:<environment>:<name>`, as Java ShedLock writes it.

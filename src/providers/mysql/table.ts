@@ -8,6 +8,7 @@ import {
   outcomeOf,
   redactUrlPasswords,
   storeError,
+  SOCKET_FAILURE_CODES,
 } from '../../support/store-errors.ts'
 
 // Java ShedLock's table in MySQL and MariaDB: its DDL, how its two column types hold time (the
@@ -185,14 +186,7 @@ export function isDuplicateKey(error: unknown): boolean {
 }
 
 const UNREACHABLE = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
+  ...SOCKET_FAILURE_CODES,
   'PROTOCOL_CONNECTION_LOST',
   'PROTOCOL_SEQUENCE_TIMEOUT',
   'PROTOCOL_ENQUEUE_AFTER_FATAL_ERROR',

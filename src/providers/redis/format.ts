@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto'
 import { LockConfigurationError, type LockProviderError } from '../../core/errors.ts'
-import { messageOf, outcomeOf, redactUrlPasswords, type StoreAction, storeError } from '../../support/store-errors.ts'
+import {
+  messageOf,
+  outcomeOf,
+  redactUrlPasswords,
+  SOCKET_FAILURE_CODES,
+  type StoreAction,
+  storeError,
+} from '../../support/store-errors.ts'
 import { OperationTimeoutError } from '../../support/with-timeout.ts'
 import type { RedisCommands } from './commands.ts'
 
@@ -160,16 +167,7 @@ export function isNoScript(error: unknown): boolean {
 }
 
 // Client-side failures that mean "Redis is not reachable right now" (ioredis, node-redis, Node sockets).
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-])
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set(SOCKET_FAILURE_CODES)
 const UNREACHABLE_NAMES = new Set([
   'MaxRetriesPerRequestError',
   'ClusterAllFailedError',

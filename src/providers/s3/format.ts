@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import { type LockMetadata, readLockMetadata } from '../../support/conditional-objects.ts'
 import { nameTooLong } from '../../support/lock-request.ts'
-import { type DescribeStoreError, outcomeOf } from '../../support/store-errors.ts'
+import { type DescribeStoreError, outcomeOf, SOCKET_FAILURE_CODES } from '../../support/store-errors.ts'
 import { errorName, SdkLoadError, sdkErrorDetail, statusOf } from './sdk.ts'
 
 // Java ShedLock's lock objects in S3 (its S3LockProvider): one object per lock, key = prefix +
@@ -128,17 +128,7 @@ export function isNotFound(error: unknown): boolean {
 }
 
 // Socket-level failures the SDK passes on after its retries.
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-  'EPROTO',
-])
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([...SOCKET_FAILURE_CODES, 'EPROTO'])
 const UNREACHABLE_NAMES = new Set([
   'TimeoutError',
   'RequestTimeout',
