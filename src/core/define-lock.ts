@@ -17,6 +17,8 @@ export interface LockOperations {
   clock?: Clock
   /** The owner the store keeps for this acquisition (`locked_by`), shown as the handle's `lockedBy`. */
   lockedBy?: string
+  /** The acquisition's fencing token, shown as the handle's `fencingToken` (and kept by its extensions). */
+  fencingToken?: bigint
 }
 
 type State = 'held' | 'busy' | 'spent'
@@ -102,11 +104,13 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
   // that showed in every provider's CPU per lock.
   const handle: {
     lockedBy?: string
+    fencingToken?: bigint
     unlock: () => Promise<void>
     [Symbol.asyncDispose]?: () => Promise<void>
     extend?: ExtensibleLock['extend']
   } = {} as never
   if (operations.lockedBy !== undefined) handle.lockedBy = operations.lockedBy
+  if (operations.fencingToken !== undefined) handle.fencingToken = operations.fencingToken
   handle.unlock = unlock
   handle[Symbol.asyncDispose] = dispose
   if (!operations.extend) return handle as SimpleLock

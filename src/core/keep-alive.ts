@@ -137,6 +137,9 @@ function keepAlive(initial: ExtensibleLock, configuration: LockConfiguration, cl
 
   let releasing = false
   const lock: KeepAliveLock = {
+    // Extensions keep the acquisition's token, and so does the wrapper.
+    ...(initial.fencingToken === undefined ? {} : { fencingToken: initial.fencingToken }),
+    ...(initial.lockedBy === undefined ? {} : { lockedBy: initial.lockedBy }),
     signal: controller.signal,
     onExtended: undefined,
     async [Symbol.asyncDispose]() {

@@ -20,6 +20,8 @@ export interface ActiveLockEvents {
 export class ActiveLock {
   #configuration: LockConfiguration
   #handle: SimpleLock | undefined
+  // The acquisition's token: kept after a failed extension spent the handle.
+  readonly #fencingToken: bigint | undefined
   // Made when something asks for the signal: most tasks never do, and an AbortSignal costs more
   // to create (about 2 µs on Node 20) than the rest of an execution's bookkeeping.
   #controller: AbortController | undefined
@@ -43,6 +45,7 @@ export class ActiveLock {
   ) {
     this.#configuration = configuration
     this.#handle = handle
+    this.#fencingToken = handle?.fencingToken
     this.#clock = options.clock ?? systemClock
     this.#events = options.events ?? {}
     this.#simulated = options.simulated ?? false
@@ -66,6 +69,11 @@ export class ActiveLock {
 
   get configuration(): LockConfiguration {
     return this.#configuration
+  }
+
+  /** The fencing token of the acquisition this lock runs under (see `SimpleLock.fencingToken`). */
+  get fencingToken(): bigint | undefined {
+    return this.#fencingToken
   }
 
   get signal(): AbortSignal {

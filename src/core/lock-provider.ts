@@ -15,6 +15,14 @@ export interface SimpleLock extends AsyncDisposable {
   /** The owner the store keeps for this acquisition (`locked_by`, unique per acquisition), where it keeps one. */
   readonly lockedBy?: string
   /**
+   * The fencing token of this acquisition: greater than every token the store handed out before
+   * for this lock name (across releases, expiries, takeovers and restarts), so that a resource the
+   * task writes to can refuse a write that carries a lower one (docs/fencing.md). `undefined` where
+   * the store cannot count (memcached) or the provider was not asked to (SQL without
+   * `fencingTokens`). An extension keeps the token: it is the same acquisition.
+   */
+  readonly fencingToken?: bigint
+  /**
    * Releases the lock, or keeps it until `lockAtLeastUntil` when that is later. Touches nothing
    * if another node holds the lock by now. Rejects with `LockProviderError` when the store fails;
    * the handle then stays usable, so the unlock may be retried.

@@ -34,6 +34,8 @@ export interface RunRecord {
   /** Wall time of the task in milliseconds, once finished. */
   readonly durationMs: number | undefined
   readonly error: RunError | undefined
+  /** The fencing token of the lock the run held, where the store hands out tokens; `undefined` otherwise (and for skipped slots). */
+  readonly fencingToken?: bigint | undefined
 }
 
 /** A task's health, from its runs in the ledger. */
@@ -61,6 +63,8 @@ export interface RunStart {
   readonly slot: Date | undefined
   readonly node: string
   readonly startedAt: Date
+  /** The fencing token of the run's lock, where the store hands out tokens. */
+  readonly fencingToken?: bigint | undefined
 }
 
 /** The end of a run. */

@@ -17,6 +17,11 @@ export interface TaskContext {
   readonly configuration: LockConfiguration
   /** The scheduled fire time this run is for: a slot run, or a catch-up of a missed slot; `undefined` otherwise. */
   readonly slot: Date | undefined
+  /**
+   * The fencing token of the lock the task runs under: pass it with each write to a resource that
+   * checks it (docs/fencing.md). `undefined` where the store hands out none (see `SimpleLock.fencingToken`).
+   */
+  readonly fencingToken: bigint | undefined
 }
 
 /** A task to run under a lock. */
@@ -81,6 +86,10 @@ export class RunContext implements TaskContext {
 
   get signal(): AbortSignal {
     return this.#active.signal
+  }
+
+  get fencingToken(): bigint | undefined {
+    return this.#active.fencingToken
   }
 }
 

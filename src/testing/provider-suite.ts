@@ -6,6 +6,7 @@ import { type LockConfiguration, lockConfiguration } from '../core/lock-configur
 import type { ExtensibleLock, LockProvider, SimpleLock } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor, type TaskResult } from '../core/locking-task-executor.ts'
 import { parseSlotRecordName, slotRecordName } from '../core/slots.ts'
+import { fencingCases } from './fencing-cases.ts'
 
 /** Options of {@link lockProviderSuite}. */
 export interface LockProviderSuiteOptions {
@@ -46,6 +47,13 @@ export interface LockProviderSuiteOptions {
    * shedlock passes them; memcached has no inspector (`{ inspector: false }`).
    */
   slots?: { inspector: boolean }
+  /**
+   * Declared, not sniffed: the provider's locks carry a `fencingToken` (docs/fencing.md). Enables
+   * the `fencing` group: tokens are bigints, strictly increasing per name across unlocks, expiries,
+   * takeovers and racing nodes, kept by an extension, and handed to the task by the executor. With
+   * `false` (the default) the group checks only that locks carry no token.
+   */
+  fencing?: boolean
   /** Test name -> reason: the case is returned with `skip` set and its run does nothing. */
   skip?: Record<string, string>
 }
@@ -54,7 +62,7 @@ export interface LockProviderSuiteOptions {
 export interface LockProviderTestCase {
   /** `"<group>: <what it checks>"`. */
   readonly name: string
-  readonly group: 'basic' | 'extension' | 'record' | 'ownership' | 'names' | 'failure' | 'concurrency' | 'slots'
+  readonly group: 'basic' | 'extension' | 'record' | 'ownership' | 'names' | 'failure' | 'concurrency' | 'slots' | 'fencing'
   /** Why the case is skipped, if it is. */
   readonly skip?: string
   /** The case's budget in ms, sleeps included; give your runner at least this timeout. */
@@ -590,6 +598,11 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
   )
 
   slotCases(options, add, node, lag)
+  fencingCases(
+    { fencing: options.fencing, extensible: options.extensible, timeGranularityMs: g, expiryLagMs: lag },
+    add,
+    node,
+  )
 
   const unknown = Object.keys(options.skip ?? {}).filter((key) => !cases.some((c) => c.name === key))
   if (unknown.length > 0) {

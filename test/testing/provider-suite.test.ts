@@ -31,12 +31,15 @@ interface Flaws {
   refusesFirstExtension?: boolean
   /** extend() answers this many ms late (a loaded machine), then does its job. */
   slowExtendMs?: number
+  /** Fencing tokens: 'counter' counts per name from 1; 'repeats' hands out 7 every time; 'reset-on-expiry' starts over at 1 when an expired lock is taken over (a counter lost with its record). */
+  tokens?: 'counter' | 'repeats' | 'reset-on-expiry'
 }
 
 /** An in-memory store with deliberate flaws; without flaws it is a correct provider. */
 function flawedProvider(flaws: Flaws = {}) {
   const entries = new Map<string, { lockUntil: number; owner: symbol }>()
   const created = new Set<string>()
+  const counters = new Map<string, bigint>()
   let broken = false
   const provider: LockProvider = {
     async lock(configuration: LockConfiguration) {
@@ -54,8 +57,12 @@ function flawedProvider(flaws: Flaws = {}) {
       if (flaws.neverRecreates && created.has(name) && !existing) return undefined
       if (existing && existing.lockUntil > now && !flaws.grantsEverything) return undefined
       const owner = Symbol(name)
+      const expired = existing !== undefined && existing.lockUntil <= now && existing.lockUntil < Date.now() - 100
       entries.set(name, { lockUntil: configuration.lockAtMostUntil.getTime(), owner })
       created.add(name)
+      const counted = flaws.tokens === 'reset-on-expiry' && expired ? 1n : (counters.get(name) ?? 0n) + 1n
+      counters.set(name, counted)
+      const fencingToken = flaws.tokens === undefined ? undefined : flaws.tokens === 'repeats' ? 7n : counted
       const mine = (n: string) => {
         const entry = entries.get(n)
         return entry && (entry.owner === owner || flaws.unlockIgnoresOwner) ? entry : undefined
@@ -67,9 +74,10 @@ function flawedProvider(flaws: Flaws = {}) {
             ? Date.now()
             : Math.max(Date.now(), current.lockAtLeastUntil.getTime())
       }
-      if (flaws.noExtend) return defineLock(configuration, { unlock })
+      if (flaws.noExtend) return defineLock(configuration, { unlock, fencingToken })
       return defineLock(configuration, {
         unlock,
+        fencingToken,
         async extend(next, current) {
           if (flaws.slowExtendMs) await new Promise((resolve) => setTimeout(resolve, flaws.slowExtendMs))
           if (flaws.refusesFirstExtension && current === configuration) return false
@@ -126,6 +134,12 @@ const EXTENDS_THRICE = 'extension: extends a lock three times in a row'
 const TOO_LONG =
   'names: a name longer than the store accepts rejects with LockConfigurationError before anything is sent, and the connection still serves other locks'
 const REFUSES = 'basic: refuses an expired configuration and a look-alike object, before the store is asked'
+const FENCING_DECLARED = 'fencing: the declared fencing tokens match the locks'
+const FENCING_RELOCK = 'fencing: tokens increase across unlock and relock, from the same and from other nodes'
+const FENCING_TAKEOVER = 'fencing: a takeover of an expired lock gets a greater token than the dead holder had'
+const FENCING_EXTENSION = 'fencing: an extension keeps the token, and the next acquisition gets a greater one'
+const FENCING_RACE = 'fencing: racing nodes get strictly increasing tokens in the order they held the lock'
+const FENCING_TASK = "fencing: the executor hands the lock's token to the task"
 const NESTED =
   'concurrency: a same-name call a task left running keeps the lock until it ends, though the task returned'
 const SLOT_DECLARED = 'slots: the declared inspector() matches the provider'
@@ -438,7 +452,7 @@ describe('lockProviderSuite cases', () => {
     expect(names.length).toBeGreaterThanOrEqual(20)
     for (const c of cases) expect(c.name.startsWith(`${c.group}: `)).toBe(true)
     expect(new Set(cases.map((c) => c.group))).toEqual(
-      new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency', 'slots']),
+      new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency', 'slots', 'fencing']),
     )
   })
 
@@ -458,7 +472,9 @@ describe('lockProviderSuite cases', () => {
 
   it('report why optional cases are skipped', () => {
     const cases = lockProviderSuite(base)
-    const skipped = Object.fromEntries(cases.filter((c) => c.skip && c.group !== 'slots').map((c) => [c.name, c.skip]))
+    const skipped = Object.fromEntries(
+      cases.filter((c) => c.skip && c.group !== 'slots' && c.group !== 'fencing').map((c) => [c.name, c.skip]),
+    )
     expect(skipped).toEqual({
       [DELETED]: 'no deleteRecord given',
       [TOO_LONG]: 'no maxNameLength given',
@@ -467,6 +483,10 @@ describe('lockProviderSuite cases', () => {
     const slots = cases.filter((c) => c.group === 'slots')
     expect(slots.length).toBeGreaterThanOrEqual(8)
     for (const c of slots) expect(c.skip, c.name).toBe('no slots option given')
+    const fencing = cases.filter((c) => c.group === 'fencing' && c.skip)
+    expect(fencing.length).toBeGreaterThanOrEqual(4)
+    for (const c of fencing) expect(c.skip, c.name).toBe('the provider is declared without fencing tokens')
+    expect(cases.find((c) => c.name === FENCING_DECLARED)!.skip).toBeUndefined()
   })
 
   it('skip the slot cases that need an inspector for a provider declared without one, and run the others', () => {
@@ -484,7 +504,7 @@ describe('lockProviderSuite cases', () => {
       unreachableProvider: () => store.provider,
       slots: { inspector: true },
     })
-    const skipped = cases.filter((c) => c.skip)
+    const skipped = cases.filter((c) => c.skip && c.group !== 'fencing')
     expect(skipped.length).toBeGreaterThan(0)
     for (const c of skipped) expect(c.skip).toBe('the provider is declared not extensible')
     expect(skipped.map((c) => c.name)).toContain(STALE_EXTEND)
@@ -506,6 +526,38 @@ describe('lockProviderSuite cases', () => {
     expect(second.skip).toBe('known issue #12')
     await expect(second.run()).resolves.toBeUndefined()
     expect(cases.find((c) => c.name === DELETED)!.skip).toBe('overridden reason')
-    expect(cases.filter((c) => c.skip)).toHaveLength(4)
+    expect(cases.filter((c) => c.skip && c.group !== 'fencing')).toHaveLength(4)
+  })
+})
+
+describe('lockProviderSuite fencing group', () => {
+  const run = (flaws: Flaws, fencing: boolean, name: string) => pick(suiteFor(flaws, { fencing }), name).run()
+
+  it('passes a provider whose tokens count per name, and one declared without tokens that has none', async () => {
+    for (const name of [
+      FENCING_DECLARED,
+      FENCING_RELOCK,
+      FENCING_TAKEOVER,
+      FENCING_EXTENSION,
+      FENCING_RACE,
+      FENCING_TASK,
+    ])
+      await run({ tokens: 'counter' }, true, name)
+    await run({}, false, FENCING_DECLARED)
+  })
+
+  it('fails a provider whose declaration does not match its locks', async () => {
+    await expect(run({}, true, FENCING_DECLARED)).rejects.toThrow(/declared fencing: true, but the lock has none/)
+    await expect(run({ tokens: 'counter' }, false, FENCING_DECLARED)).rejects.toThrow(/declared fencing: false/)
+  })
+
+  it('fails a provider that repeats a token', async () => {
+    await expect(run({ tokens: 'repeats' }, true, FENCING_RELOCK)).rejects.toThrow(/is not greater than/)
+    await expect(run({ tokens: 'repeats' }, true, FENCING_RACE)).rejects.toThrow(/is not greater than/)
+    await expect(run({ tokens: 'repeats' }, true, FENCING_TASK)).rejects.toThrow(/is not greater than/)
+  })
+
+  it('fails a provider whose counter starts over when an expired lock is taken over', async () => {
+    await expect(run({ tokens: 'reset-on-expiry' }, true, FENCING_TAKEOVER)).rejects.toThrow(/is not greater than/)
   })
 })

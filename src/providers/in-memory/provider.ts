@@ -16,7 +16,7 @@ export interface InMemoryLockProviderOptions {
 /**
  * Locks held in this process's memory: for tests, and for a single process that must not run a
  * task twice at once. It coordinates nothing across processes. Extensible; unlock and extend
- * only touch the acquisition that owns the lock. `inMemoryLockInspector(provider)` lists and
+ * only touch the acquisition that owns the lock. Fencing tokens count from 1 per name, per provider. `inMemoryLockInspector(provider)` lists and
  * force-releases its locks.
  *
  * ```ts
@@ -27,6 +27,8 @@ export interface InMemoryLockProviderOptions {
 export function inMemoryLockProvider(options: InMemoryLockProviderOptions = {}): InMemoryLockProvider {
   const clock = options.clock ?? systemClock
   const entries = new Map<string, InMemoryEntry>()
+  // Apart from the entries, which the inspector may delete: a token never repeats for a name.
+  const tokens = new Map<string, bigint>()
 
   const ownedEntry = (name: string, owner: symbol): InMemoryEntry | undefined => {
     const entry = entries.get(name)
@@ -42,8 +44,11 @@ export function inMemoryLockProvider(options: InMemoryLockProviderOptions = {}):
       if (existing && existing.lockUntil > now) return undefined
       const owner = Symbol(configuration.name)
       entries.set(configuration.name, { lockUntil: configuration.lockAtMostUntil.getTime(), lockedAt: now, owner })
+      const fencingToken = (tokens.get(configuration.name) ?? 0n) + 1n
+      tokens.set(configuration.name, fencingToken)
       return defineLock(configuration, {
         clock,
+        fencingToken,
         async unlock(current) {
           const entry = ownedEntry(current.name, owner)
           if (entry) entry.lockUntil = Math.max(clock.now(), current.lockAtLeastUntil.getTime())

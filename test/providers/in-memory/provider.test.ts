@@ -20,6 +20,7 @@ describe('inMemoryLockProvider: conformance suite', () => {
       },
       extensible: true,
       slots: { inspector: true },
+      fencing: true,
     }),
   )
 })
