@@ -62,7 +62,16 @@ export interface LockProviderSuiteOptions {
 export interface LockProviderTestCase {
   /** `"<group>: <what it checks>"`. */
   readonly name: string
-  readonly group: 'basic' | 'extension' | 'record' | 'ownership' | 'names' | 'failure' | 'concurrency' | 'slots' | 'fencing'
+  readonly group:
+    | 'basic'
+    | 'extension'
+    | 'record'
+    | 'ownership'
+    | 'names'
+    | 'failure'
+    | 'concurrency'
+    | 'slots'
+    | 'fencing'
   /** Why the case is skipped, if it is. */
   readonly skip?: string
   /** The case's budget in ms, sleeps included; give your runner at least this timeout. */
