@@ -69,6 +69,8 @@ export interface StartNodeOptions {
   ipc?: boolean
   /** SIGKILL after this many milliseconds. @default no limit */
   killAfterMs?: number
+  /** A pipe to the process's stdin (`child.stdin`), instead of none. @default false */
+  stdin?: boolean
 }
 
 /** A Node.js process a test started, with its output so far. */
@@ -102,7 +104,7 @@ export function startNode(args: readonly string[], options: StartNodeOptions = {
   const env: Record<string, string | undefined> = { ...process.env, ...options.env }
   for (const [key, value] of Object.entries(env)) if (value === undefined) delete env[key]
   const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'pipe', 'pipe', ...(options.ipc ? (['ipc'] as const) : [])],
+    stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(options.ipc ? (['ipc'] as const) : [])],
     env: env as NodeJS.ProcessEnv,
     ...(options.cwd ? { cwd: options.cwd } : {}),
   })
