@@ -205,3 +205,31 @@ function parseField(where: string, field: string, value: Duration): number {
 function show(input: Duration | undefined, ms: number): string {
   return typeof input === 'string' ? input : formatDuration(ms)
 }
+
+/**
+ * The slot a `slot` function returns for one call (`this` = `self`), checked: a function that
+ * throws, or returns anything but a valid Date, is a configuration error naming `where`, and the
+ * call does not run.
+ */
+export function slotFromFunction(
+  slot: (...args: never[]) => unknown,
+  self: unknown,
+  args: unknown[],
+  where: string,
+): Date {
+  let computed: unknown
+  try {
+    computed = (slot as (...args: unknown[]) => unknown).apply(self, args)
+  } catch (error) {
+    throw new LockConfigurationError(
+      `${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
+  }
+  if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
+    throw new LockConfigurationError(
+      `${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`,
+    )
+  }
+  return computed
+}

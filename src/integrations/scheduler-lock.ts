@@ -19,6 +19,7 @@ import {
   kindOf,
   type SlotSettings,
   skippedCatchUp,
+  slotFromFunction,
   toExecutor,
   withContext,
 } from './lock-options.ts'
@@ -421,7 +422,7 @@ function lockedMethod(
     if (slot !== undefined) {
       const retention = settings.slotRetention === undefined ? {} : { slotRetention: settings.slotRetention }
       slotOptions = {
-        slot: slot === true ? await cronSlot(locked, calledAt, where) : slotOfFunction(slot, self, args, where),
+        slot: slot === true ? await cronSlot(locked, calledAt, where) : slotFromFunction(slot, self, args, where),
         ...retention,
       }
     }
@@ -471,29 +472,6 @@ function lockedMethod(
   copyMetadata(method, locked)
   lockedMethods.set(locked, { method, name, durations, providerName, settings, at })
   return locked
-}
-
-function slotOfFunction(
-  slot: Exclude<SchedulerLockOptions['slot'], true | undefined>,
-  self: unknown,
-  args: unknown[],
-  where: string,
-): Date {
-  let computed: unknown
-  try {
-    computed = slot.apply(self, args)
-  } catch (error) {
-    throw new LockConfigurationError(
-      `${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    )
-  }
-  if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
-    throw new LockConfigurationError(
-      `${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`,
-    )
-  }
-  return computed
 }
 
 // The CronTime of each locked method's @Cron, built once.

@@ -9,6 +9,7 @@ import {
   checkSlotSettings,
   type ExecutorOrProvider,
   kindOf,
+  slotFromFunction,
   skippedCatchUp,
   toExecutor,
   withContext,
@@ -195,21 +196,7 @@ export function withLock<This, Args extends unknown[], R>(
   const slotOf = (self: This, args: Args, lockName: string): Date => {
     const where = `withLock() of lock "${lockName}"`
     if (slot === true) return nominalFireTime(where, self, args)
-    let computed: unknown
-    try {
-      computed = (slot as (this: This, ...args: Args) => Date | undefined).apply(self, args)
-    } catch (error) {
-      throw new LockConfigurationError(
-        `${where}: the slot function threw: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      )
-    }
-    if (!(computed instanceof Date) || Number.isNaN(computed.getTime())) {
-      throw new LockConfigurationError(
-        `${where}: the slot function returned ${computed instanceof Date ? 'an Invalid Date' : kindOf(computed)}, not the slot (a valid Date); the call did not run`,
-      )
-    }
-    return computed
+    return slotFromFunction(slot as (...args: never[]) => unknown, self, args, where)
   }
 
   // A computed name is checked here, so that its error says where the name came from.
