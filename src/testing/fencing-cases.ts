@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type LockConfiguration, lockConfiguration } from '../core/lock-configuration.ts'
 import type { ExtensibleLock, LockProvider, SimpleLock } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
+import { FIVE_MINUTES, mustLock, suiteConfiguration } from './suite-support.ts'
 
 /** How the `fencing` group registers a case (the suite's own `add`). */
 export type AddFencingCase = (
@@ -22,8 +22,6 @@ export interface FencingCaseOptions {
   readonly expiryLagMs: number
 }
 
-const FIVE_MINUTES = 5 * 60_000
-
 /**
  * The `fencing` group: the token contract of docs/fencing.md. With `fencing: true`, every
  * acquisition carries a `bigint` greater than every token handed out before for that name, from
@@ -40,13 +38,7 @@ export function fencingCases(
   const lag = Math.max(0, options.expiryLagMs)
   const declared = options.fencing === true
   const noTokens = declared ? undefined : 'the provider is declared without fencing tokens'
-  const config = (name: string, lockAtMostFor: number = FIVE_MINUTES, lockAtLeastFor = 0): LockConfiguration =>
-    lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
-  const mustLock = async (provider: LockProvider, configuration: LockConfiguration): Promise<SimpleLock> => {
-    const lock = await provider.lock(configuration)
-    assert.ok(lock, `expected to acquire "${configuration.name}"`)
-    return lock
-  }
+  const config = suiteConfiguration
   const tokenOf = (lock: SimpleLock, what: string): bigint => {
     assert.equal(typeof lock.fencingToken, 'bigint', `${what}: the lock has no bigint fencingToken`)
     return lock.fencingToken!

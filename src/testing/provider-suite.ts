@@ -7,6 +7,7 @@ import type { ExtensibleLock, LockProvider, SimpleLock } from '../core/lock-prov
 import { createLockingTaskExecutor, type TaskResult } from '../core/locking-task-executor.ts'
 import { parseSlotRecordName, slotRecordName } from '../core/slots.ts'
 import { fencingCases } from './fencing-cases.ts'
+import { FIVE_MINUTES, mustLock, suiteConfiguration } from './suite-support.ts'
 
 /** Options of {@link lockProviderSuite}. */
 export interface LockProviderSuiteOptions {
@@ -79,8 +80,6 @@ export interface LockProviderTestCase {
   run(): Promise<void>
 }
 
-const FIVE_MINUTES = 5 * 60_000
-
 /**
  * The provider contract, as test cases. Ports Java ShedLock's provider tests (basic, extension,
  * storage-based and fuzz groups) and adds shedlock's own: stale holders cannot release or extend
@@ -125,14 +124,7 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
     )
   }
 
-  const config = (name: string, lockAtMostFor: number = FIVE_MINUTES, lockAtLeastFor = 0): LockConfiguration =>
-    lockConfiguration({ name, lockAtMostFor, lockAtLeastFor })
-
-  const mustLock = async (provider: LockProvider, configuration: LockConfiguration): Promise<SimpleLock> => {
-    const lock = await provider.lock(configuration)
-    assert.ok(lock, `expected to acquire "${configuration.name}"`)
-    return lock
-  }
+  const config = suiteConfiguration
 
   const assertHeld = async (name: string, message = `expected "${name}" to be locked in the store`): Promise<void> => {
     assert.equal(await options.isLocked(name), true, message)
