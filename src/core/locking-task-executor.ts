@@ -1,6 +1,6 @@
 import { debuglog } from 'node:util'
 import type { CatchUpOptions, CatchUpResult } from './catch-up.ts'
-import { catchUp } from './catch-up-run.ts'
+import { catchUp } from './catch-up-request.ts'
 import type { Clock } from './clock.ts'
 import { type Duration, parseDuration } from './duration.ts'
 import { LockConfigurationError } from './errors.ts'
