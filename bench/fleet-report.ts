@@ -97,18 +97,24 @@ export function growthTable(rows: readonly FleetRow[]): string | undefined {
   const keys = [...new Set(rows.flatMap((r) => r.contenders.map((c) => `${r.store}/${c.label}`)))]
   const lines = keys.map((key) => {
     const [store, label] = key.split('/') as [string, string]
+    // Only the sizes where every (job, tick) ran once: a saturated fleet sends less, not more.
     const points = rows.flatMap((r) =>
-      r.store === store ? r.contenders.filter((c) => c.label === label).map((c) => ({ r, c })) : [],
+      r.store === store ? r.contenders.filter((c) => c.label === label && complete(c)).map((c) => ({ r, c })) : [],
     )
     const ops = growthFit(points.map(({ r, c }) => ({ replicas: r.replicas, jobs: r.jobs, y: c.storeOpsPerTick })))
     const cpu = growthFit(points.map(({ r, c }) => ({ replicas: r.replicas, jobs: r.jobs, y: c.serverCpuMsPerTick })))
     const at = (fit: { a: number; b: number }): number => 5000 * (fit.a + fit.b * 50)
-    return [store, label, fig(ops.a), fig(ops.b), fig(at(ops)), fig(cpu.a), fig(cpu.b), fig(at(cpu))]
+    const sizes = points.map(({ r }) => `${r.replicas}×${r.jobs}`).join(', ')
+    const enough = new Set(points.map(({ r }) => r.replicas)).size >= 2
+    const cells = (fit: { a: number; b: number }): string[] =>
+      enough ? [fig(fit.a), fig(fit.b), fig(at(fit))] : ['–', '–', '–']
+    return [store, label, sizes || 'none', ...cells(ops), ...cells(cpu)]
   })
   return markdownTable(
     [
       'store',
       'contender',
+      'sizes fitted (every run once)',
       'store calls per job',
       'per job and replica',
       'calls per tick at 50 × 5,000',
@@ -117,8 +123,13 @@ export function growthTable(rows: readonly FleetRow[]): string | undefined {
       'server CPU ms per tick at 50 × 5,000',
     ],
     lines,
-    [2, 3, 4, 5, 6, 7],
+    [3, 4, 5, 6, 7, 8],
   )
+}
+
+/** Every (job, tick) ran, once: the size's figures measure the workload, not a fleet falling behind. */
+function complete(c: FleetContender): boolean {
+  return c.missing === 0 && c.duplicates === 0 && c.runs > 0
 }
 
 /** The Markdown section of the fleet measurement. */
@@ -144,7 +155,7 @@ export function fleetSection(rows: readonly FleetRow[]): string {
   const growth = growthTable(rows)
   if (growth) {
     out.push(
-      'Growth: a least-squares fit of each figure per tick to J × (a + b × R), and the extrapolation to 50 replicas × 5,000 jobs by it.',
+      'Growth: a least-squares fit of each figure per tick to J × (a + b × R) over the sizes where every (job, tick) ran once (at least two replica counts), and the extrapolation to 50 replicas × 5,000 jobs by it.',
       '',
       growth,
       '',
@@ -212,7 +223,7 @@ export function fleetChart(rows: readonly FleetRow[], title: string): string | u
       sizes.forEach((s, i) => {
         const row = rows.find((r) => r.replicas === s.replicas && r.jobs === s.jobs && name.startsWith(`${r.store}: `))
         const c = row?.contenders.find((k) => `${row.store}: ${k.label}` === name)
-        const v = c ? pick(c) : Number.NaN
+        const v = c && complete(c) ? pick(c) : Number.NaN
         if (Number.isFinite(v) && v > 0) points.push(`${x(i).toFixed(1)},${y(v).toFixed(1)}`)
       })
       const color = COLORS[n % COLORS.length]!
@@ -226,7 +237,7 @@ export function fleetChart(rows: readonly FleetRow[], title: string): string | u
     })
   })
   out.push(
-    `<text x="${left}" y="${top + panelHeight + 32}" fill="#4a5568">replicas × jobs, ordered by attempts per tick (R·J); solid: PostgreSQL, dashed: Redis</text>`,
+    `<text x="${left}" y="${top + panelHeight + 32}" fill="#4a5568">replicas × jobs, ordered by attempts per tick (R·J); solid: PostgreSQL, dashed: Redis; only sizes where every run ran once</text>`,
   )
   series.forEach((name, n) => {
     const lx = 10 + (n % 3) * 260

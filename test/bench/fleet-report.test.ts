@@ -54,7 +54,13 @@ describe('fleet report', () => {
     const grid = fleetSection([row(2, 50), row(4, 50), row(8, 200)])
     expect(grid).toContain('Growth')
     // shedlock: 4 calls per job and 1 per job and replica; at 50 × 5,000: 5,000 × 54
-    expect(grid).toMatch(/\| redis \| shedlock \| 4\.00 \| 1\.00 \| 270,000 \|/)
+    expect(grid).toMatch(/\| redis \| shedlock \| 2×50, 4×50, 8×200 \| 4\.00 \| 1\.00 \| 270,000 \|/)
+    // A size where runs went missing (a fleet falling behind) is left out of the fit.
+    const behind = row(8, 1000)
+    const fell = { ...behind, contenders: behind.contenders.map((c) => ({ ...c, missing: 10, storeOpsPerTick: 1 })) }
+    expect(fleetSection([row(2, 50), row(4, 50), row(8, 200), fell])).toMatch(
+      /\| redis \| shedlock \| 2×50, 4×50, 8×200 \| 4\.00 \| 1\.00 \| 270,000 \|/,
+    )
   })
 
   it('draws the growth chart from three sizes on, escaped and self-contained', () => {
