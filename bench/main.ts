@@ -5,6 +5,8 @@ import { cpus, totalmem, type as osType, release as osRelease } from 'node:os'
 import { join, resolve } from 'node:path'
 import { p50Chart } from './chart.ts'
 import { measureExecutor } from './measurements/executor.ts'
+import { measureFleet } from './measurements/fleet.ts'
+import type { FleetStore } from './measurements/fleet-plan.ts'
 import { measureHerd } from './measurements/herd.ts'
 import { measureLibraryCpu } from './measurements/library-cpu.ts'
 import { measureMemory } from './measurements/memory.ts'
@@ -13,6 +15,7 @@ import { measurePeers, measurePeersInProcesses } from './measurements/peers.ts'
 import { measureRoundTrips } from './measurements/round-trips.ts'
 import { measureScale } from './measurements/scale.ts'
 import { type BenchOptions, BenchUsageError, type Measurement, parseBenchArgs, USAGE } from './options.ts'
+import { fleetChart, fleetSection } from './fleet-report.ts'
 import { formatReport, formatSummary } from './report.ts'
 import type { BenchResult } from './result.ts'
 import { SETUPS } from './setups/registry.ts'
@@ -75,7 +78,9 @@ async function main(args: string[]): Promise<number> {
     warmupOps: options.warmup,
     warmupMs: options.warmupMs,
   }
-  const storeMeasurements = options.measurements.filter((m) => m !== 'memory' && m !== 'executor' && m !== 'cpu')
+  const storeMeasurements = options.measurements.filter(
+    (m) => m !== 'memory' && m !== 'executor' && m !== 'cpu' && m !== 'fleet',
+  )
 
   // Ctrl-C: remove what the current store holds of this run before leaving.
   let current: StoreSetup | undefined
@@ -176,6 +181,14 @@ async function main(args: string[]): Promise<number> {
     }
   }
 
+  if (wants('fleet')) {
+    const stores = options.stores.filter((s): s is FleetStore => s === 'postgres' || s === 'redis')
+    progress(`fleet: ${stores.join(', ')}, ${options.fleet.sizes.map((s) => `${s.replicas}×${s.jobs}`).join(', ')}`)
+    result.fleet = await measureFleet(runId, { ...options.fleet, stores }, progress, (store, message) =>
+      result.errors.push({ store, measurement: 'fleet', message }),
+    )
+  }
+
   result.finishedAt = new Date().toISOString()
   result.seconds = Number(process.hrtime.bigint() - started) / 1e9
   const outDir = resolve(options.out)
@@ -188,8 +201,17 @@ async function main(args: string[]): Promise<number> {
   )
   const chartFile = file.replace(/\.json$/, '.p50.svg')
   if (chart) writeFileSync(chartFile, chart)
+  const growth = fleetChart(
+    result.fleet ?? [],
+    `Fleet tick: store work and latency by size (${result.startedAt.slice(0, 10)})`,
+  )
+  const growthFile = file.replace(/\.json$/, '.fleet.svg')
+  if (growth) writeFileSync(growthFile, growth)
+  const report = `${formatReport(result)}\n${fleetSection(result.fleet ?? [])}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n`
+  const reportFile = file.replace(/\.json$/, '.md')
+  writeFileSync(reportFile, report)
   process.stdout.write(
-    `${formatReport(result)}\n### Summary (ratios, for the README)\n\n${formatSummary(result)}\n\nJSON: ${file}\n${chart ? `Chart: ${chartFile}\n` : ''}`,
+    `${report}\nJSON: ${file}\nMarkdown: ${reportFile}\n${chart ? `Chart: ${chartFile}\n` : ''}${growth ? `Fleet chart: ${growthFile}\n` : ''}`,
   )
   return result.errors.length > 0 ? 1 : 0
 }

@@ -1,7 +1,17 @@
 import { parseArgs } from 'node:util'
 
 /** Every measurement of the suite, in the order they run. */
-export const MEASUREMENTS = ['overhead', 'round-trips', 'herd', 'scale', 'peers', 'memory', 'executor', 'cpu'] as const
+export const MEASUREMENTS = [
+  'overhead',
+  'round-trips',
+  'herd',
+  'scale',
+  'peers',
+  'memory',
+  'executor',
+  'cpu',
+  'fleet',
+] as const
 export type Measurement = (typeof MEASUREMENTS)[number]
 
 /** Every store the suite knows; the default run takes each whose server answers. */
@@ -50,6 +60,15 @@ export interface BenchOptions {
   readonly scaleNames: number
   /** Memory: executor cycles. */
   readonly cycles: number
+  /** Fleet: the sizes measured (R replicas × J jobs), the ticks, the period of the per-second contenders (ms), the contenders. */
+  readonly fleet: {
+    readonly sizes: readonly { readonly replicas: number; readonly jobs: number }[]
+    readonly ticks: number
+    readonly minuteTicks: number
+    readonly warmupTicks: number
+    readonly periodMs: number
+    readonly contenders?: readonly string[]
+  }
   /** Where the JSON result goes. */
   readonly out: string
   readonly help: boolean
@@ -61,7 +80,8 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
 "Performance" section), prints Markdown tables and writes JSON to bench/results/.
 
   --providers a,b       stores to run (${STORES.join(', ')}); default: every reachable one
-  --only m,n            measurements to run (${MEASUREMENTS.join(', ')}); default: all
+  --only m,n            measurements to run (${MEASUREMENTS.join(', ')}); default: all but
+                        fleet (minutes of waiting for per-minute crons: --only fleet)
   --quick               a ~30 s run: fewer blocks, shorter blocks, fewer rounds and names
   --blocks N            measured blocks per contender, interleaved (default 10, quick 4)
   --block-ms MS         target duration of one block (default 250, quick 50)
@@ -75,6 +95,16 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --scale-names N       scale: names in the store for the large case (default 10000, quick 1000)
   --cycles N            memory: executeWithLock cycles (default 100000, quick 20000)
                         cpu: operations per round are cycles / 2, in 6 rounds per side
+  --fleet-replicas 4    fleet: replica processes, a list for several sizes (default 4)
+  --fleet-jobs 200      fleet: jobs per replica, a list for several sizes (default 200)
+  --fleet-growth        fleet: every size of replicas 2,4,8 × jobs 50,200,1000
+  --fleet-ticks N       fleet: ticks of the contenders that fire every period (default 10)
+  --fleet-minute-ticks N  fleet: ticks of those whose finest period is a minute (default 2)
+  --fleet-warmup-ticks N  fleet: ticks before the measured ones, not counted (default 3; the
+                        per-minute contenders have none)
+  --fleet-period MS     fleet: 1000 or 2000 (default 2000)
+  --fleet-contenders a,b  fleet: only these (shedlock, bullmq, node-cron+redis, node-cron+env,
+                        graphile-worker, pg-boss); default all
   --out DIR             directory of the JSON result (default bench/results)
   -h, --help            this text
 `
@@ -110,6 +140,14 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
         'scale-names': { type: 'string' },
         cycles: { type: 'string' },
         out: { type: 'string' },
+        'fleet-replicas': { type: 'string' },
+        'fleet-jobs': { type: 'string' },
+        'fleet-growth': { type: 'boolean' },
+        'fleet-ticks': { type: 'string' },
+        'fleet-minute-ticks': { type: 'string' },
+        'fleet-warmup-ticks': { type: 'string' },
+        'fleet-period': { type: 'string' },
+        'fleet-contenders': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }).values
@@ -121,7 +159,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
   return {
     stores: stores ?? STORES,
     storesGiven: stores !== undefined,
-    measurements: listOption(values, 'only', MEASUREMENTS) ?? MEASUREMENTS,
+    measurements: listOption(values, 'only', MEASUREMENTS) ?? MEASUREMENTS.filter((m) => m !== 'fleet'),
     quick,
     blocks: integer(values, 'blocks', quick ? 4 : 10, 1, 1000),
     blockMs: integer(values, 'block-ms', quick ? 50 : 250, 1, 60_000),
@@ -133,6 +171,7 @@ export function parseBenchArgs(args: readonly string[]): BenchOptions {
     rounds: integer(values, 'rounds', quick ? 20 : 100, 1, 100_000),
     scaleNames: integer(values, 'scale-names', quick ? 1000 : 10_000, 11, 1_000_000),
     cycles: integer(values, 'cycles', quick ? 20_000 : 100_000, 1, 100_000_000),
+    fleet: fleetOptions(values),
     out: typeof values.out === 'string' ? values.out : 'bench/results',
     help: values.help === true,
   }
@@ -182,4 +221,34 @@ function listOption<T extends string>(
     )
   // The suite's own order, whatever order was typed.
   return known.filter((k) => parts.includes(k))
+}
+
+const FLEET_CONTENDER_NAMES = ['shedlock', 'bullmq', 'node-cron+redis', 'node-cron+env', 'graphile-worker', 'pg-boss']
+
+function fleetOptions(values: Record<string, unknown>): BenchOptions['fleet'] {
+  const growth = values['fleet-growth'] === true
+  const replicas = growth ? [2, 4, 8] : integerList(values, 'fleet-replicas', [4], 1, 16)
+  const jobs = growth ? [50, 200, 1000] : integerList(values, 'fleet-jobs', [200], 1, 5000)
+  const periodMs = integer(values, 'fleet-period', 2000, 1000, 2000)
+  if (periodMs !== 1000 && periodMs !== 2000)
+    throw new BenchUsageError(`--fleet-period must be 1000 or 2000, got ${periodMs}`)
+  const raw = values['fleet-contenders']
+  let contenders: string[] | undefined
+  if (raw !== undefined) {
+    contenders = String(raw)
+      .split(',')
+      .map((p) => p.trim())
+      .filter((p) => p !== '')
+    const unknown = contenders.filter((c) => !FLEET_CONTENDER_NAMES.includes(c))
+    if (contenders.length === 0 || unknown.length > 0)
+      throw new BenchUsageError(`--fleet-contenders: choose from ${FLEET_CONTENDER_NAMES.join(', ')}`)
+  }
+  return {
+    sizes: replicas.flatMap((r) => jobs.map((j) => ({ replicas: r, jobs: j }))),
+    ticks: integer(values, 'fleet-ticks', 10, 1, 600),
+    minuteTicks: integer(values, 'fleet-minute-ticks', 2, 1, 60),
+    warmupTicks: integer(values, 'fleet-warmup-ticks', 3, 0, 60),
+    periodMs,
+    ...(contenders ? { contenders } : {}),
+  }
 }

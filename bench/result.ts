@@ -191,5 +191,92 @@ export interface BenchResult {
   executor?: ExecutorRow
   /** Absent from results written before this measurement existed. */
   libraryCpu?: LibraryCpuRow[]
+  /** The fleet measurement (`--only fleet`); absent from results written before it existed. */
+  fleet?: FleetRow[]
   readonly errors: { readonly store: string; readonly measurement: string; readonly message: string }[]
+}
+
+/** Fire-to-start latency of a set of runs, in milliseconds. */
+export interface FleetLatency {
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+}
+
+/** One tick of one contender in the fleet measurement. */
+export interface FleetTick {
+  /** Nominal fire time, ISO. */
+  readonly fire: string
+  readonly runs: number
+  readonly duplicates: number
+  readonly missing: number
+  /** Of the tick's runs; NaN figures when it had none. */
+  readonly fireToStart: FleetLatency
+  /** From the fire time until the tick's last job started, ms. */
+  readonly lastStartMs: number
+  /** Store calls the replicas sent during the tick (pg queries, Redis commands). */
+  readonly storeOps: number
+  /** CPU time of the server processes during the tick, ms. */
+  readonly serverCpuMs: number
+}
+
+/** One contender (ours, or a peer) at one store and size. */
+export interface FleetContender {
+  readonly label: string
+  /** `<package> <version>`. */
+  readonly version: string
+  /** How it was configured, in words. */
+  readonly settings: string
+  /** The schedule's period, ms (the peers whose cron has no seconds run per minute). */
+  readonly periodMs: number
+  /** Measured ticks. */
+  readonly ticks: number
+  /** Ticks run before the measured ones (code compiled, connections and scripts ready), not counted. */
+  readonly warmupTicks: number
+  /** Where it cannot do the workload as asked, and what ran instead; absent when it can. */
+  readonly limits?: string
+  /** Runs of an expected (job, tick) beyond its first, and expected (job, tick) pairs that never ran. */
+  readonly duplicates: number
+  readonly missing: number
+  /** Runs for fire times outside the window and the warm-up (a scheduler's fire before the first tick): not counted above. */
+  readonly outside: number
+  readonly runs: number
+  /** Runs per replica, in replica order: who did the work. */
+  readonly runsPerReplica: readonly number[]
+  /** Over every run in the window, ms from the nominal fire time to the task's start. */
+  readonly fireToStart: FleetLatency
+  /** From a tick's fire time until its last job started, ms: the median and the worst tick. */
+  readonly lastStartMs: { readonly p50: number; readonly max: number }
+  /** Store calls sent by all replicas per tick (pg queries, Redis commands incl. EVALSHA as one), the mean over the ticks. */
+  readonly storeOpsPerTick: number
+  /** The same per second of the window (ticks × period). */
+  readonly storeOpsPerSecond: number
+  /**
+   * Work the server counted, per tick: PostgreSQL, transactions of the contender's own database
+   * from the window's start until the replicas had stopped (the statistics are flushed late);
+   * Redis, commands executed by the whole server in the window, those inside scripts included.
+   */
+  readonly serverOpsPerTick: number
+  /** CPU of the server per tick, ms: the database's backends (PostgreSQL), the redis-server process (Redis). */
+  readonly serverCpuMsPerTick: number
+  /** Client CPU of all replicas in the window (idle polling included) per expected run, µs. */
+  readonly clientCpuPerRunUs: number
+  /** ours / this peer, for the peers: below 1 means ours is lower. */
+  readonly oursOverPeer?: {
+    readonly p99: number
+    readonly storeOpsPerTick: number
+    readonly serverCpuMsPerTick: number
+    readonly clientCpuPerRunUs: number
+  }
+  readonly perTick: readonly FleetTick[]
+  readonly errors: readonly string[]
+}
+
+/** The fleet measurement at one store and size. */
+export interface FleetRow {
+  readonly store: string
+  readonly server: string
+  readonly replicas: number
+  readonly jobs: number
+  readonly contenders: readonly FleetContender[]
 }

@@ -6,7 +6,9 @@ describe('bench options', () => {
     const full = parseBenchArgs([])
     expect(full.stores).toEqual(STORES)
     expect(full.storesGiven).toBe(false)
-    expect(full.measurements).toEqual(MEASUREMENTS)
+    // The fleet measurement waits minutes for per-minute crons: only when asked for.
+    expect(full.measurements).toEqual(MEASUREMENTS.filter((m) => m !== 'fleet'))
+    expect(full.fleet).toMatchObject({ sizes: [{ replicas: 4, jobs: 200 }], ticks: 10, minuteTicks: 2, periodMs: 2000 })
     expect(full).toMatchObject({
       blocks: 10,
       rounds: 100,
@@ -38,6 +40,18 @@ describe('bench options', () => {
     expect(options.storesGiven).toBe(true)
     expect(options.measurements).toEqual(['overhead', 'herd'])
     expect(options.concurrency).toEqual([4, 1])
+  })
+
+  it('takes the fleet sizes as lists, or the growth grid', () => {
+    const sizes = parseBenchArgs(['--only', 'fleet', '--fleet-replicas', '2,4', '--fleet-jobs', '50']).fleet.sizes
+    expect(sizes).toEqual([
+      { replicas: 2, jobs: 50 },
+      { replicas: 4, jobs: 50 },
+    ])
+    expect(parseBenchArgs(['--fleet-growth']).fleet.sizes).toHaveLength(9)
+    expect(parseBenchArgs(['--fleet-contenders', 'shedlock,pg-boss']).fleet.contenders).toEqual(['shedlock', 'pg-boss'])
+    expect(() => parseBenchArgs(['--fleet-period', '1500'])).toThrow(/--fleet-period must be 1000 or 2000/)
+    expect(() => parseBenchArgs(['--fleet-contenders', 'agenda'])).toThrow(/--fleet-contenders: choose from shedlock/)
   })
 
   it('rejects unknown names, bad numbers and unknown flags with a message naming them', () => {
