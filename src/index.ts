@@ -21,7 +21,7 @@ export {
 } from './core/errors.ts'
 export { type KeepAliveOptions, keepAliveLockProvider } from './core/keep-alive.ts'
 export { type LockConfiguration, type LockConfigurationOptions, lockConfiguration } from './core/lock-configuration.ts'
-export { assertLocked, extendActiveLock } from './core/lock-context.ts'
+export { activeFencingToken, assertLocked, extendActiveLock } from './core/lock-context.ts'
 export type {
   ExtensibleLock,
   ExtensibleLockProvider,

@@ -1,5 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process'
-import { constants } from 'node:os'
 import { formatDuration, parseDuration } from '../core/duration.ts'
 import { LockProviderError } from '../core/errors.ts'
 import { keepAliveLockProvider } from '../core/keep-alive.ts'
@@ -7,6 +5,7 @@ import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { ExtensibleLockProvider } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { CliError, type Command, EXIT_OK, integerOption, messageOf, parseOptions, UsageError } from './command.ts'
+import { CommandFailedError, SignalRelay, signalNumber } from './command-process.ts'
 import { describeHolder } from './lock-table.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
@@ -39,6 +38,12 @@ When COMMAND exits the lock is released, but held until --lock-at-least-for
 after the start. If this host dies, the lock frees itself after
 --lock-at-most-for: set it well above COMMAND's longest run, or use
 --keep-alive.
+
+Where the store hands out fencing tokens, COMMAND gets its lock's in the
+environment variable SHEDLOCK_FENCING_TOKEN (a decimal integer, greater than
+every earlier one for NAME): pass it with each write to a resource that
+checks it (docs/fencing.md). Where it hands out none, the variable is absent
+(removed if shedlock inherited one).
 
 Where the store keeps a run history for the URL (SQL: once "shedlock init"
 created its table; Redis: always), each run is recorded there, as executors
@@ -95,8 +100,6 @@ Exit codes: COMMAND's exit code when it ran (128 + N when killed by signal N),
             126 COMMAND is not executable, 127 COMMAND not found
 `
 
-/** Signals passed on to the command; anything else keeps its default effect on shedlock. */
-const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const
 const KEEP_ALIVE_MINIMUM_MS = 30_000
 
 /** `shedlock run`. */
@@ -190,7 +193,7 @@ export const runCommand: Command = {
         let outcome: TaskResult<0>
         try {
           outcome = await executor.executeWithLock(
-            () => signals.run(file, fileArgs),
+            ({ fencingToken }) => signals.run(file, fileArgs, fencingToken),
             slot === undefined ? options : { ...options, slot },
           )
         } catch (error) {
@@ -303,95 +306,4 @@ async function readyLedger(
       `no run history table ${runsTable}; create it with: shedlock init --url ${where} --runs-table ${runsTable}; this run is not recorded`,
     )
   return undefined
-}
-
-/** A command that did not exit 0: the run history records it as failed, with this message; shedlock exits with `exitCode`. */
-class CommandFailedError extends Error {
-  override name = 'CommandFailedError'
-  readonly exitCode: number
-
-  constructor(message: string, exitCode: number) {
-    super(message)
-    this.exitCode = exitCode
-  }
-}
-
-function signalNumber(signal: NodeJS.Signals): number {
-  return constants.signals[signal] ?? 0
-}
-
-/**
- * Catches the forwarded signals for the whole command: one that arrives before the command
- * started stops it from starting (`beforeStart`), later ones are passed on to it.
- */
-class SignalRelay {
-  /** The last signal received, if any. */
-  received: NodeJS.Signals | undefined
-  #started = false
-  #child: ChildProcess | undefined
-  #stop: (() => void) | undefined
-  readonly #handler = (signal: NodeJS.Signals): void => {
-    const first = this.received === undefined
-    this.received = signal
-    if (this.#started) {
-      // The child may have exited already; kill() then fails quietly.
-      this.#child?.kill(signal)
-      return
-    }
-    // Said at once: taking the lock may still take a while (a store that is slow to answer).
-    if (first) process.stderr.write(`shedlock run: ${signal} before the command started: the command will not be run\n`)
-    this.#stop?.()
-  }
-
-  constructor() {
-    for (const signal of FORWARDED) process.on(signal, this.#handler)
-  }
-
-  /** Calls `stop` on a signal that arrives before the command starts; at once if one already has. */
-  beforeStart(stop: () => void): void {
-    this.#stop = stop
-    if (this.received !== undefined && !this.#started) stop()
-  }
-
-  /**
-   * Runs the command with inherited stdio; resolves to 0 when it exits 0, rejects with a
-   * {@link CommandFailedError} holding the exit code shedlock should have otherwise.
-   */
-  run(file: string, args: readonly string[]): Promise<0> {
-    // beforeStart's stop keeps the task from starting; this is the last guard.
-    if (this.received !== undefined)
-      return Promise.reject(
-        new CommandFailedError(`${file}: not started: ${this.received} came first`, 128 + signalNumber(this.received)),
-      )
-    this.#started = true
-    return new Promise((resolve, reject) => {
-      let settled = false
-      const done = (code: number, why: string): void => {
-        if (settled) return
-        settled = true
-        this.#child = undefined
-        if (code === 0) resolve(0)
-        else reject(new CommandFailedError(`${file}: ${why}`, code))
-      }
-      const child = spawn(file, args, { stdio: 'inherit' })
-      this.#child = child
-      child.on('error', (error: NodeJS.ErrnoException) => {
-        // As shells report them: 127 not found, 126 found but not executable.
-        const code = error.code === 'ENOENT' ? 127 : error.code === 'EACCES' ? 126 : 1
-        const why = code === 127 ? 'command not found' : code === 126 ? 'permission denied' : error.message
-        process.stderr.write(`shedlock run: ${file}: ${why}\n`)
-        done(code, `${why} (exit ${code})`)
-      })
-      child.on('exit', (code, signal) => {
-        if (code !== null) return done(code, `exited with code ${code}`)
-        const killedBy = signal ?? 'SIGKILL'
-        const exit = 128 + signalNumber(killedBy)
-        done(exit, `killed by ${killedBy} (exit ${exit})`)
-      })
-    })
-  }
-
-  stop(): void {
-    for (const signal of FORWARDED) process.off(signal, this.#handler)
-  }
 }

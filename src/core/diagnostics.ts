@@ -72,6 +72,13 @@ export interface LockExecution {
    * outer call's lock, so it has task events but no lock events of its own.
    */
   readonly reentrant: boolean
+  /**
+   * The fencing token of the lock the call runs under (docs/fencing.md): set when the lock is
+   * taken, so `undefined` in `onLockAttempt`, `onLockNotAcquired` and `onLockFailed`; a re-entrant
+   * call has the outer lock's. `undefined` too where the store hands out none. Not an own
+   * property: spreading or `JSON.stringify` of the execution leaves it out (a bigint has no JSON).
+   */
+  readonly fencingToken?: bigint | undefined
 }
 
 /** What every channel of {@link diagnosticsChannels} publishes. */

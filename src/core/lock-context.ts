@@ -41,11 +41,12 @@ export class ActiveLock {
   constructor(
     configuration: LockConfiguration,
     handle: SimpleLock | undefined,
-    options: { clock?: Clock; events?: ActiveLockEvents; simulated?: boolean } = {},
+    options: { clock?: Clock; events?: ActiveLockEvents; simulated?: boolean; fencingToken?: bigint } = {},
   ) {
     this.#configuration = configuration
     this.#handle = handle
-    this.#fencingToken = handle?.fencingToken
+    // A simulated lock (runLocked() of shedlock/testing) has no handle: its token is given.
+    this.#fencingToken = handle ? handle.fencingToken : options.fencingToken
     this.#clock = options.clock ?? systemClock
     this.#events = options.events ?? {}
     this.#simulated = options.simulated ?? false
@@ -291,4 +292,24 @@ export async function extendActiveLock(lockAtMostFor: Duration, lockAtLeastFor: 
     )
   }
   await frame.lock.extend(lockAtMostFor, lockAtLeastFor)
+}
+
+/**
+ * The fencing token of the innermost lock of the running task (docs/fencing.md), across
+ * `await`s: what `TaskContext.fencingToken` holds, for code that does not get the task's context
+ * (a repository called deep in the task). Pass it with each write to a resource that checks it.
+ * `undefined` where the store hands out no tokens, and in `runLocked()` of `shedlock/testing`
+ * unless it is given one.
+ *
+ * @throws NoActiveLockError outside a locked task: a write meant to be fenced must not go out
+ *   without its lock.
+ */
+export function activeFencingToken(): bigint | undefined {
+  const frame = innermostFrame()
+  if (!frame) {
+    throw new NoActiveLockError(
+      'No active lock in this async context; call activeFencingToken() inside the locked task (executeWithLock(), withLock() or a @SchedulerLock method)',
+    )
+  }
+  return frame.lock.fencingToken
 }

@@ -159,7 +159,7 @@ export function createLockingTaskExecutor(
         steps.runTask(
           task,
           new RunContext(outer, outer.configuration, undefined),
-          newExecution(steps.providerName, true),
+          newExecution(steps.providerName, true, outer.fencingToken),
         ),
       )
     }

@@ -29,7 +29,9 @@ type Fields = Record<string, string | number | undefined>
  *   failed release or run-ledger write;
  * - `info`: a task ran (with its duration), a missed slot caught up;
  * - `debug`: a lock held elsewhere (skipped), a slot done on another node, an extension.
- * Error messages are redacted (URL passwords, `password=` values).
+ * Error messages are redacted (URL passwords, `password=` values). Each line has the fields
+ * `lock` and `provider`, and `fencingToken` (a decimal string) once the lock was taken from a
+ * store that hands out tokens.
  */
 export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListener {
   if (
@@ -49,9 +51,11 @@ export function loggerListener(logger: ShedlockLogger): LockingTaskExecutorListe
     if (fieldsFirst) method.call(logger, clean, `shedlock: ${message}`)
     else method.call(logger, `shedlock: ${message}`, clean)
   }
+  // The token as a string: a bigint has no JSON, which most log transports write.
   const base = (configuration: LockConfiguration, execution: LockExecution): Fields => ({
     lock: configuration.name,
     provider: execution.provider,
+    fencingToken: execution.fencingToken?.toString(),
   })
   return {
     onTaskFinished(configuration, outcome, execution) {

@@ -40,8 +40,9 @@ export class RunRecorder {
   }
 
   /**
-   * Records a run's start now (not awaited before the task), and its end when `end` is called;
-   * `undefined` without a ledger.
+   * Records a run's start now (not awaited before the task), with the fencing token of its lock
+   * (`execution.fencingToken`, left out where the store hands out none), and its end when `end`
+   * is called; `undefined` without a ledger.
    */
   start(
     configuration: LockConfiguration,
@@ -52,10 +53,15 @@ export class RunRecorder {
     const ledger = this.#ledger
     if (!ledger) return undefined
     const clock = this.#clock
-    const started: RunStart = { name: configuration.name, slot, node: owner, startedAt: new Date(clock.now()) }
+    const startedAt = new Date(clock.now())
+    const { fencingToken } = execution
+    const started: RunStart =
+      fencingToken === undefined
+        ? { name: configuration.name, slot, node: owner, startedAt }
+        : { name: configuration.name, slot, node: owner, startedAt, fencingToken }
     const run = ledger.start(started)
     run.catch(() => undefined)
-    const startedAt = performance.now()
+    const startedMs = performance.now()
     return {
       end: (active, failure) => {
         const outcome: Exclude<RunOutcome, 'running'> = active.lost
@@ -63,7 +69,7 @@ export class RunRecorder {
           : failure === undefined
             ? 'ok'
             : 'failed'
-        const durationMs = performance.now() - startedAt
+        const durationMs = performance.now() - startedMs
         const error = failure === undefined ? undefined : runErrorOf(failure)
         return this.write(configuration, execution, async () =>
           (await run).finish({ finishedAt: new Date(clock.now()), outcome, durationMs, error }),

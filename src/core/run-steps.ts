@@ -20,6 +20,7 @@ import { DEFAULT_SLOT_RETENTION } from './slots.ts'
 import {
   closedReason,
   type LockedTask,
+  lockTaken,
   messageOf,
   newExecution,
   RunContext,
@@ -179,11 +180,13 @@ export class RunSteps implements CatchUpRuntime {
         },
       },
     })
+    lockTaken(execution, active.fencingToken)
     if (debug.enabled) {
       debug(
-        'Lock "%s" acquired%s; held at most until %s, at least until %s',
+        'Lock "%s" acquired%s%s; held at most until %s, at least until %s',
         configuration.name,
         this.providerName === undefined ? '' : ` from ${this.providerName}`,
+        active.fencingToken === undefined ? '' : ` with fencing token ${active.fencingToken}`,
         configuration.lockAtMostUntil.toISOString(),
         configuration.lockAtLeastUntil.toISOString(),
       )

@@ -110,10 +110,50 @@ export function callerSignal(signal: unknown): AbortSignal | undefined {
 
 let lastExecutionId = 0
 
-/** A new {@link LockExecution}: the object every hook of one call receives. */
-export function newExecution(provider: string | undefined, reentrant: boolean): LockExecution {
-  lastExecutionId += 1
-  return Object.freeze({ id: lastExecutionId, provider, reentrant })
+/**
+ * The {@link LockExecution} of one call: frozen, but for its fencing token, set once its lock is
+ * taken. The token is a getter on the prototype, not an own property, so that a listener that
+ * spreads or JSON-serializes the execution meets no bigint.
+ */
+class Execution implements LockExecution {
+  readonly id: number
+  readonly provider: string | undefined
+  readonly reentrant: boolean
+  #fencingToken: bigint | undefined
+
+  constructor(provider: string | undefined, reentrant: boolean, fencingToken: bigint | undefined) {
+    lastExecutionId += 1
+    this.id = lastExecutionId
+    this.provider = provider
+    this.reentrant = reentrant
+    this.#fencingToken = fencingToken
+    Object.freeze(this)
+  }
+
+  get fencingToken(): bigint | undefined {
+    return this.#fencingToken
+  }
+
+  static taken(execution: LockExecution, fencingToken: bigint | undefined): void {
+    if (execution instanceof Execution) execution.#fencingToken = fencingToken
+  }
+}
+
+/**
+ * A new {@link LockExecution}: the object every hook of one call receives. A re-entrant one
+ * carries the outer lock's `fencingToken` from the start.
+ */
+export function newExecution(
+  provider: string | undefined,
+  reentrant: boolean,
+  fencingToken?: bigint | undefined,
+): LockExecution {
+  return new Execution(provider, reentrant, fencingToken)
+}
+
+/** Records on `execution` the fencing token of the lock it just took (before `onLockAcquired`). */
+export function lockTaken(execution: LockExecution, fencingToken: bigint | undefined): void {
+  Execution.taken(execution, fencingToken)
 }
 
 /** The message of an error, or the text of anything else thrown. */

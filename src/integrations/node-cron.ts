@@ -1,5 +1,5 @@
 import type { Duration } from '../core/duration.ts'
-import { LockConfigurationError } from '../core/errors.ts'
+import { LockConfigurationError, NoActiveLockError } from '../core/errors.ts'
 import { type LockConfigurationOptions, lockConfiguration } from '../core/lock-configuration.ts'
 import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
 import {
@@ -13,7 +13,7 @@ import {
   withContext,
 } from './lock-options.ts'
 import { fireTimesOf, isNodeCronTask, type NodeCronTaskLike } from './schedules.ts'
-import { isShutdownStop, runInTaskContext } from './task-context.ts'
+import { currentTaskContext, isShutdownStop, runInTaskContext } from './task-context.ts'
 
 /**
  * node-cron 4's `RunCoordinator` (node-cron ≥ 4.4): asked before each fire of a `distributed`
@@ -76,6 +76,19 @@ export interface LockingRunCoordinator extends Required<NodeCronRunCoordinator> 
    * skipped (`'not-elected'`), and the locks of fires in progress are released once they complete.
    */
   close(options?: CloseOptions): Promise<void>
+  /**
+   * The fencing token of the lock a fire runs under (docs/fencing.md), for the task to pass with
+   * its writes: give it the context node-cron passes the task (`fire.date` is the fire time). In
+   * a run of `catchUp(task)`, the catch-up's token. `undefined` where the store hands out none.
+   *
+   * ```ts
+   * cron.schedule('0 3 * * *', (fire) => backup(options.runCoordinator.fencingToken(fire)), options)
+   * ```
+   *
+   * @throws NoActiveLockError when no fire at `fire.date` holds the lock on this node (a call
+   *   after the fire completed, or for another task's fire).
+   */
+  fencingToken(fire: { readonly date: Date }): bigint | undefined
 }
 
 /** The part of node-cron 4's `TaskOptions` that {@link lockingTaskOptions} fills in. */
@@ -104,6 +117,8 @@ export interface NodeCronFailedContext {
 interface Held {
   /** Ends the run as the task ended: `failure` is the task's error, `undefined` when it succeeded. */
   settle(failure?: { error: unknown }): void
+  /** The fencing token of the fire's lock. */
+  readonly fencingToken: bigint | undefined
   /** Set by the task's `execution:failed`, which node-cron emits before `onComplete`. */
   failure: { error: unknown } | undefined
   readonly execution: Promise<unknown>
@@ -130,7 +145,7 @@ interface Held {
  *   `watch(task)` (or `catchUp(task)`).
  * - The task runs in node-cron's async context, not in the lock's, so `assertLocked()` and
  *   `extendActiveLock()` do not work inside it. For those, schedule `withLock(…)` from `shedlock`
- *   as the task instead.
+ *   as the task instead. The lock's fencing token: `coordinator.fencingToken(context)`.
  *
  * Give each task its own coordinator (node-cron's `runCoordinator` task option, or
  * {@link lockingTaskOptions}); a coordinator set for all tasks with `setRunCoordinator()` would
@@ -203,6 +218,7 @@ export function lockingRunCoordinator(
       // The same fire asked twice while it runs (two tasks sharing this coordinator and a name).
       if (held.has(key)) return false
       await watchByName(key)
+      let fencingToken: bigint | undefined
       let started!: () => void
       const acquired = new Promise<true>((resolve) => {
         started = () => resolve(true)
@@ -213,7 +229,8 @@ export function lockingRunCoordinator(
       })
       const request: LockRequest =
         options.slot === true ? { ...lock, slot: slotOfKey(where, key), ...slotRetention } : lock
-      const execution = executor.executeWithLock(() => {
+      const execution = executor.executeWithLock((context) => {
+        fencingToken = context.fencingToken
         started()
         return finished
       }, request)
@@ -223,7 +240,7 @@ export function lockingRunCoordinator(
       const run = await Promise.race([acquired, skipped])
       if (run) {
         skipped.catch(() => undefined) // after the lock was taken, onComplete awaits the execution
-        held.set(key, { settle, failure: undefined, execution })
+        held.set(key, { settle, failure: undefined, execution, fencingToken })
       }
       return run
     },
@@ -262,6 +279,21 @@ export function lockingRunCoordinator(
       }
     },
     close: (closeOptions) => executor.close(closeOptions),
+    fencingToken(fire) {
+      const date = fire?.date
+      const at = date instanceof Date && !Number.isNaN(date.getTime()) ? `:${date.toISOString()}` : undefined
+      if (at !== undefined) {
+        for (const [key, entry] of held) {
+          if (key.endsWith(at)) return entry.fencingToken
+        }
+      }
+      // A catch-up run: node-cron's execute() runs the task in the catch-up's lock context.
+      const context = currentTaskContext()
+      if (context?.configuration.name === lock.name) return context.fencingToken
+      throw new NoActiveLockError(
+        `${where}: fencingToken(): no fire at ${at === undefined ? String(date) : date!.toISOString()} holds the lock on this node; call it with the context node-cron passes the task, while the task runs`,
+      )
+    },
   }
 }
 

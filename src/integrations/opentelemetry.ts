@@ -144,7 +144,9 @@ const SPAN_STATUS_ERROR = 2
  * `executeWithLock()` was called. It ends when the task finishes, or at once when the lock is not
  * acquired, with `shedlock.execution.outcome` `executed`, `failed` (the task threw), `skipped`
  * (another node holds the lock) or `error` (the store failed). Failures set the span's status to
- * error and record the exception. A nested call with the same name (re-entrant) runs under the
+ * error and record the exception. Where the store hands out fencing tokens, the span has the
+ * lock's as `shedlock.lock.fencing_token` (a decimal string), from the acquisition on. A nested
+ * call with the same name (re-entrant) runs under the
  * outer call's lock and records nothing of its own.
  *
  * ```ts
@@ -271,7 +273,12 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
     onLockAcquired(configuration, execution) {
       instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'acquired' })
       javaCounters?.acquired.add(1, lockAttributes(configuration, execution))
-      spans.get(execution)?.addEvent('shedlock.lock.acquired', deadlines(configuration))
+      const span = spans.get(execution)
+      if (!span) return
+      span.addEvent('shedlock.lock.acquired', deadlines(configuration))
+      // A string: attribute numbers are doubles, exact to 2^53 only. Never a metric attribute (one value per run).
+      if (execution.fencingToken !== undefined)
+        span.setAttribute('shedlock.lock.fencing_token', execution.fencingToken.toString())
     },
     onLockNotAcquired(configuration, execution) {
       instruments?.attempts?.add(1, {

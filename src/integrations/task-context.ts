@@ -11,17 +11,24 @@ export function runInTaskContext<T>(context: TaskContext, fn: () => T): T {
   return storage.run(context, fn)
 }
 
+/** The task context of this async context, if any (what {@link taskContext} returns, without its throw). */
+export function currentTaskContext(): TaskContext | undefined {
+  return storage.getStore()
+}
+
 /**
  * The context of the locked task this code runs in, inside a `withLock()` function, a
  * `@SchedulerLock` method, or a run of a node-cron catch-up: its `signal` (aborts on a shutdown,
  * when the lock is lost, or with the reason of `withLock`'s `signal`), its lock `configuration`,
- * and its `slot` (the scheduled fire time of a slot run or a catch-up run; `undefined`
- * otherwise). `executeWithLock()` tasks get the same object as their argument.
+ * its `slot` (the scheduled fire time of a slot run or a catch-up run; `undefined` otherwise) and
+ * its lock's `fencingToken` (docs/fencing.md; `undefined` where the store hands out none).
+ * `executeWithLock()` tasks get the same object as their argument; `activeFencingToken()` gives
+ * the token in any locked task.
  *
  * ```ts
  * const sync = withLock(provider, { name: 'sync', lockAtMostFor: '10m', slot: true }, async () => {
- *   const { signal, slot } = taskContext()
- *   await syncOrders({ until: slot, signal })
+ *   const { signal, slot, fencingToken } = taskContext()
+ *   await syncOrders({ until: slot, signal, fencingToken })
  * })
  * ```
  *

@@ -943,7 +943,8 @@ describe('NODE_DEBUG=shedlock', () => {
     for (const line of lines) expect(line).toMatch(new RegExp(`^${prefix}Lock "[a-z]+" `))
     const of = (name: string) =>
       lines.filter((line) => line.includes(`Lock "${name}"`)).map((line) => line.replace(new RegExp(`^${prefix}`), ''))
-    const acquired = (name: string, provider = ' from memory') =>
+    // The in-memory provider's fencing token, where the provider hands out one.
+    const acquired = (name: string, provider = ' from memory with fencing token 1') =>
       new RegExp(`^Lock "${name}" acquired${provider}; held at most until ${ISO}, at least until ${ISO}$`)
     const released = (name: string, kept = '') => new RegExp(`^Lock "${name}" released after the task${kept}$`)
 

@@ -73,7 +73,7 @@ describe('executor logger', () => {
       {
         level: 'info',
         args: [
-          { lock: 'report', provider: expect.any(String), durationMs: expect.any(Number) },
+          { lock: 'report', provider: expect.any(String), fencingToken: '1', durationMs: expect.any(Number) },
           expect.stringMatching(/^shedlock: task "report" ran in/),
         ],
       },

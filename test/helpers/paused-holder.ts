@@ -2,7 +2,7 @@
 // and reads its fencing token, is paused (SIGSTOP) past lockAtMostFor, another node takes the
 // lock and writes to a fenced resource with its greater token, then the holder resumes and
 // writes with its stale token: the resource must refuse that write. The resource is a
-// PostgreSQL table checked as docs/fencing.md shows (`UPDATE ... WHERE fence < $token`).
+// PostgreSQL table checked as docs/fencing.md shows (`UPDATE ... WHERE fence <= $token`).
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
@@ -58,7 +58,7 @@ const result = await executor.executeWithLock(async ({ fencingToken, signal }) =
   console.log('token ' + String(fencingToken))
   await lines.next()
   const written = await resource.query(
-    'UPDATE shedlock_fenced_resource SET fence = $2, value = $3 WHERE id = $1 AND fence < $2',
+    'UPDATE shedlock_fenced_resource SET fence = $2, value = $3 WHERE id = $1 AND fence <= $2',
     [${JSON.stringify(id)}, String(fencingToken), 'holder'],
   )
   console.log('written ' + written.rowCount + ' aborted ' + signal.aborted)
@@ -86,7 +86,7 @@ export async function pausedHolder(options: PausedHolderOptions): Promise<Paused
     const write = async (token: bigint, value: string): Promise<boolean> =>
       (
         await resource.query(
-          'UPDATE shedlock_fenced_resource SET fence = $2, value = $3 WHERE id = $1 AND fence < $2',
+          'UPDATE shedlock_fenced_resource SET fence = $2, value = $3 WHERE id = $1 AND fence <= $2',
           [id, String(token), value],
         )
       ).rowCount === 1

@@ -176,6 +176,7 @@ describe('openTelemetryListener', () => {
       ...lock,
       'shedlock.lock.at_most_for': 600,
       'shedlock.lock.at_least_for': 30,
+      'shedlock.lock.fencing_token': '1',
       'shedlock.execution.outcome': 'executed',
     })
     expect(span!.status.code).toBe(api.SpanStatusCode.UNSET)
@@ -185,6 +186,30 @@ describe('openTelemetryListener', () => {
       Date.parse(acquired['shedlock.lock.at_most_until'] as string) -
         Date.parse(acquired['shedlock.lock.at_least_until'] as string),
     ).toBe(570_000)
+  })
+
+  it('the fencing token: a span attribute (a decimal string) from the acquisition on, never a metric attribute; none from a store without tokens', async () => {
+    const t = telemetry()
+    const provider = named(inMemoryLockProvider(), 'memory')
+    const executor = createLockingTaskExecutor(provider, { listener: t.listener })
+    const options: LockConfigurationOptions = { name: 'fenced', lockAtMostFor: '10m' }
+    await executor.executeWithLock(() => undefined, options)
+    await executor.executeWithLock(() => undefined, options)
+    const tokenless: LockProvider = {
+      lock: async () => fakeHandle({ unlock: async () => undefined }),
+    }
+    await createLockingTaskExecutor(tokenless, { listener: t.listener }).executeWithLock(() => undefined, {
+      name: 'plain',
+      lockAtMostFor: '10m',
+    })
+    expect(t.spans().map((span) => [span.name, span.attributes['shedlock.lock.fencing_token']])).toEqual([
+      ['shedlock fenced', '1'],
+      ['shedlock fenced', '2'],
+      ['shedlock plain', undefined],
+    ])
+    for (const metric of ['shedlock.lock.attempts', 'shedlock.task.duration', 'shedlock.task.runs'])
+      for (const attributes of await t.attributesOf(metric))
+        expect(attributes, metric).not.toHaveProperty('shedlock.lock.fencing_token')
   })
 
   it('declares the instruments with OpenTelemetry units: {attempt}, {loss}, s with buckets up to an hour, {task}', async () => {

@@ -4,12 +4,14 @@ import { NestFactory } from '@nestjs/core'
 import { Cron, Interval, SchedulerRegistry, ScheduleModule, Timeout } from '@nestjs/schedule'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
+  activeFencingToken,
   assertLocked,
   type Duration,
   inMemoryLockProvider,
   LockConfigurationError,
   lockConfiguration,
   type LockProvider,
+  taskContext,
 } from 'shedlock'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
@@ -18,6 +20,7 @@ import {
   SHEDLOCK_MODULE_OPTIONS,
   ShedLockModule,
   type ShedLockModuleOptions,
+  ShedLockService,
 } from '../src/index.ts'
 
 // In-process tests of the module and the decorator, through Nest's own DI and @nestjs/schedule.
@@ -67,6 +70,12 @@ class Jobs {
     return `direct ${value}`
   }
 
+  @SchedulerLock({ name: 'fenced', lockAtMostFor: '1m' })
+  async fenced(): Promise<Array<bigint | undefined>> {
+    await sleep(1)
+    return [taskContext().fencingToken, activeFencingToken()]
+  }
+
   @SchedulerLock({ name: 'on-b', provider: 'b' })
   async onB(): Promise<string> {
     return 'b'
@@ -113,6 +122,21 @@ describe('ShedLockModule.forRoot', () => {
     const holder = await provider.lock(lockConfiguration({ name: 'direct', lockAtMostFor: '1m' }))
     await expect(jobs.direct('two')).resolves.toBeUndefined()
     await holder!.unlock()
+  })
+
+  it("gives a @SchedulerLock method and a ShedLockService task their lock's fencing token", async () => {
+    const provider = inMemoryLockProvider()
+    const context = await start(ShedLockModule.forRoot({ provider, defaultLockAtMostFor: '1m' }))
+    const jobs = context.get(Jobs)
+    await expect(jobs.fenced()).resolves.toEqual([1n, 1n])
+    await expect(jobs.fenced()).resolves.toEqual([2n, 2n])
+    const service = context.get(ShedLockService)
+    await expect(
+      service.executeWithLock(({ fencingToken }) => [fencingToken, activeFencingToken()], {
+        name: 'fenced',
+        lockAtMostFor: '1m',
+      }),
+    ).resolves.toEqual({ executed: true, result: [3n, 3n] })
   })
 
   it('exposes the options under SHEDLOCK_MODULE_OPTIONS', async () => {
