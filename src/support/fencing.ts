@@ -22,11 +22,10 @@ export function parseFencingToken(value: unknown): bigint | undefined {
 
 /**
  * The token of an acquisition that read `previous` (the record's counter, if any) and writes the
- * result with a condition on the version it read: one more than `previous`, and at least the
+ * result with a condition on the version it read: one more than the larger of `previous` and the
  * floor of {@link fencingFloor}, so that a counter lost with its record restarts above the old one.
  */
 export function nextFencingToken(previous: bigint | undefined, clock: Clock): bigint {
   const floor = fencingFloor(clock)
-  const next = previous === undefined ? floor : previous + 1n
-  return next > floor ? next : floor
+  return (previous !== undefined && previous > floor ? previous : floor) + 1n
 }
