@@ -133,7 +133,8 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       assert.ok(item)
       // And shedlock's own fencingToken, a number, which Java ignores.
       expect(Object.keys(item).sort()).toEqual(['_id', 'fencingToken', 'lockUntil', 'lockedAt', 'lockedBy'])
-      for (const [key, value] of Object.entries(item)) expect(Object.keys(value)).toEqual([key === 'fencingToken' ? 'N' : 'S'])
+      for (const [key, value] of Object.entries(item))
+        expect(Object.keys(value)).toEqual([key === 'fencingToken' ? 'N' : 'S'])
       expect(BigInt(item.fencingToken!.N!)).toBe(lock.fencingToken)
       expect(item._id?.S).toBe('format')
       expect(item.lockUntil?.S).toBe(configuration.lockAtMostUntil.toISOString())
@@ -178,7 +179,8 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       const start = Date.UTC(2030, 0, 1)
       await putItem(table, javaItem('fence-java', start - 1000, start - HOUR))
       const at = (ms: number) => dynamoDBLockProvider({ client, tableName: table, clock: { now: () => ms } })
-      const config = (ms: number) => lockConfiguration({ name: 'fence-java', lockAtMostFor: '1s', createdAt: new Date(ms) })
+      const config = (ms: number) =>
+        lockConfiguration({ name: 'fence-java', lockAtMostFor: '1s', createdAt: new Date(ms) })
       const first = await at(start).lock(config(start))
       expect(first?.fencingToken).toBe(BigInt(start) * 1000n + 1n)
       // A Java node takes the expired lock over the way Java ShedLock does: SET of its three attributes.

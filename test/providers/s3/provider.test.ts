@@ -95,7 +95,12 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
       assert.ok(lock)
       const object = await head('format')
       assert.ok(object)
-      expect(Object.keys(object.Metadata ?? {}).sort()).toEqual(['fencing-token', 'lock-until', 'locked-at', 'locked-by'])
+      expect(Object.keys(object.Metadata ?? {}).sort()).toEqual([
+        'fencing-token',
+        'lock-until',
+        'locked-at',
+        'locked-by',
+      ])
       expect(object.Metadata?.['fencing-token']).toBe(String(lock.fencingToken))
       expect(object.Metadata?.['lock-until']).toBe(configuration.lockAtMostUntil.toISOString())
       expect(object.Metadata?.['lock-until']).toMatch(ISO)
@@ -113,7 +118,8 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
     it('fencing tokens: one more than the counter or the clock in microseconds, whichever is larger, so that one Java dropped restarts above the last', async () => {
       const start = Date.UTC(2030, 0, 1)
       const at = (ms: number) => provider({ clock: { now: () => ms } })
-      const config = (ms: number) => lockConfiguration({ name: 'fence-java', lockAtMostFor: '1s', createdAt: new Date(ms) })
+      const config = (ms: number) =>
+        lockConfiguration({ name: 'fence-java', lockAtMostFor: '1s', createdAt: new Date(ms) })
       const first = await at(start).lock(config(start))
       expect(first?.fencingToken).toBe(BigInt(start) * 1000n + 1n)
       await first!.unlock()
