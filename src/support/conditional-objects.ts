@@ -4,14 +4,15 @@ import type { LockProviderError } from '../core/errors.ts'
 import type { LockConfiguration } from '../core/lock-configuration.ts'
 import type { LockInspector, LockList, LockRecord } from '../core/lock-inspector.ts'
 import type { ExtensibleLock } from '../core/lock-provider.ts'
+import { nextFencingToken, parseFencingToken } from './fencing.ts'
 import { byName, inBatches, releaseAsRead } from './inspection.ts'
 import { lockOwner } from './lock-owner.ts'
 import { RELEASED_BY } from './sql/sql-inspector.ts'
 import type { StoreAction } from './store-errors.ts'
 
 // Locks in an object store with ETag-conditional writes (S3, Azure Blob): one record per lock,
-// the lock in three metadata entries (lock-until, locked-at, locked-by as ISO-8601 UTC instants),
-// every write a new ETag. The lock algorithm and the inspector's reads and force-release live
+// the lock in three metadata entries (lock-until, locked-at, locked-by as ISO-8601 UTC instants)
+// and shedlock's fencing counter in a fourth, every write a new ETag. The lock algorithm and the inspector's reads and force-release live
 // here once; each store keeps its requests, metadata names, quirks and error messages in its
 // own folder (src/providers/<store>/) and passes them in.
 
@@ -35,16 +36,19 @@ export interface LockMetadata {
   readonly lockUntil: string | undefined
   readonly lockedAt: string | undefined
   readonly lockedBy: string | undefined
+  /** The fencing counter (a decimal string), absent from records that Java ShedLock wrote last. */
+  readonly fencingToken: string | undefined
 }
 
-/** A store's names for the three metadata entries. */
+/** A store's names for the metadata entries: Java ShedLock's three, and shedlock's fencing counter. */
 export interface MetadataKeys {
   readonly lockUntil: string
   readonly lockedAt: string
   readonly lockedBy: string
+  readonly fencingToken: string
 }
 
-/** Reads the three entries named by `keys`, whatever their case; others are ignored. */
+/** Reads the four entries named by `keys`, whatever their case; others are ignored. */
 export function readLockMetadata(keys: MetadataKeys, metadata: Record<string, string> | undefined): LockMetadata {
   const get = (key: string): string | undefined => {
     if (!metadata) return undefined
@@ -52,21 +56,32 @@ export function readLockMetadata(keys: MetadataKeys, metadata: Record<string, st
     for (const [k, v] of Object.entries(metadata)) if (k.toLowerCase() === lower) return v
     return undefined
   }
-  return { lockUntil: get(keys.lockUntil), lockedAt: get(keys.lockedAt), lockedBy: get(keys.lockedBy) }
+  return {
+    lockUntil: get(keys.lockUntil),
+    lockedAt: get(keys.lockedAt),
+    lockedBy: get(keys.lockedBy),
+    fencingToken: get(keys.fencingToken),
+  }
 }
 
-/** The metadata of a lock record under `keys`; `lockedAt` as epoch ms, or as the instant already written. */
+/**
+ * The metadata of a lock record under `keys`; `lockedAt` as epoch ms, or as the instant already
+ * written; the fencing counter when there is one to keep.
+ */
 export function writeLockMetadata(
   keys: MetadataKeys,
   lockUntil: number,
   lockedAt: number | string,
   lockedBy: string,
+  fencingToken?: bigint | string,
 ): Record<string, string> {
-  return {
+  const metadata: Record<string, string> = {
     [keys.lockUntil]: iso(lockUntil),
     [keys.lockedAt]: typeof lockedAt === 'string' ? lockedAt : iso(lockedAt),
     [keys.lockedBy]: lockedBy,
   }
+  if (fencingToken !== undefined) metadata[keys.fencingToken] = String(fencingToken)
+  return metadata
 }
 
 /** A lock record as read, with the ETag of that version. */
@@ -105,6 +120,11 @@ export interface ConditionalLockOptions {
  * record, `If-Match: <etag read>` when its lock-until has passed on `clock`. Release (to
  * `lockAtLeastUntil`, or now) and extend write on `If-Match: <etag of our last write>`, so they
  * only touch the version this acquisition wrote. The caller has checked the request and the name.
+ *
+ * The fencing token is the record's counter as read plus one, at least `clock` in microseconds
+ * (support/fencing.ts): known before the write, whose condition on the version read makes it
+ * this acquisition's alone, so it costs no request. A record without a counter (Java ShedLock
+ * rewrites the metadata wholesale, dropping it; a deleted record) starts again from the clock.
  */
 export async function conditionalLock(
   configuration: LockConfiguration,
@@ -113,12 +133,14 @@ export async function conditionalLock(
   const { store, keys, clock, guard } = options
   const { name } = configuration
   const owner = lockOwner(options.lockedBy)
+  let fencingToken = 0n
   const write = (lockUntil: number, lockedAt: number | string): Record<string, string> =>
-    writeLockMetadata(keys, lockUntil, lockedAt, owner)
+    writeLockMetadata(keys, lockUntil, lockedAt, owner, fencingToken)
   const result = await guard('acquire', name, async () => {
     const current = await store.head(name)
     const now = clock.now()
     const lockedAt = iso(now)
+    fencingToken = nextFencingToken(parseFencingToken(current?.fencingToken), clock)
     const metadata = write(configuration.lockAtMostUntil.getTime(), lockedAt)
     if (!current) {
       const etag = await store.create(name, metadata)
@@ -136,6 +158,7 @@ export async function conditionalLock(
   return defineLock(configuration, {
     clock,
     lockedBy: owner,
+    fencingToken,
     unlock: async (current) => {
       // A failed condition means another node holds the lock by now (or the record is gone): leave it.
       const lockUntil = Math.max(clock.now(), current.lockAtLeastUntil.getTime())
@@ -178,6 +201,7 @@ export interface ConditionalInspectorOptions {
 interface ReadState {
   readonly etag: string
   readonly lockedAt: string | undefined
+  readonly fencingToken: string | undefined
 }
 
 /**
@@ -201,7 +225,7 @@ export function conditionalInspector(options: ConditionalInspectorOptions): Lock
       held: Number.isNaN(untilMs) ? true : untilMs > now,
       remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
     })
-    readAs.set(record, { etag: stored.etag, lockedAt: stored.lockedAt })
+    readAs.set(record, { etag: stored.etag, lockedAt: stored.lockedAt, fencingToken: stored.fencingToken })
     return record
   }
 
@@ -238,7 +262,8 @@ export function conditionalInspector(options: ConditionalInspectorOptions): Lock
             (await store.replace(
               name,
               state.etag,
-              writeLockMetadata(keys, clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY),
+              // The counter stays, so that the next acquisition counts on from it.
+              writeLockMetadata(keys, clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY, state.fencingToken),
             )) !== undefined,
         ),
       )

@@ -18,6 +18,9 @@ import { setImmediate as tick } from 'node:timers/promises'
  *   sends; a pattern with a NUL character fails as on the server);
  * - updates: `$set` of top-level fields; a replacement document is refused like the driver does
  *   (MongoInvalidArgumentError), and changing `_id` fails with code 66 (ImmutableField);
+ *   `findOneAndUpdate` also takes an update pipeline (MongoDB 4.2+) of `$set` stages of top-level
+ *   fields whose values are aggregation expressions: a field path `'$field'`, `$literal`, `$add`
+ *   of numbers (null when an operand is null or missing) and `$ifNull`; other values are literals;
  * - options `upsert`, `returnDocument` ('before', the default, or 'after') and
  *   `includeResultMetadata`; the resolved value is the driver 6/7 shape: the document or `null`,
  *   or `{ value, ok: 1, lastErrorObject }` with `includeResultMetadata: true`;
@@ -52,14 +55,14 @@ export class FakeMongoCollection {
   }
 
   /** `Collection.findOneAndUpdate` of the mongodb 6/7 driver, for the subset described above. */
-  async findOneAndUpdate(filter: Document, update: Document, options: FindOneAndUpdateOptions = {}): Promise<unknown> {
+  async findOneAndUpdate(
+    filter: Document,
+    update: Document | Document[],
+    options: FindOneAndUpdateOptions = {},
+  ): Promise<unknown> {
     this.operations++
     checkOptions(options)
-    // The driver refuses a replacement document before it sends anything.
-    const keys = Object.keys(update ?? {})
-    if (keys.length === 0 || !keys.every((key) => key.startsWith('$')))
-      throw new MongoInvalidArgumentError('Update document requires atomic operators')
-    const set = setOf(update)
+    const fieldsOf = updaterOf(update)
     const predicates = compile(filter)
     await tick()
     this.#throwIfFailing(filter)
@@ -71,6 +74,7 @@ export class FakeMongoCollection {
     const match = [...this.#documents.values()].find((doc) => predicates.every((p) => p(doc)))
     if (match) {
       // Match and update happen in one step: WiredTiger makes a single-document update atomic.
+      const set = fieldsOf(match)
       if ('_id' in set && !bsonEqual(set._id, match._id)) throw immutableId()
       const before = structuredClone(match)
       Object.assign(match, structuredClone(set))
@@ -82,7 +86,9 @@ export class FakeMongoCollection {
       return wrap(null, { n: 0, updatedExisting: false })
     }
 
-    const inserted: Document = { ...structuredClone(equalities(filter)), ...structuredClone(set) }
+    const base = structuredClone(equalities(filter))
+    const set = fieldsOf(base)
+    const inserted: Document = { ...base, ...structuredClone(set) }
     if ('_id' in set && '_id' in filter && !bsonEqual(set._id, filter._id)) throw immutableId()
     if (!('_id' in inserted)) inserted._id = randomBytes(12).toString('hex')
     // Other operations run between "nothing matched" and the insert, as on a real server.
@@ -281,6 +287,76 @@ function notSupported(what: string): Error {
 
 function checkOptions(options: FindOneAndUpdateOptions): void {
   for (const key of Object.keys(options ?? {})) if (!KNOWN_OPTIONS.has(key)) throw notSupported(`option ${key}`)
+}
+
+/** The fields an update (a `$set` document, or a pipeline of `$set` stages) writes into a document. */
+function updaterOf(update: Document | Document[]): (doc: Document) => Document {
+  if (Array.isArray(update)) {
+    const stages = update.map((stage) => {
+      const keys = Object.keys(stage ?? {})
+      if (keys.length !== 1 || keys[0] !== '$set' || !isPlainObject(stage.$set))
+        throw notSupported(`pipeline stage ${keys.join(', ')}`)
+      for (const field of Object.keys(stage.$set)) {
+        if (field.includes('.') || field.startsWith('$')) throw notSupported(`$set of ${field}`)
+      }
+      return stage.$set
+    })
+    return (doc) => {
+      // Each stage sees the document as the stages before it left it.
+      const current = structuredClone(doc)
+      const fields: Document = {}
+      for (const stage of stages) {
+        // A field whose expression is missing (a path to no field) is not set, as $addFields does.
+        const values = Object.fromEntries(
+          Object.entries(stage)
+            .map(([field, e]) => [field, evaluate(e, current)])
+            .filter(([, value]) => value !== undefined),
+        )
+        Object.assign(current, values)
+        Object.assign(fields, values)
+      }
+      return fields
+    }
+  }
+  // The driver refuses a replacement document before it sends anything.
+  const keys = Object.keys(update ?? {})
+  if (keys.length === 0 || !keys.every((key) => key.startsWith('$')))
+    throw new MongoInvalidArgumentError('Update document requires atomic operators')
+  const set = setOf(update)
+  return () => set
+}
+
+/** An aggregation expression of the subset described at the top, against `doc`; `undefined` is "missing". */
+function evaluate(expression: unknown, doc: Document): unknown {
+  if (typeof expression === 'string' && expression.startsWith('$')) {
+    const field = expression.slice(1)
+    if (field.includes('.') || field.startsWith('$') || field === '') throw notSupported(`field path ${expression}`)
+    return doc[field]
+  }
+  if (Array.isArray(expression)) throw notSupported('array expressions')
+  if (!isPlainObject(expression)) return expression
+  const keys = Object.keys(expression)
+  if (keys.length !== 1 || !keys[0]!.startsWith('$')) throw notSupported('expression objects other than one operator')
+  const [op] = keys as [string]
+  const args = expression[op]
+  if (op === '$literal') return args
+  if (!Array.isArray(args)) throw notSupported(`${op} without an array of arguments`)
+  const values = args.map((arg) => evaluate(arg, doc))
+  switch (op) {
+    case '$add': {
+      if (values.some((v) => v === null || v === undefined)) return null
+      if (!values.every((v) => typeof v === 'number')) throw notSupported('$add of other than numbers')
+      return (values as number[]).reduce((a, b) => a + b, 0)
+    }
+    case '$ifNull': {
+      if (values.length < 2)
+        throw new MongoServerError('$ifNull needs at least two arguments', 1257300, 'Location1257300')
+      const found = values.slice(0, -1).find((v) => v !== null && v !== undefined)
+      return found ?? values.at(-1)
+    }
+    default:
+      throw notSupported(`expression operator ${op}`)
+  }
 }
 
 function setOf(update: Document): Document {

@@ -4,9 +4,10 @@ import { nameTooLong } from '../../support/lock-request.ts'
 import { type DescribeStoreError, messageOf, outcomeOf, SOCKET_FAILURE_CODES } from '../../support/store-errors.ts'
 
 // Lock blobs in an Azure Storage container: one block blob per lock, name = prefix + lock name,
-// the lock in three metadata entries, an empty body (Azure gives every write a new ETag). The
-// same shape as Java ShedLock's S3 objects; the metadata names are camelCase because Azure
-// metadata names must be C# identifiers (no '-'). The provider and the inspector read it here.
+// the lock in three metadata entries and the fencing counter in a fourth, an empty body (Azure
+// gives every write a new ETag). The same shape as Java ShedLock's S3 objects; the metadata names
+// are camelCase because Azure metadata names must be C# identifiers (no '-'). The provider and
+// the inspector read it here.
 
 /** The provider's name, as `LockProvider.name`, `LockInspector.name` and error messages give it. */
 export const PROVIDER = 'azure-blob'
@@ -15,14 +16,20 @@ export const PROVIDER = 'azure-blob'
 export const DEFAULT_PREFIX = 'shedlock/'
 
 /** The metadata entries (`x-ms-meta-*`) of a lock blob. Azure keeps their case but compares names without it (azurite returns them lower-case). */
-export const META = { lockUntil: 'lockUntil', lockedAt: 'lockedAt', lockedBy: 'lockedBy' } as const
+export const META = {
+  lockUntil: 'lockUntil',
+  lockedAt: 'lockedAt',
+  lockedBy: 'lockedBy',
+  /** The fencing counter, a decimal string. */
+  fencingToken: 'fencingToken',
+} as const
 
 // Azure's limit for a blob name, in characters.
 const MAX_NAME_CHARS = 1024
 const CONTROL = /[\u0000-\u001f\u007f]/
 const LONE_SURROGATE = /\p{Cs}/u
 
-/** Reads the three entries, whatever their case; others are ignored. */
+/** Reads the four entries, whatever their case; others are ignored. */
 export function readMetadata(metadata: Record<string, string> | undefined): LockMetadata {
   return readLockMetadata(META, metadata)
 }

@@ -42,6 +42,11 @@ export interface LockReply {
 }
 
 const KEY = 'lock:'
+/**
+ * The object's fencing counter: one for all its locks, so that it outlives any lock's entry
+ * (removeExpired deletes those); a token per name only has to increase, not to be dense.
+ */
+const FENCE = 'fencing-token'
 /** The owner a force-release writes, as the other stores' inspectors do. */
 const RELEASED_BY = 'released'
 
@@ -77,12 +82,14 @@ export class ShedLockDurableObject {
       case 'acquire': {
         const current = await read(r.name)
         if (current && current.lockUntil > now) return { ok: false }
-        await s.put(KEY + r.name, {
-          lockUntil: now + r.lockAtMostFor,
-          lockedAt: now,
-          lockedBy: r.owner,
-        } satisfies Stored)
-        return { ok: true }
+        const counted = await s.get(FENCE)
+        const fencingToken = (typeof counted === 'number' ? counted : 0) + 1
+        // Two puts with no await between them: workerd coalesces them into one atomic write.
+        await Promise.all([
+          s.put(KEY + r.name, { lockUntil: now + r.lockAtMostFor, lockedAt: now, lockedBy: r.owner } satisfies Stored),
+          s.put(FENCE, fencingToken),
+        ])
+        return { ok: true, fencingToken: String(fencingToken) }
       }
       case 'extend': {
         const current = await read(r.name)

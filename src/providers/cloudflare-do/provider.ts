@@ -2,6 +2,7 @@ import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
+import { parseFencingToken } from '../../support/fencing.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { lockAtLeastAnchor } from '../../support/sql/sql-lock-provider.ts'
@@ -26,6 +27,12 @@ export interface DurableObjectLockProviderOptions extends DurableObjectLockOptio
  * exactly one of several racing Workers takes a free lock. One request per acquire, release and
  * extend; release and extend only touch the lock this acquisition holds. Expiry is decided on the
  * object's clock, one for every Worker; `lockAtLeastFor` counts from the object's `lockedAt`.
+ *
+ * Fencing tokens, always on: the object keeps one counter in its storage for all its locks and
+ * counts every acquisition in the same atomic write that takes the lock; the reply carries it, so
+ * each handle's `fencingToken` costs no request. It survives `removeExpired()`, restarts and
+ * moves of the object. (An object still running a shedlock without tokens answers none: the
+ * handle's `fencingToken` is then `undefined` until the new class is deployed.)
  *
  * ```ts
  * import { durableObjectLockProvider, type DurableObjectLockNamespace } from 'shedlock/cloudflare-do'
@@ -59,9 +66,12 @@ export function durableObjectLockProvider(
         send({ op: 'acquire', name, lockAtMostFor: configuration.lockAtMostFor, owner }),
       )
       if (reply.ok !== true) return undefined
+      // Absent only from an object deployed from a shedlock without fencing tokens.
+      const fencingToken = parseFencingToken(reply.fencingToken)
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
+        ...(fencingToken === undefined ? {} : { fencingToken }),
         unlock: (current) =>
           guard('release', name, async () => {
             const anchor = lockAtLeastAnchor(current, configuration, clock)

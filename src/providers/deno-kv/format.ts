@@ -27,7 +27,8 @@ export interface DenoKvLockAtomic {
   check(...checks: { key: DenoKvLockKey; versionstamp: string | null }[]): DenoKvLockAtomic
   set(key: DenoKvLockKey, value: unknown, options?: { expireIn?: number }): DenoKvLockAtomic
   delete(key: DenoKvLockKey): DenoKvLockAtomic
-  commit(): Promise<{ readonly ok: boolean }>
+  /** `versionstamp` is the commit's (20 hex digits, increasing per database), when `ok`. */
+  commit(): Promise<{ readonly ok: boolean; readonly versionstamp?: string }>
 }
 
 /**

@@ -17,7 +17,12 @@ export const DEFAULT_TABLE = 'Shedlock'
 
 // DynamoDB's limit for a partition key value, in bytes of UTF-8 (dynalite checks it in characters).
 const MAX_KEY_BYTES = 2048
-const LOCK_ATTRIBUTES = ['lockUntil', 'lockedAt', 'lockedBy']
+/**
+ * The item's fencing counter, a number: shedlock's own attribute, which Java ShedLock neither
+ * reads nor writes (its updates SET the three lock attributes by name, so the counter survives them).
+ */
+export const FENCING_TOKEN = 'fencingToken'
+const LOCK_ATTRIBUTES = ['lockUntil', 'lockedAt', 'lockedBy', FENCING_TOKEN]
 // Table names are 3-255 of [A-Za-z0-9_.-]; newer DynamoDB APIs also take the table's ARN.
 const TABLE_NAME = /^[A-Za-z0-9_.-]{3,255}$/
 const TABLE_ARN = /^arn:[a-z-]+:dynamodb:[a-z0-9-]*:\d*:table\/[A-Za-z0-9_.-]{3,255}$/
@@ -32,9 +37,14 @@ export interface Statement {
 // strings with exactly three fraction digits, so `<=` and `>` on strings compare times, the way
 // Java ShedLock compares them.
 
-/** Insert, or take over an expired lock (Java ShedLock's condition, in another order). */
+/**
+ * Insert, or take over an expired lock (Java ShedLock's condition, in another order), and count
+ * the acquisition in `fencingToken`: one more than before, or, on an item without one (new,
+ * recreated after a delete, or written by Java only), one more than `:floor` (support/fencing.ts).
+ * The write returns the count (`ReturnValues: UPDATED_NEW`): the token costs no request.
+ */
 export const ACQUIRE: Statement = {
-  update: 'SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner',
+  update: `SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner, ${FENCING_TOKEN} = if_not_exists(${FENCING_TOKEN}, :floor) + :one`,
   condition: 'attribute_not_exists(lockUntil) OR lockUntil <= :now',
 }
 /**

@@ -12,6 +12,7 @@ export type {
   DynamoDBGetItemInput,
   DynamoDBInspectorLib,
   DynamoDBLib,
+  DynamoDBNumberValue,
   DynamoDBScanInput,
   DynamoDBSendClient,
   DynamoDBStringValue,

@@ -4,6 +4,7 @@ import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
+import { fencingFloor, parseFencingToken } from '../../support/fencing.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
@@ -15,6 +16,7 @@ import {
   describeDynamoDBError,
   dynamoDBError,
   EXTEND,
+  FENCING_TOKEN,
   iso,
   keySchemaProblem,
   lockTableDefinition,
@@ -30,7 +32,7 @@ import {
   type DynamoDBInspectorLib,
   type DynamoDBLib,
   type DynamoDBSendClient,
-  type DynamoDBStringValue,
+  type DynamoDBUpdateItemInput,
   errorName,
 } from './sdk.ts'
 
@@ -88,6 +90,12 @@ const TABLE_WAIT_MS = 5 * 60_000
  * longer name rejects with `LockConfigurationError` before anything is sent. Java ShedLock's
  * optional sort key is not supported.
  *
+ * Fencing tokens, always on: the acquiring update also counts in a number attribute
+ * `fencingToken` (`if_not_exists(fencingToken, :floor) + 1`) and returns it (`ReturnValues:
+ * UPDATED_NEW`), so each handle's `fencingToken` costs no request. An item without the attribute
+ * (new, recreated after a delete, or only ever taken by Java) starts from this node's clock in
+ * microseconds; Java ShedLock's updates leave the attribute alone and do not advance it.
+ *
  * `@aws-sdk/client-dynamodb` is imported on the first lock attempt, unless you pass `lib`; if it
  * cannot be loaded, `lock()` rejects with `LockProviderError` saying to install it or pass `lib`.
  *
@@ -125,22 +133,33 @@ export function dynamoDBLockProvider(
   const commands = commandLoader<DynamoDBLib>(options.lib, ['UpdateItemCommand'])
   const clock = options.clock ?? systemClock
 
-  /** Runs one conditional update; resolves to `false` when its condition failed. */
-  const update = async (name: string, statement: Statement, values: Record<string, string>): Promise<boolean> => {
+  /**
+   * Runs one conditional update; resolves to `false` when its condition failed, else to the
+   * attributes it returned (`{}` unless `numbers` asked for the fencing counter back).
+   */
+  const update = async (
+    name: string,
+    statement: Statement,
+    values: Record<string, string>,
+    numbers?: Record<string, string>,
+  ): Promise<false | Record<string, { N?: string }>> => {
     const { UpdateItemCommand } = await commands()
-    const ExpressionAttributeValues: Record<string, DynamoDBStringValue> = {}
+    const ExpressionAttributeValues: DynamoDBUpdateItemInput['ExpressionAttributeValues'] = {}
     for (const [key, S] of Object.entries(values)) ExpressionAttributeValues[key] = { S }
+    if (numbers) for (const [key, N] of Object.entries(numbers)) ExpressionAttributeValues[key] = { N }
+    const input: DynamoDBUpdateItemInput = {
+      TableName: tableName,
+      Key: { [partitionKey]: { S: name } },
+      UpdateExpression: statement.update,
+      ConditionExpression: statement.condition,
+      ExpressionAttributeValues,
+    }
+    if (numbers) input.ReturnValues = 'UPDATED_NEW'
     try {
-      await client.send(
-        new UpdateItemCommand({
-          TableName: tableName,
-          Key: { [partitionKey]: { S: name } },
-          UpdateExpression: statement.update,
-          ConditionExpression: statement.condition,
-          ExpressionAttributeValues,
-        }),
-      )
-      return true
+      const reply = (await client.send(new UpdateItemCommand(input))) as
+        | { Attributes?: Record<string, { N?: string }> }
+        | undefined
+      return reply?.Attributes ?? {}
     } catch (error) {
       if (errorName(error) === 'ConditionalCheckFailedException') return false
       throw error
@@ -165,16 +184,20 @@ export function dynamoDBLockProvider(
       checkName(configuration.name)
       const owner = lockOwner(lockedBy)
       const acquired = await guard('acquire', configuration.name, () =>
-        update(configuration.name, ACQUIRE, {
-          ':lockUntil': iso(configuration.lockAtMostUntil.getTime()),
-          ':now': iso(clock.now()),
-          ':owner': owner,
-        }),
+        update(
+          configuration.name,
+          ACQUIRE,
+          { ':lockUntil': iso(configuration.lockAtMostUntil.getTime()), ':now': iso(clock.now()), ':owner': owner },
+          { ':floor': String(fencingFloor(clock)), ':one': '1' },
+        ),
       )
       if (!acquired) return undefined
+      // Absent only from a client that does not return the attributes asked for (not DynamoDB's).
+      const fencingToken = parseFencingToken(acquired[FENCING_TOKEN]?.N)
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
+        ...(fencingToken === undefined ? {} : { fencingToken }),
         unlock: async (current) => {
           // A failed condition means another node holds the lock by now (or the item is gone): leave it.
           const lockUntil = iso(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))
@@ -183,12 +206,15 @@ export function dynamoDBLockProvider(
           )
         },
         extend: (next) =>
-          guard('extend', next.name, () =>
-            update(next.name, EXTEND, {
-              ':lockUntil': iso(next.lockAtMostUntil.getTime()),
-              ':now': iso(clock.now()),
-              ':owner': owner,
-            }),
+          guard(
+            'extend',
+            next.name,
+            async () =>
+              (await update(next.name, EXTEND, {
+                ':lockUntil': iso(next.lockAtMostUntil.getTime()),
+                ':now': iso(clock.now()),
+                ':owner': owner,
+              })) !== false,
           ),
       })
     },

@@ -15,9 +15,14 @@ export interface DynamoDBSendClient {
   send(command: object): Promise<unknown>
 }
 
-/** A string attribute value, the only type the lock items use. */
+/** A string attribute value, the type of the lock item's key and times. */
 export interface DynamoDBStringValue {
   S: string
+}
+
+/** A number attribute value (a decimal string), the type of the item's `fencingToken`. */
+export interface DynamoDBNumberValue {
+  N: string
 }
 
 /** The input of `UpdateItemCommand` that the provider builds. */
@@ -26,7 +31,9 @@ export interface DynamoDBUpdateItemInput {
   Key: Record<string, DynamoDBStringValue>
   UpdateExpression: string
   ConditionExpression: string
-  ExpressionAttributeValues: Record<string, DynamoDBStringValue>
+  ExpressionAttributeValues: Record<string, DynamoDBStringValue | DynamoDBNumberValue>
+  /** `UPDATED_NEW` on an acquisition, which reads its `fencingToken` back from the write. */
+  ReturnValues?: 'UPDATED_NEW'
 }
 
 /** The input of `CreateTableCommand` that `createDynamoDBLockTable` builds. */

@@ -14,6 +14,12 @@ import {
 /** The provider's name, as `LockProvider.name`, `LockInspector.name` and error messages give it. */
 export const PROVIDER = 'mongodb'
 
+/**
+ * The document's fencing counter, a number: shedlock's own field, which Java ShedLock neither
+ * reads nor writes (its updates `$set` the three lock fields, so the counter survives them).
+ */
+export const FENCING_TOKEN = 'fencingToken'
+
 /** Java ShedLock's default collection name. */
 export const DEFAULT_COLLECTION = 'shedLock'
 
@@ -26,6 +32,8 @@ export interface MongoLockDocument {
   lockUntil: Date
   lockedAt: Date
   lockedBy: string
+  /** shedlock's fencing counter; absent from documents only Java ShedLock has written. */
+  fencingToken?: number
 }
 
 // A lock document, _id (the name) included, must fit BSON's 16 MiB document limit, and the
@@ -89,7 +97,7 @@ export function describeMongoError(where: string): DescribeStoreError {
     } else if (code === 13) {
       advice = `the user may not ${action === 'list' || action === 'inspect' ? 'read' : 'update'} ${where} (${detail}); grant it the readWrite role on that collection`
     } else if (code === 121) {
-      advice = `${where} has a validator that rejects ShedLock's documents { _id: string, lockUntil: Date, lockedAt: Date, lockedBy: string } (${detail}); relax the validator or use another collection`
+      advice = `${where} has a validator that rejects ShedLock's documents { _id: string, lockUntil: Date, lockedAt: Date, lockedBy: string, fencingToken: number } (${detail}); relax the validator or use another collection`
     } else {
       advice = detail
     }

@@ -6,23 +6,26 @@ import { defineLock } from '../../core/define-lock.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { checkName, collectionLabel, describeMongoError, DUPLICATE_KEY, PROVIDER } from './format.ts'
+import { fencingFloor, parseFencingToken } from '../../support/fencing.ts'
+import { checkName, collectionLabel, describeMongoError, DUPLICATE_KEY, FENCING_TOKEN, PROVIDER } from './format.ts'
 import { type MongoInspectorCollection, mongoLockInspector } from './inspector.ts'
 
 /**
  * The part of a MongoDB Node.js driver (mongodb 6 and 7) `Collection` that this provider calls.
  * We don't import `mongodb`: pass `db.collection('shedLock')` as it is.
  *
- * `findOneAndUpdate` must resolve the way mongodb 6 and 7 do by default: to the matched document,
- * or `null` when none matched. A driver 5 `ModifyResult` (`{ value, ok }`) is read too.
+ * `findOneAndUpdate` must resolve the way mongodb 6 and 7 do by default: to the matched document
+ * (the updated one with `returnDocument: 'after'`), or `null` when none matched. A driver 5
+ * `ModifyResult` (`{ value, ok }`) is read too. The acquisition sends an update pipeline
+ * (MongoDB 4.2 or later).
  */
 export interface MongoLockCollection {
   /** The collection's name, for error messages only. */
   readonly collectionName?: string
   findOneAndUpdate(
     filter: Record<string, unknown>,
-    update: Record<string, unknown>,
-    options: { upsert?: boolean },
+    update: Record<string, unknown> | Record<string, unknown>[],
+    options: { upsert?: boolean; returnDocument?: 'after' },
   ): Promise<unknown>
 }
 
@@ -61,12 +64,18 @@ export interface MongoLockProviderOptions {
  * "held" (also what the loser of two concurrent upserts of a new name gets). Unlock and extend
  * update only the document this acquisition still holds (`lockedBy` filter); Java ShedLock's
  * unlock does not check the holder (its issue #74). A document deleted by hand is recreated by
- * the next acquire. Any lock name works as it is: `_id` accepts every string, up to the 16 MiB
+ * the next acquire (see fencing tokens below). Any lock name works as it is: `_id` accepts every string, up to the 16 MiB
  * a document holds; a name over 16 MiB − 64 KiB of UTF-8 rejects with `LockConfigurationError`
  * before anything is sent.
  *
  * Expiry is decided on this process's clock (see `clock`): keep the nodes' clocks in sync, and
  * use `lockAtLeastFor` to absorb small differences.
+ *
+ * Fencing tokens, always on: the acquiring update (an update pipeline, MongoDB 4.2+) also counts
+ * in the document's `fencingToken` (a number) and returns the document (`returnDocument:
+ * 'after'`), so each handle's `fencingToken` costs no request. A document without the field
+ * (new, recreated after a delete, or only ever taken by Java) starts from this node's clock in
+ * microseconds; Java ShedLock's `$set` updates leave the field alone and do not advance it.
  *
  * ```ts
  * import { MongoClient } from 'mongodb'
@@ -96,15 +105,28 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
   const clock = options.clock ?? systemClock
   const guard = storeGuard(describeMongoError(collectionLabel(collection)))
 
-  const acquire = async (configuration: LockConfiguration, owner: string): Promise<boolean> => {
+  /** Resolves to `false` when the lock is held, else to the acquisition's fencing token (`undefined` if the reply lacks it). */
+  const acquire = async (configuration: LockConfiguration, owner: string): Promise<false | bigint | undefined> => {
     const now = new Date(clock.now())
     try {
-      await collection.findOneAndUpdate(
+      const after = await collection.findOneAndUpdate(
         { _id: configuration.name, lockUntil: { $lte: now } },
-        { $set: { lockUntil: configuration.lockAtMostUntil, lockedAt: now, lockedBy: owner } },
-        { upsert: true },
+        // A pipeline, so that one write takes the lock and counts it: one more than the document's
+        // counter, or than the floor on a document without one (new, recreated, or Java's only).
+        [
+          {
+            $set: {
+              lockUntil: configuration.lockAtMostUntil,
+              lockedAt: now,
+              // In a pipeline a string starting with '$' would be a field path: the owner goes as a literal.
+              lockedBy: { $literal: owner },
+              [FENCING_TOKEN]: { $add: [{ $ifNull: [`$${FENCING_TOKEN}`, Number(fencingFloor(clock))] }, 1] },
+            },
+          },
+        ],
+        { upsert: true, returnDocument: 'after' },
       )
-      return true
+      return tokenOf(after)
     } catch (error) {
       if ((error as { code?: unknown } | null)?.code === DUPLICATE_KEY) return false
       throw error
@@ -120,10 +142,12 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(configuration.name)
       const owner = lockOwner(lockedBy)
-      if (!(await guard('acquire', configuration.name, () => acquire(configuration, owner)))) return undefined
+      const fencingToken = await guard('acquire', configuration.name, () => acquire(configuration, owner))
+      if (fencingToken === false) return undefined
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
+        ...(fencingToken === undefined ? {} : { fencingToken }),
         unlock: (current) =>
           guard('release', current.name, async () => {
             // An unmatched filter means another node holds the lock by now: leave it alone.
@@ -143,6 +167,18 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
       })
     },
   }
+}
+
+/** The `fencingToken` of the document `findOneAndUpdate` returned (a number, or a bson Long or Double, or a bigint with `useBigInt64`). */
+function tokenOf(result: unknown): bigint | undefined {
+  const wrapped = result as { value?: unknown; ok?: unknown } | null
+  const doc = (wrapped && 'ok' in wrapped && 'value' in wrapped ? wrapped.value : result) as Record<
+    string,
+    unknown
+  > | null
+  const value = doc?.[FENCING_TOKEN]
+  if (typeof value === 'bigint') return value
+  return parseFencingToken(typeof value === 'object' && value !== null ? String(value) : value)
 }
 
 /** Did `findOneAndUpdate` (without upsert) match a document? */

@@ -6,8 +6,9 @@ import { type DescribeStoreError, outcomeOf, SOCKET_FAILURE_CODES } from '../../
 import { errorName, SdkLoadError, sdkErrorDetail, statusOf } from './sdk.ts'
 
 // Java ShedLock's lock objects in S3 (its S3LockProvider): one object per lock, key = prefix +
-// name, the lock in three user metadata entries, a body of 16 random bytes so that every write
-// gets a new ETag. The provider, the inspector and the CLI read it from here.
+// name, the lock in three user metadata entries (and shedlock's fencing counter in a fourth), a
+// body of 16 random bytes so that every write gets a new ETag. The provider, the inspector and
+// the CLI read it from here.
 
 /** The provider's name, as `LockProvider.name`, `LockInspector.name` and error messages give it. */
 export const PROVIDER = 's3'
@@ -15,8 +16,17 @@ export const PROVIDER = 's3'
 /** The key prefix unless `prefix` says otherwise: Java ShedLock's `S3LockProvider` default. */
 export const DEFAULT_PREFIX = 'shedlock/'
 
-/** The user metadata entries (`x-amz-meta-*`) of a lock object, as Java ShedLock names them. */
-export const META = { lockUntil: 'lock-until', lockedAt: 'locked-at', lockedBy: 'locked-by' } as const
+/**
+ * The user metadata entries (`x-amz-meta-*`) of a lock object: Java ShedLock's three, and
+ * shedlock's fencing counter `fencing-token`, which Java neither reads nor keeps (its writes
+ * replace all the metadata).
+ */
+export const META = {
+  lockUntil: 'lock-until',
+  lockedAt: 'locked-at',
+  lockedBy: 'locked-by',
+  fencingToken: 'fencing-token',
+} as const
 
 // S3's limit for an object key, in bytes of UTF-8.
 const MAX_KEY_BYTES = 1024
@@ -37,7 +47,7 @@ export function lockBody(): Uint8Array {
 
 export type { LockMetadata }
 
-/** Reads the three entries; others are ignored. */
+/** Reads the four entries; others are ignored. */
 export function readMetadata(metadata: Record<string, string> | undefined): LockMetadata {
   return readLockMetadata(META, metadata)
 }

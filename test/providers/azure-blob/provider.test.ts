@@ -62,6 +62,7 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
             ),
           }),
         extensible: true,
+        fencing: true,
         slots: { inspector: true },
         maxNameLength: 1024 - PREFIX.length,
       }),
@@ -69,7 +70,7 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
   })
 
   describe('storage format', () => {
-    it('writes one blob at prefix + name with lockUntil, lockedAt and lockedBy, ISO-8601 UTC, and an empty body', async () => {
+    it('writes one blob at prefix + name with lockUntil, lockedAt, lockedBy (ISO-8601 UTC) and fencingToken, and an empty body', async () => {
       const configuration = lockConfiguration({ name: 'format', lockAtMostFor: '1h' })
       const before = Date.now()
       const lock = await provider().lock(configuration)
@@ -79,7 +80,8 @@ describe.skipIf(!service)('azure-blob (azurite)', () => {
         Object.keys(properties.metadata ?? {})
           .map((k) => k.toLowerCase())
           .sort(),
-      ).toEqual(['lockedat', 'lockedby', 'lockuntil'])
+      ).toEqual(['fencingtoken', 'lockedat', 'lockedby', 'lockuntil'])
+      expect(get(properties.metadata, 'fencingToken')).toBe(String(lock.fencingToken))
       expect(get(properties.metadata, 'lockUntil')).toBe(configuration.lockAtMostUntil.toISOString())
       expect(get(properties.metadata, 'lockedAt')).toMatch(ISO)
       expect(Date.parse(get(properties.metadata, 'lockedAt')!)).toBeGreaterThanOrEqual(before)

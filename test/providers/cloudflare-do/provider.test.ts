@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -79,6 +80,7 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
         return provider
       },
       extensible: true,
+      fencing: true,
       slots: { inspector: true },
       fuzzIterations: 5,
     }),
@@ -102,6 +104,19 @@ describe.skipIf(!started)('durableObjectLockProvider (ShedLockDurableObject in M
     )
     expect(locks.filter(Boolean)).toHaveLength(1)
     await locks.find(Boolean)!.unlock()
+  })
+
+  it("fencing tokens outlive the lock's entry: after removeExpired() deleted it, the next token is still greater", async () => {
+    const name = `do-fence-${Date.now()}`
+    const provider = durableObjectLockProvider({ namespace, objectName: 'fenced' })
+    const first = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    assert.ok(first?.fencingToken !== undefined)
+    await first.unlock()
+    expect(await durableObjectLockInspector({ namespace, objectName: 'fenced' }).removeExpired()).toBeGreaterThan(0)
+    expect(await durableObjectLockInspector({ namespace, objectName: 'fenced' }).get(name)).toBeUndefined()
+    const next = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    expect(next!.fencingToken! > first.fencingToken).toBe(true)
+    await next!.unlock()
   })
 
   it('a 3,000-character name works on a SQLite-backed object', async () => {

@@ -45,6 +45,7 @@ const cases: { name: string; skip?: string | undefined; timeoutMs: number; run()
     // The key [prefix, name] holds at most 2048 bytes: 10 for "shedlock", 2 around the name.
     maxNameLength: 2048 - 10 - 2,
     extensible: true,
+    fencing: true,
     slots: { inspector: true },
     fuzzIterations: 10,
   }),

@@ -77,6 +77,8 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
       lockUntil: { S: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) },
       lockedAt: before!.lockedAt,
       lockedBy: { S: 'released' },
+      // The fencing counter stays: the next acquisition counts on from it.
+      fencingToken: before!.fencingToken,
     })
     expect(Date.parse(after!.lockUntil!.S!)).toBeGreaterThanOrEqual(releasedAt)
     expect(Date.parse(after!.lockUntil!.S!)).toBeLessThanOrEqual(Date.now())

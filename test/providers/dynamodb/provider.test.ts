@@ -11,6 +11,7 @@ import {
   DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
@@ -114,6 +115,7 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         deleteRecord: (name) => deleteItem(table, name),
         unreachableProvider: () => dynamoDBLockProvider({ client: deadClient(), tableName: table }),
         extensible: true,
+        fencing: true,
         slots: { inspector: true },
         // 2048 bytes of UTF-8 in DynamoDB; dynalite counts characters, the same for the suite's ASCII names.
         maxNameLength: 2048,
@@ -129,8 +131,11 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       assert.ok(lock)
       const item = await getItem(table, 'format')
       assert.ok(item)
-      expect(Object.keys(item).sort()).toEqual(['_id', 'lockUntil', 'lockedAt', 'lockedBy'])
-      for (const value of Object.values(item)) expect(Object.keys(value)).toEqual(['S'])
+      // And shedlock's own fencingToken, a number, which Java ignores.
+      expect(Object.keys(item).sort()).toEqual(['_id', 'fencingToken', 'lockUntil', 'lockedAt', 'lockedBy'])
+      for (const [key, value] of Object.entries(item))
+        expect(Object.keys(value)).toEqual([key === 'fencingToken' ? 'N' : 'S'])
+      expect(BigInt(item.fencingToken!.N!)).toBe(lock.fencingToken)
       expect(item._id?.S).toBe('format')
       expect(item.lockUntil?.S).toBe(configuration.lockAtMostUntil.toISOString())
       expect(item.lockUntil?.S).toMatch(ISO)
@@ -170,6 +175,37 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
       expect(isHeld(await getItem(table, 'java-expired'))).toBe(true)
     })
 
+    it('counts in fencingToken: from the clock in microseconds on an item without one, then one more per acquisition, kept through Java writes', async () => {
+      const start = Date.UTC(2030, 0, 1)
+      await putItem(table, javaItem('fence-java', start - 1000, start - HOUR))
+      const at = (ms: number) => dynamoDBLockProvider({ client, tableName: table, clock: { now: () => ms } })
+      const config = (ms: number) =>
+        lockConfiguration({ name: 'fence-java', lockAtMostFor: '1s', createdAt: new Date(ms) })
+      const first = await at(start).lock(config(start))
+      expect(first?.fencingToken).toBe(BigInt(start) * 1000n + 1n)
+      // A Java node takes the expired lock over the way Java ShedLock does: SET of its three attributes.
+      await client.send(
+        new UpdateItemCommand({
+          TableName: table,
+          Key: { _id: { S: 'fence-java' } },
+          UpdateExpression: 'set lockUntil = :lockUntil, lockedAt = :lockedAt, lockedBy = :lockedBy',
+          ConditionExpression: 'lockUntil <= :lockedAt or attribute_not_exists(lockUntil)',
+          ExpressionAttributeValues: {
+            ':lockUntil': { S: new Date(start + 3000).toISOString() },
+            ':lockedAt': { S: new Date(start + 2000).toISOString() },
+            ':lockedBy': { S: 'java-host' },
+          },
+        }),
+      )
+      expect((await getItem(table, 'fence-java'))?.fencingToken?.N).toBe(String(first!.fencingToken))
+      const second = await at(start + 4000).lock(config(start + 4000))
+      expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
+      // Deleted (an operator, removeExpired): the count restarts from the later clock, above the old one.
+      await deleteItem(table, 'fence-java')
+      const third = await at(start + 5000).lock(config(start + 5000))
+      expect(third?.fencingToken).toBe(BigInt(start + 5000) * 1000n + 1n)
+    })
+
     it('the acquire condition is `lockUntil <= now` on the app clock: free exactly at lockUntil', async () => {
       const until = Date.UTC(2030, 5, 1, 12, 0, 0, 250)
       await putItem(table, javaItem('boundary', until, until - HOUR))
@@ -204,9 +240,17 @@ describe.skipIf(!started)('dynamodb (dynalite)', () => {
         {
           TableName: table,
           Key: key,
-          UpdateExpression: 'SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner',
+          UpdateExpression:
+            'SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner, fencingToken = if_not_exists(fencingToken, :floor) + :one',
           ConditionExpression: 'attribute_not_exists(lockUntil) OR lockUntil <= :now',
-          ExpressionAttributeValues: { ':lockUntil': times, ':now': times, ':owner': { S: owner } },
+          ExpressionAttributeValues: {
+            ':lockUntil': times,
+            ':now': times,
+            ':owner': { S: owner },
+            ':floor': { N: expect.stringMatching(/^\d+000$/) },
+            ':one': { N: '1' },
+          },
+          ReturnValues: 'UPDATED_NEW',
         },
         {
           TableName: table,

@@ -26,7 +26,7 @@ import { registerSuite } from '../../helpers/register-suite.ts'
 
 /** Exactly the driver call the semantics tests make, typed loosely enough for the fake and a real Collection. */
 interface RawCollection {
-  findOneAndUpdate(filter: Document, update: Document, options: Record<string, unknown>): Promise<unknown>
+  findOneAndUpdate(filter: Document, update: Document | Document[], options: Record<string, unknown>): Promise<unknown>
 }
 
 /** A place lock documents live: the fake, or a real server's collection. */
@@ -125,6 +125,7 @@ function providerTests(backend: () => Backend): void {
         deleteRecord: (name) => backend().remove(name),
         unreachableProvider: () => mongoLockProvider({ collection: backend().unreachable() }),
         extensible: true,
+        fencing: true,
         slots: { inspector: true },
         // _id lives in a document of at most 16 MiB; 64 KiB stay for the other fields and the command.
         maxNameLength: 16 * 1024 * 1024 - 64 * 1024,
@@ -133,7 +134,7 @@ function providerTests(backend: () => Backend): void {
   })
 
   describe('storage format (Java ShedLock)', () => {
-    it('writes { _id: name, lockUntil: Date, lockedAt: Date, lockedBy } and nothing else', async () => {
+    it("writes { _id: name, lockUntil: Date, lockedAt: Date, lockedBy } and shedlock's fencingToken, nothing else", async () => {
       const b = backend()
       const configuration = lockConfiguration({ name: `format-${Math.random()}`, lockAtMostFor: '1h' })
       const before = Date.now()
@@ -141,7 +142,9 @@ function providerTests(backend: () => Backend): void {
       assert.ok(lock)
       const doc = await b.read(configuration.name)
       assert.ok(doc)
-      expect(Object.keys(doc).sort()).toEqual(['_id', 'lockUntil', 'lockedAt', 'lockedBy'])
+      expect(Object.keys(doc).sort()).toEqual(['_id', 'fencingToken', 'lockUntil', 'lockedAt', 'lockedBy'])
+      expect(typeof doc.fencingToken).toBe('number')
+      expect(BigInt(doc.fencingToken as number)).toBe(lock.fencingToken)
       expect(doc._id).toBe(configuration.name)
       expect(doc.lockUntil).toEqual(configuration.lockAtMostUntil)
       assert.ok(doc.lockedAt instanceof Date)
@@ -150,6 +153,47 @@ function providerTests(backend: () => Backend): void {
       expect(String(doc.lockedBy)).toMatch(
         new RegExp(`^${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:${process.pid}:[0-9a-f]{12}$`),
       )
+      await lock.unlock()
+    })
+
+    it('counts in fencingToken: from the clock in microseconds on a document without one, then one more per acquisition, kept through Java updates', async () => {
+      const b = backend()
+      const name = `fence-${Math.random()}`
+      const start = Date.UTC(2030, 0, 1)
+      await b.insert({
+        _id: name,
+        lockUntil: new Date(start - 1000),
+        lockedAt: new Date(start - HOUR),
+        lockedBy: 'java-host',
+      })
+      const at = (ms: number) => mongoLockProvider({ collection: b.collection, clock: { now: () => ms } })
+      const config = (ms: number) => lockConfiguration({ name, lockAtMostFor: '1s', createdAt: new Date(ms) })
+      const first = await at(start).lock(config(start))
+      expect(first?.fencingToken).toBe(BigInt(start) * 1000n + 1n)
+      // A Java node takes the expired lock over the way Java ShedLock does: $set of its three fields.
+      await b.raw.findOneAndUpdate(
+        { _id: name, lockUntil: { $lte: new Date(start + 2000) } },
+        { $set: { lockUntil: new Date(start + 3000), lockedAt: new Date(start + 2000), lockedBy: 'java-host' } },
+        { upsert: true },
+      )
+      expect((await b.read(name))?.fencingToken).toBe(Number(first!.fencingToken))
+      const second = await at(start + 4000).lock(config(start + 4000))
+      expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
+      // Deleted (an operator, removeExpired): the count restarts from the later clock, above the old one.
+      await b.remove(name)
+      const third = await at(start + 5000).lock(config(start + 5000))
+      expect(third?.fencingToken).toBe(BigInt(start + 5000) * 1000n + 1n)
+    })
+
+    it('a lockedBy that starts with "$" is stored as it is, not read as a field path', async () => {
+      const b = backend()
+      const name = `dollar-${Math.random()}`
+      const lock = await mongoLockProvider({ collection: b.collection, lockedBy: '$lockUntil' }).lock(
+        lockConfiguration({ name, lockAtMostFor: '1m' }),
+      )
+      assert.ok(lock)
+      expect((await b.read(name))?.lockedBy).toBe(lock.lockedBy)
+      expect(lock.lockedBy?.startsWith('$lockUntil:')).toBe(true)
       await lock.unlock()
     })
 
@@ -526,6 +570,34 @@ function semanticsTests(backend: () => Backend): void {
       code: 66,
     })
     expect(await b.read(key)).toEqual({ _id: key, n: 0 })
+  })
+
+  it('an update pipeline: $set stages of $ifNull, $add, field paths and $literal, on an upsert and on a match', async () => {
+    const b = backend()
+    const key = id()
+    const pipeline = (by: string) => [
+      { $set: { lockUntil: at(5000), lockedBy: { $literal: by }, n: { $add: [{ $ifNull: ['$n', 1000] }, 1] } } },
+    ]
+    const inserted = await b.raw.findOneAndUpdate({ _id: key, lockUntil: { $lte: at(1000) } }, pipeline('$x'), {
+      upsert: true,
+      returnDocument: 'after',
+    })
+    expect(inserted).toEqual({ _id: key, lockUntil: at(5000), lockedBy: '$x', n: 1001 })
+    const updated = await b.raw.findOneAndUpdate({ _id: key, lockUntil: { $lte: at(6000) } }, pipeline('b'), {
+      upsert: true,
+      returnDocument: 'after',
+    })
+    expect(updated).toEqual({ _id: key, lockUntil: at(5000), lockedBy: 'b', n: 1002 })
+    // Without $literal, a string that starts with '$' is a field path: here, a missing field.
+    await b.raw.findOneAndUpdate({ _id: key }, [{ $set: { copy: '$lockedBy', gone: '$nothing' } }], {})
+    const doc = await b.read(key)
+    expect(doc).toEqual({ _id: key, lockUntil: at(5000), lockedBy: 'b', n: 1002, copy: 'b' })
+    expect(Object.keys(doc!)).not.toContain('gone')
+    // And an upsert that matches nothing while the _id exists fails with E11000, as with $set.
+    const error = await b.raw
+      .findOneAndUpdate({ _id: key, lockUntil: { $lte: at(1000) } }, pipeline('c'), { upsert: true })
+      .catch((e: unknown) => e)
+    expect(error).toMatchObject({ code: 11000 })
   })
 }
 

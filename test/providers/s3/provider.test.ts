@@ -75,6 +75,7 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
           return s3LockProvider({ client: c, bucket })
         },
         extensible: true,
+        fencing: true,
         slots: { inspector: true },
         // Ceph RGW 16.2 ignores If-Match on DeleteObject (measured, and asserted below), so removeExpired() deletes nothing there.
         skip: {
@@ -87,14 +88,20 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
   })
 
   describe('storage format (Java ShedLock)', () => {
-    it('writes one object at prefix + name with exactly lock-until, locked-at and locked-by, ISO-8601 UTC, and a 16-byte body', async () => {
+    it('writes one object at prefix + name with exactly lock-until, locked-at, locked-by (ISO-8601 UTC) and fencing-token, and a 16-byte body', async () => {
       const configuration = lockConfiguration({ name: 'format', lockAtMostFor: '1h' })
       const before = Date.now()
       const lock = await provider().lock(configuration)
       assert.ok(lock)
       const object = await head('format')
       assert.ok(object)
-      expect(Object.keys(object.Metadata ?? {}).sort()).toEqual(['lock-until', 'locked-at', 'locked-by'])
+      expect(Object.keys(object.Metadata ?? {}).sort()).toEqual([
+        'fencing-token',
+        'lock-until',
+        'locked-at',
+        'locked-by',
+      ])
+      expect(object.Metadata?.['fencing-token']).toBe(String(lock.fencingToken))
       expect(object.Metadata?.['lock-until']).toBe(configuration.lockAtMostUntil.toISOString())
       expect(object.Metadata?.['lock-until']).toMatch(ISO)
       expect(object.Metadata?.['locked-at']).toMatch(ISO)
@@ -105,6 +112,40 @@ describe.skipIf(!client)('s3 (Ceph RGW)', () => {
       const released = await head('format')
       expect(Date.parse(released!.Metadata!['lock-until']!)).toBeLessThanOrEqual(Date.now())
       expect(released!.Metadata!['locked-at']).toBe(object.Metadata!['locked-at'])
+      expect(released!.Metadata!['fencing-token']).toBe(object.Metadata!['fencing-token'])
+    })
+
+    it('fencing tokens: one more than the counter or the clock in microseconds, whichever is larger, so that one Java dropped restarts above the last', async () => {
+      const start = Date.UTC(2030, 0, 1)
+      const at = (ms: number) => provider({ clock: { now: () => ms } })
+      const config = (ms: number) =>
+        lockConfiguration({ name: 'fence-java', lockAtMostFor: '1s', createdAt: new Date(ms) })
+      const first = await at(start).lock(config(start))
+      expect(first?.fencingToken).toBe(BigInt(start) * 1000n + 1n)
+      await first!.unlock()
+      // A counter ahead of the clock counts on by one.
+      await s3.send(
+        new PutObjectCommand({
+          Bucket: bucket,
+          Key: `${PREFIX}fence-java`,
+          Body: Buffer.alloc(16, 3),
+          Metadata: {
+            'lock-until': new Date(start).toISOString(),
+            'locked-at': new Date(start).toISOString(),
+            'locked-by': 'x',
+            'fencing-token': '99999999999999999999',
+          },
+        }),
+      )
+      const ahead = await at(start + 1000).lock(config(start + 1000))
+      expect(ahead?.fencingToken).toBe(100000000000000000000n)
+      await ahead!.unlock()
+      // A Java node takes the expired lock: it rewrites the metadata wholesale, the counter goes.
+      await putJava('fence-java', new Date(start + 3000).toISOString(), new Date(start + 2000).toISOString())
+      expect((await head('fence-java'))?.Metadata?.['fencing-token']).toBeUndefined()
+      const after = await at(start + 4000).lock(config(start + 4000))
+      expect(after?.fencingToken).toBe(BigInt(start + 4000) * 1000n + 1n)
+      expect(after!.fencingToken! > first!.fencingToken!).toBe(true)
     })
 
     it('honours an object Java ShedLock holds (Instant.toString(), no fraction) and takes over one that expired (nanoseconds)', async () => {
