@@ -12,9 +12,10 @@ export interface FencingRaceOptions {
   /**
    * ES module source, run in each process from the repository's root (so `shedlock/<store>`
    * resolves to dist/), that exports `provider`: a LockProvider, or a promise of one. It may also
-   * export `close`, an async function called before the process exits. Build dist/ first.
+   * export `close`, an async function called before the process exits. Build dist/ first. Several
+   * sources: process `i` runs source `i % sources.length` (say, one client library and another).
    */
-  nodeProvider: string
+  nodeProvider: string | readonly string[]
   /** How many processes race. @default 4 */
   processes?: number
   /** Acquisitions in all, shared out between the processes. @default 1000 */
@@ -83,10 +84,15 @@ export async function fencingRace(options: FencingRaceOptions): Promise<FencingR
   const names = Array.from({ length: options.names ?? 4 }, (_, i) => `${tag}-${i}`)
   const lockAtMostFor = options.lockAtMostForMs ?? 300
   const abandonRate = options.abandonRate ?? 0.03
+  const sources = typeof options.nodeProvider === 'string' ? [options.nodeProvider] : options.nodeProvider
   const nodes = Array.from({ length: processes }, (_, i) => {
     const count = Math.floor(total / processes) + (i < total % processes ? 1 : 0)
     return startNode(
-      ['--input-type=module', '-e', `${options.nodeProvider}\n${body(i, count, names, lockAtMostFor, abandonRate)}`],
+      [
+        '--input-type=module',
+        '-e',
+        `${sources[i % sources.length]}\n${body(i, count, names, lockAtMostFor, abandonRate)}`,
+      ],
       { cwd: root, killAfterMs: options.timeoutMs ?? 240_000 },
     )
   })
@@ -157,6 +163,7 @@ function byName(all: readonly RaceAcquisition[]): Map<string, RaceAcquisition[]>
     list.push(a)
     map.set(a.name, list)
   }
-  for (const list of map.values()) list.sort((x, y) => (x.grantedAt < y.grantedAt ? -1 : x.grantedAt > y.grantedAt ? 1 : 0))
+  for (const list of map.values())
+    list.sort((x, y) => (x.grantedAt < y.grantedAt ? -1 : x.grantedAt > y.grantedAt ? 1 : 0))
   return map
 }
