@@ -3,7 +3,9 @@ import { type ZooKeeperClient, zookeeperLockProvider, zookeeperNodeName } from '
 import { type CountSpec, countingProxy } from '../counting.ts'
 import { inParallel, packageVersion, type RawOperations, type SetupContext, type StoreSetup } from './setup.ts'
 
-const COUNT: CountSpec = { count: ['getData', 'create', 'setData', 'mkdirp', 'remove'] }
+// A transaction (a multi, which the provider creates lock nodes in) is one round trip, at its
+// commit(): counted at transaction(), since its create() and setData() share the client's names.
+const COUNT: CountSpec = { count: ['getData', 'create', 'setData', 'mkdirp', 'remove', 'transaction'] }
 const NO_NODE = -101
 const NODE_EXISTS = -110
 const BAD_VERSION = -103

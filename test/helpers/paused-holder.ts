@@ -146,6 +146,9 @@ async function waitForLine(
         `the holder process did not print ${pattern} (exit ${holder.child.exitCode}); stdout: ${holder.stdout()}; stderr: ${holder.stderr()}`,
       )
     }
-    await Promise.race([once(holder.child.stdout!, 'data'), sleep(100)])
+    // The listener goes with the poll: one left behind per poll piled up (MaxListenersExceededWarning).
+    const stop = new AbortController()
+    await Promise.race([once(holder.child.stdout!, 'data', { signal: stop.signal }).catch(() => {}), sleep(100)])
+    stop.abort()
   }
 }

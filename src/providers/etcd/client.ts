@@ -20,7 +20,14 @@ export interface EtcdDeleteBuilder {
 /** The part of an etcd3 `ComparatorBuilder` (a transaction) this provider calls. */
 export interface EtcdTransaction {
   then(...operations: EtcdOperation[]): EtcdTransaction
-  commit(): Promise<{ succeeded: boolean }>
+  commit(): Promise<EtcdTransactionResult>
+}
+
+/** The part of an etcd3 `ITxnResponse` this provider reads. */
+export interface EtcdTransactionResult {
+  succeeded: boolean
+  /** `revision`: the store's revision once the transaction applied, as a decimal string (etcd's int64). */
+  header?: { revision?: string | number }
 }
 
 /** The part of an etcd3 `Lease` this provider calls. */

@@ -13,5 +13,6 @@ export type {
   EtcdOperation,
   EtcdPutBuilder,
   EtcdTransaction,
+  EtcdTransactionResult,
 } from './client.ts'
 export { type EtcdLockProviderOptions, etcdLockProvider } from './provider.ts'

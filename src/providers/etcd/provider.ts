@@ -8,7 +8,7 @@ import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import type { EtcdClient, EtcdLease } from './client.ts'
+import type { EtcdClient, EtcdLease, EtcdTransactionResult } from './client.ts'
 import { type EtcdLockInspectorOptions, etcdLockInspector } from './inspector.ts'
 export type {
   EtcdClient,
@@ -17,6 +17,7 @@ export type {
   EtcdOperation,
   EtcdPutBuilder,
   EtcdTransaction,
+  EtcdTransactionResult,
 } from './client.ts'
 import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, MAX_KEY_BYTES, PROVIDER } from './format.ts'
 
@@ -61,6 +62,12 @@ const MAX_LEASE_TTL_S = 9_000_000_000
  *   `If(value == mine) Then put(key, value, newLease)`. The old lease is revoked either way;
  * - extend: the key moves to a new lease of `lockAtMostFor`, `If(value == mine) Then put(...)`.
  *   Resolves to `undefined` when the key expired or another acquisition holds it.
+ *
+ * Fencing: each lock's `fencingToken` is the revision of the transaction that took it (etcd's
+ * cluster-wide revision, which every write raises), so it is greater than the token of every
+ * earlier acquisition, of this name or any other, Java's included; no extra request. An extension
+ * keeps it. A cluster restored from a snapshot must be restored with `--bump-revision` (and
+ * `--mark-compacted`), as etcd advises, or its revisions, and so tokens, go back.
  *
  * Unlike Java's provider, unlock and extend are owner-checked: the value is unique to each
  * acquisition, so a holder whose lock expired touches nothing of the next holder's. A key Java
@@ -168,14 +175,16 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
       // Mutable: unlock and extend move the key to new leases. An object, because it is first
       // assigned inside a closure.
       const held: { lease: EtcdLease | undefined } = { lease: undefined }
-      let acquired: boolean
+      // The revision of the transaction that took the lock: etcd's revision counts every write of
+      // the cluster, so it is greater than that of every earlier acquisition of any name, Java's too.
+      let fencingToken: bigint | undefined
       try {
-        acquired = await guard('acquire', name, async () => {
+        fencingToken = await guard('acquire', name, async () => {
           const lease = client.lease(leaseSeconds(configuration.lockAtMostUntil.getTime() - now), NO_KEEP_ALIVE)
           held.lease = lease
           const id = await lease.grant()
-          return (await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(id)).commit())
-            .succeeded
+          const result = await client.if(key, 'Version', '==', 0).then(client.put(key).value(value).lease(id)).commit()
+          return result.succeeded ? revisionOf(result) : undefined
         })
       } catch (error) {
         // Whether or not the transaction committed (or still will, after a timeout), nobody uses
@@ -185,7 +194,7 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
         throw error
       }
       let lease = held.lease!
-      if (!acquired) {
+      if (fencingToken === undefined) {
         // The key belongs to another lease, this one holds nothing: revoke it, so that failed
         // attempts leave no leases behind.
         await quietly(withTimeout(lease.revoke(), timeout, { store: 'etcd' }))
@@ -195,6 +204,7 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
+        fencingToken,
         unlock: (current) =>
           guard('release', name, async () => {
             const old = lease
@@ -241,6 +251,20 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
 const LONGEST_LEASE = `etcd grants leases of at most ${MAX_LEASE_TTL_S.toLocaleString('en-US')} s, about 285 years`
 
 /** Whole seconds, rounded up and at least 1: etcd lease TTLs are whole seconds, and etcd3 refuses TTLs below 1. */
+// A client that reports no revision fails the acquisition (its lease revoked, so the key goes):
+// a lock without its token would break the promise that every etcd lock carries one.
+function revisionOf(result: EtcdTransactionResult): bigint {
+  const revision = result.header?.revision
+  if (
+    (typeof revision === 'string' && /^[1-9][0-9]*$/.test(revision)) ||
+    (Number.isSafeInteger(revision) && (revision as number) > 0)
+  )
+    return BigInt(revision as string | number)
+  throw new TypeError(
+    `the etcd client reported no revision for the transaction that took the lock (header.revision: ${String(revision)}); pass an Etcd3 client (etcd3 1.x)`,
+  )
+}
+
 function leaseSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000))
 }

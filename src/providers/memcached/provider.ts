@@ -110,6 +110,10 @@ function expiration(untilMs: number, nowMs: number): number {
  * - Beyond 30 days an expiry is sent as an absolute Unix time, read on memcached's clock. Those
  *   are 32-bit: a `lockAtMostUntil` after 2106-02-07T06:28:15Z rejects with
  *   `LockConfigurationError`.
+ * - No fencing tokens (`fencingToken` is `undefined`): memcached could count with `incr`, but as
+ *   a second request beside the `add`, not atomic with it (a holder paused between the two would
+ *   get a greater token than the node that took its expired lock), and it evicts and forgets keys
+ *   (LRU, restarts), so a counter could start over and hand out tokens a resource has seen.
  * - Keys are at most 250 bytes (memcached's limit; a longer one also stalls the connection): a
  *   longer name rejects with `LockConfigurationError` before anything is sent.
  *

@@ -65,6 +65,12 @@ export interface NatsLockProviderOptions {
  * values instead). Expiry is decided on this process's clock (`clock`), as Java does: keep the
  * clocks of all nodes in sync.
  *
+ * Fencing: each lock's `fencingToken` is the revision of the write that took it (`create` or
+ * `update`), the sequence number the bucket's stream gave it. Every write to the bucket gets a
+ * greater one, so a token is greater than that of every earlier acquisition, of this name or any
+ * other, Java's included; no extra request. An extension keeps it. A bucket deleted and created
+ * again starts its sequence over, and so tokens.
+ *
  * Create the bucket once, with one value per key (the default) and no TTL:
  *
  * ```ts
@@ -144,6 +150,9 @@ export function natsLockProvider(options: NatsLockProviderOptions): ExtensibleLo
       let current = revision
       return defineLock(configuration, {
         clock,
+        // The revision of the write that took the lock, the bucket stream's sequence number: every
+        // write to the bucket, of any key and by Java too, gets a greater one.
+        fencingToken: BigInt(revision),
         unlock: (held) =>
           guard('release', name, async () => {
             const lockAtLeastUntil = held.lockAtLeastUntil.getTime()

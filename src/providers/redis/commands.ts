@@ -8,8 +8,10 @@ export type RedisCommand = (args: readonly string[]) => Promise<unknown>
  * library. Build one with {@link fromIoredis} or {@link fromNodeRedis}, or write your own for
  * another client.
  *
- * The provider needs `setIfAbsent`, `evalSha` and `eval` only. Every one of them names exactly
- * one key, so a Cluster client routes it to the node that owns the key's slot. The inspector
+ * The provider needs `setIfAbsent`, `evalSha` and `eval` only. Every one of them names one key,
+ * so a Cluster client routes it to the node that owns the key's slot; with the provider's
+ * `fencingTokens`, the acquisition's script also names the lock's counter key, in the same slot,
+ * as `moreKeys`. The inspector
  * (`redisLockInspector`) also needs `command`, for `TIME` and `SCAN`, and uses `masters` and
  * `keyPrefix` where the client has them. Errors are passed through as the client raised them:
  * shedlock turns them into `LockProviderError`s and recognises a `NOSCRIPT` reply by its message.
@@ -19,10 +21,15 @@ export interface RedisCommands {
   readonly client: string
   /** `SET key value NX PX milliseconds`. Resolves to `true` when Redis replied `OK` (the key was absent and is now set). */
   setIfAbsent(key: string, value: string, milliseconds: number): Promise<boolean>
-  /** `EVALSHA sha1 1 key ...args`: resolves to the script's reply; rejects with Redis's `NOSCRIPT` error when the script is not cached. */
-  evalSha(sha1: string, key: string, args: readonly string[]): Promise<unknown>
-  /** `EVAL script 1 key ...args`: resolves to the script's reply (and caches the script on that Redis node). */
-  eval(script: string, key: string, args: readonly string[]): Promise<unknown>
+  /**
+   * `EVALSHA sha1 1 key ...args` (`EVALSHA sha1 <1 + moreKeys.length> key ...moreKeys ...args` when
+   * `moreKeys` is given): resolves to the script's reply; rejects with Redis's `NOSCRIPT` error when
+   * the script is not cached. `moreKeys` (the fencing counter's key, in `key`'s slot) is passed
+   * only with the provider's `fencingTokens`; a port that ignores it makes that script fail.
+   */
+  evalSha(sha1: string, key: string, args: readonly string[], moreKeys?: readonly string[]): Promise<unknown>
+  /** `EVAL script 1 key ...args` (with `moreKeys` as `evalSha`): resolves to the script's reply (and caches the script on that Redis node). */
+  eval(script: string, key: string, args: readonly string[], moreKeys?: readonly string[]): Promise<unknown>
   /**
    * Optional: sends a raw command (a {@link RedisCommand}) and resolves to Redis's reply, as the
    * client returns it (strings, numbers, arrays, `null`). The provider never calls it; the
@@ -53,6 +60,21 @@ export interface RedisCommands {
     waitMilliseconds: number,
   ): Promise<ReplicatedSet>
   /**
+   * Optional, for the provider's `waitForReplicas` with `fencingTokens`: `EVAL script <keys.length>
+   * ...keys ...args`, then `WAIT replicas waitMilliseconds` on the same connection, sent together
+   * as `setIfAbsentAndWait` sends its two. The script's writes (the lock key and its counter) are
+   * the connection's latest, so `WAIT` counts the replicas that have both. `EVAL`, not `EVALSHA`:
+   * a `NOSCRIPT` inside the pair would leave nothing to wait for. Resolves to the script's reply
+   * and how many replicas acknowledged.
+   */
+  evalAndWait?(
+    script: string,
+    keys: readonly string[],
+    args: readonly string[],
+    replicas: number,
+    waitMilliseconds: number,
+  ): Promise<ReplicatedEval>
+  /**
    * Optional: the prefix the client itself adds to every key it sends (ioredis's and node-redis's
    * `keyPrefix` option). Clients do not add it to SCAN patterns, nor strip it from the keys SCAN
    * returns, so the inspector does both. `fromIoredis` and `fromNodeRedis` read it from the client.
@@ -64,6 +86,14 @@ export interface RedisCommands {
 export interface ReplicatedSet {
   /** Whether Redis replied `OK` to the `SET … NX` (the key was absent and is now set). */
   readonly set: boolean
+  /** The reply of `WAIT`: how many replicas acknowledged the connection's writes within its timeout. */
+  readonly replicas: number
+}
+
+/** What {@link RedisCommands.evalAndWait} resolves to. */
+export interface ReplicatedEval {
+  /** The script's reply. */
+  readonly reply: unknown
   /** The reply of `WAIT`: how many replicas acknowledged the connection's writes within its timeout. */
   readonly replicas: number
 }
@@ -93,9 +123,10 @@ export interface IoredisClient {
   eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>
 }
 
-/** The part of an ioredis pipeline that `setIfAbsentAndWait` uses. */
+/** The part of an ioredis pipeline that `setIfAbsentAndWait` and `evalAndWait` use. */
 interface IoredisPipeline {
   set(key: string, value: string, millisecondsToken: 'PX', milliseconds: number, nx: 'NX'): IoredisPipeline
+  eval(script: string, numkeys: number, ...keysAndArgs: string[]): IoredisPipeline
   wait(replicas: number, milliseconds: number): IoredisPipeline
   exec(): Promise<[Error | null, unknown][] | null>
 }
@@ -154,8 +185,10 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
     setIfAbsent: async (key, value, milliseconds) => (await client.set(key, value, 'PX', milliseconds, 'NX')) === 'OK',
     // Not async functions: the client's promise is returned as it is (an async wrapper adds a
     // promise and two turns per call); a synchronous throw still becomes a rejection.
-    evalSha(sha1, key, args) {
+    evalSha(sha1, key, args, moreKeys) {
       try {
+        if (moreKeys !== undefined && moreKeys.length > 0)
+          return promised(client.evalsha(sha1, 1 + moreKeys.length, key, ...moreKeys, ...args))
         // The provider's scripts take one or two arguments: passed as they are, not spread.
         return promised(
           args.length === 1
@@ -168,9 +201,9 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
         return Promise.reject(error)
       }
     },
-    eval(script, key, args) {
+    eval(script, key, args, moreKeys = []) {
       try {
-        return promised(client.eval(script, 1, key, ...args))
+        return promised(client.eval(script, 1 + moreKeys.length, key, ...moreKeys, ...args))
       } catch (error) {
         return Promise.reject(error)
       }
@@ -188,6 +221,16 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
         if (setError) throw setError
         if (waitError) throw waitError
         return { set: setReply === 'OK', replicas: Number(waitReply) }
+      },
+      evalAndWait: async (script, keys, args, replicas, waitMilliseconds) => {
+        const replies = await c.pipeline!()
+          .eval(script, keys.length, ...keys, ...args)
+          .wait(replicas, waitMilliseconds)
+          .exec()
+        const [[evalError, evalReply] = [], [waitError, waitReply] = []] = replies ?? []
+        if (evalError) throw evalError
+        if (waitError) throw waitError
+        return { reply: evalReply, replicas: Number(waitReply) }
       },
     }),
     ...(c.isCluster === true &&
@@ -252,16 +295,16 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
     client: 'node-redis',
     setIfAbsent: async (key, value, milliseconds) =>
       setReply.acquired(await client.set(key, value, { PX: milliseconds, NX: true })),
-    evalSha(sha1, key, args) {
+    evalSha(sha1, key, args, moreKeys = []) {
       try {
-        return promised(client.evalSha(sha1, { keys: [key], arguments: [...args] }))
+        return promised(client.evalSha(sha1, { keys: [key, ...moreKeys], arguments: [...args] }))
       } catch (error) {
         return Promise.reject(error)
       }
     },
-    eval(script, key, args) {
+    eval(script, key, args, moreKeys = []) {
       try {
-        return promised(client.eval(script, { keys: [key], arguments: [...args] }))
+        return promised(client.eval(script, { keys: [key, ...moreKeys], arguments: [...args] }))
       } catch (error) {
         return Promise.reject(error)
       }
@@ -278,6 +321,13 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
         const acked = cluster ? send.call(client, key, false, wait) : send.call(client, wait)
         const [setAnswer, waitAnswer] = await Promise.all([set, acked])
         return { set: setReply.acquired(setAnswer), replicas: Number(waitAnswer) }
+      },
+      evalAndWait: async (script, keys, args, replicas, waitMilliseconds) => {
+        const wait = ['WAIT', String(replicas), String(waitMilliseconds)]
+        const evaluated = client.eval(script, { keys: [...keys], arguments: [...args] })
+        const acked = cluster ? send.call(client, keys[0], false, wait) : send.call(client, wait)
+        const [reply, waitAnswer] = await Promise.all([evaluated, acked])
+        return { reply, replicas: Number(waitAnswer) }
       },
     }),
     ...(cluster && { masters }),

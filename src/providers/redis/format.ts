@@ -110,6 +110,20 @@ export const DELETE_IF_OWNED: Script = script(
 )
 
 /**
+ * `ACQUIRE_FENCED lockKey counterKey value ms`: `SET lockKey value NX PX ms` and, when it set the
+ * key, `INCR counterKey`: the new count, the acquisition's fencing token; 0 when the lock is held.
+ * Both keys are declared, in one slot (see `redisFenceKey`). A counter INCR refuses (not an
+ * integer, or at its end) deletes the key just set and answers the error, so that no lock is
+ * held without a token.
+ */
+export const ACQUIRE_FENCED: Script = script(
+  `if #KEYS ~= 2 then return redis.error_reply('shedlock: ACQUIRE_FENCED needs the lock key and the counter key; a RedisCommands port must pass moreKeys') end ` +
+    `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end ` +
+    `local n = redis.pcall('INCR', KEYS[2]) ` +
+    `if type(n) == 'table' and n.err then redis.call('DEL', KEYS[1]) end return n`,
+)
+
+/**
  * `READ_LOCK key`: one lock key read at one instant, on the clock of the node that holds it
  * (which decides its expiry): `{type}` when the key is missing (`none`) or not a string (not a
  * lock), else `{'string', value, pttl, seconds, microseconds}`, the last two from `TIME`. A

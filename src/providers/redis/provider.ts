@@ -9,9 +9,18 @@ import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeError } from '../../support/store-errors.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
-import { type RedisClientLike, type ReplicatedSet, SET_REPLY, type SetReply, toRedisCommands } from './commands.ts'
+import {
+  type RedisClientLike,
+  type ReplicatedEval,
+  type ReplicatedSet,
+  SET_REPLY,
+  type SetReply,
+  toRedisCommands,
+} from './commands.ts'
+import { redisFenceKey } from './fence-key.ts'
 import { redisLockInspector } from './inspector.ts'
 import {
+  ACQUIRE_FENCED,
   DELETE_IF_OWNED,
   describeRedisError,
   EXPIRE_IF_OWNED,
@@ -66,6 +75,17 @@ export interface RedisLockProviderOptions {
    * @default "1s"
    */
   waitForReplicasTimeout?: Duration
+  /**
+   * Fencing tokens (docs/fencing.md): each acquisition also `INCR`s a counter key beside the lock
+   * key, `:{<lock key>}:fence`, in the same script, and the lock's `fencingToken` is the new
+   * count. Still one request per acquisition (a script instead of `SET … NX`), but one more key
+   * per lock name, kept for good: a counter that expired or was deleted would start over and
+   * hand out tokens the resource has seen. Java ShedLock never touches it, so its acquisitions do
+   * not advance it. Redis replicates it asynchronously: after a failover it may be behind, and
+   * tokens repeat, unless `waitForReplicas` (whose `WAIT` then covers the counter too). Off by
+   * default, so that dynamic lock names leave no keys behind unasked. @default false
+   */
+  fencingTokens?: boolean
 }
 
 /**
@@ -91,6 +111,10 @@ export interface RedisLockProviderOptions {
  *
  * Works with Redis Cluster (every command names one key, routed by the Cluster client) and with
  * any Redis from 2.6.12 (`SET … NX PX`, Lua scripts).
+ *
+ * With `fencingTokens`, the acquisition is one script instead (`ACQUIRE_FENCED`: the `SET … NX
+ * PX`, then `INCR` of the lock's counter key when it set the key), and the lock's `fencingToken`
+ * is the count. The counter key is in the lock key's Cluster slot and is never a lock key.
  *
  * Caveats, none of which the provider can detect:
  * - Redis replicates asynchronously, so a failover can promote a replica that has not seen a
@@ -138,6 +162,12 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       `redis: waitForReplicas must be a whole number of replicas, 0 or more, got ${JSON.stringify(options.waitForReplicas)}`,
     )
   }
+  const fencing = options.fencingTokens ?? false
+  if (typeof fencing !== 'boolean') {
+    throw new LockConfigurationError(
+      `redis: fencingTokens must be true or false, got ${JSON.stringify(options.fencingTokens)}`,
+    )
+  }
   const waitMs = parseDuration(options.waitForReplicasTimeout ?? '1s')
   if (replicas > 0) {
     if (waitMs <= 0 || waitMs >= timeout) {
@@ -148,6 +178,11 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     if (typeof commands.setIfAbsentAndWait !== 'function') {
       throw new LockConfigurationError(
         `redis: waitForReplicas needs a client that can send SET and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port setIfAbsentAndWait()`,
+      )
+    }
+    if (fencing && typeof commands.evalAndWait !== 'function') {
+      throw new LockConfigurationError(
+        `redis: waitForReplicas with fencingTokens needs a client that can send EVAL and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port evalAndWait()`,
       )
     }
   }
@@ -207,6 +242,9 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     readonly value: string
     readonly ttl: number
     readonly lockedBy: string
+    // With fencingTokens: the counter's key, passed as the script's second key.
+    readonly fenceKeys: readonly string[] | undefined
+    fencingToken: bigint | undefined
 
     constructor(configuration: LockConfiguration, key: string, value: string, ttl: number, lockedBy: string) {
       this.configuration = configuration
@@ -214,16 +252,35 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       this.value = value
       this.ttl = ttl
       this.lockedBy = lockedBy
+      this.fenceKeys = fencing ? [redisFenceKey(key, commands.keyPrefix)] : undefined
     }
 
     start(): PromiseLike<unknown> {
+      const { fenceKeys } = this
+      if (fenceKeys !== undefined) {
+        const args = [this.value, String(this.ttl)]
+        if (replicas > 0)
+          return commands.evalAndWait!(ACQUIRE_FENCED.source, [this.key, ...fenceKeys], args, replicas, waitMs)
+        return commands.evalSha(ACQUIRE_FENCED.sha1, this.key, args, fenceKeys)
+      }
       if (replicas > 0) return commands.setIfAbsentAndWait!(this.key, this.value, this.ttl, replicas, waitMs)
       return setReply !== undefined
         ? setReply.send(this.key, this.value, this.ttl)
         : commands.setIfAbsent(this.key, this.value, this.ttl)
     }
 
+    // The script was not in that node's cache: EVAL sends it, within the same timeout.
+    recover(error: unknown): Promise<unknown> | undefined {
+      if (this.fenceKeys === undefined || replicas > 0 || !isNoScript(error)) return undefined
+      return commands.eval(ACQUIRE_FENCED.source, this.key, [this.value, String(this.ttl)], this.fenceKeys)
+    }
+
     #acquired(reply: unknown): boolean {
+      if (this.fenceKeys !== undefined) {
+        // The counter's new value, at least 1; 0 when the key was held.
+        const count = replicas > 0 ? (reply as ReplicatedEval).reply : reply
+        return (typeof count === 'number' || typeof count === 'string') && Number(count) > 0
+      }
       if (replicas > 0) return (reply as ReplicatedSet).set
       // A port's setIfAbsent() resolves to whether it set the key; truthy counts, as it always did.
       return setReply !== undefined ? setReply.acquired(reply) : Boolean(reply)
@@ -231,8 +288,13 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
 
     map(reply: unknown): ExtensibleLock | undefined {
       if (!this.#acquired(reply)) return undefined
+      if (this.fenceKeys !== undefined) {
+        const count = replicas > 0 ? (reply as ReplicatedEval).reply : reply
+        // INCR's integer reply (int64): clients return it as a number, exact up to 2^53.
+        this.fencingToken = BigInt(count as number | string)
+      }
       if (replicas > 0) {
-        const confirmed = (reply as ReplicatedSet).replicas
+        const confirmed = (reply as ReplicatedSet | ReplicatedEval).replicas
         if (!(confirmed >= replicas)) {
           // Only the primary has it: a failover now would grant it again. Given back, not run.
           runScript(commands, DELETE_IF_OWNED, this.key, [this.value]).catch(() => {})

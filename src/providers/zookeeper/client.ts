@@ -10,6 +10,18 @@ import { CODE, hasCode } from './format.ts'
 /** The part of a node's `Stat` that shedlock reads. */
 export interface ZooKeeperStat {
   readonly version: number
+  /**
+   * The zxid of the node's last change, 8 bytes big-endian, as node-zookeeper-client reports it:
+   * the provider's fencing token, read from the Stat of the write that took the lock.
+   */
+  readonly mzxid?: Uint8Array
+}
+
+/** The part of a node-zookeeper-client `Transaction` (a multi) that the provider builds. */
+interface CallbackTransaction {
+  create(path: string, data: Buffer, mode: number): CallbackTransaction
+  setData(path: string, data: Buffer, version: number): CallbackTransaction
+  commit(callback: (error: unknown, results: readonly { stat?: ZooKeeperStat }[] | undefined) => void): void
 }
 
 /** Every method of a node-zookeeper-client 1.x `Client` that the provider or the inspector calls. */
@@ -28,16 +40,22 @@ interface CallbackClient {
   mkdirp(path: string, callback: (error: unknown) => void): void
   getChildren(path: string, callback: (error: unknown, children: string[] | undefined) => void): void
   remove(path: string, version: number, callback: (error: unknown) => void): void
+  transaction(): CallbackTransaction
 }
 
 /** The client's calls as promises. */
 export interface ZooKeeperCalls {
   /** `getData`, resolving to `undefined` when the node is missing. */
   read(path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStat } | undefined>
-  /** A PERSISTENT node; `false` when it exists already. Rejects with NO_NODE when its parent is missing. */
-  createIfAbsent(path: string, data: Buffer): Promise<boolean>
-  /** `setData` at `version`: the node's new version, or `undefined` when the version moved on or the node is gone. */
-  writeAt(path: string, data: Buffer, version: number): Promise<number | undefined>
+  /**
+   * A PERSISTENT node, and its Stat, from one multi that creates it and sets its data again (ZooKeeper
+   * reports no Stat for a create in this client's protocol, but does for a setData): the Stat's
+   * `mzxid` is the create's zxid, and its version 1. `undefined` when the node exists already.
+   * Rejects with NO_NODE when its parent is missing.
+   */
+  createIfAbsent(path: string, data: Buffer): Promise<ZooKeeperStat | undefined>
+  /** `setData` at `version`: the node's new Stat, or `undefined` when the version moved on or the node is gone. */
+  writeAt(path: string, data: Buffer, version: number): Promise<ZooKeeperStat | undefined>
   mkdirp(path: string): Promise<void>
   getChildren(path: string): Promise<string[]>
   /** Deletes the node if its version is `version`. */
@@ -106,11 +124,23 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
       ),
     createIfAbsent: (path, data) =>
       new Promise((resolve, reject) =>
-        client().create(path, data, PERSISTENT, (error) => {
-          if (!error) resolve(true)
-          else if (hasCode(error, CODE.NODE_EXISTS)) resolve(false)
-          else reject(error)
-        }),
+        // The setData's version -1 ("any"): the multi's create made the node, nothing came between.
+        client()
+          .transaction()
+          .create(path, data, PERSISTENT)
+          .setData(path, data, -1)
+          .commit((error, results) => {
+            if (error) {
+              if (hasCode(error, CODE.NODE_EXISTS)) resolve(undefined)
+              else reject(error)
+              return
+            }
+            try {
+              resolve(statOf(results?.[1]?.stat))
+            } catch (invalid) {
+              reject(invalid)
+            }
+          }),
       ),
     writeAt: (path, data, version) =>
       new Promise((resolve, reject) =>
@@ -121,7 +151,7 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
             return
           }
           try {
-            resolve(statOf(stat).version)
+            resolve(statOf(stat))
           } catch (invalid) {
             reject(invalid)
           }

@@ -22,8 +22,9 @@ export const DEFAULT_ROOT = '/shedlock'
 
 // The longest node path sent. ZooKeeper (jute.maxbuffer, 0xfffff bytes by default) closes the
 // connection on a larger request: with this client's create (24 bytes of data, the open ACL)
-// that happens from a path of 1,048,505 bytes. 48 KB stay for the rest of the request.
-const MAX_PATH_BYTES = 1_000_000
+// that happens from a path of 1,048,505 bytes. A lock node is created in a multi that carries
+// the path twice (create and setData), so half of that, and 24 KB for the rest of the request.
+const MAX_PATH_BYTES = 500_000
 
 /** ZooKeeper error codes (KeeperException.Code), as node-zookeeper-client reports them in `code`. */
 export const CODE = {
@@ -186,7 +187,7 @@ export function validRoot(path: unknown): string {
 /**
  * The path of lock `name`'s node below `root`, checked before anything is sent: an oversized
  * request drops the connection of every lock.
- * @throws LockConfigurationError for a refused name or a path over 1,000,000 bytes.
+ * @throws LockConfigurationError for a refused name or a path over 500,000 bytes.
  */
 export function lockNodePath(root: string, name: string): string {
   const node = `${root}/${zookeeperNodeName(name)}`

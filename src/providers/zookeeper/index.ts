@@ -6,4 +6,9 @@ export {
   type ZooKeeperLockInspectorOptions,
   zookeeperLockInspector,
 } from './inspector.ts'
-export { type ZooKeeperClient, type ZooKeeperLockProviderOptions, zookeeperLockProvider } from './provider.ts'
+export {
+  type ZooKeeperClient,
+  type ZooKeeperLockProviderOptions,
+  type ZooKeeperTransaction,
+  zookeeperLockProvider,
+} from './provider.ts'

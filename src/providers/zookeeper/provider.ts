@@ -5,6 +5,7 @@ import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
+import { storeError } from '../../support/store-errors.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { type Attempt, clientSource, checkTimeout, type ZooKeeperStat, zookeeperCalls } from './client.ts'
 import {
@@ -31,6 +32,8 @@ export interface ZooKeeperClient {
     callback: (error: unknown, data: Buffer | undefined, stat: ZooKeeperStat | undefined) => void,
   ): void
   create(path: string, data: Buffer, mode: number, callback: (error: unknown) => void): void
+  /** A multi: the provider creates a lock node and sets its data in one, for the Stat of the write. */
+  transaction(): ZooKeeperTransaction
   setData(
     path: string,
     data: Buffer,
@@ -38,6 +41,13 @@ export interface ZooKeeperClient {
     callback: (error: unknown, stat: ZooKeeperStat | undefined) => void,
   ): void
   mkdirp(path: string, callback: (error: unknown) => void): void
+}
+
+/** The part of a node-zookeeper-client `Transaction` this provider builds and commits. */
+export interface ZooKeeperTransaction {
+  create(path: string, data: Buffer, mode: number): ZooKeeperTransaction
+  setData(path: string, data: Buffer, version: number): ZooKeeperTransaction
+  commit(callback: (error: unknown, results: readonly { stat?: ZooKeeperStat }[] | undefined) => void): void
 }
 
 /** Options of {@link zookeeperLockProvider}. */
@@ -83,8 +93,16 @@ export interface ZooKeeperLockProviderOptions {
  * write produced, and unlock and extend write only at that version. Another acquisition's write
  * (by this provider or by Java) changes the version, so a holder whose lock expired and was taken
  * touches nothing. Java's provider unlocks without this check. One gap remains: a node deleted by
- * hand and created again has version 0 again, so the acquisition that had created the old node
- * could release the new one.
+ * hand and created again by this provider has version 1 again, so the acquisition that had
+ * created the old node could release the new one.
+ *
+ * Fencing: each lock's `fencingToken` is the zxid of the write that took it (the `mzxid` in the
+ * Stat the write returns). ZooKeeper orders every write of the ensemble by zxid, so a token is
+ * greater than that of every earlier acquisition, of this name or any other, Java's included; no
+ * extra request. A new node is created in a multi with a `setData` of the same data (a create
+ * reports no Stat in node-zookeeper-client's protocol), so new nodes start at version 1. An
+ * extension keeps the token. An ensemble rebuilt from scratch (not restored from its snapshots
+ * and logs) starts its zxids over, and so tokens.
  *
  * Expiry is decided on the app clock (`clock`) of the node that tries to acquire, as in Java:
  * keep node clocks in sync.
@@ -95,11 +113,12 @@ export interface ZooKeeperLockProviderOptions {
  * `a/b`), and a name spelled like another name's escaped node (`a%2Fb`) is refused with
  * `LockConfigurationError`.
  *
- * A node's path, `<path>/<node name>`, is at most 1,000,000 bytes of UTF-8. ZooKeeper closes the
+ * A node's path, `<path>/<node name>`, is at most 500,000 bytes of UTF-8. ZooKeeper closes the
  * connection on a request larger than its `jute.maxbuffer` (1 MB by default), failing every
- * request in flight on it; a longer name is refused with `LockConfigurationError` before anything
- * is sent. (Measured on ZooKeeper 3.8 with the default setting: a create breaks from a path of
- * 1,048,505 bytes.) A server with a smaller `jute.maxbuffer` needs shorter names.
+ * request in flight on it, and the multi that creates a lock node carries its path twice; a
+ * longer name is refused with `LockConfigurationError` before anything is sent. (Measured on
+ * ZooKeeper 3.8 with the default setting: a plain create breaks from a path of 1,048,505 bytes.)
+ * A server with a smaller `jute.maxbuffer` needs shorter names.
  *
  * After a dropped connection node-zookeeper-client reconnects by itself, and the provider works
  * again with it. Two cases need a new client, which a `client` function can hand over without
@@ -137,7 +156,7 @@ export function zookeeperLockProvider(
   if (options === null || typeof options !== 'object') {
     throw new LockConfigurationError('zookeeper: pass options { client, path? }')
   }
-  const zk = zookeeperCalls(clientSource(options.client, ['getData', 'create', 'setData', 'mkdirp']))
+  const zk = zookeeperCalls(clientSource(options.client, ['getData', 'transaction', 'setData', 'mkdirp']))
   const root = validRoot(options.path ?? DEFAULT_ROOT)
   const timeout = checkTimeout(options.timeout)
   const clock = options.clock ?? systemClock
@@ -147,20 +166,19 @@ export function zookeeperLockProvider(
     describe: describeZooKeeperError(root, timeout),
   }
 
-  const create = async (node: string, until: number, attempt: Attempt): Promise<number | undefined> => {
+  const create = async (node: string, until: number, attempt: Attempt): Promise<ZooKeeperStat | undefined> => {
     try {
-      // A node's version starts at 0 and counts its setData calls.
-      return (await zk.createIfAbsent(node, encodeLockUntil(until))) ? 0 : undefined
+      return await zk.createIfAbsent(node, encodeLockUntil(until))
     } catch (error) {
       if (!hasCode(error, CODE.NO_NODE) || attempt.timedOut) throw error
     }
     // The parent is missing: create it, then try once more.
     await zk.mkdirp(root)
-    return (await zk.createIfAbsent(node, encodeLockUntil(until))) ? 0 : undefined
+    return zk.createIfAbsent(node, encodeLockUntil(until))
   }
 
-  // The node version our write produced, or undefined when the lock is held or another write came first.
-  const acquire = async (node: string, until: number, attempt: Attempt): Promise<number | undefined> => {
+  // The node's Stat after our write, or undefined when the lock is held or another write came first.
+  const acquire = async (node: string, until: number, attempt: Attempt): Promise<ZooKeeperStat | undefined> => {
     const read = await zk.read(node)
     if (read === undefined) return attempt.timedOut ? undefined : create(node, until, attempt)
     const lockUntil = decodeLockUntil(read.data)
@@ -171,20 +189,23 @@ export function zookeeperLockProvider(
 
   // One object per acquisition: it runs the attempt within the timeout, maps the result to the
   // handle, and is the handle's operations; taking a lock builds no closures of its own.
-  class Acquisition implements StartingSteps<number | undefined, ExtensibleLock | undefined>, LockOperations, Attempt {
+  class Acquisition
+    implements StartingSteps<ZooKeeperStat | undefined, ExtensibleLock | undefined>, LockOperations, Attempt
+  {
     readonly clock = clock
     readonly configuration: LockConfiguration
     readonly node: string
     timedOut = false
     // The node version our last write produced: the owner check of unlock and extend.
     version = 0
+    fencingToken: bigint | undefined
 
     constructor(configuration: LockConfiguration, node: string) {
       this.configuration = configuration
       this.node = node
     }
 
-    start(): Promise<number | undefined> {
+    start(): Promise<ZooKeeperStat | undefined> {
       return acquire(this.node, this.configuration.lockAtMostUntil.getTime(), this)
     }
 
@@ -192,16 +213,30 @@ export function zookeeperLockProvider(
       this.timedOut = true
     }
 
-    map(written: number | undefined): ExtensibleLock | undefined {
+    map(written: ZooKeeperStat | undefined): ExtensibleLock | undefined {
       if (written === undefined) return undefined
-      this.version = written
+      this.version = written.version
+      // The zxid of the write that took the lock: ZooKeeper orders every write of the ensemble by
+      // zxid, so it is greater than that of every earlier acquisition (Java's included).
+      const token = zxidOf(written)
+      if (token === undefined) {
+        this.late(written)
+        throw storeError(
+          PROVIDER,
+          'acquire',
+          this.configuration.name,
+          'the ZooKeeper client reported no mzxid in the Stat of the write that took the lock, so the lock has no fencing token; it was given back and the task was not run. Pass a node-zookeeper-client 1.x Client',
+          undefined,
+        )
+      }
+      this.fencingToken = token
       return defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] })
     }
 
     // The caller has been told the attempt failed, but the write went through: release it (at
     // our version, so nothing else is touched) instead of blocking the name until lockAtMostUntil.
-    late(written: number | undefined): void {
-      if (written !== undefined) zk.writeAt(this.node, encodeLockUntil(clock.now()), written).catch(() => {})
+    late(written: ZooKeeperStat | undefined): void {
+      if (written !== undefined) zk.writeAt(this.node, encodeLockUntil(clock.now()), written.version).catch(() => {})
     }
 
     unlock(current: LockConfiguration): Promise<void> {
@@ -214,7 +249,7 @@ export function zookeeperLockProvider(
         encodeLockUntil(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
         this.version,
       )
-      if (next !== undefined) this.version = next
+      if (next !== undefined) this.version = next.version
     }
 
     extend(next: LockConfiguration, current: LockConfiguration): Promise<boolean> {
@@ -227,7 +262,7 @@ export function zookeeperLockProvider(
       if (current.lockAtMostUntil.getTime() <= clock.now()) return false
       const written = await zk.writeAt(this.node, encodeLockUntil(next.lockAtMostUntil.getTime()), this.version)
       if (written === undefined) return false
-      this.version = written
+      this.version = written.version
       return true
     }
   }
@@ -252,11 +287,19 @@ export function zookeeperLockProvider(
         return Promise.reject(error)
       }
       return timedStoreCall(
-        call as TimedStoreCall<number | undefined>,
+        call as TimedStoreCall<ZooKeeperStat | undefined>,
         'acquire',
         configuration.name,
         new Acquisition(configuration, node),
       )
     },
   }
+}
+
+// The 8 big-endian bytes of a zxid as a bigint; undefined when the client did not report them.
+function zxidOf(stat: ZooKeeperStat): bigint | undefined {
+  const zxid = stat.mzxid
+  if (!(zxid instanceof Uint8Array) || zxid.length !== 8) return undefined
+  const token = Buffer.from(zxid.buffer, zxid.byteOffset, 8).readBigInt64BE(0)
+  return token > 0n ? token : undefined
 }

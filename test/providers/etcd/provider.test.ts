@@ -70,6 +70,7 @@ describe.skipIf(!etcd)('etcd', () => {
         },
         extensible: true,
         slots: { inspector: true },
+        fencing: true,
         // Sleeps scale with the shortest lock etcd keeps: its minimum lease TTL.
         timeGranularityMs: minimumTtlSeconds * 1000,
         // etcd removes keys of expired leases in a pass every 500 ms (seen: up to 0.5 s late).

@@ -88,6 +88,9 @@ describe.skipIf(!clients)('memcached', () => {
       extensible: false,
       // No inspector: memcached cannot list keys, so no catch-up.
       slots: { inspector: false },
+      // No fencing tokens: a counter (incr) would be a second request, not atomic with the add, and
+      // memcached evicts and forgets keys, so it could start over (docs/providers/memcached.md).
+      fencing: false,
       timeGranularityMs: 1000,
       maxNameLength: 250 - Buffer.byteLength(`shedlock:${environment}:`),
     }),

@@ -85,6 +85,7 @@ describe.skipIf(!nats)('nats', () => {
       },
       extensible: true,
       slots: { inspector: true },
+      fencing: true,
       // The longest subject, a direct get $JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<key>, stays
       // within 3,840 characters: 3,812 minus twice the bucket name for the key.
       maxNameLength: 3812 - 2 * bucket.length,

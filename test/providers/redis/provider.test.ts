@@ -167,6 +167,25 @@ describe.skipIf(!raw)('redis', () => {
   describe('ioredis', () => {
     registerSuite(
       lockProviderSuite({
+        provider: () => redisLockProvider({ client: io, environment, fencingTokens: true }),
+        isLocked: (name) => exists(keyOf(name)),
+        deleteRecord: async (name) => {
+          await inspector.del(keyOf(name))
+        },
+        unreachableProvider: unreachableIoredis,
+        extensible: true,
+        slots: { inspector: true },
+        fencing: true,
+        // No maxNameLength: keys hold 512 MiB, more than a JavaScript string of ASCII characters
+        // can (V8 strings end at 2^29 - 24 characters); "name length" below tests the limit.
+      }),
+    )
+  })
+
+  // The default, a plain SET … NX PX: no counter, no token.
+  describe('ioredis without fencingTokens', () => {
+    registerSuite(
+      lockProviderSuite({
         provider: () => redisLockProvider({ client: io, environment }),
         isLocked: (name) => exists(keyOf(name)),
         deleteRecord: async (name) => {
@@ -175,8 +194,7 @@ describe.skipIf(!raw)('redis', () => {
         unreachableProvider: unreachableIoredis,
         extensible: true,
         slots: { inspector: true },
-        // No maxNameLength: keys hold 512 MiB, more than a JavaScript string of ASCII characters
-        // can (V8 strings end at 2^29 - 24 characters); "name length" below tests the limit.
+        fencing: false,
       }),
     )
   })
@@ -184,7 +202,7 @@ describe.skipIf(!raw)('redis', () => {
   describe('node-redis', () => {
     registerSuite(
       lockProviderSuite({
-        provider: () => redisLockProvider({ client: nodeRedis, environment }),
+        provider: () => redisLockProvider({ client: nodeRedis, environment, fencingTokens: true }),
         isLocked: (name) => exists(keyOf(name)),
         deleteRecord: async (name) => {
           await inspector.del(keyOf(name))
@@ -194,6 +212,7 @@ describe.skipIf(!raw)('redis', () => {
           redisLockProvider({ client: createClient({ url: 'redis://127.0.0.1:1' }), environment }),
         extensible: true,
         slots: { inspector: true },
+        fencing: true,
       }),
     )
   })
@@ -722,7 +741,8 @@ describe.skipIf(!raw)('redis', () => {
         unreachableProvider: () => redisLockProvider({ client: unreachable() }),
         provider: () => {
           assert.ok(ready, 'the cluster did not come up')
-          return redisLockProvider({ client: client() })
+          // The counter key must share the lock key's slot, or the script fails with CROSSSLOT.
+          return redisLockProvider({ client: client(), fencingTokens: true })
         },
         isLocked: async (name) => (await cluster!.exists(`job-lock:default:${name}`)) === 1,
         deleteRecord: async (name) => {
@@ -730,6 +750,7 @@ describe.skipIf(!raw)('redis', () => {
         },
         extensible: true,
         slots: { inspector: true },
+        fencing: true,
         fuzzIterations: 10,
       })
 

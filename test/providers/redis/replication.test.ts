@@ -179,6 +179,73 @@ describe('waitForReplicas', () => {
   })
 })
 
+describe('waitForReplicas with fencingTokens', () => {
+  const counter = (name: string) => `:{job-lock:default:${name}}:fence`
+
+  it('the WAIT after the script covers the counter: a confirmed acquisition finds its token on the replica', async () => {
+    const ioredis = new Redis({ port: primaryPort, host: '127.0.0.1' })
+    const nodeRedis = createClient({ socket: { port: primaryPort, host: '127.0.0.1' } })
+    nodeRedis.on('error', () => {})
+    await nodeRedis.connect()
+    try {
+      for (const [client, name] of [
+        [ioredis, 'fenced-ioredis'],
+        [nodeRedis, 'fenced-node-redis'],
+      ] as const) {
+        const provider = redisLockProvider({ client, waitForReplicas: 1, fencingTokens: true })
+        for (let i = 1; i <= 3; i++) {
+          const lock = await provider.lock(config(name))
+          expect(lock?.fencingToken).toBe(BigInt(i))
+          // Read at once, on the replica: WAIT returned only once it had the script's writes, both.
+          expect(await replica.get(counter(name))).toBe(String(i))
+          expect(await replica.get(`job-lock:default:${name}`)).toMatch(/^ADDED:/)
+          await lock!.unlock()
+        }
+      }
+    } finally {
+      ioredis.disconnect()
+      await nodeRedis.close()
+    }
+  })
+
+  it('an acquisition no replica confirms is given back and rejects; its count is skipped, never handed out', async () => {
+    await replica.call('REPLICAOF', 'NO', 'ONE')
+    const client = new Redis({ port: primaryPort, host: '127.0.0.1' })
+    try {
+      const name = 'fenced-unconfirmed'
+      const provider = redisLockProvider({
+        client,
+        waitForReplicas: 1,
+        waitForReplicasTimeout: '200ms',
+        fencingTokens: true,
+      })
+      const error = await provider.lock(config(name)).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(LockProviderError)
+      expect((error as Error).message).toContain('0 of the 1 replicas of waitForReplicas confirmed it within 200ms')
+      for (let i = 0; i < 50 && (await primary.exists(`job-lock:default:${name}`)) === 1; i++) await sleep(20)
+      expect(await primary.exists(`job-lock:default:${name}`)).toBe(0)
+      expect(await primary.get(counter(name))).toBe('1')
+    } finally {
+      client.disconnect()
+      await linkUp()
+    }
+  })
+
+  it('refuses a RedisCommands port without evalAndWait', () => {
+    const port: RedisCommands = {
+      client: 'mine',
+      setIfAbsent: async () => true,
+      setIfAbsentAndWait: async () => ({ set: true, replicas: 1 }),
+      evalSha: async () => 1,
+      eval: async () => 1,
+    }
+    expect(() => redisLockProvider({ client: port, waitForReplicas: 1, fencingTokens: true })).toThrow(
+      /waitForReplicas with fencingTokens needs a client that can send EVAL and WAIT on one connection.*give your RedisCommands port evalAndWait\(\)/,
+    )
+    expect(() => redisLockProvider({ client: port, waitForReplicas: 1 })).not.toThrow()
+  })
+})
+
 describe('a client connected to a replica', () => {
   it('rejects with a LockProviderError that says it is a read-only replica, for ioredis and node-redis', async () => {
     const ioredis = new Redis({ port: replicaPort, host: '127.0.0.1' })
