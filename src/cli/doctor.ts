@@ -9,7 +9,7 @@ import { openStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock doctor [--url URL] [--table NAME] [--runs-table T]
-                       [--max-offset DURATION] [--json]
+                       [--fencing-tokens] [--max-offset DURATION] [--json]
 
 Checks that the store is ready for shedlock, one line per check:
   reachable   connects and makes a round trip (server version)
@@ -34,6 +34,10 @@ Options:
 ${URL_HELP}
   --runs-table T the run history's table (default: shedlock_runs); given, it
                  must exist
+  --fencing-tokens
+                 SQL: the lock table must have the fencing_token column
+                 (fencingTokens: true), and the write check takes its lock
+                 with a token. Without it, the column is reported if present
   --max-offset D the clock offset that is still fine (default: 1s)
   --json         print JSON instead: { store, healthy, checks: [{ label,
                  status: "ok", "warn", "fail" or "skip", detail }] }
@@ -55,6 +59,7 @@ export const doctorCommand: Command = {
       url: { type: 'string' },
       table: { type: 'string' },
       'runs-table': { type: 'string' },
+      'fencing-tokens': { type: 'boolean' },
       'max-offset': { type: 'string' },
       json: { type: 'boolean' },
     })
@@ -80,7 +85,7 @@ export const doctorCommand: Command = {
     if (!json) process.stdout.write(`shedlock doctor: ${url.redacted}\n`)
     let store: StoreAdmin
     try {
-      store = await openStore(url, { table, runsTable })
+      store = await openStore(url, { table, runsTable, fencingTokens: values['fencing-tokens'] === true })
     } catch (error) {
       if (error instanceof UsageError || error instanceof LockConfigurationError) throw error
       report({ status: 'fail', label: 'reachable', detail: messageOf(error) })

@@ -2,7 +2,8 @@ import { type Command, EXIT_OK, parseOptions } from './command.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
-const HELP = `Usage: shedlock init [--url URL] [--table NAME] [--runs-table T] [--json]
+const HELP = `Usage: shedlock init [--url URL] [--table NAME] [--runs-table T]
+                     [--fencing-tokens] [--json]
 
 Creates what the store's provider needs, if it is missing, and says what it did:
   SQL         the lock table and the run history's table (the DDL of
@@ -18,6 +19,10 @@ checks its columns).
 Options:
 ${URL_HELP}
   --runs-table T the run history's table (SQL; default: shedlock_runs)
+  --fencing-tokens
+                 SQL: the lock table gets the fencing_token column that
+                 providers with fencingTokens: true need (BIGINT NULL); an
+                 existing table without it gets it (ALTER TABLE ... ADD COLUMN)
   --json         print JSON instead: { store, kind, done: [what it did or
                  found, one string each] }
   -h, --help     show this help
@@ -35,12 +40,14 @@ export const initCommand: Command = {
       url: { type: 'string' },
       table: { type: 'string' },
       'runs-table': { type: 'string' },
+      'fencing-tokens': { type: 'boolean' },
       json: { type: 'boolean' },
     })
     const url = storeUrlOption(values)
     const table = typeof values.table === 'string' ? values.table : undefined
     const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
-    return withStore(url, { table, runsTable, create: true }, async (store) => {
+    const fencingTokens = values['fencing-tokens'] === true
+    return withStore(url, { table, runsTable, create: true, fencingTokens }, async (store) => {
       const done = await store.init()
       if (values.json === true)
         process.stdout.write(`${JSON.stringify({ store: store.where, kind: store.kind, done }, null, 2)}\n`)

@@ -18,6 +18,11 @@ export async function openStore(url: ResolvedStoreUrl, options: StoreOptions = {
       `--table does not apply to ${store.id} URLs, which keep no table; ${store.insteadOfTable ?? 'see shedlock --help'}`,
     )
   }
+  if (options.fencingTokens && store.table?.what !== 'SQL table') {
+    throw new UsageError(
+      `--fencing-tokens applies to SQL stores (a column of the lock table); ${store.id} needs nothing created for them`,
+    )
+  }
   return (await store.load()).open(url, options)
 }
 

@@ -14,7 +14,7 @@ function storesByOutput(): string {
   return rows.map(([names, prints]) => `  ${names.padEnd(width)}   ${prints}`).join('\n')
 }
 
-const HELP = `Usage: shedlock schema STORE [--table NAME]
+const HELP = `Usage: shedlock schema STORE [--table NAME] [--fencing-tokens]
 
 Prints what the store's provider needs, to put in your migrations:
 ${storesByOutput()}
@@ -25,6 +25,11 @@ STORE may also be a store URL; without STORE, the scheme of $SHEDLOCK_URL.
 Options:
   --table NAME   table, collection or DynamoDB table name
                  (default: shedlock; MongoDB: shedLock; DynamoDB: Shedlock)
+  --fencing-tokens
+                 SQL: with the fencing_token column (BIGINT NULL) that
+                 providers with fencingTokens: true need; for an existing
+                 table: ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NULL;
+                 (SQLite: INTEGER)
   -h, --help     show this help
 
 Exit codes: 0 printed, 2 usage error
@@ -36,9 +41,14 @@ export const schemaCommand: Command = {
   summary: 'print the CREATE TABLE (or what a store needs) for migrations',
   help: HELP,
   async run(args) {
-    let parsed: { values: { table?: string | undefined }; positionals: string[] }
+    let parsed: { values: { table?: string | undefined; 'fencing-tokens'?: boolean }; positionals: string[] }
     try {
-      parsed = parseArgs({ args, options: { table: { type: 'string' } }, strict: true, allowPositionals: true })
+      parsed = parseArgs({
+        args,
+        options: { table: { type: 'string' }, 'fencing-tokens': { type: 'boolean' } },
+        strict: true,
+        allowPositionals: true,
+      })
     } catch (error) {
       throw new UsageError(error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error))
     }
@@ -55,7 +65,12 @@ export const schemaCommand: Command = {
       )
     if (values.table !== undefined && !store.table)
       throw new UsageError(`--table does not apply to ${store.id}: ${store.insteadOfTable ?? 'it keeps no table'}`)
-    process.stdout.write(`${(await store.load()).schema(values.table)}\n`)
+    const fencingTokens = values['fencing-tokens'] === true
+    if (fencingTokens && store.table?.what !== 'SQL table')
+      throw new UsageError(
+        `--fencing-tokens applies to SQL stores (a column of the lock table); ${store.id} needs nothing created for them`,
+      )
+    process.stdout.write(`${(await store.load()).schema(values.table, { fencingTokens })}\n`)
     return EXIT_OK
   },
 }

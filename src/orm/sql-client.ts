@@ -60,7 +60,10 @@ export function ormSqlLockProvider(
       throw withDriverCodes(error, dialect)
     }
   }
-  const kindOf = (sql: string): 'rows' | 'write' => (/^\s*(SELECT|WITH)\b/i.test(sql) ? 'rows' : 'write')
+  // A write with RETURNING (PostgreSQL's acquire with fencingTokens) is run for its rows: the
+  // row it returns is the acquisition, and its token.
+  const kindOf = (sql: string): 'rows' | 'write' =>
+    /^\s*(SELECT|WITH)\b/i.test(sql) || /\sRETURNING\s+[\w.]+(\s+AS\s+\w+)?\s*$/i.test(sql) ? 'rows' : 'write'
   if (dialect === 'postgres') {
     const client = {
       async query(text: string, values: unknown[]) {

@@ -80,6 +80,11 @@ export interface StoreOptions {
   readonly create?: boolean
   /** `--runs-table`: the run history's table (SQL). @default "shedlock_runs" */
   readonly runsTable?: string | undefined
+  /**
+   * `--fencing-tokens` (SQL only): the lock table has the fencing token column, which `init`
+   * adds, `doctor` requires, and the store's provider counts tokens in. @default false
+   */
+  readonly fencingTokens?: boolean | undefined
 }
 
 /** What each store's `admin.ts` exports, loaded by the registry only when its URL is used. */
@@ -89,8 +94,8 @@ export interface StoreAdminModule {
    * @throws UsageError for URL parameters or options the store does not take; CliError when it cannot connect.
    */
   open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin>
-  /** What `shedlock schema` prints: the DDL, or a command that creates what the store needs. */
-  schema(table: string | undefined): string
+  /** What `shedlock schema` prints: the DDL, or a command that creates what the store needs. SQL stores: `fencingTokens` adds the token column. */
+  schema(table: string | undefined, options?: { fencingTokens?: boolean }): string
 }
 
 /** Reads `fn`'s clock between two readings of this host's clock. */

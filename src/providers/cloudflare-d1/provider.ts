@@ -20,7 +20,8 @@ export interface D1LockProviderOptions extends SqlLockProviderOptions {
  * One `INSERT … ON CONFLICT(name) DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
  * `UPDATE` per release and per extend; unlock and extend only touch the row this acquisition
  * holds (`locked_by` is unique per acquisition). Each is one round trip from the Worker to the
- * database. D1 runs every write on the database's primary, one at a time, so exactly one of
+ * database. With `fencingTokens: true`, the acquire statement also counts the row's
+ * `fencing_token` up and returns it (`RETURNING`): each lock's `fencingToken`, in the same trip. D1 runs every write on the database's primary, one at a time, so exactly one of
  * several Workers (or isolates, or locations) that race for a free lock gets it.
  *
  * With `useDbTime` (the default), expiry is decided on SQLite's `'now'` inside D1: the clock of
@@ -55,19 +56,33 @@ export function d1LockProvider(options: D1LockProviderOptions): ExtensibleLockPr
 
   // D1 prepares without a round trip; a statement is kept per kind and bound anew for each call.
   const prepared = new Map<SqliteStatementKind, D1LockStatement>()
+  const statement = (kind: SqliteStatementKind, sql: string): D1LockStatement => {
+    let found = prepared.get(kind)
+    if (!found) {
+      found = database.prepare(sql)
+      prepared.set(kind, found)
+    }
+    return found
+  }
   const accessor = sqliteAccessor(
     t,
     options.useDbTime ?? true,
-    async (kind, sql, params) => {
-      let statement = prepared.get(kind)
-      if (!statement) {
-        statement = database.prepare(sql)
-        prepared.set(kind, statement)
-      }
-      const { meta } = await statement.bind(...params).run()
-      return Number(meta.changes)
-    },
+    async (kind, sql, params) =>
+      Number(
+        (
+          await statement(kind, sql)
+            .bind(...params)
+            .run()
+        ).meta.changes,
+      ),
     clock,
+    // The RETURNING row comes back with the write: one round trip, as without tokens.
+    async (kind, sql, params) =>
+      (
+        await statement(kind, sql)
+          .bind(...params)
+          .all()
+      ).results[0] as Record<string, unknown> | undefined,
   )
   const inspect = { database, tableName: t.table, columnNames: t.columns }
   return {

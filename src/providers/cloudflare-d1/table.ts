@@ -1,4 +1,12 @@
-import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import {
+  addFencingColumnDdl,
+  lacksFencingColumn,
+  missingFencingColumn,
+  type SqlTable,
+  type SqlTableOptions,
+  sqlTable,
+  tableOptions,
+} from '../../support/sql/sql-table.ts'
 import { sqliteLockTableDdl } from '../../support/sql/sqlite-dialect.ts'
 import {
   type DescribeStoreError,
@@ -47,7 +55,9 @@ export interface D1LockDatabase {
 /**
  * DDL for the lock table in D1: Java ShedLock's columns, with times as UTC text
  * `YYYY-MM-DD HH:MM:SS.SSS`, the table of `shedlock/sqlite`. Idempotent (`IF NOT EXISTS`): put it
- * in a D1 migration (`wrangler d1 migrations create`), or run it with `env.DB.exec()`.
+ * in a D1 migration (`wrangler d1 migrations create`), or run it with `env.DB.exec()`. With
+ * `fencingTokens: true`, also the nullable `fencing_token INTEGER` column (for an existing table:
+ * {@link d1FencingColumnDdl}).
  *
  * ```ts
  * import { d1Schema } from 'shedlock/cloudflare-d1'
@@ -58,6 +68,15 @@ export interface D1LockDatabase {
  */
 export function d1Schema(options: SqlTableOptions = {}): string {
   return sqliteLockTableDdl(sqlTable(PROVIDER, options))
+}
+
+/**
+ * The `ALTER TABLE` that adds the fencing token column to an existing lock table, for
+ * `fencingTokens: true`: `ALTER TABLE shedlock ADD COLUMN fencing_token INTEGER NULL;` (a D1
+ * migration).
+ */
+export function d1FencingColumnDdl(options: SqlTableOptions = {}): string {
+  return addFencingColumnDdl(sqlTable(PROVIDER, options), 'INTEGER')
 }
 
 /** The error for a `database` that is not a D1 binding. */
@@ -74,7 +93,9 @@ export function describeD1Error(t: SqlTable): DescribeStoreError {
     const detail = redactUrlPasswords(messageOf(error))
     let advice: string
     if (/\bno such table\b/i.test(detail)) {
-      advice = `table ${t.table} does not exist (${detail}). Create it, in a D1 migration or with env.DB.exec(), with:\n${d1Schema({ tableName: t.table, columnNames: t.columns })}`
+      advice = `table ${t.table} does not exist (${detail}). Create it, in a D1 migration or with env.DB.exec(), with:\n${d1Schema(tableOptions(t))}`
+    } else if (lacksFencingColumn(t, detail)) {
+      advice = missingFencingColumn(t, addFencingColumnDdl(t, 'INTEGER'))
     } else if (/\bno such column\b|\bhas no column named\b|ON CONFLICT clause does not match/i.test(detail)) {
       advice = `table ${t.table} does not have the expected columns (${Object.values(t.columns).join(', ')}) with ${t.columns.name} as primary key (${detail}); fix the table or pass columnNames`
     } else {

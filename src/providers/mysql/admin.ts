@@ -8,7 +8,7 @@ import type { StoreUrl } from '../../support/store-url.ts'
 import { mysqlRunLedger } from './run-ledger.ts'
 import { mysqlLockInspector } from './inspector.ts'
 import { mysqlLockProvider } from './provider.ts'
-import { mysqlRunsSchema, mysqlSchema, nowEpochMs } from './table.ts'
+import { mysqlFencingColumnDdl, mysqlRunsSchema, mysqlSchema, nowEpochMs } from './table.ts'
 
 interface MysqlPool {
   query(sql: string, values?: readonly unknown[]): Promise<[unknown, unknown]>
@@ -19,13 +19,16 @@ interface MysqlModule {
 }
 
 /** `shedlock schema mysql` (and `mariadb`): the DDL of the lock table. */
-export function schema(table: string | undefined): string {
-  return `${mysqlSchema({ tableName: table ?? 'shedlock' })}\n-- The run history (optional; shedlock history, shedlock status):\n${mysqlRunsSchema()}`
+export function schema(table: string | undefined, options: { fencingTokens?: boolean } = {}): string {
+  return `${mysqlSchema({ tableName: table ?? 'shedlock', fencingTokens: options.fencingTokens ?? false })}\n-- The run history (optional; shedlock history, shedlock status):\n${mysqlRunsSchema()}`
 }
 
 /** Opens a `mysql://` or `mariadb://` URL with `mysql2`. */
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
-  const table = sqlTable('mysql', { tableName: options.table ?? 'shedlock' })
+  const table = sqlTable('mysql', {
+    tableName: options.table ?? 'shedlock',
+    fencingTokens: options.fencingTokens ?? false,
+  })
   const mysql = await importDriver<MysqlModule>('mysql2/promise', 'mysql2', 'mysql://')
   // mysql2 reads user, password, host, port, database and further options from the URI, whatever its scheme.
   const pool = mysql.default.createPool({ uri: url.raw, connectionLimit: 2, connectTimeout: 10_000 })
@@ -99,9 +102,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
         )
       ).map((row) => String(row.name)),
     expectedTypes: { name: ['varchar'], time: ['datetime', 'timestamp'], lockedBy: ['varchar'] },
-    schema: () => mysqlSchema({ tableName: table.table }),
-    initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}`,
-    provider: () => mysqlLockProvider({ client: pool, tableName: table.table }),
+    schema: () => mysqlSchema({ tableName: table.table, fencingTokens: table.fencing }),
+    fencingColumnDdl: () => mysqlFencingColumnDdl({ tableName: table.table }),
+    initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}${table.fencing ? ' --fencing-tokens' : ''}`,
+    provider: () => mysqlLockProvider({ client: pool, tableName: table.table, fencingTokens: table.fencing }),
     version: async () =>
       `${kind} ${String((await rows('SELECT VERSION() AS version', []))[0]?.version ?? '?').replace(/-MariaDB.*$/i, '')}`,
     readClock: () =>

@@ -2,6 +2,6 @@
 export { type MysqlLockInspectorOptions, mysqlLockInspector } from './inspector.ts'
 export { type MysqlLockProviderOptions, type MysqlQueryable, mysqlLockProvider } from './provider.ts'
 export { type MysqlRunLedgerOptions, mysqlRunLedger } from './run-ledger.ts'
-export { type MysqlColumnType, mysqlRunsSchema, mysqlSchema } from './table.ts'
+export { type MysqlColumnType, mysqlFencingColumnDdl, mysqlRunsSchema, mysqlSchema } from './table.ts'
 export type { SqlRunLedgerOptions } from '../../support/sql/sql-run-ledger.ts'
 export type { SqlColumnNames, SqlTableOptions } from '../../support/sql/sql-table.ts'

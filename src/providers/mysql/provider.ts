@@ -9,6 +9,7 @@ import {
   type SqlAccessor,
   type SqlLockProviderOptions,
   type SqlTableLimits,
+  fencingTokenOf,
   sqlLockProvider,
 } from '../../support/sql/sql-lock-provider.ts'
 import { type SqlTable, sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
@@ -204,15 +205,19 @@ export function createMysqlLockProvider(
   // Each accessor function sends its statement itself, not through a helper: mysql2 records the
   // caller's stack with every query (`trace`, on by default, up to 10 frames), so each frame
   // between the caller and client.query() costs on every statement.
-  const acquire = async (c: LockConfiguration, owner: string): Promise<boolean> => {
+  const acquire = async (c: LockConfiguration, owner: string): Promise<boolean | bigint> => {
     const sql = statements().acquire
     const now = nowValue()
     const until = untilValue(c)
     const values = useDbTime
       ? [c.name, until, owner, owner, until]
-      : [c.name, until, now, owner, now, owner, now, now, now, until]
+      : t.fencing
+        ? [c.name, until, now, owner, now, owner, now, now, now, now, until]
+        : [c.name, until, now, owner, now, owner, now, now, now, until]
     try {
       const result = resultOf(await client.query(sql, values))
+      // With fencing tokens, insertId is the new token, or 0 for a held row (see buildStatements).
+      if (t.fencing) return result.affectedRows > 0 && Number(result.insertId) > 0 && fencingTokenOf(result.insertId)
       return result.affectedRows > 0 && !isMarked(result)
     } catch (error) {
       // Concurrent upserts of one key can deadlock in InnoDB (or time out waiting): another
@@ -229,25 +234,31 @@ export function createMysqlLockProvider(
   // only matches an expired row, and always changes it, as locked_by is unique per acquisition;
   // the INSERT either adds the row or fails on its primary key. Not INSERT IGNORE, which would
   // also turn a too long locked_by (and other strict-mode errors) into a silently altered row.
-  const acquireCountOnly = async (c: LockConfiguration, owner: string): Promise<boolean> => {
+  const acquireCountOnly = async (c: LockConfiguration, owner: string): Promise<boolean | bigint> => {
     const { takeover, insert } = statements()
     const now = nowValue()
     const until = untilValue(c)
+    let acquired: boolean
     try {
       const taken = resultOf(
         await client.query(takeover, useDbTime ? [owner, until, c.name] : [owner, now, until, c.name, now]),
       )
-      if (taken.affectedRows > 0) return true
       // No expired row: held, or not there yet. A held row makes the INSERT fail on its key.
-      const inserted = resultOf(
-        await client.query(insert, useDbTime ? [c.name, until, owner] : [c.name, until, now, owner]),
-      )
-      return inserted.affectedRows > 0
+      acquired =
+        taken.affectedRows > 0 ||
+        resultOf(await client.query(insert, useDbTime ? [c.name, until, owner] : [c.name, until, now, owner]))
+          .affectedRows > 0
     } catch (error) {
       // Another contender holds or is writing the row; as in acquire above.
       if (isDuplicateKey(error) || isConcurrencyFailure(error)) return false
       throw error
     }
+    if (!acquired || !t.fencing) return acquired
+    // A client without insertId cannot have the token back from the write: one more statement,
+    // which finds the row as this acquisition wrote it, unless it expired and was taken already.
+    const [rows] = await client.query(statements().token, [c.name, owner])
+    const row = Array.isArray(rows) ? (rows[0] as { fencing_token?: unknown } | undefined) : undefined
+    return row === undefined ? false : fencingTokenOf(row.fencing_token)
   }
 
   const extend = async (next: LockConfiguration, owner: string): Promise<boolean> => {
@@ -294,15 +305,16 @@ export function createMysqlLockProvider(
     )
   }
   const plainAcquire = mode === 'countOnly' ? acquireCountOnly : acquire
-  const semiSyncAcquire = async (c: LockConfiguration, owner: string): Promise<boolean> => {
+  const semiSyncAcquire = async (c: LockConfiguration, owner: string): Promise<boolean | bigint> => {
     const before = await semiSyncState(client)
     if (before.problem !== undefined) throw semiSyncError(c, `${before.problem}; nothing was written`)
-    if (!(await plainAcquire(c, owner))) return false
+    const acquired = await plainAcquire(c, owner)
+    if (acquired === false) return false
     const after = await semiSyncState(client).catch((error: unknown) => ({
       problem: `its status could not be read (${String(error)})`,
       noTx: undefined,
     }))
-    if (after.problem === undefined && after.noTx === before.noTx) return true
+    if (after.problem === undefined && after.noTx === before.noTx) return acquired
     // Maybe on the primary alone: a failover could grant it again. Given back, not run.
     await client
       .query(`DELETE FROM ${t.table} WHERE ${name} = ? AND ${t.columns.lockedBy} = ?`, [c.name, owner])
@@ -371,7 +383,7 @@ function semiSyncError(c: LockConfiguration, why: string): LockProviderError {
 
 /** The statements of one column type and time mode; see {@link buildStatements}. */
 interface Statements {
-  /** The upsert: values name, until, [now], owner, [now], owner, [now], [now], [now], until. */
+  /** The upsert: values name, until, [now], owner, [now], owner, [now], [now], [now], [now: fencing only], until. */
   readonly acquire: string
   /** countOnly's takeover: values owner, [now], until, name, [now]. */
   readonly takeover: string
@@ -381,6 +393,8 @@ interface Statements {
   readonly extend: string
   /** Whether a row is still held: values name, owner, [now]. */
   readonly held: string
+  /** countOnly with fencing tokens: the token of the row this acquisition holds, values name, owner. */
+  readonly token: string
   /** Database time: values microseconds, name, owner, from now. App time: values until, name, owner. */
   readonly unlock: string
   /** Database time only: values microseconds, name, owner, from locked_at. */
@@ -398,7 +412,10 @@ function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean)
   const now = useDbTime ? dbNowOf(type) : at
   const until = useDbTime ? `TIMESTAMPADD(MICROSECOND, ?, ${now})` : at
   const expired = `${lockUntil} <= ${now}`
-  const insert = `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${until}, ${now}, ?)`
+  const token = t.fencingColumn
+  const insertOf = (firstToken: string): string =>
+    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${t.fencing ? `, ${token}` : ''}) VALUES (?, ${until}, ${now}, ?${t.fencing ? `, ${firstToken}` : ''})`
+  const insert = insertOf('1')
   // MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, and later ones see the
   // values earlier ones assigned; lock_until is assigned last so that every IF tests the old
   // value (also right under MariaDB's SIMULTANEOUS_ASSIGNMENT mode). VALUES() is deprecated in
@@ -410,22 +427,34 @@ function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean)
   // report MARK as this statement's insertId; an insert reports 0, a takeover 0 (or the row's
   // AUTO_INCREMENT value) and affectedRows 2. LAST_INSERT_ID(expr) only marks the statement
   // that calls it: later statements on the same pooled connection report their own insertId.
-  const acquire =
-    `${insert} ` +
-    `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${lockedBy}, ${lockedBy})), ` +
-    `${lockedAt} = IF(${expired}, ${now}, ${lockedAt}), ` +
-    `${lockUntil} = IF(${expired}, ${until}, ${lockUntil})`
+  //
+  // With fencing tokens, insertId is the token instead: LAST_INSERT_ID(1) for a new row (the
+  // VALUES are evaluated before the key is found taken), LAST_INSERT_ID(token + 1) for a
+  // takeover (a NULL token, as Java ShedLock's INSERT leaves it, counts as 0), LAST_INSERT_ID(0)
+  // for a held row: tokens start at 1, so 0 says "not acquired" without a marker that a token
+  // could reach. The OK packet carries it: no extra round trip.
+  const acquire = t.fencing
+    ? `${insertOf('LAST_INSERT_ID(1)')} ` +
+      `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, ${lockedBy}), ` +
+      `${lockedAt} = IF(${expired}, ${now}, ${lockedAt}), ` +
+      `${token} = IF(${expired}, LAST_INSERT_ID(COALESCE(${token}, 0) + 1), IF(LAST_INSERT_ID(0) = 0, ${token}, ${token})), ` +
+      `${lockUntil} = IF(${expired}, ${until}, ${lockUntil})`
+    : `${insert} ` +
+      `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${lockedBy}, ${lockedBy})), ` +
+      `${lockedAt} = IF(${expired}, ${now}, ${lockedAt}), ` +
+      `${lockUntil} = IF(${expired}, ${until}, ${lockUntil})`
   const unlockTo = (from: string): string =>
     `UPDATE ${t.table} SET ${lockUntil} = GREATEST(TIMESTAMPADD(MICROSECOND, ?, ${from}), ${now}) WHERE ${name} = ? AND ${lockedBy} = ?`
   return {
     acquire,
-    takeover: `UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now}, ${lockUntil} = ${until} WHERE ${name} = ? AND ${lockUntil} <= ${now}`,
+    takeover: `UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now}, ${t.fencing ? `${token} = COALESCE(${token}, 0) + 1, ` : ''}${lockUntil} = ${until} WHERE ${name} = ? AND ${lockUntil} <= ${now}`,
     insert,
     // The same value twice within one millisecond leaves the row unchanged: see extend().
     extend:
       `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until}, ${until}) ` +
       `WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now}`,
     held: `SELECT 1 AS held FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${now}`,
+    token: `SELECT ${token} AS fencing_token FROM ${t.table} WHERE ${name} = ? AND ${lockedBy} = ?`,
     unlock: useDbTime
       ? unlockTo(now)
       : `UPDATE ${t.table} SET ${lockUntil} = ${at} WHERE ${name} = ? AND ${lockedBy} = ?`,

@@ -1,7 +1,15 @@
 import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import { CONCURRENCY_RETRIES } from '../../support/sql/concurrency-retry.ts'
-import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import {
+  addFencingColumnDdl,
+  lacksFencingColumn,
+  missingFencingColumn,
+  type SqlTable,
+  type SqlTableOptions,
+  sqlTable,
+  tableOptions,
+} from '../../support/sql/sql-table.ts'
 import {
   type DescribeStoreError,
   messageOf,
@@ -148,7 +156,9 @@ export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<M
  * UTC wall-clock values the provider writes as they are, with no session time-zone conversion,
  * so that a daylight-saving gap or repeated hour in the session's zone cannot reject or shift a
  * write (Java ShedLock issue #1876), and deadlines may go past 2038. A table with `TIMESTAMP(3)`
- * columns works too, from sessions in any time zone (see {@link MysqlColumnType}).
+ * columns works too, from sessions in any time zone (see {@link MysqlColumnType}). With
+ * `fencingTokens: true`, also the nullable `fencing_token BIGINT` column (for an existing table:
+ * {@link mysqlFencingColumnDdl}).
  *
  * ```ts
  * import { mysqlSchema } from 'shedlock/mysql'
@@ -158,7 +168,7 @@ export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<M
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
  */
 export function mysqlSchema(options: SqlTableOptions = {}): string {
-  const { table, columns: c } = sqlTable(PROVIDER, options)
+  const { table, columns: c, fencing, fencingColumn } = sqlTable(PROVIDER, options)
   return [
     `CREATE TABLE IF NOT EXISTS ${table} (`,
     // utf8mb4_bin compares names exactly: the default collation is case-insensitive and would
@@ -168,9 +178,18 @@ export function mysqlSchema(options: SqlTableOptions = {}): string {
     `  ${c.lockUntil} DATETIME(3) NOT NULL,`,
     `  ${c.lockedAt} DATETIME(3) NOT NULL,`,
     `  ${c.lockedBy} VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL,`,
+    ...(fencing ? [`  ${fencingColumn} BIGINT NULL,`] : []),
     `  PRIMARY KEY (${c.name})`,
     ');',
   ].join('\n')
+}
+
+/**
+ * The `ALTER TABLE` that adds the fencing token column to an existing lock table, for
+ * `fencingTokens: true`: `ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NULL;`.
+ */
+export function mysqlFencingColumnDdl(options: SqlTableOptions = {}): string {
+  return addFencingColumnDdl(sqlTable(PROVIDER, options))
 }
 
 /** ER_LOCK_DEADLOCK or ER_LOCK_WAIT_TIMEOUT: another statement was writing the same row. */
@@ -204,7 +223,9 @@ export function describeMysqlError(t: SqlTable): DescribeStoreError {
     const detail = redactUrlPasswords(messageOf(error))
     let advice: string
     if (errno === 1146 || code === 'ER_NO_SUCH_TABLE') {
-      advice = `table ${t.table} does not exist. Create it with:\n${mysqlSchema({ tableName: t.table, columnNames: t.columns })}`
+      advice = `table ${t.table} does not exist. Create it with:\n${mysqlSchema(tableOptions(t))}`
+    } else if ((errno === 1054 || code === 'ER_BAD_FIELD_ERROR') && lacksFencingColumn(t, detail)) {
+      advice = missingFencingColumn(t, addFencingColumnDdl(t))
     } else if (errno === 1054 || code === 'ER_BAD_FIELD_ERROR') {
       advice = `table ${t.table} does not have the expected columns (${Object.values(t.columns).join(', ')}) with ${t.columns.name} as primary key (${detail}); fix the table or pass columnNames`
     } else if (errno === 1406 || code === 'ER_DATA_TOO_LONG') {

@@ -8,7 +8,7 @@ import type { StoreUrl } from '../../support/store-url.ts'
 import { postgresLockInspector } from './inspector.ts'
 import { postgresLockProvider } from './provider.ts'
 import { postgresRunLedger } from './run-ledger.ts'
-import { epochMs, postgresRunsSchema, postgresSchema } from './table.ts'
+import { epochMs, postgresRunsSchema, postgresFencingColumnDdl, postgresSchema } from './table.ts'
 
 interface PgPool {
   query(
@@ -23,13 +23,16 @@ interface PgModule {
 }
 
 /** `shedlock schema postgres`: the DDL of the lock table, and of the run history's table. */
-export function schema(table: string | undefined): string {
-  return `${postgresSchema({ tableName: table ?? 'shedlock' })}\n-- The run history (optional; shedlock history, shedlock status):\n${postgresRunsSchema()}`
+export function schema(table: string | undefined, options: { fencingTokens?: boolean } = {}): string {
+  return `${postgresSchema({ tableName: table ?? 'shedlock', fencingTokens: options.fencingTokens ?? false })}\n-- The run history (optional; shedlock history, shedlock status):\n${postgresRunsSchema()}`
 }
 
 /** Opens a `postgres://` or `postgresql://` URL with `pg` (node-postgres). */
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
-  const table = sqlTable('postgres', { tableName: options.table ?? 'shedlock' })
+  const table = sqlTable('postgres', {
+    tableName: options.table ?? 'shedlock',
+    fencingTokens: options.fencingTokens ?? false,
+  })
   const pg = await importDriver<PgModule>('pg', 'pg', 'postgres://')
   const pool = new pg.default.Pool({ connectionString: url.raw, max: 2, connectionTimeoutMillis: 10_000 })
   // An idle connection that breaks emits 'error' on the pool; without a listener it would crash the CLI.
@@ -89,9 +92,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
       time: ['timestamp without time zone'],
       lockedBy: ['character varying', 'text'],
     },
-    schema: () => postgresSchema({ tableName: table.table }),
-    initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}`,
-    provider: () => postgresLockProvider({ client: pool, tableName: table.table }),
+    schema: () => postgresSchema({ tableName: table.table, fencingTokens: table.fencing }),
+    fencingColumnDdl: () => postgresFencingColumnDdl({ tableName: table.table }),
+    initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}${table.fencing ? ' --fencing-tokens' : ''}`,
+    provider: () => postgresLockProvider({ client: pool, tableName: table.table, fencingTokens: table.fencing }),
     version: async () => `PostgreSQL ${String((await query('SHOW server_version', []))[0]?.server_version ?? '?')}`,
     readClock: () =>
       timed('SELECT clock_timestamp()', 1, async () =>

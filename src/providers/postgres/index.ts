@@ -3,5 +3,5 @@ export { type PostgresLockInspectorOptions, type PostgresRowsQueryable, postgres
 export { type PostgresLockProviderOptions, type PostgresQueryable, postgresLockProvider } from './provider.ts'
 export { type PostgresRunLedgerOptions, postgresRunLedger } from './run-ledger.ts'
 export type { SqlRunLedgerOptions } from '../../support/sql/sql-run-ledger.ts'
-export { postgresRunsSchema, postgresSchema } from './table.ts'
+export { postgresFencingColumnDdl, postgresRunsSchema, postgresSchema } from './table.ts'
 export type { SqlColumnNames, SqlTableOptions } from '../../support/sql/sql-table.ts'

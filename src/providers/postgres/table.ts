@@ -1,6 +1,14 @@
 import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
 import { CONCURRENCY_RETRIES } from '../../support/sql/concurrency-retry.ts'
-import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import {
+  addFencingColumnDdl,
+  lacksFencingColumn,
+  missingFencingColumn,
+  type SqlTable,
+  type SqlTableOptions,
+  sqlTable,
+  tableOptions,
+} from '../../support/sql/sql-table.ts'
 import {
   type DescribeStoreError,
   messageOf,
@@ -31,19 +39,29 @@ export function epochMs(column: string): string {
 
 /**
  * DDL for the lock table in PostgreSQL, the same as Java ShedLock's (`TIMESTAMP` columns hold UTC).
- * Idempotent (`IF NOT EXISTS`).
+ * Idempotent (`IF NOT EXISTS`). With `fencingTokens: true`, also the nullable `fencing_token
+ * BIGINT` column (for an existing table: {@link postgresFencingColumnDdl}).
  */
 export function postgresSchema(options: SqlTableOptions = {}): string {
-  const { table, columns: c } = sqlTable(PROVIDER, options)
+  const { table, columns: c, fencing, fencingColumn } = sqlTable(PROVIDER, options)
   return [
     `CREATE TABLE IF NOT EXISTS ${table} (`,
     `  ${c.name} VARCHAR(64) NOT NULL,`,
     `  ${c.lockUntil} TIMESTAMP NOT NULL,`,
     `  ${c.lockedAt} TIMESTAMP NOT NULL,`,
     `  ${c.lockedBy} VARCHAR(255) NOT NULL,`,
+    ...(fencing ? [`  ${fencingColumn} BIGINT NULL,`] : []),
     `  PRIMARY KEY (${c.name})`,
     ');',
   ].join('\n')
+}
+
+/**
+ * The `ALTER TABLE` that adds the fencing token column to an existing lock table, for
+ * `fencingTokens: true`: `ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NULL;`.
+ */
+export function postgresFencingColumnDdl(options: SqlTableOptions = {}): string {
+  return addFencingColumnDdl(sqlTable(PROVIDER, options))
 }
 
 /** What a PostgreSQL error means for the lock and what to do about it. */
@@ -51,10 +69,12 @@ export function describePostgresError(t: SqlTable): DescribeStoreError {
   return (error, action, lockName) => {
     const code = (error as { code?: unknown } | null)?.code
     const detail = redactUrlPasswords(messageOf(error))
+    if (code === '42703' && lacksFencingColumn(t, detail))
+      return storeError(PROVIDER, action, lockName, missingFencingColumn(t, addFencingColumnDdl(t)), error)
     let advice: string
     switch (code) {
       case '42P01':
-        advice = `table ${t.table} does not exist. Create it with:\n${postgresSchema({ tableName: t.table, columnNames: t.columns })}`
+        advice = `table ${t.table} does not exist. Create it with:\n${postgresSchema(tableOptions(t))}`
         break
       case '42703':
       case '42P10':

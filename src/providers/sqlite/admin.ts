@@ -10,11 +10,11 @@ import { loadSqliteDriver, type SqliteConnection } from './driver.ts'
 import { sqliteRunLedger } from './run-ledger.ts'
 import { sqliteLockInspector } from './inspector.ts'
 import { sqliteLockProvider } from './provider.ts'
-import { sqliteRunsSchema, sqliteSchema } from './table.ts'
+import { sqliteRunsSchema, sqliteFencingColumnDdl, sqliteSchema } from './table.ts'
 
 /** `shedlock schema sqlite`: the DDL of the lock table. */
-export function schema(table: string | undefined): string {
-  return `${sqliteSchema({ tableName: table ?? 'shedlock' })}\n-- The run history (optional; shedlock history, shedlock status):\n${sqliteRunsSchema()}`
+export function schema(table: string | undefined, options: { fencingTokens?: boolean } = {}): string {
+  return `${sqliteSchema({ tableName: table ?? 'shedlock', fencingTokens: options.fencingTokens ?? false })}\n-- The run history (optional; shedlock history, shedlock status):\n${sqliteRunsSchema()}`
 }
 
 /**
@@ -38,9 +38,12 @@ export function sqlitePath(url: StoreUrl): string {
  * refuse one, rather than leave an empty file behind after a typo.
  */
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
-  const table = sqlTable('sqlite', { tableName: options.table ?? 'shedlock' })
+  const table = sqlTable('sqlite', {
+    tableName: options.table ?? 'shedlock',
+    fencingTokens: options.fencingTokens ?? false,
+  })
   const path = sqlitePath(url)
-  const initCommand = `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}`
+  const initCommand = `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}${table.fencing ? ' --fencing-tokens' : ''}`
   if (!options.create && path !== ':memory:' && !existsSync(path)) {
     throw new CliError(`no SQLite database at ${resolve(path)}; create it (and the lock table) with: ${initCommand}`)
   }
@@ -100,9 +103,10 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
         .sort((a, b) => Number(a.pk) - Number(b.pk))
         .map((row) => String(row.name)),
     expectedTypes: { name: ['text'], time: ['text'], lockedBy: ['text'] },
-    schema: () => sqliteSchema({ tableName: table.table }),
+    schema: () => sqliteSchema({ tableName: table.table, fencingTokens: table.fencing }),
+    fencingColumnDdl: () => sqliteFencingColumnDdl({ tableName: table.table }),
     initCommand,
-    provider: () => sqliteLockProvider({ database, tableName: table.table }),
+    provider: () => sqliteLockProvider({ database, tableName: table.table, fencingTokens: table.fencing }),
     version: async () =>
       `SQLite ${String((await rows('SELECT sqlite_version() AS version', []))[0]?.version ?? '?')} (${driver.name}), file ${resolve(path)}`,
     // SQLite's 'now' is this host's clock: a second reading of the same clock would measure nothing.

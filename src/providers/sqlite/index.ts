@@ -12,6 +12,6 @@ export {
   sqliteLockProvider,
 } from './provider.ts'
 export { type SqliteRunLedgerOptions, sqliteRunLedger } from './run-ledger.ts'
-export { sqliteRunsSchema, sqliteSchema } from './table.ts'
+export { sqliteFencingColumnDdl, sqliteRunsSchema, sqliteSchema } from './table.ts'
 export type { SqlRunLedgerOptions } from '../../support/sql/sql-run-ledger.ts'
 export type { SqlColumnNames, SqlTableOptions } from '../../support/sql/sql-table.ts'

@@ -7,9 +7,13 @@ import { type SqliteStatementKind, sqliteAccessor } from '../../support/sql/sqli
 import { type SqliteRowsDatabase, sqliteLockInspector } from './inspector.ts'
 import { describeSqliteError, PROVIDER } from './table.ts'
 
-/** A prepared statement, as {@link SqliteDatabase} returns it. Only `run` is called, with text parameters. */
+/**
+ * A prepared statement, as {@link SqliteDatabase} returns it, called with text parameters: `run`,
+ * and with `fencingTokens` `get` (the acquire's `RETURNING` row), which the three drivers have.
+ */
 export interface SqliteStatement {
   run(...params: string[]): { changes: number | bigint }
+  get?(...params: string[]): unknown
 }
 
 /**
@@ -32,7 +36,9 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
  *
  * One `INSERT … ON CONFLICT(name) DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
  * `UPDATE` per release; unlock and extend only touch the row this acquisition holds. Extensible.
- * Each statement is prepared once per provider, on first use.
+ * Each statement is prepared once per provider, on first use. With `fencingTokens: true`, the
+ * acquire statement also counts the row's `fencing_token` up and returns it (`RETURNING`, SQLite
+ * 3.35+): each lock's `fencingToken`.
  *
  * Safe across processes that share one database file: SQLite's write lock serialises the upserts,
  * so exactly one of them takes a free lock. Use WAL (`PRAGMA journal_mode = WAL`) and a busy
@@ -79,18 +85,25 @@ export function sqliteLockProvider(
 
   // Prepared on first use and kept; a failed prepare (say, the table is not there yet) is not kept.
   const prepared = new Map<SqliteStatementKind, SqliteStatement>()
+  const statement = (kind: SqliteStatementKind, sql: string): SqliteStatement => {
+    let found = prepared.get(kind)
+    if (!found) {
+      found = database.prepare(sql)
+      prepared.set(kind, found)
+    }
+    return found
+  }
   const accessor = sqliteAccessor(
     t,
     options.useDbTime ?? true,
-    async (kind, sql, params) => {
-      let statement = prepared.get(kind)
-      if (!statement) {
-        statement = database.prepare(sql)
-        prepared.set(kind, statement)
-      }
-      return Number(statement.run(...params).changes)
-    },
+    async (kind, sql, params) => Number(statement(kind, sql).run(...params).changes),
     clock,
+    async (kind, sql, params) => {
+      const found = statement(kind, sql)
+      if (typeof found.get !== 'function')
+        throw new TypeError('fencingTokens needs prepared statements with get() (better-sqlite3, libsql, node:sqlite)')
+      return found.get(...params) as Record<string, unknown> | undefined
+    },
   )
   const inspect = { database: database as SqliteRowsDatabase, tableName: t.table, columnNames: t.columns }
   return {

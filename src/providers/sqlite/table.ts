@@ -1,5 +1,13 @@
 import { runsTableName } from '../../support/sql/sql-run-ledger.ts'
-import { type SqlTable, type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
+import {
+  addFencingColumnDdl,
+  lacksFencingColumn,
+  missingFencingColumn,
+  type SqlTable,
+  type SqlTableOptions,
+  sqlTable,
+  tableOptions,
+} from '../../support/sql/sql-table.ts'
 import { sqliteLockTableDdl } from '../../support/sql/sqlite-dialect.ts'
 import {
   type DescribeStoreError,
@@ -22,7 +30,8 @@ export { DB_NOW, DB_NOW_MS, epochMs } from '../../support/sql/sqlite-dialect.ts'
 /**
  * DDL for the lock table in SQLite: Java ShedLock's columns, with times as UTC text
  * `YYYY-MM-DD HH:MM:SS.SSS` (SQLite's own datetime format, which sorts as text in time order).
- * Idempotent (`IF NOT EXISTS`); run it with `database.exec()`.
+ * Idempotent (`IF NOT EXISTS`); run it with `database.exec()`. With `fencingTokens: true`, also
+ * the nullable `fencing_token INTEGER` column (for an existing table: {@link sqliteFencingColumnDdl}).
  *
  * ```ts
  * import { sqliteSchema } from 'shedlock/sqlite'
@@ -35,6 +44,14 @@ export function sqliteSchema(options: SqlTableOptions = {}): string {
   return sqliteLockTableDdl(sqlTable(PROVIDER, options))
 }
 
+/**
+ * The `ALTER TABLE` that adds the fencing token column to an existing lock table, for
+ * `fencingTokens: true`: `ALTER TABLE shedlock ADD COLUMN fencing_token INTEGER NULL;`.
+ */
+export function sqliteFencingColumnDdl(options: SqlTableOptions = {}): string {
+  return addFencingColumnDdl(sqlTable(PROVIDER, options), 'INTEGER')
+}
+
 /** What a better-sqlite3, libsql or node:sqlite error means for the lock and what to do about it. */
 export function describeSqliteError(t: SqlTable): DescribeStoreError {
   return (error, action, lockName) => {
@@ -45,7 +62,9 @@ export function describeSqliteError(t: SqlTable): DescribeStoreError {
     } else if (isBusy(error)) {
       advice = `the database is locked by another writer; set a busy timeout (better-sqlite3: the timeout option, 5 s by default; node:sqlite and libsql: open with { timeout: 5000 }) and use WAL (${detail})`
     } else if (/^no such table\b|^unknown database\b/i.test(detail)) {
-      advice = `table ${t.table} does not exist (${detail}). Create it with:\n${sqliteSchema({ tableName: t.table, columnNames: t.columns })}`
+      advice = `table ${t.table} does not exist (${detail}). Create it with:\n${sqliteSchema(tableOptions(t))}`
+    } else if (lacksFencingColumn(t, detail)) {
+      advice = missingFencingColumn(t, addFencingColumnDdl(t, 'INTEGER'))
     } else if (/^no such column\b|\bhas no column named\b|ON CONFLICT clause does not match/i.test(detail)) {
       advice = `table ${t.table} does not have the expected columns (${Object.values(t.columns).join(', ')}) with ${t.columns.name} as primary key (${detail}); fix the table or pass columnNames`
     } else {

@@ -47,6 +47,8 @@ export interface SqlAdminDialect {
   }
   /** The DDL of `shedlock schema` for this table. */
   schema(): string
+  /** The `ALTER TABLE` that adds the fencing token column (see `fencingTokens`). */
+  fencingColumnDdl(): string
   /** The `shedlock init` command line that creates the table, for advice. */
   readonly initCommand: string
   version(): Promise<string>
@@ -59,6 +61,8 @@ export interface SqlAdminDialect {
 export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
   const { table: t } = dialect
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const hasFencingColumn = async (): Promise<boolean> =>
+    (await dialect.columns()).some((c) => c.name.toLowerCase() === t.fencingColumn.toLowerCase())
 
   return {
     kind: dialect.kind,
@@ -75,9 +79,13 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
     },
     async init() {
       const lines: string[] = []
-      if (await dialect.tableExists())
-        lines.push(`table ${t.table} already exists: nothing to do (shedlock doctor checks its columns)`)
-      else {
+      if (await dialect.tableExists()) {
+        if (t.fencing && !(await hasFencingColumn())) {
+          // Asked for: a nullable column, which Java ShedLock's statements leave alone.
+          await dialect.execute(dialect.fencingColumnDdl().replace(/;$/, ''), [])
+          lines.push(`added column ${t.fencingColumn} to table ${t.table}: ${dialect.fencingColumnDdl()}`)
+        } else lines.push(`table ${t.table} already exists: nothing to do (shedlock doctor checks its columns)`)
+      } else {
         await dialect.execute(dialect.schema(), [])
         lines.push(`created table ${t.table}`)
       }
@@ -136,6 +144,20 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
           [lockedBy, dialect.expectedTypes.lockedBy],
         ] as const
       ).filter(([column, types]) => !types.includes(byName.get(column.toLowerCase())!.type))
+      const fencingColumn = byName.get(t.fencingColumn.toLowerCase())
+      if (fencingColumn) {
+        checks.push({
+          status: 'ok',
+          label: 'fencing tokens',
+          detail: `column ${t.fencingColumn} ${fencingColumn.type}: providers with fencingTokens: true count tokens in it`,
+        })
+      } else if (t.fencing) {
+        checks.push({
+          status: 'fail',
+          label: 'fencing tokens',
+          detail: `table ${t.table} has no ${t.fencingColumn} column, which fencingTokens: true needs; add it with: ${dialect.fencingColumnDdl()} (or: ${dialect.initCommand})`,
+        })
+      }
       if (wrongTypes.length > 0) {
         checks.push({
           status: 'warn',

@@ -48,8 +48,12 @@ export interface SqlAccessor {
    * every name is kept apart.
    */
   checkName?(name: string): void
-  /** Inserts the row, or takes over an expired one. Resolves to `true` when this acquisition now holds the lock. */
-  acquire(configuration: LockConfiguration, owner: string): Promise<boolean>
+  /**
+   * Inserts the row, or takes over an expired one. Resolves to `false` when another holds the
+   * lock; else to the acquisition's fencing token when the table's `fencingTokens` is on, `true`
+   * when it is off.
+   */
+  acquire(configuration: LockConfiguration, owner: string): Promise<boolean | bigint>
   /** Moves `lock_until` of a row this acquisition still holds. Resolves to `true` when it did. */
   extend(next: LockConfiguration, owner: string, acquired: LockConfiguration): Promise<boolean>
   /** Sets `lock_until` to `max(now, lockAtLeastUntil)` on a row this acquisition holds; other rows are untouched. */
@@ -60,7 +64,7 @@ export interface SqlAccessor {
  * The `LockProvider` around a dialect's {@link SqlAccessor}: one statement per acquire attempt
  * (the first acquire of a provider also runs {@link SqlAccessor.readLimits}), one per release, no
  * cache of known rows (a row deleted by hand is simply recreated), and a `locked_by` value unique
- * to each acquisition. A name or a deadline past the table's limits rejects with
+ * to each acquisition (and, with `fencingTokens`, its token from the acquire statement). A name or a deadline past the table's limits rejects with
  * `LockConfigurationError` before the acquire or extend statement is sent.
  */
 export function sqlLockProvider(
@@ -126,16 +130,17 @@ export function sqlLockProvider(
       }
       checkLimits(configuration, tableLimits)
       const owner = lockOwner(options.lockedBy)
-      let acquired: boolean
+      let acquired: boolean | bigint
       try {
         acquired = await accessor.acquire(configuration, owner)
       } catch (error) {
         throw asStoreError(error, describe, 'acquire', configuration.name)
       }
-      if (!acquired) return undefined
+      if (acquired === false) return undefined
       return defineLock(configuration, {
         clock,
         lockedBy: owner,
+        ...(typeof acquired === 'bigint' ? { fencingToken: acquired } : {}),
         unlock: async (current) => {
           try {
             await accessor.unlock(current, owner, configuration)
@@ -180,4 +185,18 @@ export function lockAtLeastAnchor(
 ): LockAtLeastAnchor {
   if (current === acquired) return { from: 'lockedAt', seconds: current.lockAtLeastFor / 1000 }
   return { from: 'now', seconds: Math.max(0, current.lockAtLeastUntil.getTime() - clock.now()) / 1000 }
+}
+
+/**
+ * The fencing token an acquire statement returned (a BIGINT column: a number, a bigint or a
+ * numeric string, depending on the driver), as a bigint.
+ * @throws TypeError for anything else (no row, NULL): the statement did not return the column.
+ */
+export function fencingTokenOf(value: unknown): bigint {
+  if (typeof value === 'bigint') return value
+  if ((typeof value === 'number' && Number.isSafeInteger(value)) || (typeof value === 'string' && /^\d+$/.test(value)))
+    return BigInt(value)
+  throw new TypeError(
+    `the acquire statement returned ${value === undefined ? 'no fencing token' : `the fencing token ${String(value)}`}, where it writes a positive integer; does the client return the rows of INSERT ... RETURNING (or MySQL's insertId)?`,
+  )
 }

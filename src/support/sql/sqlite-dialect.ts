@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
-import { lockAtLeastAnchor, type SqlAccessor } from './sql-lock-provider.ts'
+import { fencingTokenOf, lockAtLeastAnchor, type SqlAccessor } from './sql-lock-provider.ts'
 import { type SqlTable, utcTimestamp } from './sql-table.ts'
 
 // SQLite's SQL for Java ShedLock's lock table, shared by the stores that speak it: a SQLite file
@@ -29,7 +29,11 @@ export function epochMs(expression: string): string {
 /** The database's now in epoch milliseconds, on the clock of the machine that runs SQLite. */
 export const DB_NOW_MS: string = epochMs(`'now'`)
 
-/** The DDL of the lock table: Java ShedLock's columns, with times as UTC text (which sorts as text in time order). Idempotent. */
+/**
+ * The DDL of the lock table: Java ShedLock's columns, with times as UTC text (which sorts as text
+ * in time order), and with `fencingTokens` the nullable `fencing_token INTEGER` (SQLite's 64-bit
+ * integer). Idempotent.
+ */
 export function sqliteLockTableDdl(t: SqlTable): string {
   const c = t.columns
   return [
@@ -37,7 +41,8 @@ export function sqliteLockTableDdl(t: SqlTable): string {
     `  ${c.name} TEXT NOT NULL PRIMARY KEY,`,
     `  ${c.lockUntil} TEXT NOT NULL,`,
     `  ${c.lockedAt} TEXT NOT NULL,`,
-    `  ${c.lockedBy} TEXT NOT NULL`,
+    `  ${c.lockedBy} TEXT NOT NULL${t.fencing ? ',' : ''}`,
+    ...(t.fencing ? [`  ${t.fencingColumn} INTEGER NULL`] : []),
     ');',
   ].join('\n')
 }
@@ -51,24 +56,44 @@ export type SqliteStatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExten
  */
 export type RunSqliteStatement = (kind: SqliteStatementKind, sql: string, params: string[]) => Promise<number>
 
+/** Like {@link RunSqliteStatement}, for a statement with `RETURNING`: resolves to its first row, `undefined` for none. */
+export type FirstSqliteRow = (
+  kind: SqliteStatementKind,
+  sql: string,
+  params: string[],
+) => Promise<Record<string, unknown> | undefined>
+
 /**
  * The provider's statements on SQLite: one upsert-if-expired per acquire (a missing row is
  * inserted, an expired one taken over, a held one left alone), one owner-checked `UPDATE` per
  * extend and per release. With `useDbTime`, every time is SQLite's `'now'` plus a modifier, and
  * `lockAtLeastFor` counts from `locked_at` (see `lockAtLeastAnchor`); without, times are
  * `clock`'s, bound as UTC text.
+ *
+ * With `t.fencing`, the upsert also sets the row's token (1 for a new row, one more than the
+ * row's for a takeover, NULL counting as 0) and returns it, through `first`, which is then needed.
  */
 export function sqliteAccessor(
   t: SqlTable,
   useDbTime: boolean,
   run: RunSqliteStatement,
   clock: Clock = systemClock,
+  first?: FirstSqliteRow,
 ): SqlAccessor {
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const token = t.fencingColumn
   const upsert = (untilSql: string, nowSql: string): string =>
-    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}) VALUES (?, ${untilSql}, ${nowSql}, ?) ` +
-    `ON CONFLICT(${name}) DO UPDATE SET ${lockUntil} = excluded.${lockUntil}, ${lockedAt} = excluded.${lockedAt}, ${lockedBy} = excluded.${lockedBy} ` +
-    `WHERE ${lockUntil} <= excluded.${lockedAt}`
+    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${t.fencing ? `, ${token}` : ''}) VALUES (?, ${untilSql}, ${nowSql}, ?${t.fencing ? ', 1' : ''}) ` +
+    `ON CONFLICT(${name}) DO UPDATE SET ${lockUntil} = excluded.${lockUntil}, ${lockedAt} = excluded.${lockedAt}, ${lockedBy} = excluded.${lockedBy}` +
+    `${t.fencing ? `, ${token} = COALESCE(${token}, 0) + 1` : ''} ` +
+    `WHERE ${lockUntil} <= excluded.${lockedAt}${t.fencing ? ` RETURNING ${token} AS fencing_token` : ''}`
+  // The acquire: rows changed, or with fencing tokens the row the upsert returned.
+  if (t.fencing && !first) throw new TypeError('sqliteAccessor: fencing tokens need first()')
+  const acquiring = async (sql: string, params: string[]): Promise<boolean | bigint> => {
+    if (!t.fencing) return (await run('acquire', sql, params)) > 0
+    const row = await first!('acquire', sql, params)
+    return row === undefined ? false : fencingTokenOf(row.fencing_token)
+  }
 
   if (useDbTime) {
     // Parameters are bound in the order the `?` appear in each text.
@@ -83,8 +108,7 @@ export function sqliteAccessor(
       unlockExtended: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ?`,
     }
     return {
-      acquire: async (c, owner) =>
-        (await run('acquire', sql.acquire, [c.name, secondsModifier(c.lockAtMostFor / 1000), owner])) > 0,
+      acquire: (c, owner) => acquiring(sql.acquire, [c.name, secondsModifier(c.lockAtMostFor / 1000), owner]),
       extend: async (next, owner) =>
         (await run('extend', sql.extend, [secondsModifier(next.lockAtMostFor / 1000), next.name, owner])) > 0,
       unlock: async (current, owner, acquired) => {
@@ -103,13 +127,8 @@ export function sqliteAccessor(
     unlock: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ?`,
   }
   return {
-    acquire: async (c, owner) =>
-      (await run('acquire', sql.acquire, [
-        c.name,
-        utcTimestamp(c.lockAtMostUntil.getTime()),
-        utcTimestamp(clock.now()),
-        owner,
-      ])) > 0,
+    acquire: (c, owner) =>
+      acquiring(sql.acquire, [c.name, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now()), owner]),
     extend: async (next, owner) =>
       (await run('extend', sql.extend, [
         utcTimestamp(next.lockAtMostUntil.getTime()),

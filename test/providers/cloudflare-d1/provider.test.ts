@@ -3,7 +3,12 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
-import { d1LockInspector, d1LockProvider, d1Schema } from '../../../src/providers/cloudflare-d1/index.ts'
+import {
+  d1FencingColumnDdl,
+  d1LockInspector,
+  d1LockProvider,
+  d1Schema,
+} from '../../../src/providers/cloudflare-d1/index.ts'
 import { lockInspectorSuite, lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip } from '../../helpers/backends.ts'
 import { loadMiniflare, type MiniflareInstance } from '../../helpers/miniflare.ts'
@@ -85,6 +90,43 @@ describe.skipIf(!started)('d1LockProvider (Miniflare D1)', () => {
       )
     })
   }
+
+  describe('with fencing tokens', () => {
+    const table = 'shedlock_fenced'
+    beforeAll(async () => {
+      await db.exec(d1Schema({ tableName: table, fencingTokens: true }).replace(/\n/g, ' '))
+    })
+    // The token is the acquire statement's RETURNING row: the groups that acquire, expire and race.
+    registerSuite(
+      lockProviderSuite({
+        provider: () => d1LockProvider({ database: db, tableName: table, fencingTokens: true }),
+        isLocked: async (name) => (await row(name, table))?.held === 1,
+        deleteRecord: async (name) => {
+          await db.prepare(`DELETE FROM ${table} WHERE name = ?`).bind(name).run()
+        },
+        extensible: true,
+        fencing: true,
+        fuzzIterations: 5,
+      }).filter((c) => ['basic', 'record', 'fencing'].includes(c.group)),
+    )
+
+    it('a table without the fencing_token column: every acquire rejects with LockProviderError giving the ALTER TABLE', async () => {
+      const error = await d1LockProvider({ database: db, fencingTokens: true })
+        .lock(lockConfiguration({ name: 'no-fencing-column', lockAtMostFor: '1m' }))
+        .catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(LockProviderError)
+      expect((error as Error).message).toContain('could not acquire lock "no-fencing-column"')
+      expect((error as Error).message).toContain('ALTER TABLE shedlock ADD COLUMN fencing_token INTEGER NULL;')
+      // What the error says to run makes the same provider work.
+      const scratch = 'shedlock_fenced_later'
+      await db.exec(d1Schema({ tableName: scratch }).replace(/\n/g, ' '))
+      await db.exec(d1FencingColumnDdl({ tableName: scratch }))
+      const lock = await d1LockProvider({ database: db, tableName: scratch, fencingTokens: true }).lock(
+        lockConfiguration({ name: 'no-fencing-column', lockAtMostFor: '1m' }),
+      )
+      expect(lock?.fencingToken).toBe(1n)
+    })
+  })
 
   describe('inspector', () => {
     registerInspectorSuite(

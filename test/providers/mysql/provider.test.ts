@@ -68,7 +68,9 @@ const javaSchema = (table: string): string =>
 describe.skipIf(!pool)('mysql', () => {
   const db = pool!
   const tables: string[] = []
-  const newTable = async (options: { columnNames?: Record<string, string> } = {}): Promise<string> => {
+  const newTable = async (
+    options: { columnNames?: Record<string, string>; fencingTokens?: boolean } = {},
+  ): Promise<string> => {
     const table = uniqueTable('shedlock_my')
     tables.push(table)
     await db.query(mysqlSchema({ tableName: table, ...options }))
@@ -95,8 +97,22 @@ describe.skipIf(!pool)('mysql', () => {
     for (const p of [...pools, ...deadPools]) await p.end()
   })
 
-  const variants: { title: string; useDbTime: boolean; flags?: string[]; java?: boolean; zone?: string }[] = [
+  const variants: {
+    title: string
+    useDbTime: boolean
+    flags?: string[]
+    java?: boolean
+    zone?: string
+    fencing?: boolean
+  }[] = [
     { title: 'database time', useDbTime: true },
+    { title: 'database time, fencing tokens', useDbTime: true, fencing: true },
+    {
+      title: 'app time, fencing tokens, pool without CLIENT_FOUND_ROWS',
+      useDbTime: false,
+      flags: ['-FOUND_ROWS'],
+      fencing: true,
+    },
     { title: 'database time, pool without CLIENT_FOUND_ROWS', useDbTime: true, flags: ['-FOUND_ROWS'] },
     { title: 'app time', useDbTime: false },
     { title: "database time, Java ShedLock's TIMESTAMP(3) table", useDbTime: true, java: true },
@@ -114,19 +130,19 @@ describe.skipIf(!pool)('mysql', () => {
       zone: '+05:00',
     },
   ]
-  for (const { title, useDbTime, flags, java, zone } of variants) {
+  for (const { title, useDbTime, flags, java, zone, fencing = false } of variants) {
     describe(title, () => {
       let table = ''
       let client: mysql.Pool = db
       beforeAll(async () => {
-        table = java ? await newJavaTable() : await newTable()
+        table = java ? await newJavaTable() : await newTable({ fencingTokens: fencing })
         if (flags) client = await connect({ flags })
         if (zone) client = await zonedPool(zone, { connectionLimit: 8 })
       })
       registerSuite(
         lockProviderSuite({
           // A mysql2 promise Pool, passed with no cast: it is a MysqlQueryable.
-          provider: () => mysqlLockProvider({ client, tableName: table, useDbTime }),
+          provider: () => mysqlLockProvider({ client, tableName: table, useDbTime, fencingTokens: fencing }),
           isLocked: (name) => isLocked(table, name),
           deleteRecord: async (name) => {
             await db.query(`DELETE FROM ${table} WHERE name = ?`, [name])
@@ -135,6 +151,7 @@ describe.skipIf(!pool)('mysql', () => {
           extensible: true,
           slots: { inspector: true },
           maxNameLength: 64,
+          fencing,
         }),
       )
     })

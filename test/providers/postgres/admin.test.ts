@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { postgresLockProvider } from '../../../src/providers/postgres/index.ts'
+import { lockConfiguration } from '../../../src/index.ts'
+import { postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
-import { startCli, waitFor } from '../../cli/support/cli.ts'
+import { cli, startCli, waitFor } from '../../cli/support/cli.ts'
 import { cliProof } from '../../cli/support/proof.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
@@ -47,6 +48,43 @@ describe.skipIf(!pool)('shedlock CLI on PostgreSQL (the built bin)', () => {
     },
     wrongPassword: { url: wrong.toString(), password: wrong.password, message: /shedlock_no_such_role/ },
   })
+
+  it('--fencing-tokens: schema prints the column, doctor fails without it, init adds it, and doctor then takes a lock with a token', async () => {
+    const fenced = `${table}_fenced`
+    try {
+      const schema = await cli(['schema', 'postgres', '--fencing-tokens'])
+      expect(schema.code, schema.stderr).toBe(0)
+      expect(schema.stdout).toContain('  fencing_token BIGINT NULL,\n')
+      // A table as Java ShedLock (or an older shedlock) created it.
+      await db.query(postgresSchema({ tableName: fenced }))
+      const args = ['--url', url, '--table', fenced, '--fencing-tokens']
+      const before = await cli(['doctor', ...args])
+      expect(before.code, before.stdout).toBe(1)
+      expect(before.stdout).toContain(
+        `FAIL  fencing tokens: table ${fenced} has no fencing_token column, which fencingTokens: true needs; add it with: ALTER TABLE ${fenced} ADD COLUMN fencing_token BIGINT NULL;`,
+      )
+      const init = await cli(['init', ...args])
+      expect(init.code, init.stderr).toBe(0)
+      expect(init.stdout).toContain(
+        `: added column fencing_token to table ${fenced}: ALTER TABLE ${fenced} ADD COLUMN fencing_token BIGINT NULL;\n`,
+      )
+      const again = await cli(['init', ...args])
+      expect(again.stdout).toContain(`: table ${fenced} already exists: nothing to do`)
+      const after = await cli(['doctor', ...args])
+      expect(after.code, after.stdout).toBe(0)
+      expect(after.stdout).toMatch(/ok {4}fencing tokens: column fencing_token bigint/)
+      const lock = await postgresLockProvider({ client: db, tableName: fenced, fencingTokens: true }).lock(
+        lockConfiguration({ name: 'after-init', lockAtMostFor: '1m' }),
+      )
+      expect(lock?.fencingToken).toBe(1n)
+      await lock?.unlock()
+      const redis = await cli(['schema', 'redis', '--fencing-tokens'])
+      expect(redis.code).toBe(2)
+      expect(redis.stderr).toMatch(/--fencing-tokens applies to SQL stores/)
+    } finally {
+      await db.query(`DROP TABLE IF EXISTS ${fenced}`)
+    }
+  }, 30_000)
 
   // Real time: keep-alive extends every lockAtMostFor / 2, and its minimum lockAtMostFor is 30 s.
   it('run --keep-alive extends the lock while the command runs, and releases it at the end', async () => {

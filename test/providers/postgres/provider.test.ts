@@ -21,7 +21,9 @@ const NOW = `timezone('utc', statement_timestamp())`
 describe.skipIf(!pool)('postgres', () => {
   const db = pool!
   const tables: string[] = []
-  const newTable = async (options: { columnNames?: Record<string, string> } = {}): Promise<string> => {
+  const newTable = async (
+    options: { columnNames?: Record<string, string>; fencingTokens?: boolean } = {},
+  ): Promise<string> => {
     const table = uniqueTable('shedlock_pg')
     tables.push(table)
     await db.query(postgresSchema({ tableName: table, ...options }))
@@ -48,22 +50,23 @@ describe.skipIf(!pool)('postgres', () => {
     for (const p of isolated) await p.end()
   })
 
-  const variants: { title: string; useDbTime: boolean; level?: 'serializable' }[] = [
+  const variants: { title: string; useDbTime: boolean; level?: 'serializable'; fencing?: boolean }[] = [
     { title: 'database time', useDbTime: true },
     { title: 'app time', useDbTime: false },
     { title: 'database time, serializable sessions', useDbTime: true, level: 'serializable' },
+    { title: 'database time, fencing tokens', useDbTime: true, fencing: true },
   ]
-  for (const { title, useDbTime, level } of variants) {
+  for (const { title, useDbTime, level, fencing = false } of variants) {
     describe(title, () => {
       let table = ''
       let client: pg.Pool = db
       beforeAll(async () => {
-        table = await newTable()
+        table = await newTable({ fencingTokens: fencing })
         if (level) client = await isolatedPool(level)
       })
       registerSuite(
         lockProviderSuite({
-          provider: () => postgresLockProvider({ client, tableName: table, useDbTime }),
+          provider: () => postgresLockProvider({ client, tableName: table, useDbTime, fencingTokens: fencing }),
           isLocked: async (name) =>
             (await db.query(`SELECT 1 FROM ${table} WHERE name = $1 AND lock_until > ${NOW}`, [name])).rowCount === 1,
           deleteRecord: async (name) => {
@@ -80,6 +83,7 @@ describe.skipIf(!pool)('postgres', () => {
           extensible: true,
           slots: { inspector: true },
           maxNameLength: 64,
+          fencing,
         }),
       )
     })

@@ -161,8 +161,12 @@ for (const driver of drivers) {
   describe.skipIf(driver.skip !== undefined)(
     `sqlite with ${driver.name}${driver.skip ? ` (skipped: ${driver.skip})` : ''}`,
     () => {
-      for (const useDbTime of [true, false]) {
-        describe(useDbTime ? 'database time' : 'app time', () => {
+      for (const [useDbTime, fencing] of [
+        [true, false],
+        [false, false],
+        [true, true],
+      ] as const) {
+        describe(`${useDbTime ? 'database time' : 'app time'}${fencing ? ', fencing tokens' : ''}`, () => {
           let db: Connection
           let file = ''
           beforeAll(() => {
@@ -170,12 +174,12 @@ for (const driver of drivers) {
             db = driver.open(file)
             opened.push(db)
             db.exec('PRAGMA journal_mode = WAL')
-            db.exec(sqliteSchema())
+            db.exec(sqliteSchema({ fencingTokens: fencing }))
           })
           // No maxNameLength: SQLite does not enforce the length of a VARCHAR (or any TEXT), so no name is too long.
           registerSuite(
             lockProviderSuite({
-              provider: () => sqliteLockProvider({ database: db.database, useDbTime }),
+              provider: () => sqliteLockProvider({ database: db.database, useDbTime, fencingTokens: fencing }),
               isLocked: async (name) =>
                 db.get(`SELECT 1 AS held FROM shedlock WHERE name = ? AND lock_until > ${NOW}`, name) !== undefined,
               deleteRecord: async (name) => {
@@ -188,6 +192,7 @@ for (const driver of drivers) {
               },
               extensible: true,
               slots: { inspector: true },
+              fencing,
             }),
           )
         })
