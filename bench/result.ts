@@ -50,10 +50,16 @@ export interface RoundTripRow {
   readonly baseline: { readonly acquire: CallCount; readonly release: CallCount; readonly losingAcquire: CallCount }
   /**
    * A slot run through the executor with the store's run ledger, on stores that have one: every
-   * store call of the node that runs the slot (claim, lock, run start, release, run end, and the
-   * ledger's periodic prune), and of a node that finds the slot done. Absent elsewhere.
+   * store call of the node that runs the slot (claim, lock, release, and the run's one ledger
+   * write), and of a node that finds the slot done; `housekeeping`, the ledger's deletes of old
+   * runs, which run apart from the runs (a timer), counted after the last of `runs` runs. Absent
+   * elsewhere.
    */
-  readonly slotRun?: { readonly winner: CallCount; readonly loser: CallCount }
+  readonly slotRun?: {
+    readonly winner: CallCount
+    readonly loser: CallCount
+    readonly housekeeping?: { readonly calls: number; readonly runs: number; readonly methods: Record<string, number> }
+  }
 }
 
 /** The herd: contenders on separate connections racing for one name, round after round. */

@@ -13,8 +13,9 @@ const HELP = `Usage: shedlock history NAME [--url URL] [--table NAME] [--runs-ta
 
 Shows the runs of task NAME from the run history, newest first: when each
 started (UTC), the slot it ran for, the node, how it ended (ok, failed,
-lock-lost, skipped, or running), how long it took and, for a failure, the
-error's class and first line. The history is what executors given a run
+lock-lost, skipped, or running: a run still going after the executor's
+recordRunningAfter, 1 s by default), how long it took and, for a failure,
+the error's class and first line. The history is what executors given a run
 ledger record (postgresRunLedger, mysqlRunLedger, sqliteRunLedger,
 redisRunLedger); "shedlock init" creates its table.
 
@@ -23,7 +24,8 @@ ${URL_HELP}
 ${RUNS_HELP}
   --limit N      at most N runs (default: 20)
   --json         print JSON: { task, runs: [{ id, name, slot, node,
-                 startedAt, finishedAt, outcome, durationMs, error }] }
+                 startedAt, finishedAt, outcome, durationMs, error,
+                 fencingToken }] } (the token as decimal text, or null)
   -h, --help     show this help
 
 Exit codes: 0 shown (also when there are no runs), 1 the store failed or
@@ -125,6 +127,8 @@ export function runJson(run: RunRecord): Record<string, unknown> {
     outcome: run.outcome,
     durationMs: run.durationMs ?? null,
     error: run.error ?? null,
+    // Text: JSON numbers lose a bigint's digits past 2^53.
+    fencingToken: run.fencingToken === undefined ? null : String(run.fencingToken),
   }
 }
 

@@ -259,7 +259,7 @@ export class CatchUpRun<T> {
   async #runClaimed(active: ActiveLock, slot: Date): Promise<void> {
     const runtime = this.#runtime
     const current = active.configuration
-    const record = runtime.recorder.start(current, this.#execution, slot, this.#owner)
+    const record = runtime.recorder.start(current, this.#execution, slot, this.#owner, active.fencingToken)
     let failure: unknown
     try {
       await runWithActiveLock(active, () =>

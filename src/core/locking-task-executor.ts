@@ -50,6 +50,15 @@ export interface LockingTaskExecutorOptions {
    * `onRunLedgerFailed`. @default no history
    */
   runLedger?: RunLedger
+  /**
+   * How long a run may take before the run ledger gets its `running` row, in milliseconds or a
+   * duration string. A run that ends sooner is written once, when it ends, with its outcome (one
+   * write instead of two); a longer one is written as `running` at that moment (what
+   * `shedlock status` and the dashboard show of it) and updated when it ends. A node that dies
+   * within this time leaves no row of the run (its lock and slot records remain). 0 writes every
+   * run's start when it starts. @default "1s"
+   */
+  recordRunningAfter?: Duration
   /** How long slot records are kept, unless a call says otherwise. @default "24h" */
   slotRetention?: Duration
   /** How this process names itself in the run ledger where the store keeps no holder. @default `<host>:<pid>` */

@@ -11,8 +11,9 @@ const URL_TOKEN = /[a-z][a-z0-9+.-]*:\/\/((?:\\.|[^\s"<>`\\])*)/gi
 
 // Keys whose value is a secret: `password`, `sslpassword`, `client_secret`, `access_token`,
 // `api_key`, `aws_secret_access_key`, `secretAccessKey`, `pwd`, `pass`... A key must end with one
-// of these words and not be part of a longer word or dotted name on its left.
-const KEY = String.raw`(?<![\w.-])(?:[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)|pwd|pass)`
+// of these words and not be part of a longer word or dotted name on its left. A fencing token
+// (`fencingToken`, `fencing_token`) is a lock's public sequence number, shown on purpose.
+const KEY = String.raw`(?<![\w.-])(?!fencing[_-]?token\b)(?:[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)|pwd|pass)`
 const QUOTED = String.raw`'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"`
 // `key=value`: a query parameter (up to `&`), a libpq setting (`password='it''s'`, up to
 // whitespace), a setting of a `;`-separated connection string.

@@ -2,7 +2,9 @@ import { redact } from './redact.ts'
 
 /**
  * How a run ended, as the run ledger records it:
- * - `running`: started, not finished (or its node died: see {@link RunRecord.finishedAt});
+ * - `running`: started more than the executor's `recordRunningAfter` ago (1 s by default), not
+ *   finished (or its node died: see {@link RunRecord.finishedAt}); a shorter run is written
+ *   once, when it ends, and never reads back as `running`;
  * - `ok`: the task resolved;
  * - `failed`: the task threw or rejected (`error` says what);
  * - `lock-lost`: the lock could no longer be trusted while the task ran (its signal aborted with
@@ -63,7 +65,7 @@ export interface RunStart {
   readonly slot: Date | undefined
   readonly node: string
   readonly startedAt: Date
-  /** The fencing token of the run's lock, where the store hands out tokens. */
+  /** The fencing token of the run's lock, where the store hands out tokens; every ledger keeps it and reads it back. */
   readonly fencingToken?: bigint | undefined
 }
 
@@ -90,15 +92,24 @@ export interface RunHandle {
  * A run history, kept out of the lock table (Java ShedLock's table stays exactly Java's): give
  * one to `createLockingTaskExecutor(provider, { runLedger })` and every execution is recorded.
  * Writing it never makes a task fail or run twice: a failed write is reported to the listener's
- * `onRunLedgerFailed` and the debug log, and the run goes on. Stores that have one:
+ * `onRunLedgerFailed` and the debug log, and the run goes on. A run shorter than the executor's
+ * `recordRunningAfter` is one `record()`; a longer one a `start()` and its handle's `finish()`.
+ * Stores that have one:
  * `postgresRunLedger`, `mysqlRunLedger`, `sqliteRunLedger`, `redisRunLedger`.
  */
 export interface RunLedger {
   /** Short store name, e.g. `"postgres"`. */
   readonly name: string
-  /** Records a run's start; resolves to the run's handle, which records its end. */
+  /**
+   * Records a run's start, as `running`; resolves to the run's handle, which records its end. The
+   * executor calls it for a run still going after its `recordRunningAfter` (1 s by default).
+   */
   start(run: RunStart): Promise<RunHandle>
-  /** Records a run that ended without starting (a skipped slot), in one write. */
+  /**
+   * Records a whole run in one write: a run that ended within the executor's `recordRunningAfter`
+   * (any outcome but `running`), or a slot that was skipped. A ledger without it (plain
+   * JavaScript) gets `start()` and `finish()` instead.
+   */
   record(run: RunStart & RunEnd): Promise<void>
   /** The task's runs, newest first. */
   history(name: string, options?: HistoryOptions): Promise<RunRecord[]>

@@ -6,13 +6,18 @@ import type { LockExecution } from './diagnostics.ts'
 import type { Emit } from './executor-events.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
 import type { ActiveLock } from './lock-context.ts'
-import { type RunLedger, type RunOutcome, type RunStart, runErrorOf } from './run-ledger.ts'
+import { type RunEnd, type RunHandle, type RunLedger, type RunStart, runErrorOf } from './run-ledger.ts'
 import { messageOf } from './task.ts'
 
 const debug = debuglog('shedlock')
 
 // How long the executor waits for one run-ledger write before it reports it as failed.
 const LEDGER_TIMEOUT_MS = 5_000
+// setTimeout's longest delay; a longer recordRunningAfter would fire at once.
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** The default of the executor's `recordRunningAfter`, in milliseconds. */
+export const DEFAULT_RECORD_RUNNING_AFTER_MS = 1_000
 
 /** One run's ledger entry: `end()` records how it ended. */
 export interface RunRecording {
@@ -27,11 +32,19 @@ export class RunRecorder {
   readonly #ledger: RunLedger | undefined
   readonly #clock: Clock
   readonly #emit: Emit
+  readonly #recordRunningAfter: number
 
-  constructor(ledger: RunLedger | undefined, clock: Clock, emit: Emit) {
+  /** `recordRunningAfter`: milliseconds, 0 to write every run's start when it starts. */
+  constructor(
+    ledger: RunLedger | undefined,
+    clock: Clock,
+    emit: Emit,
+    recordRunningAfter: number = DEFAULT_RECORD_RUNNING_AFTER_MS,
+  ) {
     this.#ledger = ledger
     this.#clock = clock
     this.#emit = emit
+    this.#recordRunningAfter = Math.min(recordRunningAfter, MAX_TIMER_MS)
   }
 
   /** The ledger, if the executor has one. */
@@ -40,39 +53,54 @@ export class RunRecorder {
   }
 
   /**
-   * Records a run's start now (not awaited before the task), with the fencing token of its lock
-   * (`execution.fencingToken`, left out where the store hands out none), and its end when `end`
-   * is called; `undefined` without a ledger.
+   * Records a run: a run that ends within `recordRunningAfter` in one write, with its outcome; a
+   * longer one as `running` at that moment, and its end later. `undefined` without a ledger.
    */
   start(
     configuration: LockConfiguration,
     execution: LockExecution,
     slot: Date | undefined,
     owner: string,
+    fencingToken: bigint | undefined,
   ): RunRecording | undefined {
     const ledger = this.#ledger
     if (!ledger) return undefined
     const clock = this.#clock
-    const startedAt = new Date(clock.now())
-    const { fencingToken } = execution
-    const started: RunStart =
-      fencingToken === undefined
-        ? { name: configuration.name, slot, node: owner, startedAt }
-        : { name: configuration.name, slot, node: owner, startedAt, fencingToken }
-    const run = ledger.start(started)
-    run.catch(() => undefined)
-    const startedMs = performance.now()
+    const started: RunStart = {
+      name: configuration.name,
+      slot,
+      node: owner,
+      startedAt: new Date(clock.now()),
+      ...(fencingToken === undefined ? {} : { fencingToken }),
+    }
+    // The 'running' row is what `shedlock status` and the dashboard show of a long run; a short
+    // run is written once, at its end: one statement per run instead of two.
+    let run: Promise<RunHandle> | undefined
+    const open = (): void => {
+      // A ledger that throws instead of rejecting must not throw out of a timer.
+      run = new Promise((resolve) => resolve(ledger.start(started)))
+      run.catch(() => undefined) // reported by end(), which awaits it
+    }
+    const after = this.#recordRunningAfter
+    let timer: ReturnType<typeof setTimeout> | undefined
+    if (after === 0) open()
+    else {
+      timer = setTimeout(open, after)
+      timer.unref()
+    }
+    const startedAt = performance.now()
     return {
       end: (active, failure) => {
-        const outcome: Exclude<RunOutcome, 'running'> = active.lost
-          ? 'lock-lost'
-          : failure === undefined
-            ? 'ok'
-            : 'failed'
-        const durationMs = performance.now() - startedMs
-        const error = failure === undefined ? undefined : runErrorOf(failure)
+        clearTimeout(timer)
+        const end: RunEnd = {
+          finishedAt: new Date(clock.now()),
+          outcome: active.lost ? 'lock-lost' : failure === undefined ? 'ok' : 'failed',
+          durationMs: performance.now() - startedAt,
+          error: failure === undefined ? undefined : runErrorOf(failure),
+        }
+        const opened = run
         return this.write(configuration, execution, async () =>
-          (await run).finish({ finishedAt: new Date(clock.now()), outcome, durationMs, error }),
+          opened ? (await opened).finish(end) : recordWhole(ledger, { ...started, ...end }),
         )
       },
     }
@@ -90,7 +118,15 @@ export class RunRecorder {
     if (!ledger) return Promise.resolve()
     const { name } = configuration
     return this.write(configuration, execution, () =>
-      ledger.record({ name, slot, node: owner, startedAt: at, finishedAt: at, outcome: 'skipped', durationMs: 0 }),
+      recordWhole(ledger, {
+        name,
+        slot,
+        node: owner,
+        startedAt: at,
+        finishedAt: at,
+        outcome: 'skipped',
+        durationMs: 0,
+      }),
     )
   }
 
@@ -114,4 +150,14 @@ export class RunRecorder {
       this.#emit('onRunLedgerFailed', execution, configuration, error)
     }
   }
+}
+
+/**
+ * Records a whole run in one write, through the ledger's `record()`; a ledger without one (plain
+ * JavaScript, written against an older typing) gets its start and its end, two writes.
+ */
+function recordWhole(ledger: RunLedger, run: RunStart & RunEnd): Promise<void> {
+  const { record } = ledger as Partial<RunLedger>
+  if (typeof record === 'function') return record.call(ledger, run)
+  return ledger.start(run).then((handle) => handle.finish(run))
 }

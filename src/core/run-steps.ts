@@ -14,7 +14,7 @@ import type { LockInspector } from './lock-inspector.ts'
 import { type ShedlockLogger, withLogger } from './logger.ts'
 import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-provider.ts'
 import { Registry } from './registry.ts'
-import { RunRecorder } from './run-recorder.ts'
+import { DEFAULT_RECORD_RUNNING_AFTER_MS, RunRecorder } from './run-recorder.ts'
 import type { RunLedger } from './run-ledger.ts'
 import { DEFAULT_SLOT_RETENTION } from './slots.ts'
 import {
@@ -38,6 +38,7 @@ export interface RunStepsOptions {
   listener?: LockingTaskExecutorListener | undefined
   clock?: Clock | undefined
   runLedger?: RunLedger | undefined
+  recordRunningAfter?: Duration | undefined
   slotRetention?: Duration | undefined
   node?: string | undefined
   logger?: ShedlockLogger | undefined
@@ -86,7 +87,12 @@ export class RunSteps implements CatchUpRuntime {
     this.defaultRetention = parseDuration(options.slotRetention ?? DEFAULT_SLOT_RETENTION)
     this.#listener = withLogger(options.listener, options.logger)
     this.emit = eventEmitter(this.#listener)
-    this.recorder = new RunRecorder(options.runLedger, this.clock, this.emit)
+    this.recorder = new RunRecorder(
+      options.runLedger,
+      this.clock,
+      this.emit,
+      parseDuration(options.recordRunningAfter ?? DEFAULT_RECORD_RUNNING_AFTER_MS),
+    )
   }
 
   /** True once the executor was closed. */
@@ -226,7 +232,13 @@ export class RunSteps implements CatchUpRuntime {
     const stopOnAbort = signal ? (): void => active.abort(signal.reason) : noop
     signal?.addEventListener('abort', stopOnAbort, { once: true })
     if (claimed) claimed.decided = true
-    const record = this.recorder.start(configuration, execution, claimed?.slot, this.ownerOf(handle))
+    const record = this.recorder.start(
+      configuration,
+      execution,
+      claimed?.slot,
+      this.ownerOf(handle),
+      active.fencingToken,
+    )
     let failure: unknown
     try {
       return await runWithActiveLock(active, () =>

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import type { Duration } from '../core/duration.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
-import type { RunLedger } from '../core/run-ledger.ts'
+import type { RunLedger, RunRecord } from '../core/run-ledger.ts'
 
 /** Options of {@link runLedgerSuite}. */
 export interface RunLedgerSuiteOptions {
@@ -28,8 +28,9 @@ export interface RunLedgerTestCase {
 
 /**
  * The contract of a `RunLedger`, as test cases against a real store: what it keeps of a run
- * (slot, node, times, outcome, duration, error), the order it reads runs back in, health, the
- * task list, and how many runs it keeps.
+ * (slot, node, times, outcome, duration, error, fencing token), the order it reads runs back in,
+ * health, the task list, how many runs it keeps, and how an executor writes it (a short run once,
+ * a long one as `running` first).
  */
 export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCase[] {
   const { ledger, keep } = options
@@ -176,6 +177,94 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
       [`${prefix}-a`, `${prefix}-b`],
     )
     assert.ok(mine.every((t) => t.lastSuccess !== undefined))
+  })
+
+  add(
+    'fencing token: kept by start() and finish() and by record(), read back as a bigint (beyond 2^53 too)',
+    async () => {
+      const name = taskName()
+      const big = 2n ** 53n + 7n
+      const base = Date.now() - 10_000
+      const started = await ledger.start({
+        name,
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(base),
+        fencingToken: big,
+      })
+      assert.equal((await ledger.history(name))[0]?.fencingToken, big, 'the running run lost its fencing token')
+      await started.finish({ finishedAt: new Date(base + 5), outcome: 'ok', durationMs: 5 })
+      const whole = (startedAt: number, fencingToken: bigint | undefined) =>
+        ledger.record({
+          name,
+          slot: undefined,
+          node: 'n',
+          startedAt: new Date(startedAt),
+          finishedAt: new Date(startedAt),
+          outcome: 'ok',
+          durationMs: 0,
+          ...(fencingToken === undefined ? {} : { fencingToken }),
+        })
+      await whole(base + 100, 9_223_372_036_854_775_807n)
+      await whole(base + 200, 1n)
+      await whole(base + 300, undefined)
+      const tokens = (await ledger.history(name)).map((r) => r.fencingToken)
+      assert.deepEqual(tokens, [undefined, 1n, 9_223_372_036_854_775_807n, big])
+      assert.equal(typeof tokens[1], 'bigint')
+      assert.equal((await ledger.health(name)).lastSuccess?.fencingToken, undefined)
+    },
+  )
+
+  add(
+    'through an executor: a short run is written once, when it ends, with the fencing token the task saw',
+    async () => {
+      const name = taskName()
+      const executor = createLockingTaskExecutor(await options.provider(), { runLedger: ledger })
+      let seenWhileRunning: number | undefined
+      let token: bigint | undefined
+      const result = await executor.executeWithLock(
+        async (context) => {
+          token = context.fencingToken
+          // Under the executor's recordRunningAfter (1 s): the ledger has no row of it yet.
+          seenWhileRunning = (await ledger.history(name)).length
+        },
+        { name, lockAtMostFor: '1m' },
+      )
+      assert.ok(result.executed)
+      assert.equal(seenWhileRunning, 0, 'a run shorter than recordRunningAfter was written when it started')
+      const runs = await ledger.history(name)
+      assert.deepEqual(
+        runs.map((r) => r.outcome),
+        ['ok'],
+      )
+      assert.equal(runs[0]!.fencingToken, token)
+    },
+  )
+
+  add('through an executor: a run longer than recordRunningAfter reads back as running, then as ended', async () => {
+    const name = taskName()
+    const executor = createLockingTaskExecutor(await options.provider(), {
+      runLedger: ledger,
+      recordRunningAfter: 50,
+    })
+    let running: RunRecord | undefined
+    await executor.executeWithLock(
+      async () => {
+        const until = Date.now() + 5_000
+        while (!running && Date.now() < until) {
+          running = (await ledger.history(name)).find((r) => r.outcome === 'running')
+          if (!running) await new Promise((resolve) => setTimeout(resolve, 20))
+        }
+      },
+      { name, lockAtMostFor: '1m' },
+    )
+    assert.ok(running, 'no running row within 5 s of a run past recordRunningAfter (50 ms)')
+    assert.equal(running.finishedAt, undefined)
+    const runs = await ledger.history(name)
+    assert.equal(runs.length, 1, `the run was written as ${runs.length} runs`)
+    assert.equal(runs[0]!.id, running.id)
+    assert.equal(runs[0]!.outcome, 'ok')
+    assert.ok(runs[0]!.finishedAt && runs[0]!.durationMs !== undefined)
   })
 
   add(`keeps at most ${keep} runs per task`, async () => {

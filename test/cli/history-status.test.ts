@@ -142,6 +142,30 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
     expect(two.stderr).toMatch(/^shedlock history: one task at a time: got "a", "b"/)
   })
 
+  it('history --json: the fencing token as decimal text (all of its digits past 2^53), null where the run had none', async () => {
+    const url = await store({ report: { outcomes: ['ok'] } })
+    const ledger = postgresRunLedger({ client: db, tableName: url[url.indexOf('--runs-table') + 1]! })
+    const at = new Date()
+    await ledger.record({
+      name: 'report',
+      slot: undefined,
+      node: 'n',
+      startedAt: at,
+      finishedAt: at,
+      outcome: 'ok',
+      durationMs: 1,
+      fencingToken: 2n ** 53n + 1n,
+    })
+    const run = await cli(['history', 'report', ...url, '--json'])
+    expect(run.code, run.stderr).toBe(0)
+    expect(JSON.parse(run.stdout).runs.map((r: { fencingToken: unknown }) => r.fencingToken)).toEqual([
+      '9007199254740993',
+      null,
+    ])
+    const status = await cli(['status', ...url, '--json'])
+    expect(JSON.parse(status.stdout).tasks[0].lastRun.fencingToken).toBe('9007199254740993')
+  })
+
   it('doctor checks the runs table: a missing one is a note (--), a failure when --runs-table names it', async () => {
     const url = await store({})
     const present = await cli(['doctor', ...url, '--json'])

@@ -86,6 +86,7 @@ describe('redact: key=value secrets', () => {
       'token: expired',
       'max_tokens=5 bypass=1 monkey=2 passes=3',
       'the key "a=b" is not valid',
+      '"fencingToken": "9007199254740993", fencing_token=42',
     ]) {
       expect(redact(text)).toBe(text)
     }

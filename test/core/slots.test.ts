@@ -251,7 +251,11 @@ describe('the run ledger', () => {
     })
     expect(listener.log).toEqual(['onRunLedgerFailed report'])
     // A ledger that never answers is given up on after 5 s; the lock is released meanwhile.
-    const hanging: RunLedger = { ...inMemoryRunLedger(), start: () => new Promise(() => {}) }
+    const hanging: RunLedger = {
+      ...inMemoryRunLedger(),
+      start: () => new Promise(() => {}),
+      record: () => new Promise(() => {}),
+    }
     const provider = inMemoryLockProvider()
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
     try {

@@ -62,6 +62,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
         outcome: 'running',
         durationMs: undefined,
         error: undefined,
+        fencingToken: run.fencingToken,
       })
       add(started)
       return {
@@ -92,6 +93,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
           outcome: run.outcome,
           durationMs: run.durationMs,
           error: run.error,
+          fencingToken: run.fencingToken,
         }),
       )
     },

@@ -41,6 +41,7 @@ export function mysqlRunLedger(options: MysqlRunLedgerOptions): RunLedger {
       timestamp: 'CAST(? AS DATETIME(3))',
       // The stored UTC wall-clock value, without the session's time zone.
       epochMs: (column) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ${column}) / 1000)`,
+      text: (column) => `CAST(${column} AS CHAR)`,
       describe: (error, action, name) => {
         const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown }
         return errno === 1146 || code === 'ER_NO_SUCH_TABLE'

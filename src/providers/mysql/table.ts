@@ -308,6 +308,7 @@ export function mysqlRunsSchema(options: { tableName?: string } = {}): string {
     '  duration_ms BIGINT NULL,',
     '  error_type VARCHAR(100) NULL,',
     '  error_message VARCHAR(500) CHARACTER SET utf8mb4 NULL,',
+    '  fencing_token BIGINT NULL,',
     `  INDEX ${bare}_name_started (name, started_at)`,
     ');',
   ].join('\n')

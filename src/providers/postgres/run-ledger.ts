@@ -38,6 +38,7 @@ export function postgresRunLedger(options: PostgresRunLedgerOptions): RunLedger 
       execute: async (sql, params) => (await client.query(numbered(sql), [...params])).rowCount ?? 0,
       timestamp: 'CAST(? AS timestamp)',
       epochMs,
+      text: (column) => `CAST(${column} AS text)`,
       describe: (error, action, name) =>
         (error as { code?: unknown } | null)?.code === '42P01'
           ? storeError(

@@ -131,7 +131,8 @@ export function postgresRunsSchema(options: { tableName?: string } = {}): string
     '  outcome VARCHAR(16) NOT NULL,',
     '  duration_ms BIGINT NULL,',
     '  error_type VARCHAR(100) NULL,',
-    '  error_message VARCHAR(500) NULL',
+    '  error_message VARCHAR(500) NULL,',
+    '  fencing_token BIGINT NULL',
     ');',
     `CREATE INDEX IF NOT EXISTS ${bare}_name_started ON ${table} (name, started_at);`,
   ].join('\n')

@@ -45,8 +45,9 @@ const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'fai
 
 /**
  * The run history in Redis, apart from the lock keys: one capped stream per task,
- * `shedlock-runs:<environment>:<name>`. A run appends an entry when it starts and one when it ends
- * (each entry holds the whole run as JSON, so a trimmed start entry loses nothing); each append
+ * `shedlock-runs:<environment>:<name>`. A run appends one entry when it ends, or, when it is still
+ * going after the executor's `recordRunningAfter`, one then and one when it ends (each entry holds
+ * the whole run as JSON, fencing token included, so a trimmed start entry loses nothing); each append
  * trims the stream to `2 × keep` entries and sets its expiry to `maxAge`, in one script on the
  * node that owns the key (Cluster clients route it by the key). Needs Redis 5 or later (streams).
  *
@@ -170,6 +171,8 @@ interface StoredRun {
   outcome: RunOutcome
   durationMs: number | null
   error: { type: string; message: string } | null
+  /** Decimal text: JSON numbers lose a bigint's digits. Absent in entries written before it was kept. */
+  fencingToken?: string | null
 }
 
 function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
@@ -182,6 +185,7 @@ function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
     outcome: end?.outcome ?? 'running',
     durationMs: end ? Math.round(end.durationMs) : null,
     error: end?.error ? { type: end.error.type, message: end.error.message } : null,
+    fencingToken: run.fencingToken === undefined ? null : String(run.fencingToken),
   }
 }
 
@@ -214,6 +218,10 @@ function recordOf(name: string, entry: unknown): RunRecord | undefined {
     error:
       run.error && typeof run.error.type === 'string'
         ? { type: run.error.type, message: String(run.error.message ?? '') }
+        : undefined,
+    fencingToken:
+      typeof run.fencingToken === 'string' && /^-?\d{1,20}$/.test(run.fencingToken)
+        ? BigInt(run.fencingToken)
         : undefined,
   })
 }

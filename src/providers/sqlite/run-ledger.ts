@@ -36,6 +36,7 @@ export function sqliteRunLedger(options: SqliteRunLedgerOptions): RunLedger {
       execute: async (sql, params) => Number(database.prepare(sql).run(...params).changes),
       timestamp: '?',
       epochMs,
+      text: (column) => `CAST(${column} AS TEXT)`,
       describe: (error, action, name) =>
         /^no such table\b/i.test(messageOf(error))
           ? storeError(

@@ -1,18 +1,29 @@
 import { randomUUID } from 'node:crypto'
 import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import { healthOf, type RunLedger, type RunOutcome, type RunRecord, type TaskHealth } from '../../core/run-ledger.ts'
-import { type DescribeStoreError, storeGuard } from '../store-errors.ts'
+import {
+  healthOf,
+  type RunEnd,
+  type RunLedger,
+  type RunOutcome,
+  type RunRecord,
+  type RunStart,
+  type TaskHealth,
+} from '../../core/run-ledger.ts'
+import { type DescribeStoreError, messageOf, storeError, storeGuard } from '../store-errors.ts'
+import { DEFAULT_PRUNE_DELAY_MS, sqlRunPruner } from './sql-run-pruner.ts'
 import { utcTimestamp } from './sql-table.ts'
 
 /** Options of the SQL run ledgers (`postgresRunLedger`, `mysqlRunLedger`, `sqliteRunLedger`). */
 export interface SqlRunLedgerOptions {
   /** The runs table, optionally schema-qualified; create it with the store's `…RunsSchema()` or `shedlock init`. Plain SQL identifiers only. @default "shedlock_runs" */
   tableName?: string
-  /** Runs kept per task name; older ones are deleted (every `keep / 10` writes of the task, so up to 10 % more rows stay between two deletes; reads return at most `keep`). @default 100 */
+  /** Runs kept per task name; older ones are deleted (`pruneDelay` after every `keep / 10`-th write of the task, so up to 10 % more rows, and the writes within `pruneDelay`, stay between two deletes; reads return at most `keep`). @default 100 */
   keep?: number
-  /** Runs older than this are deleted, of every task (also of a task that no longer runs, within 10 minutes of a write), in milliseconds or a duration string. @default "30d" */
+  /** Runs older than this are deleted, of every task (also of a task that no longer runs: `pruneDelay` after the ledger's first write, then at most every 10 minutes), in milliseconds or a duration string. @default "30d" */
   maxAge?: Duration
+  /** How long after a write that makes them due the old runs are deleted, in milliseconds or a duration string: apart from the write, on a timer that does not keep the process alive, so that a run costs its one ledger write. @default "5s" */
+  pruneDelay?: Duration
 }
 
 /** What one SQL dialect contributes to {@link sqlRunLedger}. Statements use `?` placeholders. */
@@ -24,18 +35,16 @@ export interface SqlRunDialect {
   readonly timestamp: string
   /** A timestamp column as epoch milliseconds (a number). */
   epochMs(column: string): string
+  /** A BIGINT column as decimal text, so that no driver reads it as a lossy number. */
+  text(column: string): string
   readonly describe: DescribeStoreError
 }
 
-/** How often one ledger deletes the expired runs of every task (not only of the task that writes), in milliseconds. */
-export const SWEEP_EVERY_MS: number = 10 * 60_000
-/** At most this many rows per sweep; when it deletes as many, the next write sweeps again. */
-export const SWEEP_LIMIT: number = 1_000
-/** A task's rows beyond `keep` are deleted once per this share of `keep` writes of it (every 10th write with the default 100). */
-export const PRUNE_SHARE: number = 0.1
-
 // Names are interpolated into SQL text, so only plain identifiers pass: never quote, never escape.
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/
+// PostgreSQL, MySQL/MariaDB and SQLite's words for a column the table lacks.
+const MISSING_TOKEN_COLUMN =
+  /(column "?fencing_token"? .*does not exist|unknown column '?fencing_token|no such column: fencing_token|has no column named fencing_token)/i
 const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
@@ -52,8 +61,9 @@ export function runsTableName(provider: string, tableName: unknown = 'shedlock_r
 }
 
 /**
- * The runs table's columns, in every SQL dialect: one row per run, written when it starts and
- * updated when it ends. Times are UTC, as the node that ran it read them.
+ * The runs table's columns, in every SQL dialect: one row per run, written when it ends (or, for
+ * a run longer than the executor's `recordRunningAfter`, when that time is up, and updated when it
+ * ends). Times are UTC, as the node that ran it read them.
  */
 export const RUN_COLUMNS = [
   'id',
@@ -66,16 +76,15 @@ export const RUN_COLUMNS = [
   'duration_ms',
   'error_type',
   'error_message',
+  'fencing_token',
 ] as const
 
 /**
  * The {@link RunLedger} over a SQL runs table, kept out of the lock table (Java ShedLock's table
- * stays exactly Java's). Each run is one `INSERT` when it starts and one `UPDATE` when it ends
- * (its handle knows the row); after every {@link PRUNE_SHARE} of `keep` ends of a task, the task's
- * runs beyond `keep` or older than `maxAge` are deleted (two `DELETE`s on the `(name, started_at)`
- * index), and reads never return more than `keep`. The first end, and then one every {@link SWEEP_EVERY_MS},
- * deletes the runs older than `maxAge` of every task instead (at most {@link SWEEP_LIMIT} rows),
- * so that a task that no longer runs loses its rows too.
+ * stays exactly Java's). A run shorter than the executor's `recordRunningAfter` is one `INSERT` of
+ * the whole row (`record()`); a longer one an `INSERT` of its `running` row and an `UPDATE` when it
+ * ends (its handle knows the row). Old runs are deleted by a {@link sqlRunPruner}, apart from
+ * the writes; reads never return more than `keep` runs, nor runs older than `maxAge`.
  */
 export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: SqlRunLedgerOptions): RunLedger {
   const keep = options.keep ?? 100
@@ -84,65 +93,34 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
       `${dialect.provider}: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`,
     )
   const maxAge = parseDuration(options.maxAge ?? '30d')
-  const guard = storeGuard(dialect.describe)
+  // A runs table created before the fencing_token column: the fix, not the driver's message.
+  const guard = storeGuard((error, action, name) =>
+    MISSING_TOKEN_COLUMN.test(messageOf(error))
+      ? storeError(
+          dialect.provider,
+          action,
+          name,
+          `the runs table ${table} has no fencing_token column; add it with: ALTER TABLE ${table} ADD COLUMN fencing_token BIGINT NULL`,
+          error,
+        )
+      : dialect.describe(error, action, name),
+  )
   const ts = dialect.timestamp
   const columns =
     `id, name, ${dialect.epochMs('slot')} AS slot_ms, node, ${dialect.epochMs('started_at')} AS started_ms, ${dialect.epochMs('finished_at')} AS finished_ms, ` +
-    'outcome, duration_ms, error_type, error_message'
+    `outcome, duration_ms, error_type, error_message, ${dialect.text('fencing_token')} AS fencing_token`
 
-  // The age limit of every task, not only of the one that writes: a renamed or removed task
-  // writes no more, and its rows would stay for ever (and `shedlock status --stale` flag it).
-  // At most every SWEEP_EVERY_MS, the age DELETE of one write covers all names instead of the
-  // task's, bounded to SWEEP_LIMIT rows: no statement more per run. Not on every write: the sweep
-  // reads the whole table (no index leads with started_at); on PostgreSQL 15 with 100,000 rows
-  // (1,000 tasks × 100 runs), none expired, it took 1.2 ms against 0.7 ms for the task's own DELETE,
-  // and it grows with the table.
-  let nextSweep = 0
-  // A task's own rows are pruned on every PRUNE_SHARE-th of `keep` writes of it, not on each:
-  // two DELETEs a run were most of what a run cost the store (8 statements a slot run, with the
-  // claim, the lock, the start, the release and the end). Reads never return more than `keep`
-  // runs, so the few rows over it between two prunes are never seen.
-  const pruneEvery = Math.max(1, Math.ceil(keep * PRUNE_SHARE))
-  const writes = new Map<string, number>()
-  const prune = async (name: string): Promise<void> => {
-    const now = Date.now()
-    const sweepDue = now >= nextSweep
-    const count = (writes.get(name) ?? 0) + 1
-    const due = count >= pruneEvery
-    if (due) writes.delete(name)
-    else writes.set(name, count)
-    if (!sweepDue && !due) return
-    const cutoff = utcTimestamp(now - maxAge)
-    if (sweepDue) {
-      nextSweep = now + SWEEP_EVERY_MS
-      // The derived table lets MySQL read the table it deletes from, with a LIMIT.
-      const deleted = await dialect.execute(
-        `DELETE FROM ${table} WHERE id IN (SELECT id FROM (SELECT id FROM ${table} WHERE started_at < ${ts} LIMIT ?) expired)`,
-        [cutoff, SWEEP_LIMIT],
-      )
-      if (deleted >= SWEEP_LIMIT) nextSweep = now // more left: the next write sweeps again
-    } else {
-      await dialect.execute(`DELETE FROM ${table} WHERE name = ? AND started_at < ${ts}`, [name, cutoff])
-    }
-    if (!due) return
-    // The derived table lets MySQL read the table it deletes from.
-    await dialect.execute(
-      `DELETE FROM ${table} WHERE name = ? AND started_at < (SELECT started_at FROM (SELECT started_at FROM ${table} WHERE name = ? ORDER BY started_at DESC LIMIT 1 OFFSET ?) kept)`,
-      [name, name, keep - 1],
-    )
-  }
-  const insert = (
-    id: string,
-    run: { name: string; slot: Date | undefined; node: string; startedAt: Date },
-    end?: {
-      finishedAt: Date
-      outcome: string
-      durationMs: number
-      error?: { type: string; message: string } | undefined
-    },
-  ) =>
+  const pruner = sqlRunPruner({
+    table,
+    timestamp: ts,
+    keep,
+    maxAge,
+    delayMs: parseDuration(options.pruneDelay ?? DEFAULT_PRUNE_DELAY_MS),
+    execute: (sql, params) => dialect.execute(sql, params),
+  })
+  const insert = (id: string, run: RunStart, end: RunEnd | undefined) =>
     dialect.execute(
-      `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?)`,
+      `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?)`,
       [
         id,
         run.name,
@@ -154,6 +132,8 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
         end ? Math.round(end.durationMs) : null,
         end?.error?.type ?? null,
         end?.error?.message ?? null,
+        // As text: every driver binds it, none rounds it; the column converts it.
+        run.fencingToken === undefined ? null : String(run.fencingToken),
       ],
     )
   // Runs older than maxAge are never read back, whether or not a prune has deleted them yet.
@@ -170,7 +150,7 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
     start: (run) =>
       guard('record', run.name, async () => {
         const id = randomUUID()
-        await insert(id, run)
+        await insert(id, run, undefined)
         return {
           id,
           // The handle knows the task: no statement to find its name again.
@@ -187,14 +167,14 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
                   id,
                 ],
               )
-              await prune(run.name)
+              pruner.wrote(run.name)
             }),
         }
       }),
     record: (run) =>
       guard('record', run.name, async () => {
         await insert(randomUUID(), run, run)
-        await prune(run.name)
+        pruner.wrote(run.name)
       }),
     history: (name, historyOptions = {}) =>
       guard('inspect', name, () =>
@@ -232,5 +212,13 @@ function recordOf(row: Record<string, unknown>): RunRecord {
       row.error_type === null || row.error_type === undefined
         ? undefined
         : { type: String(row.error_type), message: String(row.error_message ?? '') },
+    fencingToken: tokenOf(row.fencing_token),
   })
+}
+
+/** A fencing token read back as text (or a number, from a driver that ignores the cast); `undefined` for NULL. */
+export function tokenOf(value: unknown): bigint | undefined {
+  if (typeof value === 'bigint') return value
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value)
+  return typeof value === 'string' && /^-?\d{1,20}$/.test(value) ? BigInt(value) : undefined
 }

@@ -39,7 +39,11 @@ async function open(
   db.exec(sqliteRunsSchema())
   const ledger = sqliteRunLedger({ database: db })
   const executor = (node: string) =>
-    createLockingTaskExecutor(sqliteLockProvider({ database: db, lockedBy: node }), { runLedger: ledger })
+    createLockingTaskExecutor(sqliteLockProvider({ database: db, lockedBy: node }), {
+      runLedger: ledger,
+      // Every start written at once: the page shows report's run in progress as running.
+      recordRunningAfter: 0,
+    })
   return { db, ledger, executor }
 }
 

@@ -6,10 +6,11 @@ import {
   postgresRunsSchema,
   postgresSchema,
 } from '../../../src/providers/postgres/index.ts'
-import { SWEEP_LIMIT } from '../../../src/support/sql/sql-run-ledger.ts'
+import { SWEEP_LIMIT } from '../../../src/support/sql/sql-run-pruner.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
 import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
+import { waitFor } from '../../helpers/processes.ts'
 import { postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
 const pool = await postgresPoolOrSkip(4)
@@ -65,7 +66,7 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
     for (const piece of ['Zq8', 'Wx3', 'Kv5', 'Jm2', 'Qp4']) expect(rows[0].error_message).not.toContain(piece)
   })
 
-  it("the sweep of every task: at most once per 10 minutes, bounded, and in place of the task's own age DELETE (no statement more per run)", async () => {
+  it("old runs are deleted apart from the runs: a write is one statement; the sweep of every task and the task's own prune follow pruneDelay later", async () => {
     const table = uniqueTable('shedlock_pg_sweep')
     await db.query(postgresRunsSchema({ tableName: table }))
     try {
@@ -76,8 +77,8 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
           return db.query(text, values)
         },
       }
-      const old = (name: string, daysAgo: number) => {
-        const at = new Date(Date.now() - daysAgo * 86_400_000)
+      const run = (name: string, daysAgo: number, offsetMs = 0) => {
+        const at = new Date(Date.now() - daysAgo * 86_400_000 + offsetMs)
         return {
           name,
           slot: undefined,
@@ -88,45 +89,80 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
           durationMs: 1,
         }
       }
-      const yearLong = postgresRunLedger({ client: db, tableName: table, maxAge: '365d' })
+      const count = async (name: string) =>
+        Number((await db.query(`SELECT count(*) AS n FROM ${table} WHERE name = $1`, [name])).rows[0].n)
+      // Written while the age limit was a year, by a ledger that prunes nothing within the test.
+      const yearLong = postgresRunLedger({ client: db, tableName: table, maxAge: '365d', pruneDelay: '1h' })
       for (let i = 0; i < SWEEP_LIMIT + 5; i++)
         await db.query(
           `INSERT INTO ${table} (id, name, node, started_at, outcome) VALUES ($1, 'bulk', 'n', now() - interval '40 days', 'ok')`,
           [`bulk-${i}`],
         )
-      await yearLong.record(old('renamed', 40))
-      const ledger = postgresRunLedger({ client: counting as never, tableName: table, maxAge: '30d' })
-      const run = await ledger.start({ name: 'current', slot: undefined, node: 'n', startedAt: new Date() })
+      await yearLong.record(run('renamed', 40))
+      const ledger = postgresRunLedger({
+        client: counting as never,
+        tableName: table,
+        maxAge: '30d',
+        keep: 20,
+        pruneDelay: 200,
+      })
+      await ledger.record(run('current', 0))
+      // The write alone: nothing is deleted on the run's path.
+      expect(statements).toHaveLength(1)
+      expect(statements[0]).toMatch(/^INSERT INTO /)
+      // pruneDelay later, the first write's sweep of every task, bounded: 1000 rows, then another
+      // sweep a pruneDelay later, since more were left.
+      expect(await waitFor(async () => (await count('bulk')) + (await count('renamed')) === 0, 5_000)).toBe(true)
+      expect(statements.slice(1)).toEqual([
+        expect.stringMatching(/^DELETE FROM \w+ WHERE id IN \(SELECT id FROM \(SELECT id FROM \w+ WHERE started_at < /),
+        expect.stringMatching(/^DELETE FROM \w+ WHERE id IN /),
+      ])
+      // The task's own prune: due on every keep / 10-th write of it (here the 2nd), one DELETE of
+      // its runs beyond keep and older than maxAge, pruneDelay after the write.
+      await yearLong.record(run('current', 40))
+      for (let i = 0; i < 25; i++) await yearLong.record(run('current', 0, -60_000 + i))
       statements.length = 0
-      await run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 1 })
-      // UPDATE (the handle knows the row: no SELECT of its name), and the first write's sweep of
-      // every task in place of the task's own age DELETE; no keep DELETE before its 10th write.
-      expect(statements).toHaveLength(2)
-      expect(statements[1]).toMatch(
-        /^DELETE FROM \w+ WHERE id IN \(SELECT id FROM \(SELECT id FROM \w+ WHERE started_at < /,
+      await ledger.record(run('current', 0))
+      expect(statements).toHaveLength(1)
+      expect(await waitFor(async () => (await count('current')) === 20, 5_000)).toBe(true)
+      expect(statements).toEqual([
+        expect.stringMatching(/^INSERT INTO /),
+        expect.stringMatching(/^DELETE FROM \w+ WHERE name = \$1 AND \(started_at < /),
+      ])
+      const kept = await ledger.history('current', { limit: 20 })
+      expect(kept).toHaveLength(20)
+      expect(kept.every((r) => r.startedAt.getTime() > Date.now() - 120_000)).toBe(true)
+      // Not due again before its next 2nd write: no statement but the write.
+      statements.length = 0
+      await ledger.record(run('current', 0))
+      await new Promise((resolve) => setTimeout(resolve, 400))
+      expect(statements).toHaveLength(1)
+    } finally {
+      await db.query(`DROP TABLE IF EXISTS ${table}`)
+    }
+  })
+
+  it('a runs table without the fencing_token column (created before it) rejects with the ALTER TABLE that adds it', async () => {
+    const table = uniqueTable('shedlock_pg_runs_old')
+    await db.query(postgresRunsSchema({ tableName: table }))
+    await db.query(`ALTER TABLE ${table} DROP COLUMN fencing_token`)
+    try {
+      const ledger = postgresRunLedger({ client: db, tableName: table })
+      const at = new Date()
+      const record = ledger.record({
+        name: 'x',
+        slot: undefined,
+        node: 'n',
+        startedAt: at,
+        finishedAt: at,
+        outcome: 'ok',
+        durationMs: 0,
+      })
+      await expect(record).rejects.toThrow(LockProviderError)
+      await expect(record).rejects.toThrow(
+        `has no fencing_token column; add it with: ALTER TABLE ${table} ADD COLUMN fencing_token BIGINT NULL`,
       )
-      const count = async (name: string) =>
-        Number((await db.query(`SELECT count(*) AS n FROM ${table} WHERE name = $1`, [name])).rows[0].n)
-      // Bounded: 1000 rows, then the next write sweeps again, since more were left.
-      expect((await count('bulk')) + (await count('renamed'))).toBe(6)
-      await ledger.record({ ...old('current', 0) })
-      expect((await count('bulk')) + (await count('renamed'))).toBe(0)
-      // Now at most once per 10 minutes: a task's own rows are pruned on its 10th write (keep 100).
-      await yearLong.record(old('renamed', 40))
-      await yearLong.record(old('current', 40))
-      const perWrite: number[] = []
-      for (let write = 3; write <= 10; write++) {
-        statements.length = 0
-        await ledger.record({ ...old('current', 0) })
-        perWrite.push(statements.length)
-      }
-      // INSERT alone, then on the 10th: INSERT, the task's age DELETE, the keep DELETE.
-      expect(perWrite).toEqual([1, 1, 1, 1, 1, 1, 1, 3])
-      expect(await count('renamed')).toBe(1)
-      expect(await count('current')).toBe(10)
-      expect(
-        (await ledger.history('current', { limit: 20 })).every((r) => r.startedAt.getTime() > Date.now() - 60_000),
-      ).toBe(true)
+      await expect(ledger.history('x')).rejects.toThrow(/has no fencing_token column; add it with: ALTER TABLE/)
     } finally {
       await db.query(`DROP TABLE IF EXISTS ${table}`)
     }
