@@ -6,7 +6,7 @@ import type { ExtensibleLock, LockProvider, SimpleLock } from '../core/lock-prov
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 
 /** The suites' default lockAtMostFor, in ms: long enough that no case waits for it by accident. */
-export const FIVE_MINUTES = 5 * 60_000
+export const FIVE_MINUTES: number = 5 * 60_000
 
 /** A configuration made now: `lockAtMostFor` five minutes unless given, no `lockAtLeastFor` unless given (ms). */
 export function suiteConfiguration(
