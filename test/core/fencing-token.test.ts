@@ -197,6 +197,7 @@ describe('what watches the run', () => {
     ])
   })
 
+  // recordRunningAfter 0: every run's start is written, so the test sees each RunStart.
   it('the run ledger gets the token in RunStart.fencingToken, and no such key without one', async () => {
     const starts: RunStart[] = []
     const ledger: RunLedger = {
@@ -210,12 +211,12 @@ describe('what watches the run', () => {
       tasks: async () => [],
     } as unknown as RunLedger
     const provider = inMemoryLockProvider()
-    await createLockingTaskExecutor(provider, { runLedger: ledger }).executeWithLock(() => undefined, opts('ledger'))
-    await createLockingTaskExecutor(provider, { runLedger: ledger }).executeWithLock(() => undefined, {
+    await createLockingTaskExecutor(provider, { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(() => undefined, opts('ledger'))
+    await createLockingTaskExecutor(provider, { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(() => undefined, {
       ...opts('ledger'),
       slot: new Date('2026-11-24T02:00:00Z'),
     })
-    await createLockingTaskExecutor(tokenless(), { runLedger: ledger }).executeWithLock(() => undefined, opts('plain'))
+    await createLockingTaskExecutor(tokenless(), { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(() => undefined, opts('plain'))
     expect(starts.map((start) => [start.name, start.fencingToken])).toEqual([
       ['ledger', 1n],
       ['ledger', 2n],
