@@ -11,6 +11,7 @@ import ts from 'typescript'
 import { afterAll, describe, expect, it } from 'vitest'
 import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
 import { postgresPoolOrSkip } from '../helpers/sql-pools.ts'
+import { STORES } from '../../src/providers/registry.ts'
 
 const page = readFileSync(fileURLToPath(new URL('../../docs/fencing.md', import.meta.url)), 'utf8')
 
@@ -31,7 +32,18 @@ describe('docs/fencing.md', () => {
     expect(blocks('sql')).toHaveLength(3)
     expect(blocks('lua')).toHaveLength(1)
     expect(blocks('ts').filter((code) => code.includes('createServer('))).toHaveLength(1)
-    expect(page).toContain('<!-- per-store rows: merged by the lead -->')
+  })
+
+  it('has a row for every store in its per-store table', () => {
+    const table = page.slice(page.indexOf('## Per store'))
+    const rows = table.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| store'))
+    for (const store of STORES) {
+      const names = [store.title, ...store.title.split(/[ /,]+/)]
+      expect(
+        rows.some((row) => names.some((name) => name.length >= 2 && row.split('|')[1]!.includes(name))),
+        `no row for ${store.title}`,
+      ).toBe(true)
+    }
   })
 })
 
