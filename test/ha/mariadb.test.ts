@@ -2,10 +2,11 @@
 // semi-synchronous (built into MariaDB 10.3+): each node in a network namespace of its own
 // (support/netns.ts), the primary's machine crashed while a fleet of nodes takes one lock, the
 // replica promoted as MaxScale or orchestrator would. The rows go to test/ha/results/.
-import { execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { chownSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../src/index.ts'
@@ -22,6 +23,7 @@ const namespaces = canBuildNamespaces()
 if (!namespaces && inCI) throw new Error('the topology suite needs root and `ip netns` (it builds network namespaces)')
 afterAll(() => saveRows('mariadb', rows, skipped))
 
+const run = promisify(execFile)
 const hasMariadb = runs('mariadbd', ['--version']) || runs('/usr/sbin/mariadbd', ['--version'])
 const mariadbd = runs('mariadbd', ['--version']) ? 'mariadbd' : '/usr/sbin/mariadbd'
 
@@ -41,21 +43,20 @@ for (const mode of ['async', 'semisync'] as const) {
 
       // A fresh data folder (the crashed primary is rebuilt from nothing, then fed the promoted
       // replica's binary log from its start: it may hold a transaction the replica never got).
-      const install = (name: string) => {
+      // Every command is asynchronous: restore() runs while the fleet takes locks, and a
+      // synchronous one (mariadb-install-db takes seconds) stopped the fleet's attempts meanwhile,
+      // so that the lost lock had expired before anyone asked for it.
+      const install = async (name: string) => {
         serverIds[name] = ++lastServerId
         rmSync(join(dir, name), { recursive: true, force: true })
-        execFileSync(
-          'mariadb-install-db',
-          [
-            '--no-defaults',
-            `--datadir=${join(dir, name)}`,
-            '--user=mysql',
-            '--auth-root-authentication-method=normal',
-            '--skip-test-db',
-            '--innodb-log-file-size=4M',
-          ],
-          { stdio: 'ignore' },
-        )
+        await run('mariadb-install-db', [
+          '--no-defaults',
+          `--datadir=${join(dir, name)}`,
+          '--user=mysql',
+          '--auth-root-authentication-method=normal',
+          '--skip-test-db',
+          '--innodb-log-file-size=4M',
+        ])
       }
       const start = (name: string) => {
         net.spawn(
@@ -92,23 +93,14 @@ for (const mode of ['async', 'semisync'] as const) {
           { dir, log: `${name}.log` },
         )
       }
-      const local = (name: string, statements: string) =>
-        execFileSync(
-          'mariadb',
-          ['--no-defaults', `--socket=${join(dir, `${name}.sock`)}`, '-uroot', '-e', statements],
-          {
-            encoding: 'utf8',
-            stdio: ['ignore', 'pipe', 'pipe'],
-          },
+      const local = async (name: string, statements: string) =>
+        (await run('mariadb', ['--no-defaults', `--socket=${join(dir, `${name}.sock`)}`, '-uroot', '-e', statements]))
+          .stdout
+      const up = (name: string) =>
+        local(name, 'SELECT 1').then(
+          () => true,
+          () => false,
         )
-      const up = (name: string) => {
-        try {
-          local(name, 'SELECT 1')
-          return true
-        } catch {
-          return false
-        }
-      }
       const follow = (name: string, source: string) =>
         local(
           name,
@@ -136,18 +128,18 @@ for (const mode of ['async', 'semisync'] as const) {
         net.up()
         net.add('m0')
         net.add('m1')
-        install('m0')
-        install('m1')
+        await install('m0')
+        await install('m1')
         start('m0')
         start('m1')
         await until(
-          () => up('m0') && up('m1'),
+          async () => (await up('m0')) && (await up('m1')),
           60_000,
           () => `both servers (${tail(join(dir, 'm0.log'), 5)})`,
         )
         // In the primary's binary log from its start, so the replica (and every node rebuilt
         // later) gets the users, the database and the table by replication.
-        local(
+        await local(
           'm0',
           [
             "CREATE USER IF NOT EXISTS 'repl'@'%'",
@@ -161,14 +153,14 @@ for (const mode of ['async', 'semisync'] as const) {
             `USE test; ${mysqlSchema()}`,
           ].join('; '),
         )
-        follow('m1', 'm0')
+        await follow('m1', 'm0')
         await until(
-          () => /Slave_SQL_Running_State: Slave has read all relay log/.test(replicaState('m1')),
+          async () => /Slave_SQL_Running_State: Slave has read all relay log/.test(await replicaState('m1')),
           30_000,
-          () => `the replica to catch up (${replicaState('m1')})`,
+          'the replica to catch up',
         )
         if (mode === 'semisync')
-          await until(() => semiSyncOn('m0').includes('ON'), 30_000, 'semi-sync to be on on the primary')
+          await until(async () => (await semiSyncOn('m0')).includes('ON'), 30_000, 'semi-sync to be on on the primary')
       }, 120_000)
 
       afterAll(async () => {
@@ -207,28 +199,28 @@ for (const mode of ['async', 'semisync'] as const) {
           net.heal(primary)
           // What a failover manager does once it has seen the primary die: the replica applies
           // what it received, stops replicating and takes writes.
-          local(replica, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF')
+          await local(replica, 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF')
           const old = primary
           primary = replica
           replica = old
         },
         restore: async () => {
           const old = replica
-          install(old)
+          await install(old)
           start(old)
           await until(
             () => up(old),
             60_000,
             () => `the rebuilt replica (${tail(join(dir, `${old}.log`), 5)})`,
           )
-          follow(old, primary)
+          await follow(old, primary)
           await until(
-            () => /Slave_SQL_Running_State: Slave has read all relay log/.test(replicaState(old)),
+            async () => /Slave_SQL_Running_State: Slave has read all relay log/.test(await replicaState(old)),
             30_000,
-            () => `the rebuilt replica to catch up (${replicaState(old)})`,
+            'the rebuilt replica to catch up',
           )
           if (mode === 'semisync')
-            await until(() => semiSyncOn(primary).includes('ON'), 30_000, 'semi-sync to be on again')
+            await until(async () => (await semiSyncOn(primary)).includes('ON'), 30_000, 'semi-sync to be on again')
         },
       })
 

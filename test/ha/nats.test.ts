@@ -30,7 +30,6 @@ describe.runIf(namespaces && (runs(natsServer, ['--version']) || inCI))('NATS: 3
   const net = new PrivateNetwork(8)
   let dir = ''
   const connections: NatsConnection[] = []
-  const urls = () => servers.map((s) => `nats://${net.address(s)}:4222`)
 
   const startServer = (name: string) => {
     const ip = net.address(name)
@@ -54,8 +53,17 @@ describe.runIf(namespaces && (runs(natsServer, ['--version']) || inCI))('NATS: 3
     )
     net.spawn(name, [natsServer, '-c', conf], { dir, log: `${name}.log` })
   }
-  const connection = async (): Promise<NatsConnection> => {
-    const nc = await connect({ servers: urls(), maxReconnectAttempts: -1, reconnectTimeWait: 200, timeout: 2000 })
+  // Pings every second: a connection to a server that was cut off (no reset, just silence) is
+  // given up after two unanswered pings, and the client moves to another server.
+  const connection = async (among: readonly string[] = servers): Promise<NatsConnection> => {
+    const nc = await connect({
+      servers: among.map((s) => `nats://${net.address(s)}:4222`),
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 200,
+      timeout: 2000,
+      pingInterval: 1000,
+      maxPingOut: 2,
+    })
     connections.push(nc)
     return nc
   }
@@ -114,15 +122,21 @@ describe.runIf(namespaces && (runs(natsServer, ['--version']) || inCI))('NATS: 3
         net.isolate(cut)
       },
       restore: async () => {
-        await until(
-          async () => {
-            const jsm = await jetstreamManager(admin, { timeout: 2000 })
-            const leader = (await jsm.streams.info(`KV_${BUCKET}`)).cluster?.leader
-            return leader !== undefined && leader !== cut
-          },
-          30_000,
-          'the majority to elect a new stream leader',
-        )
+        // Asked on the majority's side: a connection to the cut-off server hears nothing.
+        const majority = await connection(servers.filter((s) => s !== cut))
+        try {
+          await until(
+            async () => {
+              const jsm = await jetstreamManager(majority, { timeout: 2000 })
+              const leader = (await jsm.streams.info(`KV_${BUCKET}`)).cluster?.leader
+              return leader !== undefined && leader !== cut
+            },
+            45_000,
+            'the majority to elect a new stream leader',
+          )
+        } finally {
+          await majority.close().catch(() => {})
+        }
         net.heal(cut)
         await until(async () => (await streamLeader()) !== undefined, 60_000, 'the isolated server to catch up')
       },

@@ -2,10 +2,11 @@
 // synchronous: each node in a network namespace of its own (support/netns.ts), the primary's
 // machine crashed while a fleet of nodes takes one lock, the standby promoted as Patroni or
 // repmgr would. The rows go to test/ha/results/ (support/results.ts).
-import { type ChildProcess, execFileSync, spawnSync } from 'node:child_process'
+import { type ChildProcess, execFile, execFileSync, spawnSync } from 'node:child_process'
 import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../src/index.ts'
@@ -231,8 +232,8 @@ for (const mode of ['async', 'sync'] as const) {
           // The old primary is not rewound (pg_rewind is out of scope): a new standby is cloned from the promoted one.
           const old = standby
           rmSync(join(dir, old), { recursive: true, force: true })
-          const asPostgres = { uid: ids('postgres')[0], gid: ids('postgres')[1], stdio: 'ignore' as const, cwd: dir }
-          execFileSync(
+          // Asynchronous: the fleet takes locks meanwhile (a synchronous clone would stop it).
+          await promisify(execFile)(
             bin('pg_basebackup'),
             [
               '-h',
@@ -248,7 +249,7 @@ for (const mode of ['async', 'sync'] as const) {
               'stream',
               '--no-sync',
             ],
-            asPostgres,
+            { uid: ids('postgres')[0], gid: ids('postgres')[1], cwd: dir },
           )
           startPostgres(old)
           await until(() => ready(old), 30_000, 'the rebuilt standby')

@@ -2,10 +2,11 @@
 // network namespace of its own (support/netns.ts). The primary that owns the lock key's slot is
 // crashed while a fleet of ioredis Cluster clients takes the lock; its replica takes over by
 // itself. The rows go to test/ha/results/.
-import { execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { Cluster } from 'ioredis'
 import { createCluster } from 'redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -23,6 +24,7 @@ const namespaces = canBuildNamespaces()
 if (!namespaces && inCI) throw new Error('the topology suite needs root and `ip netns` (it builds network namespaces)')
 afterAll(() => saveRows('redis-cluster', rows, skipped))
 
+const run = promisify(execFile)
 const nodes = ['c0', 'c1', 'c2', 'c3', 'c4', 'c5'] as const
 
 describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
@@ -63,22 +65,13 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
         ],
         { dir, log: `${name}.log` },
       )
-    const cli = (name: string, ...args: string[]) =>
-      execFileSync('redis-cli', ['-h', net.address(name), '-p', '6379', ...args], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
-        timeout: 5_000,
-      })
-    const quiet = (f: () => string): string => {
-      try {
-        return f()
-      } catch {
-        return ''
-      }
-    }
+    // Asynchronous: the checks run while the fleet takes locks, which a synchronous one would stop.
+    const cli = async (name: string, ...args: string[]) =>
+      (await run('redis-cli', ['-h', net.address(name), '-p', '6379', ...args], { timeout: 5_000 })).stdout
+    const quiet = (p: Promise<string>): Promise<string> => p.catch(() => '')
     // `CLUSTER NODES` as the cluster sees it now: per node its address, flags and primary's id.
-    const view = (from: string) =>
-      quiet(() => cli(from, 'CLUSTER', 'NODES'))
+    const view = async (from: string) =>
+      (await quiet(cli(from, 'CLUSTER', 'NODES')))
         .trim()
         .split('\n')
         .filter(Boolean)
@@ -88,9 +81,9 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
         })
     const nameOf = (ip: string) => nodes.find((n) => net.address(n) === ip)!
     // Healthy: cluster_state ok, 3 primaries each with a connected replica, no node failed.
-    const healthy = (from: string): boolean => {
-      if (!quiet(() => cli(from, 'CLUSTER', 'INFO')).includes('cluster_state:ok')) return false
-      const v = view(from)
+    const healthy = async (from: string): Promise<boolean> => {
+      if (!(await quiet(cli(from, 'CLUSTER', 'INFO'))).includes('cluster_state:ok')) return false
+      const v = await view(from)
       if (
         v.length !== 6 ||
         v.some((n) => n.flags.some((f) => f.includes('fail') || f === 'handshake' || f === 'noaddr'))
@@ -99,7 +92,11 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
       const primaries = v.filter((n) => n.flags.includes('master'))
       return primaries.length === 3 && primaries.every((p) => v.some((r) => r.primaryId === p.id))
     }
-    const alive = () => nodes.filter((n) => quiet(() => cli(n, 'PING')).includes('PONG'))
+    const alive = async () => {
+      const pongs = await Promise.all(nodes.map((n) => quiet(cli(n, 'PING'))))
+      return nodes.filter((_, i) => pongs[i]!.includes('PONG'))
+    }
+    const allHealthy = async () => (await Promise.all(nodes.map(healthy))).every(Boolean)
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), 'shedlock-ha-redis-cluster-'))
@@ -107,11 +104,11 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
       for (const n of nodes) net.add(n)
       for (const n of nodes) start(n)
       await until(
-        () => alive().length === 6,
+        async () => (await alive()).length === 6,
         30_000,
         () => `six nodes (${tail(join(dir, 'c0.log'), 5)})`,
       )
-      execFileSync(
+      await run(
         'redis-cli',
         [
           '--cluster',
@@ -121,9 +118,9 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
           '1',
           '--cluster-yes',
         ],
-        { stdio: 'ignore', timeout: 60_000 },
+        { timeout: 60_000 },
       )
-      await until(() => nodes.every(healthy), 60_000, 'the cluster to be ok on every node')
+      await until(allHealthy, 60_000, 'the cluster to be ok on every node')
     }, 120_000)
 
     afterAll(async () => {
@@ -149,30 +146,30 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
       })
 
     // The primary of the slot of `job-lock:default:<name>` (the provider's key), and its replica.
-    const owners = (lockName: string) => {
-      const from = alive()[0]!
-      const slot = Number(cli(from, 'CLUSTER', 'KEYSLOT', `job-lock:default:${lockName}`).trim())
-      const slots = cli(from, '--json', 'CLUSTER', 'SLOTS')
+    const owners = async (lockName: string) => {
+      const from = (await alive())[0]!
+      const slot = Number((await cli(from, 'CLUSTER', 'KEYSLOT', `job-lock:default:${lockName}`)).trim())
+      const slots = await cli(from, '--json', 'CLUSTER', 'SLOTS')
       const ranges = JSON.parse(slots) as [number, number, [string, number, string], ...[string, number, string][]][]
       const range = ranges.find(([lo, hi]) => slot >= lo && slot <= hi)!
       const primary = nameOf(range[2][0])
-      const v = view(from)
+      const v = await view(from)
       const primaryId = v.find((n) => n.ip === net.address(primary))!.id
       const replica = nameOf(v.find((n) => n.primaryId === primaryId)!.ip)
       return { primary, replica }
     }
 
-    const killPrimary = (lockName: string, beforeReplication: boolean): Fault => {
-      let primary = ''
-      let replica = ''
+    const killPrimary = (
+      { primary, replica }: { primary: string; replica: string },
+      beforeReplication: boolean,
+    ): Fault => {
       return {
-        prepare: () => {
-          ;({ primary, replica } = owners(lockName))
-          if (beforeReplication) {
-            net.cutBetween(replica, primary)
-            net.cutBetween(primary, replica)
-          }
-        },
+        prepare: beforeReplication
+          ? () => {
+              net.cutBetween(replica, primary)
+              net.cutBetween(primary, replica)
+            }
+          : undefined,
         strike: async () => {
           net.crash(primary)
           net.heal(replica)
@@ -182,19 +179,13 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
           // The cluster's replica takes over by itself; the crashed node comes back with its node
           // file (its identity) and no data, and the cluster makes it the new primary's replica.
           await until(
-            () =>
-              view(replica)
-                .find((n) => n.ip === net.address(replica))
-                ?.flags.includes('master') ?? false,
+            async () =>
+              (await view(replica)).find((n) => n.ip === net.address(replica))?.flags.includes('master') ?? false,
             30_000,
             'the replica to take over',
           )
           start(primary)
-          await until(
-            () => nodes.every(healthy),
-            60_000,
-            () => `the cluster to be ok again (${tail(join(dir, `${primary}.log`), 5)})`,
-          )
+          await until(allHealthy, 60_000, () => `the cluster to be ok again (${tail(join(dir, `${primary}.log`), 5)})`)
         },
       }
     }
@@ -209,13 +200,12 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
           ? "key's primary killed, lock not replicated"
           : "key's primary killed, lock replicated"
         it(`${option}: ${fault}`, async () => {
-          await until(() => nodes.every(healthy), 60_000, 'the cluster to be ok')
+          await until(allHealthy, 60_000, 'the cluster to be ok')
           const name = `cluster-${replicas}-${beforeReplication}`
-          // The prepare step reads the owners: the fleet's first grant must find the cut in place.
           const row = await failoverScenario(
             { topology, option, fault },
             fleet(replicas),
-            killPrimary(name, beforeReplication),
+            killPrimary(await owners(name), beforeReplication),
             name,
           )
           rows.push(row)
@@ -227,7 +217,7 @@ describe.runIf(namespaces && (runs('redis-server', ['--version']) || inCI))(
     }
 
     it('node-redis createCluster: lock, waitForReplicas and release on the key’s node', async () => {
-      await until(() => nodes.every(healthy), 60_000, 'the cluster to be ok')
+      await until(allHealthy, 60_000, 'the cluster to be ok')
       const client = createCluster({ rootNodes: nodes.map((n) => ({ url: `redis://${net.address(n)}:6379` })) })
       client.on('error', () => {})
       await client.connect()

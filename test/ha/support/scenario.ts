@@ -50,8 +50,11 @@ class Tally {
         .provider()
         .lock(lockConfiguration({ name: this.name, lockAtMostFor: LOCK_AT_MOST_FOR, lockAtLeastFor: 0 }))
       if (lock) this.granted({ node: node.name, from: Date.now(), until: start + LOCK_AT_MOST_FOR })
+      if (process.env.SHEDLOCK_HA_DEBUG)
+        console.log(this.name, node.name, start, Date.now() - start, lock ? 'granted' : 'held')
       return lock
-    } catch {
+    } catch (error) {
+      if (process.env.SHEDLOCK_HA_DEBUG) console.log(this.name, node.name, start, Date.now() - start, String(error))
       this.row.errors++
       return undefined
     }
@@ -103,6 +106,7 @@ export async function failoverScenario(
   // Time for a replica on a healthy link to receive the lock.
   if (!fault.prepare) await sleep(300)
   const faultAt = Date.now()
+  if (process.env.SHEDLOCK_HA_DEBUG) console.log(name, 'fault', faultAt)
   await fault.strike()
   await first
   const firstGrant = tally.grants.find((g) => g.node === nodes[0]!.name)
