@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process'
 import { readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { clearParts, mergeResults } from './results.ts'
+import { fullMatrix, LOCK_AT_MOST_FOR } from './common.ts'
 
 /**
  * Removes what a killed run of this suite left behind (its namespaces `sh<tag>-<node>`, their
@@ -9,7 +11,9 @@ import { join } from 'node:path'
  * limit runs no afterAll. Only names of this suite's pattern are touched.
  */
 export default function setup(): () => void {
+  const started = Date.now()
   sweep()
+  clearParts()
   // A Ctrl-C or a kill of the run ends vitest without its teardown, and the worker without its
   // afterAll: sweep on the way out then too (synchronous, so it also runs in 'exit').
   process.once('exit', sweep)
@@ -20,7 +24,12 @@ export default function setup(): () => void {
       if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
     })
   }
-  return sweep
+  return () => {
+    sweep()
+    // Each file saved its rows (support/results.ts); the table covers the whole run.
+    const table = mergeResults(LOCK_AT_MOST_FOR, Math.round((Date.now() - started) / 1000), fullMatrix)
+    if (table) console.log(`\nReplicated topologies (test/ha/results/latest.md):\n\n${table}\n`)
+  }
 }
 
 function sweep(): void {
@@ -35,7 +44,7 @@ function sweep(): void {
   for (const ns of run(['netns', 'list'])
     .split('\n')
     .map((l) => l.split(' ')[0] ?? '')) {
-    if (!/^sh\d+-[a-z]\d$/.test(ns)) continue
+    if (!/^sh\d+-[a-z]+\d$/.test(ns)) continue
     for (const pid of run(['netns', 'pids', ns]).split('\n').filter(Boolean)) {
       try {
         process.kill(Number(pid), 'SIGKILL')

@@ -82,6 +82,20 @@ export class PrivateNetwork {
     return child
   }
 
+  /** Starts `command` inside node `name`'s namespace with its stdout piped back (stderr to `<dir>/<log>`). */
+  spawnPiped(name: string, command: string[], options: { dir: string; log: string }): ChildProcess {
+    const log = openSync(join(options.dir, options.log), 'a')
+    const child = spawn('ip', ['netns', 'exec', this.#node(name).ns, ...command], {
+      stdio: ['ignore', 'pipe', log],
+      cwd: options.dir,
+    })
+    closeSync(log)
+    child.once('error', () => {})
+    this.#children.add(child)
+    child.once('exit', () => this.#children.delete(child))
+    return child
+  }
+
   /** Runs `command` inside node `name`'s namespace and returns its output. */
   exec(name: string, command: string[], user?: string): string {
     const as = user ? ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--init-groups'] : []

@@ -1,8 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { lockConfiguration } from '../../../src/index.ts'
 import type { LockProvider, SimpleLock } from '../../../src/core/lock-provider.ts'
+import { createLockingTaskExecutor, lockConfiguration } from '../../../src/index.ts'
+import { LOCK_AT_MOST_FOR } from './common.ts'
+import { newRow, type Row } from './results.ts'
 
 /** One node of the fleet: it takes locks through a provider of its own (its own client or pool). */
 export interface FleetNode {
@@ -11,98 +11,110 @@ export interface FleetNode {
   provider(): LockProvider
 }
 
-/** What one topology does when the scenario asks for a fault. */
-export interface Faults {
-  /** Cuts the replica's (standby's) link to the primary, so that what the primary commits is not replicated. */
-  cutReplication(): void
-  /** Kills the primary (SIGKILL) and heals the replication link; a SQL topology promotes its standby, Sentinel does so by itself. */
-  killPrimary(): Promise<void>
-  /** After the scenario: waits for the failover and brings the killed node back as a replica (standby). */
+/** What a topology does for one fault of a scenario. */
+export interface Fault {
+  /** Before node 0 takes the lock: e.g. cuts the replica's link, so that the lock is not replicated. */
+  prepare?(): void
+  /** The fault, while node 0 holds the lock (or waits for it): crash the primary, isolate the leader. */
+  strike(): Promise<void>
+  /** Brings the topology back to the state a scenario starts from (failed over, the failed node back). */
   restore(): Promise<void>
 }
 
-/** One row of the table: a topology, its option, one fault. */
-export interface Row {
-  topology: string
-  option: string
-  fault: string
-  attempts: number
-  grants: number
-  /** Acquisitions that failed with a LockProviderError (a store that is down, unreplicated, read-only). */
-  errors: number
-  /** Grants made while another node's grant had not reached its lockAtMostUntil (the tasks' view). */
-  doubleGrants: number
-  /** From the fault until any node got the lock again, in milliseconds. */
-  unavailableMs: number | null
-  /** 1 when no node could take the lock even after lockAtMostFor had passed since the fault. */
-  stuckAfterRecovery: number
+/** A grant: who, from when (the reply), and its lockAtMostUntil (from the request: the earliest the store may free it). */
+interface Grant {
+  node: string
+  from: number
+  until: number
 }
 
-// Longer than a failover takes here (Sentinel 2-3 s, a promotion about 4 s), with room for a
-// loaded machine: shorter, a lost lock could expire before the new primary serves, hiding the window.
-const LOCK_AT_MOST_FOR = 10_000
-
 /**
- * The scenario of a row: node 0 takes the lock (after `cutReplication()` when `beforeReplication`),
- * the primary is killed and the store fails over, and the other nodes try every 250 ms until
- * lockAtMostFor has passed since the fault and 3 s more. Every grant is held to its
- * lockAtMostUntil (a task that runs that long), so a grant while another is held is a double grant.
+ * Counts what the fleet's lock() calls got. Every grant is held to its lockAtMostUntil (a task
+ * that runs that long), so a grant while another's has not reached its lockAtMostUntil is a
+ * double grant, in the store's view and in the tasks' alike.
  */
-export async function killPrimaryScenario(
-  topology: string,
-  option: string,
-  nodes: readonly FleetNode[],
-  faults: Faults,
-  beforeReplication: boolean,
-  name: string,
-): Promise<Row> {
-  const config = () => lockConfiguration({ name, lockAtMostFor: LOCK_AT_MOST_FOR, lockAtLeastFor: 0 })
-  const held: { node: string; from: number; until: number }[] = []
-  const row: Row = {
-    topology,
-    option,
-    fault: beforeReplication ? 'primary killed, lock not replicated' : 'primary killed, lock replicated',
-    attempts: 0,
-    grants: 0,
-    errors: 0,
-    doubleGrants: 0,
-    unavailableMs: null,
-    stuckAfterRecovery: 0,
+class Tally {
+  readonly grants: Grant[] = []
+  readonly row: Row
+  readonly name: string
+  constructor(row: Row, name: string) {
+    this.row = row
+    this.name = name
   }
-  const attempt = async (node: FleetNode): Promise<SimpleLock | undefined> => {
-    row.attempts++
+
+  async attempt(node: FleetNode): Promise<SimpleLock | undefined> {
+    this.row.attempts++
     const start = Date.now()
     try {
-      const lock = await node.provider().lock(config())
-      if (lock) {
-        const now = Date.now()
-        // Measured from the request: the holder's own lockAtMostUntil is no later than that.
-        if (held.some((h) => h.node !== node.name && h.until > now + 50)) row.doubleGrants++
-        held.push({ node: node.name, from: now, until: start + LOCK_AT_MOST_FOR })
-        row.grants++
-      }
+      const lock = await node
+        .provider()
+        .lock(lockConfiguration({ name: this.name, lockAtMostFor: LOCK_AT_MOST_FOR, lockAtLeastFor: 0 }))
+      if (lock) this.granted({ node: node.name, from: Date.now(), until: start + LOCK_AT_MOST_FOR })
+      if (process.env.SHEDLOCK_HA_DEBUG)
+        console.log(this.name, node.name, start, Date.now() - start, lock ? 'granted' : 'held')
       return lock
-    } catch {
-      row.errors++
+    } catch (error) {
+      if (process.env.SHEDLOCK_HA_DEBUG) console.log(this.name, node.name, start, Date.now() - start, String(error))
+      this.row.errors++
       return undefined
     }
   }
 
-  if (beforeReplication) faults.cutReplication()
-  // A synchronous commit waits for the cut standby: do not wait for it here, the kill ends it.
-  const first = attempt(nodes[0]!)
+  granted(grant: Grant): void {
+    // 50 ms: the other grant's request and reply bound when the store wrote it.
+    if (this.grants.some((h) => h.node !== grant.node && h.until > grant.from + 50)) {
+      this.row.doubleGrantsStore++
+      this.row.doubleGrantsTasks++
+    }
+    this.grants.push(grant)
+    this.row.grants++
+  }
+
+  /** From when the lock was free to take (the fault, or the end of a grant made before it) to the next grant. */
+  measureNoLock(faultAt: number, first: Grant | undefined): void {
+    const before = this.grants.filter((g) => g !== first && g.from < faultAt)
+    if (first) before.push(first)
+    const freeFrom = Math.max(faultAt, ...before.map((g) => g.until))
+    const next = this.grants.find((g) => !before.includes(g) && g.from >= faultAt)
+    this.row.noLockMs = next ? Math.max(0, next.from - freeFrom) : null
+  }
+
+  /** Nodes tried every 250 ms to the end: unless the store refuses every grant, one holds the lock now. */
+  checkStuck(): void {
+    const end = Date.now()
+    if (!this.grants.some((g) => g.until > end - 500)) this.row.stuckAfterRecovery = 1
+  }
+}
+
+/**
+ * The failover scenario of a row: node 0 takes the lock (after `fault.prepare()`, when given),
+ * the fault strikes, and the other nodes try every 250 ms while the topology is restored, until
+ * lockAtMostFor has passed since the fault and 3 s after the restore.
+ */
+export async function failoverScenario(
+  meta: { topology: string; option: string; fault: string },
+  nodes: readonly FleetNode[],
+  fault: Fault,
+  name: string,
+): Promise<Row> {
+  const row = newRow(meta.topology, meta.option, meta.fault)
+  const tally = new Tally(row, name)
+  fault.prepare?.()
+  // A synchronous commit waits for the cut standby: do not wait for it here, the fault ends it.
+  const first = tally.attempt(nodes[0]!)
   await Promise.race([first, sleep(1_500)])
-  if (!beforeReplication) await sleep(300)
+  // Time for a replica on a healthy link to receive the lock.
+  if (!fault.prepare) await sleep(300)
   const faultAt = Date.now()
-  await faults.killPrimary()
+  if (process.env.SHEDLOCK_HA_DEBUG) console.log(name, 'fault', faultAt)
+  await fault.strike()
   await first
-  // The killed node comes back as a replica while the others try; the scenario ends 3 s after
-  // both that and lockAtMostFor, and a lock no node could take since the recovery is stuck.
+  const firstGrant = tally.grants.find((g) => g.node === nodes[0]!.name)
   let recoveredAt = Number.POSITIVE_INFINITY
   // A failed restore ends the loop too (and fails the row below): without it the loop waited
   // for a recovery that never came until the test's timeout, which hid the restore's error and
   // left the loop running into the next scenario.
-  const restored = faults.restore().finally(() => {
+  const restored = fault.restore().finally(() => {
     recoveredAt = Date.now()
   })
   restored.catch(() => {})
@@ -110,36 +122,135 @@ export async function killPrimaryScenario(
   while (Date.now() < Math.max(faultAt + LOCK_AT_MOST_FOR, recoveredAt) + 3_000) {
     const node = nodes[turn]!
     turn = turn === nodes.length - 1 ? 1 : turn + 1
-    const lock = await attempt(node)
-    if (lock && row.unavailableMs === null) row.unavailableMs = Date.now() - faultAt
+    await tally.attempt(node)
     await sleep(250)
   }
   await restored
-  // Nodes tried every 250 ms to the end, 3 s after the recovery and lockAtMostFor: unless the
-  // store refuses every grant, one of them holds the lock now.
-  const end = Date.now()
-  if (!held.some((h) => h.until > end - 500)) row.stuckAfterRecovery = 1
+  tally.measureNoLock(faultAt, firstGrant)
+  tally.checkStuck()
   return row
 }
 
-/** Writes `rows` as JSON and as a Markdown table to test/ha/results/, and returns the table. */
-export function writeResults(rows: readonly Row[], skipped: readonly string[]): string {
-  const dir = new URL('../results/', import.meta.url).pathname
-  mkdirSync(dir, { recursive: true })
-  const header =
-    '| topology | option | fault | attempts | grants | errors | double grants | no lock for (ms) | stuck after recovery |'
-  const lines = [header, '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
-  for (const r of rows) {
-    lines.push(
-      `| ${r.topology} | ${r.option} | ${r.fault} | ${r.attempts} | ${r.grants} | ${r.errors} | ${r.doubleGrants === 0 ? 0 : `**${r.doubleGrants}**`} | ${r.unavailableMs ?? '–'} | ${r.stuckAfterRecovery} |`,
-    )
+/** What a holder process (support/holder.mjs) reports on its stdout, one JSON line each. */
+export interface HolderReport {
+  /** The task started: `at` (epoch ms), and its lock's lockAtMostUntil. */
+  granted?: { at: number; until: number }
+  /** The task ended: `at`, and the name of the signal's reason (LockLostError when its lock expired). */
+  ended?: { at: number; reason: string }
+  /** executeWithLock() did not run the task, or failed. */
+  skipped?: string
+  error?: string
+}
+
+/** A holder process in a namespace of its own, started by the test; see holder.mjs. */
+export interface Holder {
+  /** Resolves to the next report with `key` (rejects after `ms`). */
+  next(key: keyof HolderReport, ms: number): Promise<HolderReport>
+}
+
+/**
+ * A holder fault: a holder process takes the lock and runs a task that lasts until its signal
+ * aborts; then `fault.strike()` cuts the holder off the store (its namespace's link down) or
+ * freezes it (SIGSTOP), and the fleet tries every 250 ms until the lock is taken again and the
+ * holder's task has ended. `overlapMs` is how long the holder's task ran after that next grant
+ * (negative: it ended first); a task that ran on past the next grant is a double grant in the
+ * tasks' view, a next grant before the holder's lockAtMostUntil one in the store's.
+ */
+export async function holderScenario(
+  meta: { topology: string; option: string; fault: string },
+  holder: Holder,
+  nodes: readonly FleetNode[],
+  fault: Fault,
+  name: string,
+): Promise<{ row: Row; granted: { at: number; until: number }; ended: { at: number; reason: string } }> {
+  const row = newRow(meta.topology, meta.option, meta.fault)
+  const tally = new Tally(row, name)
+  const report = await holder.next('granted', 20_000)
+  const granted = report.granted!
+  row.attempts++
+  row.grants++
+  const ended = holder.next('ended', LOCK_AT_MOST_FOR * 3)
+  ended.catch(() => {})
+  await sleep(300)
+  const faultAt = Date.now()
+  await fault.strike()
+  let next: Grant | undefined
+  let turn = 0
+  while (Date.now() < granted.until + LOCK_AT_MOST_FOR) {
+    const before = tally.grants.length
+    await tally.attempt(nodes[turn]!)
+    turn = (turn + 1) % nodes.length
+    if (tally.grants.length > before && !next) next = tally.grants.at(-1)
+    if (next) break
+    await sleep(250)
   }
-  const table = lines.join('\n')
-  const at = new Date().toISOString()
-  writeFileSync(join(dir, 'latest.json'), `${JSON.stringify({ at, node: process.version, rows, skipped }, null, 2)}\n`)
-  writeFileSync(
-    join(dir, 'latest.md'),
-    `Run of ${at} (${process.version}); lockAtMostFor ${LOCK_AT_MOST_FOR} ms.\n\n${table}\n`,
-  )
-  return table
+  await fault.restore()
+  const end = (await ended).ended!
+  if (next) {
+    if (next.from < granted.until - 50) row.doubleGrantsStore++
+    row.overlapMs = end.at - next.from
+    if (row.overlapMs > 0) row.doubleGrantsTasks++
+    row.noLockMs = Math.max(0, next.from - Math.max(faultAt, granted.until))
+  } else row.stuckAfterRecovery = 1
+  return { row, granted, ended: end }
+}
+
+/**
+ * The slot scenario: three nodes fire one slot a second for `slots` seconds, node a on time, b
+ * 2 s late and c 7 s late (timers that drift apart, a node that was busy); `fault` is prepared
+ * before the first slot and strikes at the middle one, so that c fires the slots before it
+ * after the store failed over. A slot run twice is a duplicate; a slot fired on every node that
+ * ran nowhere, never run.
+ */
+export async function slotScenario(
+  meta: { topology: string; option: string; fault: string },
+  nodes: readonly FleetNode[],
+  fault: Fault,
+  name: string,
+  slots = 8,
+): Promise<Row> {
+  const row = newRow(meta.topology, meta.option, meta.fault)
+  const runs = new Map<number, string[]>()
+  const first = Math.ceil(Date.now() / 1000) * 1000 + 1000
+  const lateness = [0, 2_000, 7_000]
+  fault.prepare?.()
+  const fire = async (i: number, slot: number): Promise<void> => {
+    const node = nodes[i]!
+    await sleep(Math.max(0, slot + lateness[i]! - Date.now()))
+    row.attempts++
+    try {
+      // A fresh executor for a node whose provider changed (a SQL pool that follows the primary).
+      const executor = createLockingTaskExecutor(node.provider())
+      await executor.executeWithLock(
+        () => {
+          runs.set(slot, [...(runs.get(slot) ?? []), node.name])
+          row.grants++
+        },
+        { name, lockAtMostFor: LOCK_AT_MOST_FOR, lockAtLeastFor: 0 },
+        { slot: new Date(slot) },
+      )
+    } catch {
+      row.errors++
+    }
+  }
+  const fires: Promise<void>[] = []
+  for (let k = 0; k < slots; k++) for (let i = 0; i < nodes.length; i++) fires.push(fire(i, first + k * 1000))
+  await sleep(Math.max(0, first + Math.floor(slots / 2) * 1000 - Date.now()))
+  await fault.strike()
+  const restored = fault.restore()
+  await Promise.all(fires)
+  await restored
+  let duplicates = 0
+  let never = 0
+  for (let k = 0; k < slots; k++) {
+    const ran = runs.get(first + k * 1000)?.length ?? 0
+    if (ran > 1) duplicates++
+    if (ran === 0) never++
+  }
+  row.duplicateSlotRuns = duplicates
+  row.slotsNeverRun = never
+  // Two runs of one slot are a double grant of the slot's record in both views.
+  row.doubleGrantsStore = duplicates
+  row.doubleGrantsTasks = duplicates
+  return row
 }
