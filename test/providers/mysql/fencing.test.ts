@@ -1,4 +1,4 @@
-import mysql from 'mysql2/promise'
+import type mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import {
