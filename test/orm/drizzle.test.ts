@@ -35,7 +35,7 @@ await ormTests(
     const db = pgDb
     const dead_: pg.Pool[] = []
     return {
-      provider: (tableName) => drizzleLockProvider(db, { tableName }),
+      provider: (tableName, fencingTokens) => drizzleLockProvider(db, { tableName, fencingTokens }),
       transaction: (body) =>
         db.transaction((tx) =>
           body({
@@ -100,7 +100,7 @@ await ormTests(
     mysqlDb = mysqlDrizzle(pool)
     const db = mysqlDb
     return {
-      provider: (tableName) => drizzleLockProvider(db, { tableName }),
+      provider: (tableName, fencingTokens) => drizzleLockProvider(db, { tableName, fencingTokens }),
       transaction: (body) =>
         db.transaction((tx) =>
           body({

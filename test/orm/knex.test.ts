@@ -23,7 +23,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
           ? (reply as { rows: Record<string, unknown>[] }).rows
           : (reply as Record<string, unknown>[][])[0]!
       return {
-        provider: (tableName) => knexLockProvider(knex, { tableName }),
+        provider: (tableName, fencingTokens) => knexLockProvider(knex, { tableName, fencingTokens }),
         transaction: (body) =>
           knex.transaction((trx) =>
             body({

@@ -31,7 +31,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
       })
       const dead_: Kysely<Record<string, never>>[] = []
       return {
-        provider: (tableName) => kyselyLockProvider(db, { tableName }),
+        provider: (tableName, fencingTokens) => kyselyLockProvider(db, { tableName, fencingTokens }),
         transaction: (body) =>
           db.transaction().execute((trx) =>
             body({

@@ -20,7 +20,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
       const orm = dialect === 'postgres' ? await PostgresOrm.init(config) : await MysqlOrm.init(config)
       fork = () => orm.em.fork()
       return {
-        provider: (tableName) => mikroOrmLockProvider(orm, { tableName }),
+        provider: (tableName, fencingTokens) => mikroOrmLockProvider(orm, { tableName, fencingTokens }),
         transaction: (body) =>
           orm.em.fork().transactional((em) =>
             body({

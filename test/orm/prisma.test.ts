@@ -57,7 +57,7 @@ await ormTests(
     pgPrisma = prisma
     const dead_: InstanceType<typeof PrismaClient>[] = []
     return {
-      provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+      provider: (tableName, fencingTokens) => prismaLockProvider(prisma, { tableName, fencingTokens }),
       transaction: (body) =>
         prisma.$transaction(
           (tx: Tx) =>
@@ -102,7 +102,7 @@ await ormTests(
     mysqlPrisma = prisma
     const dead_: InstanceType<typeof PrismaClient>[] = []
     return {
-      provider: (tableName) => prismaLockProvider(prisma, { tableName }),
+      provider: (tableName, fencingTokens) => prismaLockProvider(prisma, { tableName, fencingTokens }),
       transaction: (body) =>
         prisma.$transaction(
           (tx: Tx) =>

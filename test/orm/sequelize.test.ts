@@ -29,7 +29,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
       sequelize = new Sequelize(dialect === 'postgres' ? POSTGRES_URL : MYSQL_URL, { logging: false, pool: { max: 8 } })
       const dead_: Sequelize[] = []
       return {
-        provider: (tableName) => sequelizeLockProvider(sequelize, { tableName }),
+        provider: (tableName, fencingTokens) => sequelizeLockProvider(sequelize, { tableName, fencingTokens }),
         transaction: (body) =>
           sequelize.transaction((transaction: Transaction) =>
             body({

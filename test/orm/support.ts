@@ -26,8 +26,8 @@ export type Dialect = 'postgres' | 'mysql'
 
 /** What one adapter's test file gives, for one dialect. */
 export interface OrmHarness {
-  /** The provider over the root instance, on `table`. */
-  provider(table: string): ExtensibleLockProvider
+  /** The provider over the root instance, on `table`; `fencingTokens` passed through as the option. */
+  provider(table: string, fencingTokens?: boolean): ExtensibleLockProvider
   /**
    * Runs `body` inside a transaction of the ORM's, begun on the root instance, and commits it
    * (or rolls it back when `body` throws). `read`/`write` run in that transaction; `handle` is
@@ -80,17 +80,21 @@ export async function ormTests(
             (pool as mysql.Pool).query(sql, values).then(([r]) => r as Record<string, unknown>[])
     const now = dialect === 'postgres' ? `timezone('utc', statement_timestamp())` : 'UTC_TIMESTAMP(3)'
     const table = uniqueTable(`shedlock_orm_${library}`)
+    const fenced = `${table}_f`
     const counters = `${table}_n`
     let orm: OrmHarness
     beforeAll(async () => {
       await q(dialect === 'postgres' ? postgresSchema({ tableName: table }) : mysqlSchema({ tableName: table }))
       await q(`CREATE TABLE ${counters} (id INT PRIMARY KEY, n INT NOT NULL)`)
+      const schema = dialect === 'postgres' ? postgresSchema : mysqlSchema
+      await q(schema({ tableName: fenced, fencingTokens: true }))
       orm = await setup()
     })
     afterAll(async () => {
       await orm?.close()
       await q(`DROP TABLE IF EXISTS ${table}`)
       await q(`DROP TABLE IF EXISTS ${counters}`)
+      await q(`DROP TABLE IF EXISTS ${fenced}`)
       await pool!.end()
     })
     const isLocked = async (name: string): Promise<boolean> =>
@@ -110,6 +114,20 @@ export async function ormTests(
         fuzzIterations: 10,
       }),
     )
+
+    // fencingTokens passes through to the provider, whose token comes back through the ORM's raw
+    // query: PostgreSQL's RETURNING row, MySQL's insertId (Prisma, without it: a SELECT).
+    describe('fencing tokens', () => {
+      registerSuite(
+        lockProviderSuite({
+          provider: () => orm.provider(fenced, true),
+          isLocked: async (name) =>
+            (await q(`SELECT 1 AS x FROM ${fenced} WHERE name = ? AND lock_until > ${now}`, [name])).length === 1,
+          extensible: true,
+          fencing: true,
+        }).filter((c) => c.group === 'fencing'),
+      )
+    })
 
     it('a missing table rejects with LockProviderError that gives its DDL, as the plain provider does', async () => {
       const missing = `${table}_missing`

@@ -29,7 +29,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
       )
       await dataSource.initialize()
       return {
-        provider: (tableName) => typeormLockProvider(dataSource, { tableName }),
+        provider: (tableName, fencingTokens) => typeormLockProvider(dataSource, { tableName, fencingTokens }),
         transaction: (body) =>
           dataSource.transaction((manager) =>
             body({

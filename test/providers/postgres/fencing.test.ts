@@ -166,6 +166,7 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
     const table = await newTable()
     const outcome = await fencingWorkers({
       workerProvider: `
+import pg from 'pg'
 import { postgresLockProvider } from 'shedlock/postgres'
 const client = new pg.Pool({ connectionString: ${JSON.stringify(POSTGRES_URL)}, max: 2 })
 export const provider = postgresLockProvider({ client, tableName: ${JSON.stringify(table)}, fencingTokens: true })
@@ -179,6 +180,7 @@ export const close = () => client.end()
     const table = await newTable()
     const outcome = await pausedHolder({
       holderProvider: `
+import pg from 'pg'
 import { postgresLockProvider } from 'shedlock/postgres'
 export const provider = postgresLockProvider({ client: new pg.Pool({ connectionString: ${JSON.stringify(POSTGRES_URL)}, max: 1 }), tableName: ${JSON.stringify(table)}, fencingTokens: true })
 `,

@@ -36,6 +36,7 @@ beforeAll(async () => {
   await pool.query(postgresSchema())
   await pool.query(postgresSchema({ tableName: 'shedlock_inspect' }))
   await pool.query(postgresSchema({ tableName: 'shedlock_ledger' }))
+  await pool.query(postgresSchema({ tableName: 'shedlock_fenced', fencingTokens: true }))
   await pool.query(postgresRunsSchema())
 })
 
@@ -75,6 +76,19 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
       )
     })
   }
+
+  describe('fencing tokens', () => {
+    registerSuite(
+      lockProviderSuite({
+        provider: () => postgresLockProvider({ client: pool, tableName: 'shedlock_fenced', fencingTokens: true }),
+        isLocked: async (name) =>
+          (await pool.query(`SELECT 1 FROM shedlock_fenced WHERE name = $1 AND lock_until > ${NOW}`, [name]))
+            .rowCount === 1,
+        extensible: true,
+        fencing: true,
+      }).filter((c) => c.group === 'fencing'),
+    )
+  })
 
   describe('inspector', () => {
     registerInspectorSuite(
