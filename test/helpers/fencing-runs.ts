@@ -50,7 +50,11 @@ export interface FencingRunsOutcome {
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 
-const workerBody = (options: Required<Omit<FencingRunsOptions, 'providerModule' | 'timeoutMs'>>, run: string, name: string) => `
+const workerBody = (
+  options: Required<Omit<FencingRunsOptions, 'providerModule' | 'timeoutMs'>>,
+  run: string,
+  name: string,
+) => `
 import pg from 'pg'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { lockConfiguration } from 'shedlock'
