@@ -86,7 +86,8 @@ export class RunRecorder {
     if (after === 0) open()
     else {
       timer = setTimeout(open, after)
-      timer.unref()
+      // Workers and Deno hand out numbers, without unref().
+      ;(timer as { unref?: () => unknown }).unref?.()
     }
     const startedAt = performance.now()
     return {

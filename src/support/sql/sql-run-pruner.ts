@@ -61,7 +61,8 @@ export function sqlRunPruner(options: SqlRunPrunerOptions): SqlRunPruner {
       timer = undefined
       prune().catch((error: unknown) => debug('run ledger %s: could not delete old runs: %s', table, messageOf(error)))
     }, delayMs)
-    timer.unref()
+    // Workers and Deno hand out numbers, without unref().
+    ;(timer as { unref?: () => unknown }).unref?.()
   }
 
   const prune = async (): Promise<void> => {
