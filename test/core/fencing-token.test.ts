@@ -211,12 +211,21 @@ describe('what watches the run', () => {
       tasks: async () => [],
     } as unknown as RunLedger
     const provider = inMemoryLockProvider()
-    await createLockingTaskExecutor(provider, { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(() => undefined, opts('ledger'))
-    await createLockingTaskExecutor(provider, { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(() => undefined, {
-      ...opts('ledger'),
-      slot: new Date('2026-11-24T02:00:00Z'),
-    })
-    await createLockingTaskExecutor(tokenless(), { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(() => undefined, opts('plain'))
+    await createLockingTaskExecutor(provider, { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(
+      () => undefined,
+      opts('ledger'),
+    )
+    await createLockingTaskExecutor(provider, { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(
+      () => undefined,
+      {
+        ...opts('ledger'),
+        slot: new Date('2026-11-24T02:00:00Z'),
+      },
+    )
+    await createLockingTaskExecutor(tokenless(), { runLedger: ledger, recordRunningAfter: 0 }).executeWithLock(
+      () => undefined,
+      opts('plain'),
+    )
     expect(starts.map((start) => [start.name, start.fencingToken])).toEqual([
       ['ledger', 1n],
       ['ledger', 2n],
