@@ -28,7 +28,8 @@ Options:
   --fencing-tokens
                  SQL: with the fencing_token column (BIGINT NULL) that
                  providers with fencingTokens: true need; for an existing
-                 table: ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NULL;
+                 table:
+                   ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NULL;
                  (SQLite: INTEGER)
   -h, --help     show this help
 
