@@ -9,7 +9,14 @@ import { fencingCases } from './fencing-cases.ts'
 import { concurrencyCases } from './concurrency-cases.ts'
 import { extensionCases } from './extension-cases.ts'
 import { slotCases } from './slot-cases.ts'
-import { extensible, lockName, mustLock, type SuiteContext, suiteConfiguration } from './suite-support.ts'
+import {
+  type CaseGroup,
+  extensible,
+  lockName,
+  mustLock,
+  type SuiteContext,
+  suiteConfiguration,
+} from './suite-support.ts'
 
 /** Options of {@link lockProviderSuite}. */
 export interface LockProviderSuiteOptions {
@@ -65,16 +72,7 @@ export interface LockProviderSuiteOptions {
 export interface LockProviderTestCase {
   /** `"<group>: <what it checks>"`. */
   readonly name: string
-  readonly group:
-    | 'basic'
-    | 'extension'
-    | 'record'
-    | 'ownership'
-    | 'names'
-    | 'failure'
-    | 'concurrency'
-    | 'slots'
-    | 'fencing'
+  readonly group: CaseGroup
   /** Why the case is skipped, if it is. */
   readonly skip?: string
   /** The case's budget in ms, sleeps included; give your runner at least this timeout. */
