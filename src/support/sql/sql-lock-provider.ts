@@ -1,11 +1,13 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
+import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import type { LockConfiguration } from '../../core/lock-configuration.ts'
+import { type LockConfiguration, lockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider } from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
 import { lockOwner } from '../lock-owner.ts'
 import { checkLockRequest, nameTooLong, type StoreLimits } from '../lock-request.ts'
-import { asStoreError, type DescribeStoreError } from '../store-errors.ts'
+import { asStoreError, type DescribeStoreError, outcomeOf, type StoreAction, storeError } from '../store-errors.ts'
+import { OperationTimeoutError, withTimeout } from '../with-timeout.ts'
 import type { SqlTableOptions } from './sql-table.ts'
 
 /** Options shared by the SQL providers. */
@@ -23,6 +25,15 @@ export interface SqlLockProviderOptions extends SqlTableOptions {
   useDbTime?: boolean
   /** The app clock, used when `useDbTime` is `false`. @default systemClock */
   clock?: Clock
+  /**
+   * How long one lock statement (acquire, release, extend; the wait for a free pool connection
+   * included) may take, in milliseconds or a duration string; then it rejects with
+   * `LockProviderError` and the task does not run. A connection to a server that vanished (a
+   * failover, a cut link) otherwise waits until the operating system gives the socket up, which
+   * is minutes. An acquire that still commits after its timeout is given back as soon as it lands.
+   * @default "10s"
+   */
+  timeout?: Duration
 }
 
 /** What the lock table can hold, as {@link SqlAccessor.readLimits} found it. */
@@ -79,6 +90,22 @@ export function sqlLockProvider(
     )
   }
   const clock = options.clock ?? systemClock
+  const timeoutMs = parseDuration(options.timeout ?? DEFAULT_SQL_TIMEOUT)
+  if (!(timeoutMs > 0))
+    throw new LockConfigurationError(
+      `${name}: timeout must be longer than 0ms, got ${JSON.stringify(options.timeout)}; it bounds each lock statement, e.g. "10s"`,
+    )
+  const describeTimed: DescribeStoreError = (error, action, lockName) =>
+    error instanceof OperationTimeoutError
+      ? timedOut(name, action, lockName, timeoutMs, error)
+      : describe(error, action, lockName)
+  // A late acquisition: nobody runs under it, so free it now rather than block the name until
+  // lockAtMostFor. The release is owner-checked and touches no other acquisition's row.
+  const giveBack = (configuration: LockConfiguration, owner: string) => (acquired: boolean | bigint) => {
+    if (acquired === false) return
+    const now = lockConfiguration({ name: configuration.name, lockAtMostFor: configuration.lockAtMostFor })
+    withTimeout(accessor.unlock(now, owner, configuration), timeoutMs, { store: name }).catch(() => {})
+  }
 
   // Read once; concurrent first acquires share one reading. An unknown answer or a failure is
   // not kept: the next acquire reads again.
@@ -86,7 +113,7 @@ export function sqlLockProvider(
   let reading: Promise<SqlTableLimits | undefined> | undefined
   const limits = async (): Promise<SqlTableLimits> => {
     if (known) return known
-    reading ??= accessor.readLimits!().finally(() => {
+    reading ??= withTimeout(accessor.readLimits!(), timeoutMs, { store: name }).finally(() => {
       reading = undefined
     })
     const read = await reading
@@ -125,16 +152,19 @@ export function sqlLockProvider(
         try {
           tableLimits = await limits()
         } catch (error) {
-          throw asStoreError(error, describe, 'acquire', configuration.name)
+          throw asStoreError(error, describeTimed, 'acquire', configuration.name)
         }
       }
       checkLimits(configuration, tableLimits)
       const owner = lockOwner(options.lockedBy)
       let acquired: boolean | bigint
       try {
-        acquired = await accessor.acquire(configuration, owner)
+        acquired = await withTimeout(accessor.acquire(configuration, owner), timeoutMs, {
+          store: name,
+          late: giveBack(configuration, owner),
+        })
       } catch (error) {
-        throw asStoreError(error, describe, 'acquire', configuration.name)
+        throw asStoreError(error, describeTimed, 'acquire', configuration.name)
       }
       if (acquired === false) return undefined
       return defineLock(configuration, {
@@ -143,23 +173,43 @@ export function sqlLockProvider(
         ...(typeof acquired === 'bigint' ? { fencingToken: acquired } : {}),
         unlock: async (current) => {
           try {
-            await accessor.unlock(current, owner, configuration)
+            await withTimeout(accessor.unlock(current, owner, configuration), timeoutMs, { store: name })
           } catch (error) {
-            throw asStoreError(error, describe, 'release', current.name)
+            throw asStoreError(error, describeTimed, 'release', current.name)
           }
         },
         extend: async (next) => {
           // A lock was acquired, so the limits are known.
           checkLimits(next, known ?? {})
           try {
-            return await accessor.extend(next, owner, configuration)
+            return await withTimeout(accessor.extend(next, owner, configuration), timeoutMs, { store: name })
           } catch (error) {
-            throw asStoreError(error, describe, 'extend', next.name)
+            throw asStoreError(error, describeTimed, 'extend', next.name)
           }
         },
       })
     },
   }
+}
+
+/** The default of {@link SqlLockProviderOptions.timeout}. */
+export const DEFAULT_SQL_TIMEOUT = '10s'
+
+// What a timed-out statement means for the caller, and the two settings that end the wait sooner.
+function timedOut(
+  store: string,
+  action: StoreAction,
+  lockName: string,
+  timeoutMs: number,
+  error: OperationTimeoutError,
+): ReturnType<DescribeStoreError> {
+  return storeError(
+    store,
+    action,
+    lockName,
+    `no reply within the provider's timeout (${timeoutMs}ms): the server is down or unreachable, a failover is under way, or the pool has no free connection; ${outcomeOf(action)}. Give the pool's connections a timeout of their own below this one (pg: query_timeout), so that a connection to a vanished server is dropped rather than kept busy, or raise timeout`,
+    error,
+  )
 }
 
 /**

@@ -1,0 +1,174 @@
+// The SQL providers' `timeout` (src/support/sql/sql-lock-provider.ts), on the real servers: a
+// statement to a server that stopped answering rejects in time and the task does not run; an
+// acquire that commits after its timeout is given back at once.
+import mysql from 'mysql2/promise'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  createLockingTaskExecutor,
+  type Duration,
+  type LockProvider,
+  LockConfigurationError,
+  LockProviderError,
+  lockConfiguration,
+} from '../../../src/index.ts'
+import { mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
+import { postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
+import { TcpProxy } from '../../faults/support/tcp-proxy.ts'
+import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
+
+interface Store {
+  readonly title: string
+  readonly port: number
+  readonly table: string
+  schema(): string
+  /** A pool of one connection through `port` (a proxy's). */
+  pool(port: number): { query(sql: string, values?: unknown[]): Promise<unknown>; end(): Promise<void> }
+  provider(client: unknown, timeout: Duration): LockProvider
+  /** Holds the row of `name` in an open transaction, so that an acquire of it waits; resolves to the commit. */
+  holdRow(name: string): Promise<() => Promise<void>>
+}
+
+const pgTable = 'shedlock_timeout_test'
+const mysqlTable = 'shedlock_timeout_test'
+
+const stores: Store[] = [
+  {
+    title: 'PostgreSQL',
+    port: 5432,
+    table: pgTable,
+    schema: () => postgresSchema({ tableName: pgTable }),
+    pool: (port) => new pg.Pool({ connectionString: POSTGRES_URL.replace(':5432/', `:${port}/`), max: 1 }),
+    provider: (client, timeout) => postgresLockProvider({ client: client as pg.Pool, tableName: pgTable, timeout }),
+    async holdRow(name) {
+      const client = new pg.Client({ connectionString: POSTGRES_URL })
+      await client.connect()
+      await client.query('BEGIN')
+      await client.query(`SELECT * FROM ${pgTable} WHERE name = $1 FOR UPDATE`, [name])
+      return async () => {
+        await client.query('COMMIT')
+        await client.end()
+      }
+    },
+  },
+  {
+    title: 'MariaDB',
+    port: 3306,
+    table: mysqlTable,
+    schema: () => mysqlSchema({ tableName: mysqlTable }),
+    pool: (port) => mysql.createPool({ uri: MYSQL_URL.replace(':3306/', `:${port}/`), connectionLimit: 1 }),
+    provider: (client, timeout) => mysqlLockProvider({ client: client as mysql.Pool, tableName: mysqlTable, timeout }),
+    async holdRow(name) {
+      const connection = await mysql.createConnection({ uri: MYSQL_URL })
+      await connection.query('BEGIN')
+      await connection.query(`SELECT * FROM ${mysqlTable} WHERE name = ? FOR UPDATE`, [name])
+      return async () => {
+        await connection.query('COMMIT')
+        await connection.end()
+      }
+    },
+  },
+]
+
+for (const store of stores) {
+  describe(`SQL provider timeout on ${store.title}`, () => {
+    let admin: Awaited<ReturnType<typeof postgresPoolOrSkip | typeof mysqlPoolOrSkip>>
+    beforeAll(async () => {
+      admin = store.port === 5432 ? await postgresPoolOrSkip(2) : await mysqlPoolOrSkip(2)
+      if (!admin) return
+      await (admin as pg.Pool).query(`DROP TABLE IF EXISTS ${store.table}`)
+      await (admin as pg.Pool).query(store.schema())
+    })
+    afterAll(async () => {
+      await admin?.end()
+    })
+    const sql = (text: string, values: unknown[] = []) => (admin as pg.Pool).query(text, values)
+    const lockedBy = async (name: string): Promise<string | undefined> => {
+      const result = (await sql(`SELECT locked_by FROM ${store.table} WHERE name = '${name}'`)) as unknown
+      // pg: { rows }; mysql2: [rows, fields].
+      const rows = (Array.isArray(result) ? result[0] : (result as pg.QueryResult).rows) as { locked_by: string }[]
+      return rows[0]?.locked_by
+    }
+
+    it('a server that stops answering: lock() rejects after the timeout naming the lock, the task does not run', async (context) => {
+      if (!admin) return context.skip()
+      const proxy = await TcpProxy.start(store.port)
+      const pool = store.pool(proxy.port)
+      try {
+        const provider = store.provider(pool, '400ms')
+        // The pool's connection is open (and the table's limits read) before the cut.
+        const lock = await provider.lock(lockConfiguration({ name: 'timeout-warm', lockAtMostFor: '1m' }))
+        await lock!.unlock()
+        proxy.cut('blackhole')
+        const started = Date.now()
+        const error = await provider.lock(lockConfiguration({ name: 'timeout-cut', lockAtMostFor: '1m' })).then(
+          () => undefined,
+          (e: unknown) => e,
+        )
+        expect(error).toBeInstanceOf(LockProviderError)
+        expect((error as Error).message).toContain('"timeout-cut"')
+        expect((error as Error).message).toContain('timeout (400ms)')
+        expect((error as Error).message).toContain('the task was not run')
+        expect(Date.now() - started).toBeLessThan(5_000)
+        let ran = false
+        await expect(
+          createLockingTaskExecutor(provider).executeWithLock(
+            () => {
+              ran = true
+            },
+            { name: 'timeout-cut', lockAtMostFor: '1m' },
+          ),
+        ).rejects.toBeInstanceOf(LockProviderError)
+        expect(ran).toBe(false)
+      } finally {
+        proxy.restore()
+        await pool.end().catch(() => {})
+        await proxy.close()
+      }
+    })
+
+    it('an acquire that commits after its timeout is given back at once: another node takes the lock', async (context) => {
+      if (!admin) return context.skip()
+      const name = 'timeout-late'
+      // An expired row, so that the acquire's takeover waits on the row lock held below.
+      await sql(`DELETE FROM ${store.table} WHERE name = '${name}'`)
+      const first = store.provider(admin, '10s')
+      const expired = await first.lock(lockConfiguration({ name, lockAtMostFor: 50 }))
+      expect(expired).toBeDefined()
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      const pool = store.pool(store.port)
+      try {
+        const late = store.provider(pool, '300ms')
+        const commit = await store.holdRow(name)
+        const error = await late.lock(lockConfiguration({ name, lockAtMostFor: '10m' })).then(
+          () => undefined,
+          (e: unknown) => e,
+        )
+        expect(error).toBeInstanceOf(LockProviderError)
+        const holderBefore = await lockedBy(name)
+        // The blocked statement goes through now and takes the row for 10 minutes; the provider
+        // gives it back as it lands.
+        await commit()
+        for (let i = 0; i < 50 && (await lockedBy(name)) === holderBefore; i++)
+          await new Promise((resolve) => setTimeout(resolve, 100))
+        expect(await lockedBy(name), 'the late acquire never landed').not.toBe(holderBefore)
+        const other = store.provider(admin, '10s')
+        let taken: Awaited<ReturnType<LockProvider['lock']>>
+        for (let i = 0; i < 50 && !taken; i++) {
+          taken = await other.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+          if (!taken) await new Promise((resolve) => setTimeout(resolve, 100))
+        }
+        expect(taken, 'the late acquisition kept the lock').toBeDefined()
+        await taken!.unlock()
+      } finally {
+        await pool.end().catch(() => {})
+      }
+    })
+
+    it('a timeout of 0 or a bad duration is a LockConfigurationError', (context) => {
+      if (!admin) return context.skip()
+      expect(() => store.provider(admin, '0ms')).toThrow(LockConfigurationError)
+      expect(() => store.provider(admin, 'soon' as Duration)).toThrow(/duration|soon/)
+    })
+  })
+}
