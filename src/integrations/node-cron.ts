@@ -2,6 +2,7 @@ import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError, NoActiveLockError } from '../core/errors.ts'
 import { type LockConfigurationOptions, lockConfiguration } from '../core/lock-configuration.ts'
 import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
+import { fireTimesOf } from './fire-times.ts'
 import {
   type CatchUpSettings,
   checkSlotSettings,
@@ -12,7 +13,7 @@ import {
   toExecutor,
   withContext,
 } from './lock-options.ts'
-import { fireTimesOf, isNodeCronTask, type NodeCronTaskLike } from './schedules.ts'
+import { isNodeCronTask, type NodeCronTaskLike } from './scheduler-types.ts'
 import { currentTaskContext, isShutdownStop, runInTaskContext } from './task-context.ts'
 
 /**

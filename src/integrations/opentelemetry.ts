@@ -1,79 +1,23 @@
-import type { LockExecution } from '../core/diagnostics.ts'
-import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
-import type { LockConfiguration } from '../core/lock-configuration.ts'
+import { LockConfigurationError } from '../core/errors.ts'
 import type { LockingTaskExecutorListener } from '../core/locking-task-executor.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
+import type { OpenTelemetryApiLike, OpenTelemetryMeterLike, OpenTelemetryTracerLike } from './opentelemetry-api.ts'
+import { javaAttributes, shedlockAttributes } from './opentelemetry-attributes.ts'
+import { lockMetrics } from './opentelemetry-metrics.ts'
+import { lockSpans } from './opentelemetry-spans.ts'
 
-// Structural subsets of @opentelemetry/api 1.x, so that this module imports nothing at run time:
-// the application passes its own Meter, Tracer and (optionally) API namespace.
-
-/** Attribute values as `@opentelemetry/api` accepts them (the scalar kinds this module writes). */
-export type OpenTelemetryAttributes = Record<string, string | number | boolean>
-
-/** What this module needs of an `@opentelemetry/api` `Counter` or `UpDownCounter`. */
-export interface OpenTelemetryCounterLike {
-  add(value: number, attributes?: OpenTelemetryAttributes): void
-}
-
-/** What this module needs of an `@opentelemetry/api` `Histogram`. */
-export interface OpenTelemetryHistogramLike {
-  record(value: number, attributes?: OpenTelemetryAttributes): void
-}
-
-/** Instrument options, as `@opentelemetry/api`'s `MetricOptions`. */
-export interface OpenTelemetryMetricOptions {
-  description?: string
-  unit?: string
-  advice?: { explicitBucketBoundaries?: number[] }
-}
-
-/** What an `@opentelemetry/api` observable callback is given: `observe(value, attributes)`. */
-export interface OpenTelemetryObservableResultLike {
-  observe(value: number, attributes?: OpenTelemetryAttributes): void
-}
-
-/** What this module needs of an `@opentelemetry/api` `ObservableGauge`. */
-export interface OpenTelemetryObservableGaugeLike {
-  addCallback(callback: (result: OpenTelemetryObservableResultLike) => void | Promise<void>): void
-}
-
-/** What this module needs of an `@opentelemetry/api` `Meter`. */
-export interface OpenTelemetryMeterLike {
-  createCounter(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryCounterLike
-  createUpDownCounter(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryCounterLike
-  createHistogram(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryHistogramLike
-  /** `@opentelemetry/api` 1.3 and later; without it, no `shedlock.task.last_success` gauge. */
-  createObservableGauge?(name: string, options?: OpenTelemetryMetricOptions): OpenTelemetryObservableGaugeLike
-}
-
-/** What this module needs of an `@opentelemetry/api` `Span`. */
-export interface OpenTelemetrySpanLike {
-  setAttribute(key: string, value: string | number | boolean): unknown
-  addEvent(name: string, attributes?: OpenTelemetryAttributes): unknown
-  /** `code` 2 is `SpanStatusCode.ERROR`. */
-  setStatus(status: { code: number; message?: string }): unknown
-  recordException(exception: Error | string): unknown
-  end(): void
-}
-
-/** What this module needs of an `@opentelemetry/api` `Tracer`. */
-export interface OpenTelemetryTracerLike {
-  startSpan(name: string, options?: { attributes?: OpenTelemetryAttributes }): OpenTelemetrySpanLike
-}
-
-/**
- * The parts of the `@opentelemetry/api` namespace that make a span the active one: pass
- * `import * as api from '@opentelemetry/api'`.
- */
-export interface OpenTelemetryApiLike {
-  context: {
-    active(): unknown
-    with<T>(context: unknown, fn: () => T): T
-  }
-  trace: {
-    setSpan(context: unknown, span: OpenTelemetrySpanLike): unknown
-  }
-}
+export type {
+  OpenTelemetryApiLike,
+  OpenTelemetryAttributes,
+  OpenTelemetryCounterLike,
+  OpenTelemetryHistogramLike,
+  OpenTelemetryMeterLike,
+  OpenTelemetryMetricOptions,
+  OpenTelemetryObservableGaugeLike,
+  OpenTelemetryObservableResultLike,
+  OpenTelemetrySpanLike,
+  OpenTelemetryTracerLike,
+} from './opentelemetry-api.ts'
 
 /** Options of {@link openTelemetryListener}. Pass a `meter`, a `tracer`, or both. */
 export interface OpenTelemetryListenerOptions {
@@ -105,12 +49,6 @@ export interface OpenTelemetryListenerOptions {
    */
   javaMetricNames?: boolean
 }
-
-// Scheduled tasks last from milliseconds to hours; the SDK's default boundaries (0 to 10 000)
-// suit milliseconds, not seconds.
-const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600]
-
-const SPAN_STATUS_ERROR = 2
 
 /**
  * A listener that reports locks and tasks to OpenTelemetry, through the `Meter` and `Tracer` you
@@ -164,222 +102,64 @@ const SPAN_STATUS_ERROR = 2
 export function openTelemetryListener(options: OpenTelemetryListenerOptions): LockingTaskExecutorListener {
   const { meter, tracer, api } = validate(options)
   const java = options.javaMetricNames === true
-  const instruments = meter && {
-    attempts: java
-      ? undefined
-      : meter.createCounter('shedlock.lock.attempts', {
-          unit: '{attempt}',
-          description:
-            'Lock attempts, by result: acquired, not_acquired (another node holds the lock) or failed (the store failed)',
-        }),
-    losses: meter.createCounter('shedlock.lock.losses', {
-      unit: '{loss}',
-      description: 'Locks that could no longer be trusted while their task still ran',
-    }),
-    duration: meter.createHistogram(java ? 'shedlock.execution.duration' : 'shedlock.task.duration', {
-      unit: 's',
-      description: 'Duration of tasks run under a lock',
-      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
-    }),
-    active: meter.createUpDownCounter(java ? 'shedlock.execution.active' : 'shedlock.task.active', {
-      unit: '{task}',
-      description: 'Tasks running under a lock in this process',
-    }),
-    runs: meter.createCounter('shedlock.task.runs', {
-      unit: '{run}',
-      description: 'Tasks run under a lock, by outcome: ok, failed or lock_lost',
-    }),
-    slots: meter.createCounter('shedlock.slot.outcomes', {
-      unit: '{slot}',
-      description:
-        'Slot runs, by outcome: run, done_elsewhere, skipped (lock held), missed (every node was down) or caught_up',
-    }),
-  }
-  // Java ShedLock's Micrometer counters (MicrometerLockingTaskExecutorListener), same names.
-  const javaCounters =
-    !meter || !java
-      ? undefined
-      : {
-          attempts: meter.createCounter('shedlock.lock.attempts', {
-            description: 'Lock attempts (Java ShedLock Micrometer name)',
-          }),
-          acquired: meter.createCounter('shedlock.lock.acquired', {
-            description: 'Locks acquired (Java ShedLock Micrometer name)',
-          }),
-          notAcquired: meter.createCounter('shedlock.lock.not.acquired', {
-            description: 'Locks not acquired: held elsewhere (Java ShedLock Micrometer name)',
-          }),
-        }
   const lockAttributes = java ? javaAttributes : shedlockAttributes
-  // Runs whose lock was lost while they ran, for the outcome of shedlock.task.runs.
-  const lost = new WeakSet<LockExecution>()
-  // Epoch milliseconds of each task's last success in this process, for the gauge without a ledger.
-  const lastSuccess = new Map<string, number>()
-  const { runLedger } = options
-  meter
-    ?.createObservableGauge?.('shedlock.task.last_success', {
-      unit: 's',
-      description: 'When each task last succeeded, in seconds since the epoch',
-    })
-    .addCallback(async (result) => {
-      const seen = new Map(lastSuccess)
-      if (runLedger) {
-        // A ledger that cannot be read leaves this process's own successes: a gauge callback must not throw.
-        const tasks = await runLedger.tasks().catch(() => [])
-        for (const task of tasks) {
-          const at = task.lastSuccess?.finishedAt ?? task.lastSuccess?.startedAt
-          if (at && at.getTime() > (seen.get(task.name) ?? 0)) seen.set(task.name, at.getTime())
-        }
-      }
-      for (const [name, at] of seen)
-        result.observe(at / 1000, java ? { 'lock.name': name } : { 'shedlock.lock.name': name })
-    })
-  // Slot runs claimed here and not yet started or skipped.
-  const claimed = new WeakSet<LockExecution>()
-  const slotOutcome = (configuration: LockConfiguration, execution: LockExecution, outcome: string): void =>
-    instruments?.slots.add(1, { ...lockAttributes(configuration, execution), 'shedlock.slot.outcome': outcome })
-  // The executor passes the same execution object to every hook of one call: concurrent calls,
-  // of one name or several, each find their own span.
-  const spans = new WeakMap<LockExecution, OpenTelemetrySpanLike>()
-
-  const endSpan = (
-    execution: LockExecution,
-    outcome: 'executed' | 'failed' | 'skipped' | 'error',
-    error?: unknown,
-  ): void => {
-    const span = spans.get(execution)
-    if (!span) return
-    spans.delete(execution)
-    span.setAttribute('shedlock.execution.outcome', outcome)
-    if (outcome === 'failed' || outcome === 'error') {
-      span.setAttribute('error.type', errorType(error))
-      span.recordException(error instanceof Error ? error : String(error))
-      span.setStatus({ code: SPAN_STATUS_ERROR, message: error instanceof Error ? error.message : String(error) })
-    }
-    span.end()
-  }
-
+  const metrics = meter && lockMetrics(meter, { java, lockAttributes, runLedger: options.runLedger })
+  const spans = tracer && lockSpans(tracer, api, lockAttributes)
+  // Metrics first, then spans, in every hook. A re-entrant call runs under the outer call's lock
+  // and records nothing of its own.
   return {
     onLockAttempt(configuration, execution) {
-      javaCounters?.attempts.add(1, lockAttributes(configuration, execution))
-      if (!tracer) return
-      const attributes: OpenTelemetryAttributes = {
-        ...lockAttributes(configuration, execution),
-        'shedlock.lock.at_most_for': configuration.lockAtMostFor / 1000,
-        'shedlock.lock.at_least_for': configuration.lockAtLeastFor / 1000,
-      }
-      spans.set(execution, tracer.startSpan(`shedlock ${configuration.name}`, { attributes }))
+      metrics?.onLockAttempt(configuration, execution)
+      spans?.onLockAttempt(configuration, execution)
     },
     onLockAcquired(configuration, execution) {
-      instruments?.attempts?.add(1, { ...lockAttributes(configuration, execution), 'shedlock.lock.result': 'acquired' })
-      javaCounters?.acquired.add(1, lockAttributes(configuration, execution))
-      const span = spans.get(execution)
-      if (!span) return
-      span.addEvent('shedlock.lock.acquired', deadlines(configuration))
-      // A string: attribute numbers are doubles, exact to 2^53 only. Never a metric attribute (one value per run).
-      if (execution.fencingToken !== undefined)
-        span.setAttribute('shedlock.lock.fencing_token', execution.fencingToken.toString())
+      metrics?.onLockAcquired(configuration, execution)
+      spans?.onLockAcquired(configuration, execution)
     },
     onLockNotAcquired(configuration, execution) {
-      instruments?.attempts?.add(1, {
-        ...lockAttributes(configuration, execution),
-        'shedlock.lock.result': 'not_acquired',
-      })
-      javaCounters?.notAcquired.add(1, lockAttributes(configuration, execution))
-      endSpan(execution, 'skipped')
+      metrics?.onLockNotAcquired(configuration, execution)
+      spans?.onLockNotAcquired(configuration, execution)
     },
     onLockFailed(configuration, error, execution) {
-      instruments?.attempts?.add(1, {
-        ...lockAttributes(configuration, execution),
-        'shedlock.lock.result': 'failed',
-        'error.type': errorType(error),
-      })
-      endSpan(execution, 'error', error)
+      metrics?.onLockFailed(configuration, error, execution)
+      spans?.onLockFailed(configuration, error, execution)
     },
-    aroundTask(_configuration, start, execution) {
-      const span = spans.get(execution)
-      if (!api || !span) return start()
-      api.context.with(api.trace.setSpan(api.context.active(), span), start)
+    aroundTask(configuration, start, execution) {
+      if (!spans) return start()
+      spans.aroundTask(configuration, start, execution)
     },
     onTaskStarted(configuration, execution) {
       if (execution.reentrant) return
-      instruments?.active.add(1, lockAttributes(configuration, execution))
-      if (claimed.delete(execution)) slotOutcome(configuration, execution, 'run')
+      metrics?.onTaskStarted(configuration, execution)
     },
     onTaskFinished(configuration, outcome, execution) {
       if (execution.reentrant) return
-      if (instruments) {
-        const attributes = lockAttributes(configuration, execution)
-        instruments.active.add(-1, attributes)
-        // Java's Timer has lock.name alone: a failed run is one more sample of the same series.
-        instruments.duration.record(
-          outcome.durationMs / 1000,
-          outcome.failed && !java ? { ...attributes, 'error.type': errorType(outcome.error) } : attributes,
-        )
-        const result = lost.has(execution) ? 'lock_lost' : outcome.failed ? 'failed' : 'ok'
-        instruments.runs.add(1, { ...attributes, 'shedlock.run.outcome': result })
-      }
-      if (outcome.failed) endSpan(execution, 'failed', outcome.error)
-      else {
-        lastSuccess.set(configuration.name, Date.now())
-        endSpan(execution, 'executed')
-      }
+      metrics?.onTaskFinished(configuration, outcome, execution)
+      spans?.onTaskFinished(configuration, outcome, execution)
     },
-    onSlotClaimed(_configuration, _slot, execution) {
-      claimed.add(execution)
+    onSlotClaimed(configuration, slot, execution) {
+      metrics?.onSlotClaimed(configuration, slot, execution)
     },
-    onSlotDone(configuration, _slot, execution) {
-      slotOutcome(configuration, execution, 'done_elsewhere')
+    onSlotDone(configuration, slot, execution) {
+      metrics?.onSlotDone(configuration, slot, execution)
     },
-    onSlotSkipped(configuration, _slot, execution) {
-      claimed.delete(execution)
-      slotOutcome(configuration, execution, 'skipped')
+    onSlotSkipped(configuration, slot, execution) {
+      metrics?.onSlotSkipped(configuration, slot, execution)
     },
-    onSlotMissed(configuration, _slot, execution) {
-      slotOutcome(configuration, execution, 'missed')
+    onSlotMissed(configuration, slot, execution) {
+      metrics?.onSlotMissed(configuration, slot, execution)
     },
-    onSlotCaughtUp(configuration, _slot, execution) {
-      slotOutcome(configuration, execution, 'caught_up')
+    onSlotCaughtUp(configuration, slot, execution) {
+      metrics?.onSlotCaughtUp(configuration, slot, execution)
     },
     onLockExtended(configuration, execution) {
-      spans.get(execution)?.addEvent('shedlock.lock.extended', deadlines(configuration))
+      spans?.onLockExtended(configuration, execution)
     },
     onLockLost(configuration, reason, execution) {
-      lost.add(execution)
-      instruments?.losses.add(1, lockAttributes(configuration, execution))
-      spans.get(execution)?.recordException(reason)
+      metrics?.onLockLost(configuration, reason, execution)
+      spans?.onLockLost(configuration, reason, execution)
     },
   }
-}
-
-function shedlockAttributes(configuration: LockConfiguration, execution: LockExecution): OpenTelemetryAttributes {
-  return execution.provider === undefined
-    ? { 'shedlock.lock.name': configuration.name }
-    : { 'shedlock.lock.name': configuration.name, 'shedlock.provider.name': execution.provider }
-}
-
-// Java ShedLock's one tag (MicrometerLockingTaskExecutorListener.LOCK_NAME_TAG).
-function javaAttributes(configuration: LockConfiguration, _execution: LockExecution): OpenTelemetryAttributes {
-  return { 'lock.name': configuration.name }
-}
-
-function deadlines(configuration: LockConfiguration): OpenTelemetryAttributes {
-  return {
-    'shedlock.lock.at_most_until': configuration.lockAtMostUntil.toISOString(),
-    'shedlock.lock.at_least_until': configuration.lockAtLeastUntil.toISOString(),
-  }
-}
-
-/**
- * `error.type` must have few distinct values: a store failure is named by its driver's error
- * code (`ECONNREFUSED`, SQLSTATE `42P01`) when there is one, any other error by its class name.
- */
-function errorType(error: unknown): string {
-  const source = error instanceof LockProviderError && error.cause !== undefined ? error.cause : error
-  const code = (source as { code?: unknown } | null)?.code
-  if (typeof code === 'string' && code !== '' && code.length <= 64) return code
-  if (error instanceof Error) return error.name
-  return '_OTHER'
 }
 
 function validate(options: OpenTelemetryListenerOptions): OpenTelemetryListenerOptions {

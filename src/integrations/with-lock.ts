@@ -2,6 +2,7 @@ import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
+import { fireTimesOf } from './fire-times.ts'
 import {
   type CatchUpSettings,
   checkDurations,
@@ -14,7 +15,8 @@ import {
   toExecutor,
   withContext,
 } from './lock-options.ts'
-import { type CatchUpSchedule, fireTimesOf, nominalFireTime } from './schedules.ts'
+import { nominalFireTime } from './nominal-fire-time.ts'
+import type { CatchUpSchedule } from './scheduler-types.ts'
 import { isShutdownStop, runInTaskContext } from './task-context.ts'
 
 /** Options of {@link withLock}. */
