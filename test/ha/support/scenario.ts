@@ -35,6 +35,8 @@ interface Grant {
  */
 class Tally {
   readonly grants: Grant[] = []
+  // What the fleet holds, released before the stuck check (support/scenario.ts, checkStuck).
+  readonly #handles: SimpleLock[] = []
   readonly row: Row
   readonly name: string
   constructor(row: Row, name: string) {
@@ -49,7 +51,10 @@ class Tally {
       const lock = await node
         .provider()
         .lock(lockConfiguration({ name: this.name, lockAtMostFor: LOCK_AT_MOST_FOR, lockAtLeastFor: 0 }))
-      if (lock) this.granted({ node: node.name, from: Date.now(), until: start + LOCK_AT_MOST_FOR })
+      if (lock) {
+        this.#handles.push(lock)
+        this.granted({ node: node.name, from: Date.now(), until: start + LOCK_AT_MOST_FOR })
+      }
       if (process.env.SHEDLOCK_HA_DEBUG)
         console.log(this.name, node.name, start, Date.now() - start, lock ? 'granted' : 'held')
       return lock
@@ -79,10 +84,25 @@ class Tally {
     this.row.noLockMs = next ? Math.max(0, next.from - freeFrom) : null
   }
 
-  /** Nodes tried every 250 ms to the end: unless the store refuses every grant, one holds the lock now. */
-  checkStuck(): void {
-    const end = Date.now()
-    if (!this.grants.some((g) => g.until > end - 500)) this.row.stuckAfterRecovery = 1
+  /**
+   * After the recovery, the fleet gives back what it holds (a handle lost in the failover may
+   * fail to) and a node must then get the lock within 5 s of the last grant's lockAtMostUntil:
+   * otherwise the lock is stuck (or the store refuses every grant). Judging from the last
+   * attempts of the loop instead counted a grant that expired just before the loop ended.
+   */
+  async checkStuck(nodes: readonly FleetNode[]): Promise<void> {
+    await Promise.all(this.#handles.map((h) => h.unlock().catch(() => {})))
+    const deadline = Math.max(Date.now(), ...this.grants.map((g) => g.until)) + 5_000
+    const probe = new Tally(newRow('', '', ''), this.name)
+    for (let turn = 0; Date.now() < deadline; turn++) {
+      const lock = await probe.attempt(nodes[turn % nodes.length]!)
+      if (lock) {
+        await lock.unlock().catch(() => {})
+        return
+      }
+      await sleep(250)
+    }
+    this.row.stuckAfterRecovery = 1
   }
 }
 
@@ -127,7 +147,7 @@ export async function failoverScenario(
   }
   await restored
   tally.measureNoLock(faultAt, firstGrant)
-  tally.checkStuck()
+  await tally.checkStuck(nodes)
   return row
 }
 
