@@ -9,11 +9,11 @@ import { retryAfterFirst, retryConcurrencyFailures } from '../../support/sql/con
 import { fencingTokenOf, lockAtLeastAnchor, type SqlAccessor } from '../../support/sql/sql-lock-provider.ts'
 import type { SqlTable } from '../../support/sql/sql-table.ts'
 import { checkResult, isMarked, resultOf, type Statements } from './statements.ts'
-import { isConcurrencyFailure, isDuplicateKey, type MysqlQueryable } from './table.ts'
+import { isConcurrencyFailure, isDuplicateKey, type MysqlClient } from './table.ts'
 
 /** One provider's client, table and time values, as its statements take them. */
 export interface MysqlRowAccess {
-  readonly client: MysqlQueryable
+  readonly client: MysqlClient
   readonly t: SqlTable
   readonly useDbTime: boolean
   readonly clock: Clock

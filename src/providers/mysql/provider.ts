@@ -17,18 +17,18 @@ import {
   checkPromiseClient,
   describeMysqlError,
   type MysqlColumnType,
-  type MysqlQueryable,
+  type MysqlClient,
   PROVIDER,
   readLockColumns,
   TIMESTAMP_END,
 } from './table.ts'
 
-export type { MysqlQueryable } from './table.ts'
+export type { MysqlClient, MysqlQueryable } from './table.ts'
 
 /** Options of {@link mysqlLockProvider}. */
 export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
   /** Your mysql2 promise Pool. The provider never opens connections of its own. */
-  client: MysqlQueryable
+  client: MysqlClient
   /**
    * The type of the `lock_until` column (see {@link MysqlColumnType}); `locked_at` is written
    * the same way. Given, the provider sends no query to find it (nor the `name` column's length:
@@ -184,7 +184,7 @@ export function createMysqlLockProvider(
 
 /** The options' client, table and `requireSemiSync`, checked in the order their errors are reported. */
 function checkOptions(options: MysqlLockProviderOptions): {
-  client: MysqlQueryable
+  client: MysqlClient
   t: SqlTable
   requireSemiSync: boolean
 } {

@@ -5,14 +5,14 @@ import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { SqlAccessor } from '../../support/sql/sql-lock-provider.ts'
 import type { SqlTable } from '../../support/sql/sql-table.ts'
 import { storeError } from '../../support/store-errors.ts'
-import { type MysqlQueryable, PROVIDER } from './table.ts'
+import { type MysqlClient, PROVIDER } from './table.ts'
 
 /**
  * `acquire`, with the semi-sync status read before and after it: a lock acquired while semi-sync
  * was off, or while a commit went unacknowledged, is given back (deleted) and the acquire rejects.
  */
 export function semiSyncAcquire(
-  client: MysqlQueryable,
+  client: MysqlClient,
   t: SqlTable,
   acquire: SqlAccessor['acquire'],
 ): SqlAccessor['acquire'] {
@@ -38,7 +38,7 @@ export function semiSyncAcquire(
 }
 
 /** The semi-sync status of the server: `problem` says why a commit may not be on a replica. */
-async function semiSyncState(client: MysqlQueryable): Promise<{ problem?: string; noTx?: number }> {
+async function semiSyncState(client: MysqlClient): Promise<{ problem?: string; noTx?: number }> {
   // MariaDB and MySQL before 8.0.26 say master, later MySQL source.
   const [rows] = await client.query(
     "SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_no_tx', 'Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_no_tx')",
