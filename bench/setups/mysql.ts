@@ -1,6 +1,6 @@
 import mysql from 'mysql2/promise'
 import {
-  type MysqlQueryable,
+  type MysqlClient,
   mysqlLockProvider,
   mysqlRunLedger,
   mysqlRunsSchema,
@@ -24,7 +24,7 @@ const MARK = 1_518_500_249
 const POOL_SIZE = 20
 
 /** The provider's statements (database time, the default), issued through `client.query` directly. */
-function rawMysql(client: MysqlQueryable, table: string): RawOperations {
+function rawMysql(client: MysqlClient, table: string): RawOperations {
   const expired = `lock_until <= ${NOW}`
   const until = `TIMESTAMPADD(MICROSECOND, ?, ${NOW})`
   const acquire =

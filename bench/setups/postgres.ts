@@ -2,7 +2,7 @@ import advisoryLockModule from 'advisory-lock'
 import pg from 'pg'
 import {
   postgresLockProvider,
-  type PostgresQueryable,
+  type PostgresClient,
   postgresRunLedger,
   postgresRunsSchema,
   postgresSchema,
@@ -24,7 +24,7 @@ const NOW = `timezone('utc', statement_timestamp())`
 const POOL_SIZE = 20
 
 /** The provider's statements (database time, the default), issued through `client.query` directly. */
-function rawPostgres(client: PostgresQueryable, table: string): RawOperations {
+function rawPostgres(client: PostgresClient, table: string): RawOperations {
   const acquire =
     `INSERT INTO ${table} AS t (name, lock_until, locked_at, locked_by) VALUES ($1, ${NOW} + make_interval(secs => $3), ${NOW}, $2) ` +
     `ON CONFLICT (name) DO UPDATE SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by ` +

@@ -3,7 +3,6 @@ import { hostname } from 'node:os'
 import { debuglog } from 'node:util'
 import type { CatchUpRuntime, HeldTaskLock } from './catch-up.ts'
 import { type Clock, systemClock } from './clock.ts'
-import { beforeDeadline } from './deadline.ts'
 import type { LockExecution } from './diagnostics.ts'
 import { parseDuration, type Duration } from './duration.ts'
 import { LockProviderError } from './errors.ts'
@@ -16,6 +15,7 @@ import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-pr
 import { Registry } from './registry.ts'
 import { DEFAULT_RECORD_RUNNING_AFTER_MS, RunRecorder } from './run-recorder.ts'
 import type { RunLedger } from './run-ledger.ts'
+import { releaseTaskLock } from './release.ts'
 import { DEFAULT_SLOT_RETENTION } from './slots.ts'
 import {
   closedReason,
@@ -29,9 +29,6 @@ import {
 } from './task.ts'
 
 const debug = debuglog('shedlock')
-
-// How long a release may take at least, even when it starts after lockAtMostUntil.
-const RELEASE_GRACE_MS = 5_000
 
 /** What {@link RunSteps} is made of: the executor's options. */
 export interface RunStepsOptions {
@@ -295,56 +292,8 @@ export class RunSteps implements CatchUpRuntime {
   }
 
   /** Releases a task lock, bounded in time; a failure is reported, never thrown. */
-  async release(active: ActiveLock, execution: LockExecution): Promise<void> {
-    const handle = active.handle
-    const { configuration } = active
-    if (!handle) {
-      debug('Lock "%s" not released: it was lost during the task', configuration.name)
-      return
-    }
-    const clock = this.clock
-    try {
-      // A store that never answers must not keep executeWithLock() pending forever; past
-      // lockAtMostUntil the lock has expired anyway (a release gets at least 5 s).
-      const deadline = Math.max(configuration.lockAtMostUntil.getTime(), clock.now() + RELEASE_GRACE_MS)
-      await beforeDeadline(
-        handle.unlock(),
-        deadline,
-        clock,
-        () =>
-          new LockProviderError(
-            `Could not release lock "${configuration.name}": the store did not answer by ${new Date(deadline).toISOString()}; the lock expires at ${configuration.lockAtMostUntil.toISOString()}`,
-            { lockName: configuration.name },
-          ),
-      )
-      if (debug.enabled) {
-        const keptUntil =
-          configuration.lockAtLeastUntil.getTime() > clock.now()
-            ? `; held until ${configuration.lockAtLeastUntil.toISOString()} (lockAtLeastFor)`
-            : ''
-        debug('Lock "%s" released after the task%s', configuration.name, keptUntil)
-      }
-      this.emit('onUnlocked', execution, configuration)
-    } catch (error) {
-      this.#releaseFailed(configuration, execution, error)
-    }
-  }
-
-  #releaseFailed(configuration: LockConfiguration, execution: LockExecution, error: unknown): void {
-    if (debug.enabled)
-      debug(
-        'Lock "%s" could not be released, it expires at %s: %s',
-        configuration.name,
-        configuration.lockAtMostUntil.toISOString(),
-        messageOf(error),
-      )
-    this.emit('onUnlockFailed', execution, configuration, error)
-    if (!this.#listener?.onUnlockFailed) {
-      process.emitWarning(
-        `shedlock: could not release lock "${configuration.name}" (${messageOf(error)}); it expires at ${configuration.lockAtMostUntil.toISOString()}`,
-        'ShedLockWarning',
-      )
-    }
+  release(active: ActiveLock, execution: LockExecution): Promise<void> {
+    return releaseTaskLock(active, execution, this.clock, this.emit, this.#listener)
   }
 
   /**

@@ -1,22 +1,16 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { LockConfigurationError, LockProviderError, LockStateError } from '../core/errors.ts'
-import { type LockConfiguration, lockConfiguration } from '../core/lock-configuration.ts'
-import type { ExtensibleLock, LockProvider, SimpleLock } from '../core/lock-provider.ts'
+import { LockConfigurationError, LockProviderError } from '../core/errors.ts'
+import type { LockProvider, SimpleLock } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
+import { basicCases } from './basic-cases.ts'
 import { fencingCases } from './fencing-cases.ts'
 import { concurrencyCases } from './concurrency-cases.ts'
 import { extensionCases } from './extension-cases.ts'
+import { recordCases } from './record-cases.ts'
 import { slotCases } from './slot-cases.ts'
-import {
-  type CaseGroup,
-  extensible,
-  lockName,
-  mustLock,
-  type SuiteContext,
-  suiteConfiguration,
-} from './suite-support.ts'
+import { type CaseGroup, lockName, mustLock, type SuiteContext, suiteConfiguration } from './suite-support.ts'
 
 /** Options of {@link lockProviderSuite}. */
 export interface LockProviderSuiteOptions {
@@ -99,7 +93,6 @@ export interface LockProviderTestCase {
 export function lockProviderSuite(options: LockProviderSuiteOptions): LockProviderTestCase[] {
   const g = Math.max(1, options.timeGranularityMs ?? 1)
   const short = Math.max(200, g)
-  const atLeast = Math.max(800, 2 * g)
   const fuzzIterations = options.fuzzIterations ?? 25
   const lag = Math.max(0, options.expiryLagMs ?? 0)
   // Real time: expiry happens in the store.
@@ -138,197 +131,10 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
 
   const suite: SuiteContext = { add, node, assertHeld, assertFree, waitForExpiry, g, short }
 
-  // ---- basic (ShedLock's AbstractLockProviderIntegrationTest) ----
-
-  add('basic', 'creates a lock and releases it', 10_000, async () => {
-    const name = lockName()
-    const lock = await mustLock(await node(), config(name))
-    await assertHeld(name)
-    await lock.unlock()
-    await assertFree(name)
-  })
-
-  add('basic', 'refuses a second lock on the same name, from the same and from another node', 10_000, async () => {
-    const name = lockName()
-    const provider = await node()
-    const lock = await mustLock(provider, config(name))
-    assert.equal(await provider.lock(config(name)), undefined, 'the same node got the lock twice')
-    assert.equal(await (await node()).lock(config(name)), undefined, 'another node got a held lock')
-    await lock.unlock()
-  })
-
-  add('basic', 'locks two names independently', 10_000, async () => {
-    const [a, b] = [lockName(), lockName()]
-    const provider = await node()
-    const first = await mustLock(provider, config(a))
-    const second = await mustLock(provider, config(b))
-    await first.unlock()
-    await assertFree(a)
-    await assertHeld(b, 'releasing one name released the other')
-    await second.unlock()
-  })
-
-  add('basic', 'locks again after an unlock', 10_000, async () => {
-    const name = lockName()
-    const provider = await node()
-    await (await mustLock(provider, config(name))).unlock()
-    const again = await mustLock(provider, config(name))
-    await assertHeld(name)
-    await again.unlock()
-  })
-
-  add('basic', 'a lock expires after lockAtMostFor', 4 * short + 10_000, async () => {
-    const name = lockName()
-    const provider = await node()
-    await mustLock(provider, config(name, short))
-    await assertHeld(name)
-    await waitForExpiry(2 * short + 50)
-    await assertFree(name)
-    const next = await mustLock(await node(), config(name, short))
-    await next.unlock()
-  })
-
-  add('basic', 'relocks right after unlock, ten times with one configuration', 20_000, async () => {
-    const name = lockName()
-    const provider = await node()
-    const other = await node()
-    const configuration = config(name)
-    for (let i = 0; i < 10; i++) {
-      const lock = await mustLock(provider, configuration)
-      assert.equal(await other.lock(configuration), undefined, `round ${i}: a second node got the lock`)
-      await lock.unlock()
-    }
-  })
-
-  add('basic', 'an early unlock keeps the lock until lockAtLeastFor', atLeast * 3 + 10_000, async () => {
-    const name = lockName()
-    const lock = await mustLock(await node(), config(name, atLeast * 4, atLeast))
-    await lock.unlock()
-    await assertHeld(name, 'the lock was released before lockAtLeastFor passed')
-    assert.equal(await (await node()).lock(config(name)), undefined, 'another node got the lock within lockAtLeastFor')
-    await waitForExpiry(atLeast + 200)
-    await assertFree(name)
-    await (await mustLock(await node(), config(name))).unlock()
-  })
-
-  add('basic', 'a handle cannot be unlocked twice', 10_000, async () => {
-    const lock = await mustLock(await node(), config(lockName()))
-    await lock.unlock()
-    await assert.rejects(lock.unlock(), LockStateError)
-  })
-
-  add(
-    'basic',
-    'refuses an expired configuration and a look-alike object, before the store is asked',
-    10_000,
-    async () => {
-      const name = lockName()
-      const provider = await node()
-      // Built a second ago with a 1 ms lockAtMostFor: a configuration kept from an earlier tick.
-      const expired = lockConfiguration({ name, lockAtMostFor: 1, createdAt: new Date(Date.now() - 1_000) })
-      await assert.rejects(provider.lock(expired), LockConfigurationError, 'an expired configuration was not refused')
-      const lookAlike = { ...config(name), name: '', lockAtMostFor: -5 } as LockConfiguration
-      await assert.rejects(
-        provider.lock(lookAlike),
-        LockConfigurationError,
-        'an object that only looks like a configuration was not refused',
-      )
-      await assertFree(name, 'a refused configuration left a lock in the store')
-      await (await mustLock(provider, config(name))).unlock()
-    },
-  )
-
-  add('basic', 'the declared extensibility matches the locks', 10_000, async () => {
-    const lock = await mustLock(await node(), config(lockName()))
-    const hasExtend = typeof (lock as Partial<ExtensibleLock>).extend === 'function'
-    assert.equal(
-      hasExtend,
-      options.extensible,
-      `declared extensible: ${options.extensible}, but the lock ${hasExtend ? 'has' : 'has no'} extend()`,
-    )
-    await lock.unlock()
-  })
-
+  basicCases(suite, options.extensible)
   extensionCases(suite, options.extensible)
 
-  // ---- record: what the store keeps between nodes (ShedLock's storage-based group, without its cache) ----
-
-  add('record', 'a lock held by one node is refused to a fresh node', 10_000, async () => {
-    const name = lockName()
-    const lock = await mustLock(await node(), config(name))
-    assert.equal(await (await node()).lock(config(name)), undefined)
-    await lock.unlock()
-  })
-
-  add('record', 'a released lock is taken by a fresh node', 10_000, async () => {
-    const name = lockName()
-    await (await mustLock(await node(), config(name))).unlock()
-    const lock = await mustLock(await node(), config(name))
-    await assertHeld(name)
-    await lock.unlock()
-  })
-
-  add('record', 'an expired lock left by a dead node is taken over', 4 * short + 10_000, async () => {
-    const name = lockName()
-    await mustLock(await node(), config(name, short))
-    // The first node "dies": it never unlocks.
-    await waitForExpiry(2 * short + 50)
-    const lock = await mustLock(await node(), config(name))
-    await assertHeld(name)
-    await lock.unlock()
-  })
-
-  add(
-    'record',
-    'a record deleted by hand is recreated by the next lock',
-    10_000,
-    async () => {
-      const name = lockName()
-      const provider = await node()
-      await (await mustLock(provider, config(name))).unlock()
-      await options.deleteRecord!(name)
-      const lock = await mustLock(provider, config(name))
-      await assertHeld(name, 'the lock was granted but not written to the store')
-      assert.equal(await (await node()).lock(config(name)), undefined)
-      await lock.unlock()
-    },
-    options.deleteRecord ? undefined : 'no deleteRecord given',
-  )
-
-  // ---- ownership: a stale holder never touches a newer holder's lock ----
-
-  const notExtensible = options.extensible ? undefined : 'the provider is declared not extensible'
-
-  add('ownership', "a stale holder's unlock does not release the newer holder's lock", 4 * short + 10_000, async () => {
-    const name = lockName()
-    // One provider instance for both holders: ownership must be per acquisition, not per node.
-    const provider = await node()
-    const stale = await mustLock(provider, config(name, short))
-    await waitForExpiry(2 * short + 50)
-    const fresh = await mustLock(provider, config(name))
-    await stale.unlock()
-    await assertHeld(name, "the stale holder released the newer holder's lock")
-    assert.equal(await (await node()).lock(config(name)), undefined, 'another node got the lock after a stale unlock')
-    await fresh.unlock()
-    await assertFree(name)
-  })
-
-  add(
-    'ownership',
-    "a stale holder's extend does not prolong the newer holder's lock",
-    6 * short + 10_000,
-    async () => {
-      const name = lockName()
-      const provider = await node()
-      const stale = extensible(await mustLock(provider, config(name, short)))
-      await waitForExpiry(2 * short + 50)
-      await mustLock(provider, config(name, short))
-      assert.equal(await stale.extend(10_000 + g, 0), undefined, "a stale holder extended the newer holder's lock")
-      await waitForExpiry(2 * short + 50)
-      await assertFree(name, "the newer holder's lock was prolonged by the stale holder")
-    },
-    notExtensible,
-  )
+  recordCases(suite, options.extensible, options.deleteRecord)
 
   // ---- names ----
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { countingProxy } from '../../bench/counting.ts'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
-import { type PostgresQueryable, postgresLockProvider } from '../../src/providers/postgres/index.ts'
+import { type PostgresClient, postgresLockProvider } from '../../src/providers/postgres/index.ts'
 import { sqliteLockProvider, type SqliteDatabase } from '../../src/providers/sqlite/index.ts'
 
 /** A client with a private field, as pg's Pool and ioredis have: methods must run with the real object as `this`. */
@@ -65,7 +65,7 @@ describe('countingProxy', () => {
 
   it('counts one query per acquire and per release of the postgres provider (after its one-time read of the name length), and one statement run through prepare()', async () => {
     const statements: string[] = []
-    const pool: PostgresQueryable = {
+    const pool: PostgresClient = {
       async query(text) {
         statements.push(text)
         return { rowCount: 1, rows: [{ max_length: 64, type: 'character varying(64)' }] }

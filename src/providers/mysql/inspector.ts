@@ -10,7 +10,7 @@ import {
   exactText,
   type MysqlColumnType,
   type MysqlLockColumns,
-  type MysqlQueryable,
+  type MysqlClient,
   nowEpochMs,
   PROVIDER,
   readLockColumns,
@@ -19,7 +19,7 @@ import {
 /** Options of {@link mysqlLockInspector}: the provider's client and table options. */
 export interface MysqlLockInspectorOptions extends SqlTableOptions {
   /** Your mysql2 promise Pool (the provider's). */
-  client: MysqlQueryable
+  client: MysqlClient
   /**
    * The type of the `lock_until` column, as the provider's option of the same name. Given, the
    * inspector sends no query to find it.

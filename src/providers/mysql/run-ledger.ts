@@ -3,12 +3,12 @@ import type { RunLedger } from '../../core/run-ledger.ts'
 import { runsTableName, type SqlRunLedgerOptions, sqlRunLedger } from '../../support/sql/sql-run-ledger.ts'
 import { sqlTable } from '../../support/sql/sql-table.ts'
 import { storeError } from '../../support/store-errors.ts'
-import { checkPromiseClient, describeMysqlError, type MysqlQueryable, mysqlRunsSchema, PROVIDER } from './table.ts'
+import { checkPromiseClient, describeMysqlError, type MysqlClient, mysqlRunsSchema, PROVIDER } from './table.ts'
 
 /** Options of {@link mysqlRunLedger}. */
 export interface MysqlRunLedgerOptions extends SqlRunLedgerOptions {
   /** Your mysql2 promise Pool (the provider's). */
-  client: MysqlQueryable
+  client: MysqlClient
 }
 
 /**

@@ -260,9 +260,12 @@ export function describeMysqlError(t: SqlTable): DescribeStoreError {
  * `result.affectedRows` and `result.insertId` for writes, works. Pass a Pool, so that lock
  * statements never join a transaction you have open on one of its connections.
  */
-export interface MysqlQueryable {
+export interface MysqlClient {
   query(sql: string, values: unknown[]): Promise<[result: unknown, fields: unknown]>
 }
+
+/** @deprecated Renamed to {@link MysqlClient}; this alias goes in the next major. */
+export type MysqlQueryable = MysqlClient
 
 /**
  * Refuses what is not a promise client, before anything is sent: mysql2's callback API runs the
@@ -271,7 +274,7 @@ export interface MysqlQueryable {
  * inspector checks its client with it too.
  * @throws LockConfigurationError for a callback-API client.
  */
-export function checkPromiseClient(client: MysqlQueryable): void {
+export function checkPromiseClient(client: MysqlClient): void {
   // A callback API declares query(sql, values, callback): mysql2's callback Pool, Connection,
   // PoolConnection and PoolCluster namespace, the "mysql" package. Their promise wrappers declare
   // query(sql, values). Only the declaration is read: nothing is called, not even valueOf() of

@@ -5,14 +5,17 @@ import { type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
 import { DB_NOW, DB_NOW_MS, describePostgresError, epochMs, PROVIDER } from './table.ts'
 
 /** The part of a `pg` Pool (node-postgres 8) that {@link postgresLockInspector} calls. */
-export interface PostgresRowsQueryable {
+export interface PostgresRowsClient {
   query(text: string, values: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>
 }
+
+/** @deprecated Renamed to {@link PostgresRowsClient}; this alias goes in the next major. */
+export type PostgresRowsQueryable = PostgresRowsClient
 
 /** Options of {@link postgresLockInspector}: the provider's client and table options. */
 export interface PostgresLockInspectorOptions extends SqlTableOptions {
   /** Your `pg` Pool (the provider's). */
-  client: PostgresRowsQueryable
+  client: PostgresRowsClient
 }
 
 /**

@@ -11,7 +11,7 @@ import {
   sqlLockProvider,
 } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
-import { type PostgresRowsQueryable, postgresLockInspector } from './inspector.ts'
+import { type PostgresRowsClient, postgresLockInspector } from './inspector.ts'
 import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
 
 /**
@@ -21,14 +21,17 @@ import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
  * `name` column's length (a client that returns no `rows` gets no name-length check) and, with
  * `fencingTokens`, from each acquire (`INSERT … RETURNING`), which then needs them.
  */
-export interface PostgresQueryable {
+export interface PostgresClient {
   query(text: string, values: unknown[]): Promise<{ rowCount: number | null; rows?: unknown[] }>
 }
+
+/** @deprecated Renamed to {@link PostgresClient}; this alias goes in the next major. */
+export type PostgresQueryable = PostgresClient
 
 /** Options of {@link postgresLockProvider}. */
 export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
   /** Your `pg` Pool. The provider never opens connections of its own. */
-  client: PostgresQueryable
+  client: PostgresClient
   /**
    * Replication-safe acquisition: every acquire and extend statement checks, in the same
    * statement and session, that its commit waits for a synchronous standby, and fails with
@@ -186,7 +189,7 @@ export function postgresLockProvider(
       },
     }
   }
-  const inspect = { client: client as PostgresRowsQueryable, tableName: t.table, columnNames: t.columns }
+  const inspect = { client: client as PostgresRowsClient, tableName: t.table, columnNames: t.columns }
   return {
     ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)),
     inspector: () => postgresLockInspector(inspect),

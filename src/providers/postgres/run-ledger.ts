@@ -2,14 +2,14 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { RunLedger } from '../../core/run-ledger.ts'
 import { runsTableName, type SqlRunLedgerOptions, sqlRunLedger } from '../../support/sql/sql-run-ledger.ts'
 import { sqlTable } from '../../support/sql/sql-table.ts'
-import type { PostgresRowsQueryable } from './inspector.ts'
+import type { PostgresRowsClient } from './inspector.ts'
 import { storeError } from '../../support/store-errors.ts'
 import { describePostgresError, epochMs, PROVIDER, postgresRunsSchema } from './table.ts'
 
 /** Options of {@link postgresRunLedger}. */
 export interface PostgresRunLedgerOptions extends SqlRunLedgerOptions {
   /** Your `pg` Pool (the provider's). */
-  client: PostgresRowsQueryable
+  client: PostgresRowsClient
 }
 
 /**

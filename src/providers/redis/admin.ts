@@ -2,7 +2,7 @@ import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
 import { importDriver, isNotFound, lookedFrom } from '../../support/import-driver.ts'
 import { type StoreAdmin, type StoreOptions, timed } from '../../support/store-admin.ts'
 import type { StoreUrl } from '../../support/store-url.ts'
-import { type RedisClientLike, toRedisCommands } from './commands.ts'
+import { type RedisClient, toRedisCommands } from './commands.ts'
 import { redisKeySpace, redisLockKey } from './format.ts'
 import { redisLockInspector } from './inspector.ts'
 import { redisLockProvider } from './provider.ts'
@@ -11,7 +11,7 @@ import { redisRunLedger } from './run-ledger.ts'
 /** A connected client of either library. */
 interface ConnectedRedis {
   readonly library: 'ioredis' | 'node-redis'
-  readonly client: RedisClientLike
+  readonly client: RedisClient
   close(): Promise<void>
 }
 
@@ -144,7 +144,7 @@ async function connectIoredis(
   }
   return {
     library: 'ioredis',
-    client: client as unknown as RedisClientLike,
+    client: client as unknown as RedisClient,
     close: async () => {
       await client.quit().catch(() => client.disconnect())
     },
@@ -179,7 +179,7 @@ async function connectNodeRedis(
   }
   return {
     library: 'node-redis',
-    client: client as unknown as RedisClientLike,
+    client: client as unknown as RedisClient,
     close: async () => {
       await (client.close ? client.close() : client.quit()).catch(() => client.destroy?.())
     },

@@ -151,7 +151,10 @@ export interface NodeRedisClient {
 }
 
 /** What `redisLockProvider` accepts as `client`. */
-export type RedisClientLike = IoredisClient | NodeRedisClient | RedisCommands
+export type RedisClient = IoredisClient | NodeRedisClient | RedisCommands
+
+/** @deprecated Renamed to {@link RedisClient}; this alias goes in the next major. */
+export type RedisClientLike = RedisClient
 
 /**
  * Adapts an ioredis `Redis` or `Cluster` client. Options of the client apply: its `keyPrefix`,
@@ -344,7 +347,7 @@ export function fromNodeRedis(client: NodeRedisClient): RedisCommands {
  *
  * @throws LockConfigurationError for anything else, saying what to pass.
  */
-export function toRedisCommands(client: RedisClientLike): RedisCommands {
+export function toRedisCommands(client: RedisClient): RedisCommands {
   const c = client as unknown as Record<string, unknown> | null | undefined
   if (c === null || typeof c !== 'object') {
     throw new LockConfigurationError(

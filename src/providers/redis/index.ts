@@ -5,6 +5,7 @@ export {
   type IoredisClient,
   type NodeRedisClient,
   type NodeRedisEvalOptions,
+  type RedisClient,
   type RedisClientLike,
   type RedisCommand,
   type RedisCommands,

@@ -5,7 +5,7 @@ import { parseAddedValue } from '../../support/added-value.ts'
 import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import { type RedisClientLike, toRedisCommands } from './commands.ts'
+import { type RedisClient, toRedisCommands } from './commands.ts'
 import {
   DELETE_IF_OWNED,
   describeRedisError,
@@ -28,7 +28,7 @@ export interface RedisLockInspectorOptions {
    * client from `createClient()` or `createCluster()`, or a `RedisCommands` port that has
    * `command` (and, for a Cluster, `masters`).
    */
-  client: RedisClientLike
+  client: RedisClient
   /** Second part of every key, `<keyPrefix>:<environment>:<name>`: the provider's. @default "default" */
   environment?: string
   /** First part of every key, `<keyPrefix>:<environment>:<name>`: the provider's. @default "job-lock" */

@@ -10,7 +10,7 @@ import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/loc
 import { storeError } from '../../support/store-errors.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import {
-  type RedisClientLike,
+  type RedisClient,
   type ReplicatedEval,
   type ReplicatedSet,
   SET_REPLY,
@@ -41,7 +41,7 @@ export interface RedisLockProviderOptions {
    * `fromIoredis`, `fromNodeRedis`). The kind is recognised by shape: see `toRedisCommands`.
    * The provider never connects, closes or configures it.
    */
-  client: RedisClientLike
+  client: RedisClient
   /** Second part of every key, `<keyPrefix>:<environment>:<name>`. Must not be empty or contain `:`. @default "default" */
   environment?: string
   /** First part of every key, `<keyPrefix>:<environment>:<name>`. Must not be empty or contain `:`. @default "job-lock" */

@@ -12,7 +12,7 @@ import {
 } from '../../core/run-ledger.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import { type RedisClientLike, toRedisCommands } from './commands.ts'
+import { type RedisClient, toRedisCommands } from './commands.ts'
 import {
   APPEND_RUN,
   DEFAULT_ENVIRONMENT,
@@ -28,7 +28,7 @@ import { scanKeys, scanNodes, textOf } from './scan.ts'
 /** Options of {@link redisRunLedger}. */
 export interface RedisRunLedgerOptions {
   /** Your connected client, as the provider takes it: ioredis `Redis` or `Cluster`, node-redis client or cluster, or a `RedisCommands` port. */
-  client: RedisClientLike
+  client: RedisClient
   /** Second part of every key, `<keyPrefix>:<environment>:<name>`: use the provider's. @default "default" */
   environment?: string
   /** First part of every key, `<keyPrefix>:<environment>:<name>`; not the locks' prefix, so that the inspector never sees a run history as a lock. @default "shedlock-runs" */

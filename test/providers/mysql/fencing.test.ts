@@ -2,7 +2,7 @@ import type mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import {
-  type MysqlQueryable,
+  type MysqlClient,
   mysqlFencingColumnDdl,
   mysqlLockProvider,
   mysqlSchema,
@@ -41,7 +41,7 @@ describe.skipIf(!pool)('mysql fencing tokens', () => {
       .length === 1
 
   /** A client that records what it sends and what the server answers. */
-  const recording = (): MysqlQueryable & { sent: { sql: string; insertId?: unknown }[] } => {
+  const recording = (): MysqlClient & { sent: { sql: string; insertId?: unknown }[] } => {
     const sent: { sql: string; insertId?: unknown }[] = []
     return {
       sent,
@@ -60,7 +60,7 @@ describe.skipIf(!pool)('mysql fencing tokens', () => {
     beforeAll(async () => {
       table = await newTable()
     })
-    const countOnly: MysqlQueryable = {
+    const countOnly: MysqlClient = {
       async query(sql, values) {
         const [result, fields] = await db.query(sql, values)
         return [

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import {
   type MysqlColumnType,
-  type MysqlQueryable,
+  type MysqlClient,
   mysqlLockInspector,
   mysqlLockProvider,
   mysqlSchema,
@@ -173,7 +173,7 @@ describe.skipIf(!pool)('mysqlLockInspector', () => {
   it('reads the column type once, and not at all when columnType is given; a pool with rowsAsArray works', async () => {
     const table = await newTable('timestamp')
     const sent: string[] = []
-    const counting = (client: mysql.Pool): MysqlQueryable => ({
+    const counting = (client: mysql.Pool): MysqlClient => ({
       query: (sql: string, values: unknown[]) => {
         sent.push(sql)
         return client.query(sql, values) as Promise<[unknown, unknown]>

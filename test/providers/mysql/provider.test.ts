@@ -10,7 +10,7 @@ import {
   type LockProvider,
   lockConfiguration,
 } from '../../../src/index.ts'
-import { type MysqlQueryable, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
+import { type MysqlClient, mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { createMysqlLockProvider } from '../../../src/providers/mysql/provider.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { connectOrSkip, uniqueTable } from '../../helpers/backends.ts'
@@ -141,7 +141,7 @@ describe.skipIf(!pool)('mysql', () => {
       })
       registerSuite(
         lockProviderSuite({
-          // A mysql2 promise Pool, passed with no cast: it is a MysqlQueryable.
+          // A mysql2 promise Pool, passed with no cast: it is a MysqlClient.
           provider: () => mysqlLockProvider({ client, tableName: table, useDbTime, fencingTokens: fencing }),
           isLocked: (name) => isLocked(table, name),
           deleteRecord: async (name) => {
@@ -307,10 +307,10 @@ describe.skipIf(!pool)('mysql', () => {
     it('refuses a name ending with a space before any query: PAD SPACE would make it the row of the name without it', async () => {
       const table = await newTable()
       let queries = 0
-      const counting: MysqlQueryable = {
+      const counting: MysqlClient = {
         query: (sql, values) => {
           queries++
-          return db.query(sql, values) as unknown as ReturnType<MysqlQueryable['query']>
+          return db.query(sql, values) as unknown as ReturnType<MysqlClient['query']>
         },
       }
       const provider = mysqlLockProvider({ client: counting, tableName: table })
@@ -419,7 +419,7 @@ describe.skipIf(!pool)('mysql', () => {
   // a client that drops insertId, with the found-rows count (the mariadb connector's default) and
   // the changed-rows count.
   describe('count-only acquire (UPDATE an expired row, else INSERT)', () => {
-    const countOnly = (client: mysql.Pool): MysqlQueryable => ({
+    const countOnly = (client: mysql.Pool): MysqlClient => ({
       async query(sql: string, values: unknown[]): Promise<[unknown, unknown]> {
         const [result, fields] = await client.query(sql, values)
         return [
@@ -433,7 +433,7 @@ describe.skipIf(!pool)('mysql', () => {
       for (const useDbTime of [true, false]) {
         describe(`${label}, ${useDbTime ? 'database' : 'app'} time`, () => {
           let table = ''
-          let client: MysqlQueryable = countOnly(db)
+          let client: MysqlClient = countOnly(db)
           beforeAll(async () => {
             table = await newTable()
             if (flags) client = countOnly(await connect({ flags }))
@@ -502,7 +502,7 @@ describe.skipIf(!pool)('mysql', () => {
     it('a held row costs two statements, a free or expired one one; the plain provider always sends one', async () => {
       const table = await newTable()
       const sent: string[] = []
-      const counting = (client: MysqlQueryable): MysqlQueryable => ({
+      const counting = (client: MysqlClient): MysqlClient => ({
         query: (sql, values) => {
           if (!/information_schema/.test(sql)) sent.push(sql.split(' ')[0]!)
           return client.query(sql, values)
@@ -538,7 +538,7 @@ describe.skipIf(!pool)('mysql', () => {
       })
     const ok = (affectedRows: number, insertId = 0): [unknown, unknown] => [{ affectedRows, insertId }, undefined]
     // A client that fails the first `failures` statements matching `pattern`, then answers `reply`.
-    const flaky = (pattern: RegExp, failures: number, error: () => Error): MysqlQueryable & { calls: string[] } => {
+    const flaky = (pattern: RegExp, failures: number, error: () => Error): MysqlClient & { calls: string[] } => {
       const calls: string[] = []
       let left = failures
       return {
@@ -759,10 +759,10 @@ describe.skipIf(!pool)('mysql', () => {
     it('columnType skips the read of the table; a wrong columnType is refused', async () => {
       const table = await newJavaTable()
       let queries = 0
-      const counting: MysqlQueryable = {
+      const counting: MysqlClient = {
         query: (sql, values) => {
           queries++
-          return shifted.query(sql, values) as unknown as ReturnType<MysqlQueryable['query']>
+          return shifted.query(sql, values) as unknown as ReturnType<MysqlClient['query']>
         },
       }
       const lock = await mysqlLockProvider({ client: counting, tableName: table, columnType: 'timestamp' }).lock(
@@ -791,10 +791,10 @@ describe.skipIf(!pool)('mysql', () => {
     it('a TIMESTAMP(3) table refuses a lockAtMostUntil after 2038-01-19T03:14:07.999Z with LockConfigurationError before the acquire or extend statement; DATETIME(3) takes it', async () => {
       const javaTable = await newJavaTable()
       const statements: string[] = []
-      const counting: MysqlQueryable = {
+      const counting: MysqlClient = {
         query: (sql, values) => {
           statements.push(sql)
-          return utc.query(sql, values) as unknown as ReturnType<MysqlQueryable['query']>
+          return utc.query(sql, values) as unknown as ReturnType<MysqlClient['query']>
         },
       }
       const tooFar = Date.UTC(2038, 0, 19, 3, 14, 8) - Date.now()
@@ -837,10 +837,10 @@ describe.skipIf(!pool)('mysql', () => {
     it('reads the name column once, in one query, then sends one statement per acquire attempt', async () => {
       const table = await newTable()
       const statements: string[] = []
-      const counting: MysqlQueryable = {
+      const counting: MysqlClient = {
         query: (sql, values) => {
           statements.push(sql)
-          return db.query(sql, values) as unknown as ReturnType<MysqlQueryable['query']>
+          return db.query(sql, values) as unknown as ReturnType<MysqlClient['query']>
         },
       }
       const provider = mysqlLockProvider({ client: counting, tableName: table })
@@ -1013,7 +1013,7 @@ describe.skipIf(!pool)('mysql', () => {
     })
 
     it('keeps credentials of a connection URL out of error messages', async () => {
-      const client: MysqlQueryable = {
+      const client: MysqlClient = {
         query: async () => {
           throw new Error('cannot connect to mysql://admin:s3cret@db.internal:3306/app')
         },

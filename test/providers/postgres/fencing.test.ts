@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import {
-  type PostgresQueryable,
+  type PostgresClient,
   postgresFencingColumnDdl,
   postgresLockProvider,
   postgresSchema,
@@ -50,7 +50,7 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
   })
 
   /** A client that records the statements and runs them on the pool. */
-  const recording = (): PostgresQueryable & { texts: string[] } => {
+  const recording = (): PostgresClient & { texts: string[] } => {
     const texts: string[] = []
     return {
       texts,

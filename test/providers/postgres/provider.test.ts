@@ -8,7 +8,7 @@ import {
   LockProviderError,
   lockConfiguration,
 } from '../../../src/index.ts'
-import { type PostgresQueryable, postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
+import { type PostgresClient, postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
 import { registerSuite } from '../../helpers/register-suite.ts'
@@ -158,7 +158,7 @@ describe.skipIf(!pool)('postgres', () => {
     const serialization = (): Error => failing('40001', 'could not serialize access due to concurrent update')
     const deadlock = (): Error => failing('40P01', 'deadlock detected')
     // A client that fails the first `failures` statements matching `pattern`, then reports one row changed.
-    const flaky = (pattern: RegExp, failures: number, error: () => Error): PostgresQueryable & { calls: string[] } => {
+    const flaky = (pattern: RegExp, failures: number, error: () => Error): PostgresClient & { calls: string[] } => {
       const calls: string[] = []
       let left = failures
       return {
@@ -210,7 +210,7 @@ describe.skipIf(!pool)('postgres', () => {
 
   describe('name length', () => {
     // Counts the statements the provider sends through the shared pool.
-    const counting = (): PostgresQueryable & { texts: string[] } => {
+    const counting = (): PostgresClient & { texts: string[] } => {
       const texts: string[] = []
       return {
         texts,
@@ -338,7 +338,7 @@ describe.skipIf(!pool)('postgres', () => {
     it('sends no make_interval, which CockroachDB lacks, and keeps durations to the millisecond', async () => {
       const table = await newTable()
       const sent: string[] = []
-      const client: PostgresQueryable = {
+      const client: PostgresClient = {
         query: (text, values) => {
           sent.push(text)
           return db.query(text, values)
