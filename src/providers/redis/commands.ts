@@ -183,6 +183,17 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
     send: (key, value, milliseconds) => client.set(key, value, 'PX', milliseconds, 'NX'),
     acquired: (reply) => reply === 'OK',
   }
+  // After a failover, ioredis does not redirect a Cluster pipeline whose key moved: WAIT answers
+  // on the old node, so the replies are not all redirections, and its slot map stays old; every
+  // later acquisition went to the old node (MOVED) until the map's next refresh, which a loaded
+  // cluster can postpone for good. A keyed command through the Cluster follows the MOVED and
+  // updates the map; then the pipeline is sent once more: its first command did not run.
+  const followedMove = async (replies: [Error | null, unknown][] | null, key: string): Promise<boolean> => {
+    const error = replies?.[0]?.[0]
+    if (c.isCluster !== true || typeof call !== 'function' || !error?.message.startsWith('MOVED ')) return false
+    await call.call(client, 'EXISTS', key)
+    return true
+  }
   const port: RedisCommands = {
     client: 'ioredis',
     setIfAbsent: async (key, value, milliseconds) => (await client.set(key, value, 'PX', milliseconds, 'NX')) === 'OK',
@@ -216,20 +227,23 @@ export function fromIoredis(client: IoredisClient): RedisCommands {
       // One pipeline: on one connection, in order; a Cluster client sends it to the node of the
       // SET's key, which is where WAIT must run. Not MULTI: inside a transaction WAIT does not wait.
       setIfAbsentAndWait: async (key, value, milliseconds, replicas, waitMilliseconds) => {
-        const replies = await c.pipeline!()
-          .set(key, value, 'PX', milliseconds, 'NX')
-          .wait(replicas, waitMilliseconds)
-          .exec()
+        const send = () =>
+          c.pipeline!().set(key, value, 'PX', milliseconds, 'NX').wait(replicas, waitMilliseconds).exec()
+        let replies = await send()
+        if (await followedMove(replies, key)) replies = await send()
         const [[setError, setReply] = [], [waitError, waitReply] = []] = replies ?? []
         if (setError) throw setError
         if (waitError) throw waitError
         return { set: setReply === 'OK', replicas: Number(waitReply) }
       },
       evalAndWait: async (script, keys, args, replicas, waitMilliseconds) => {
-        const replies = await c.pipeline!()
-          .eval(script, keys.length, ...keys, ...args)
-          .wait(replicas, waitMilliseconds)
-          .exec()
+        const send = () =>
+          c.pipeline!()
+            .eval(script, keys.length, ...keys, ...args)
+            .wait(replicas, waitMilliseconds)
+            .exec()
+        let replies = await send()
+        if (await followedMove(replies, keys[0]!)) replies = await send()
         const [[evalError, evalReply] = [], [waitError, waitReply] = []] = replies ?? []
         if (evalError) throw evalError
         if (waitError) throw waitError

@@ -246,6 +246,46 @@ describe('waitForReplicas with fencingTokens', () => {
   })
 })
 
+describe('waitForReplicas on an ioredis Cluster whose key moved (a failover)', () => {
+  // ioredis does not redirect a Cluster pipeline whose first reply is MOVED and whose WAIT
+  // answered: a stand-in Cluster shows the provider follows the move and sends it once more.
+  it('follows the MOVED through the Cluster (a keyed command), then sends the pipeline once more', async () => {
+    let moved = true
+    const calls: string[][] = []
+    const pipeline = {
+      set: () => pipeline,
+      eval: () => pipeline,
+      wait: () => pipeline,
+      exec: async () =>
+        moved
+          ? [
+              [new Error('MOVED 3939 10.231.9.10:6379'), null],
+              [null, 0],
+            ]
+          : [
+              [null, 'OK'],
+              [null, 1],
+            ],
+    }
+    const cluster = {
+      isCluster: true,
+      set: async () => 'OK',
+      evalsha: async () => 1,
+      eval: async () => 1,
+      pipeline: () => pipeline,
+      call: async (...args: string[]) => {
+        calls.push(args)
+        moved = false
+        return 0
+      },
+    }
+    const provider = redisLockProvider({ client: cluster as never, waitForReplicas: 1 })
+    const lock = await provider.lock(config('cluster-moved'))
+    expect(lock).toBeDefined()
+    expect(calls.map((c) => c[0])).toEqual(['EXISTS'])
+  })
+})
+
 describe('a client connected to a replica', () => {
   it('rejects with a LockProviderError that says it is a read-only replica, for ioredis and node-redis', async () => {
     const ioredis = new Redis({ port: replicaPort, host: '127.0.0.1' })
