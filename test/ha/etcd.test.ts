@@ -9,11 +9,11 @@ import { Etcd3 } from 'etcd3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { etcdLockProvider } from '../../src/providers/etcd/index.ts'
 import { inCI } from '../helpers/backends.ts'
-import { LOCK_AT_MOST_FOR, runs, until } from './support/common.ts'
-import { startHolder } from './support/holders.ts'
+import { runs, until } from './support/common.ts'
+import { HOLDER_FAULTS, holderFaultRow } from './support/holder-faults.ts'
 import { canBuildNamespaces, PrivateNetwork, tail } from './support/netns.ts'
 import { type Row, saveRows } from './support/results.ts'
-import { type Fault, type FleetNode, failoverScenario, holderScenario } from './support/scenario.ts'
+import { type Fault, type FleetNode, failoverScenario } from './support/scenario.ts'
 
 const rows: Row[] = []
 const skipped: string[] = []
@@ -137,57 +137,12 @@ describe.runIf(namespaces && (runs('etcd', ['--version']) || inCI))('etcd: 3 mem
     expect(row.stuckAfterRecovery).toBe(0)
   })
 
-  for (const kind of ['isolated', 'stopped'] as const) {
-    const fault =
-      kind === 'isolated'
-        ? 'holder isolated (keeps running on the minority side)'
-        : 'holder frozen (SIGSTOP) past lockAtMostFor'
+  for (const { kind, fault } of HOLDER_FAULTS) {
     it(`off: ${fault}`, async () => {
       await healthy()
       const name = `etcd-holder-${kind}`
-      const holder = startHolder(
-        net,
-        'h0',
-        { store: 'etcd', hosts: hosts(), name, lockAtMostFor: LOCK_AT_MOST_FOR },
-        dir,
-      )
-      const strikes: Fault =
-        kind === 'isolated'
-          ? { strike: async () => net.isolate('h0'), restore: async () => {} }
-          : {
-              strike: async () => {
-                holder.child.kill('SIGSTOP')
-              },
-              restore: async () => {
-                holder.child.kill('SIGCONT')
-              },
-            }
-      const { row, granted, ended } = await holderScenario(
-        { topology, option: 'off', fault },
-        holder,
-        fleet(),
-        strikes,
-        name,
-      ).finally(() => {
-        net.heal('h0')
-        holder.child.kill('SIGCONT')
-        holder.child.kill('SIGKILL')
-      })
-      rows.push(row)
-      // The store never hands the lock out before the holder's lockAtMostUntil.
-      expect(row.doubleGrantsStore).toBe(0)
-      expect(row.stuckAfterRecovery).toBe(0)
-      expect(ended.reason).toBe('LockLostError')
-      if (kind === 'isolated') {
-        // Cut off, the holder's own watchdog ends its task at its lockAtMostUntil, before the
-        // next holder starts: no overlap.
-        expect(ended.at).toBeLessThanOrEqual(granted.until + 100)
-        expect(row.doubleGrantsTasks).toBe(0)
-      } else {
-        // Frozen, it sees the lock lost only when it wakes: its task went on for that long
-        // after the next grant (the limitation docs/guarantees.md states).
-        expect(row.overlapMs).toBeLessThan(1_000)
-      }
+      const job = { store: 'etcd', hosts: hosts() }
+      rows.push(await holderFaultRow({ net, holderNode: 'h0', dir, topology, kind, job, name, fleet: fleet() }))
     })
   }
 })

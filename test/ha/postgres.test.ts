@@ -16,7 +16,7 @@ import { inCI } from '../helpers/backends.ts'
 import { fullMatrix, ids, until } from './support/common.ts'
 import { canBuildNamespaces, PrivateNetwork, tail } from './support/netns.ts'
 import { type Row, saveRows } from './support/results.ts'
-import { type Fault, type FleetNode, failoverScenario } from './support/scenario.ts'
+import { type Fault, type FleetNode, failoverScenario, slotScenario } from './support/scenario.ts'
 
 const rows: Row[] = []
 const skipped: string[] = []
@@ -298,6 +298,26 @@ for (const mode of ['async', 'sync'] as const) {
           })
         }
       }
+
+      // Slot runs: asynchronous and off shows the claims lost with the primary; synchronous with
+      // the option, that none is.
+      const slotSafe = mode === 'sync'
+      it(`${slotSafe ? 'requireSynchronousStandby' : 'off'}: slot runs, primary killed, claims not replicated`, async () => {
+        const row = await slotScenario(
+          {
+            topology,
+            option: slotSafe ? 'requireSynchronousStandby' : 'off',
+            fault: 'slot runs, primary killed, claims not replicated',
+          },
+          fleet(slotSafe),
+          killPrimary(true),
+          `pg-slots-${mode}`,
+        )
+        rows.push(row)
+        // Late nodes find no claim for the slots the promoted standby never received and run them again.
+        if (slotSafe) expect(row.duplicateSlotRuns).toBe(0)
+        else expect(row.duplicateSlotRuns).toBeGreaterThan(0)
+      })
 
       it('a pool on the standby gets a LockProviderError that says the server is read-only', async () => {
         const error = await postgresLockProvider({ client: pool(standby) })

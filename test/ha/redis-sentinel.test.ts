@@ -11,6 +11,7 @@ import { LockProviderError, lockConfiguration } from '../../src/index.ts'
 import { redisLockProvider } from '../../src/providers/redis/index.ts'
 import { inCI } from '../helpers/backends.ts'
 import { fullMatrix, runs, until } from './support/common.ts'
+import { HOLDER_FAULTS, holderFaultRow } from './support/holder-faults.ts'
 import { canBuildNamespaces, PrivateNetwork, tail } from './support/netns.ts'
 import { type Row, saveRows } from './support/results.ts'
 import { type Fault, type FleetNode, failoverScenario, slotScenario } from './support/scenario.ts'
@@ -142,7 +143,7 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'shedlock-ha-redis-'))
     net.up()
-    for (const name of ['r0', 'r1', 's0', 's1', 's2']) net.add(name)
+    for (const name of ['r0', 'r1', 's0', 's1', 's2', 'h0']) net.add(name)
     startRedis('r0', [])
     startRedis('r1', ['--replicaof', net.address('r0'), '6379'])
     await until(
@@ -291,6 +292,20 @@ describe.runIf(namespaces && (hasRedis || inCI))('Redis: primary, replica and 3 
       // Late nodes find no claim for the slots the promoted replica never received and run them again.
       if (replicas === 0) expect(row.duplicateSlotRuns).toBeGreaterThan(0)
       else expect(row.duplicateSlotRuns).toBe(0)
+    })
+  }
+
+  // The holder's own faults: the store is healthy; what matters is the holder's watchdog.
+  for (const { kind, fault } of HOLDER_FAULTS) {
+    it(`off: ${fault}`, async () => {
+      await settled()
+      const job = { store: 'redis', sentinels, master: 'm' }
+      const name = `sentinel-holder-${kind}`
+      rows.push(
+        await holderFaultRow({ net, holderNode: 'h0', dir, topology, kind, job, name, fleet: fleet(0) }).finally(
+          endScenario,
+        ),
+      )
     })
   }
 
