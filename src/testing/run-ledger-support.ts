@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto'
 import type { LockProvider } from '../core/lock-provider.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
 
-/** What the run ledger suite's groups share: how to add a case (15 s budget unless given, in ms), the ledger, a provider. */
+/** What the run ledger suite's groups share: how to add a case (budget in ms, 15 s by default), ledger, provider. */
 export interface RunLedgerSuiteContext {
   add(name: string, run: () => Promise<void>, timeoutMs?: number): void
   /** The ledger under test. */
