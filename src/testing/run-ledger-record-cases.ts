@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict'
+import { assertSameTime, type RunLedgerSuiteContext, taskName } from './run-ledger-support.ts'
+
+/** What the ledger keeps of a run: written in two steps (`start()`, then `finish()`) or in one (`record()`). */
+export function ledgerRecordCases(suite: RunLedgerSuiteContext): void {
+  const { add, ledger } = suite
+
+  add('start and finish: a run reads back with its slot, node, times, outcome, duration and error', async () => {
+    const name = taskName()
+    const slot = new Date('2026-11-24T02:00:00.000Z')
+    const startedAt = new Date(Date.now() - 1_000)
+    const run = await ledger.start({ name, slot, node: 'web-1:42:abc', startedAt })
+    const { id } = run
+    const [running] = await ledger.history(name)
+    assert.ok(running, 'history() does not show a started run')
+    assert.equal(running.id, id)
+    assert.equal(running.outcome, 'running')
+    assert.equal(running.finishedAt, undefined)
+    assertSameTime(running.slot, slot, 'slot')
+    assertSameTime(running.startedAt, startedAt, 'startedAt')
+    const finishedAt = new Date()
+    await run.finish({
+      finishedAt,
+      outcome: 'failed',
+      durationMs: 1_000,
+      error: { type: 'TypeError', message: 'boom' },
+    })
+    const [done] = await ledger.history(name)
+    assert.equal(done?.id, id)
+    assert.equal(done?.outcome, 'failed')
+    assert.equal(done?.node, 'web-1:42:abc')
+    assert.equal(done?.durationMs, 1_000)
+    assert.deepEqual(done?.error, { type: 'TypeError', message: 'boom' })
+    assertSameTime(done?.finishedAt, finishedAt, 'finishedAt')
+  })
+
+  add('record: a skipped slot in one write; no slot reads back as undefined', async () => {
+    const name = taskName()
+    const at = new Date()
+    await ledger.record({
+      name,
+      slot: new Date('2026-11-24T03:00:00.000Z'),
+      node: 'web-2',
+      startedAt: at,
+      finishedAt: at,
+      outcome: 'skipped',
+      durationMs: 0,
+    })
+    await ledger.record({
+      name,
+      slot: undefined,
+      node: 'web-2',
+      startedAt: new Date(at.getTime() + 1),
+      finishedAt: at,
+      outcome: 'ok',
+      durationMs: 3,
+    })
+    const runs = await ledger.history(name)
+    assert.deepEqual(
+      runs.map((r) => [r.outcome, r.slot?.toISOString()]),
+      [
+        ['ok', undefined],
+        ['skipped', '2026-11-24T03:00:00.000Z'],
+      ],
+    )
+    assert.equal(runs[1]!.error, undefined)
+  })
+}
