@@ -1,4 +1,5 @@
-import type { LockRecord } from '../core/lock-inspector.ts'
+import type { LockInspector, LockRecord } from '../core/lock-inspector.ts'
+import type { StoreAction } from './store-errors.ts'
 
 // What the stores' inspectors share: the order of list(), and the release of a record "as read".
 
@@ -29,6 +30,40 @@ export async function releaseAsRead<T>(
     if (token === undefined) return false
   }
   return remove(token)
+}
+
+/**
+ * `get()` and `release()` of an inspector that keeps each lock under one key and releases a record
+ * as read ({@link releaseAsRead}). `keyOf` builds and checks a name's key outside `guard`: a name
+ * no key can hold is the caller's to fix, not a store failure. `read` reads the record under a
+ * key (and notes its token in `readAs`); `remove(key, token)` deletes it only while it holds
+ * `token`, resolving to whether it did.
+ */
+export function keyedGetAndRelease<T>(
+  guard: <R>(action: StoreAction, lockName: string, run: () => Promise<R>) => Promise<R>,
+  keyOf: (name: string) => string,
+  read: (name: string, key: string) => Promise<LockRecord | undefined>,
+  readAs: WeakMap<LockRecord, T>,
+  remove: (key: string, token: T) => Promise<boolean>,
+): Pick<LockInspector, 'get' | 'release'> {
+  return {
+    get: async (name) => {
+      const key = keyOf(name)
+      return guard('inspect', name, () => read(name, key))
+    },
+    release: async (lock) => {
+      const name = typeof lock === 'string' ? lock : lock.name
+      const key = keyOf(name)
+      return guard('release', name, () =>
+        releaseAsRead(
+          lock,
+          readAs,
+          () => read(name, key),
+          (token) => remove(key, token),
+        ),
+      )
+    },
+  }
 }
 
 /**

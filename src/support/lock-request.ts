@@ -69,6 +69,23 @@ export function nameTooLong(
 }
 
 /**
+ * The error for a lock whose store key, `key` (`prefix` and then the name), is over `maxBytes` of
+ * UTF-8; `undefined` when it fits. For stores that break a connection on an oversized key, so it
+ * is checked before anything is sent.
+ */
+export function keyTooLong(
+  provider: string,
+  name: string,
+  key: string,
+  maxBytes: number,
+  prefix: string,
+): LockConfigurationError | undefined {
+  const bytes = utf8LengthOver(key, maxBytes)
+  if (bytes === undefined) return undefined
+  return nameTooLong(provider, name, bytes, maxBytes, 'bytes', `its key ${JSON.stringify(`${prefix}…`)}`)
+}
+
+/**
  * The UTF-8 length of `text` in bytes when it is over `limit`, otherwise `undefined`. Only a
  * string that could be that long is measured (UTF-8 takes at most 3 bytes per UTF-16 code unit):
  * `Buffer.byteLength()` of a freshly concatenated key on every acquisition made most of the Redis

@@ -3,7 +3,7 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { type SqlLockProviderOptions, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable } from '../../support/sql/sql-table.ts'
-import { type SqliteStatementKind, sqliteAccessor } from '../../support/sql/sqlite-dialect.ts'
+import { preparedOnce, sqliteAccessor } from '../../support/sql/sqlite-dialect.ts'
 import { d1LockInspector } from './inspector.ts'
 import { type D1LockDatabase, type D1LockStatement, describeD1Error, NOT_A_BINDING, PROVIDER } from './table.ts'
 
@@ -55,15 +55,7 @@ export function d1LockProvider(options: D1LockProviderOptions): ExtensibleLockPr
   const clock = options.clock ?? systemClock
 
   // D1 prepares without a round trip; a statement is kept per kind and bound anew for each call.
-  const prepared = new Map<SqliteStatementKind, D1LockStatement>()
-  const statement = (kind: SqliteStatementKind, sql: string): D1LockStatement => {
-    let found = prepared.get(kind)
-    if (!found) {
-      found = database.prepare(sql)
-      prepared.set(kind, found)
-    }
-    return found
-  }
+  const statement = preparedOnce((sql): D1LockStatement => database.prepare(sql))
   const accessor = sqliteAccessor(
     t,
     options.useDbTime ?? true,

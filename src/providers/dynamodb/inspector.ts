@@ -103,108 +103,30 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
   const clock = options.clock ?? systemClock
   if (typeof clock?.now !== 'function')
     throw new LockConfigurationError('dynamodb: clock must have a now() method returning epoch milliseconds')
+  const table: Table = { client, tableName, partitionKey, commands }
   const guard = storeGuard(describeDynamoDBError(tableName, partitionKey))
   const readAs = new WeakMap<LockRecord, ReadState>()
-
-  const toRecord = (item: Item, now: number): LockRecord => {
-    const until = item.lockUntil
-    const lockUntil = stringOf(until)
-    const lockedBy = stringOf(item.lockedBy)
-    const untilMs = lockUntil === undefined ? Number.NaN : Date.parse(lockUntil)
-    const atMs = Date.parse(stringOf(item.lockedAt) ?? '')
-    const record: LockRecord = Object.freeze({
-      name: stringOf(item[partitionKey]) ?? '',
-      lockUntil: Number.isNaN(untilMs) ? undefined : new Date(untilMs),
-      lockedAt: Number.isNaN(atMs) ? undefined : new Date(atMs),
-      lockedBy,
-      // As the acquire condition sees it: `attribute_not_exists(lockUntil) OR lockUntil <= :now`.
-      held: until === undefined ? false : lockUntil === undefined ? true : lockUntil > iso(now),
-      remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
-    })
-    readAs.set(record, {
-      lockUntil,
-      lockedBy,
-      foreign:
-        (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined),
-    })
-    return record
-  }
-  const key = (name: string): Record<string, DynamoDBStringValue> => ({ [partitionKey]: { S: name } })
-  /** Every item of the selection (and of `filter`, an expression over `values`), page by page. */
-  const scan = async (
-    selection: LockSelection | undefined,
-    filter?: { expression: string; values: Record<string, DynamoDBStringValue>; projection?: string },
-  ): Promise<Item[]> => {
-    const { ScanCommand } = await commands()
-    const prefix = selection?.prefix ?? ''
-    const expressions = [
-      ...(prefix === '' ? [] : ['begins_with(#pk, :prefix)']),
-      ...(filter ? [filter.expression] : []),
-    ]
-    const values = { ...(prefix === '' ? {} : { ':prefix': { S: prefix } }), ...filter?.values }
-    const usesKey = prefix !== '' || filter?.projection !== undefined
-    const input: DynamoDBScanInput = {
-      TableName: tableName,
-      ConsistentRead: true,
-      ...(expressions.length > 0
-        ? { FilterExpression: expressions.join(' AND '), ExpressionAttributeValues: values }
-        : {}),
-      ...(filter?.projection ? { ProjectionExpression: filter.projection } : {}),
-      ...(usesKey ? { ExpressionAttributeNames: { '#pk': partitionKey } } : {}),
-    }
-    const items: Item[] = []
-    let start: Record<string, DynamoDBStringValue> | undefined
-    do {
-      const page = (await client.send(new ScanCommand({ ...input, ...(start ? { ExclusiveStartKey: start } : {}) }))) as
-        | { Items?: Item[]; LastEvaluatedKey?: Record<string, DynamoDBStringValue> }
-        | undefined
-      items.push(...(page?.Items ?? []))
-      start = page?.LastEvaluatedKey
-    } while (start)
-    return items
-  }
-  /** Deletes `item` if it is still expired at `now` and held by the `lockedBy` read; false when not. */
-  const deleteExpired = async (item: Item, now: string): Promise<boolean> => {
-    const name = stringOf(item[partitionKey])
-    const lockedBy = stringOf(item.lockedBy)
-    // A key or holder of another type than S: no lock of shedlock or Java ShedLock, left alone.
-    if (name === undefined || (item.lockedBy !== undefined && lockedBy === undefined)) return false
-    const { DeleteItemCommand } = await commands()
-    const values: Record<string, DynamoDBStringValue> = { ':now': { S: now } }
-    if (lockedBy !== undefined) values[':by'] = { S: lockedBy }
-    try {
-      await client.send(
-        new DeleteItemCommand({
-          TableName: tableName,
-          Key: key(name),
-          ConditionExpression: lockedBy === undefined ? EXPIRED.noLockedBy : EXPIRED.lockedBy,
-          ExpressionAttributeValues: values,
-        }),
-      )
-      return true
-    } catch (error) {
-      if (errorName(error) === 'ConditionalCheckFailedException') return false
-      throw error
-    }
-  }
 
   return {
     name: PROVIDER,
     clock: "this host's clock (DynamoDB locks expire on each node's clock)",
     list: (selection): Promise<LockList> =>
       guard('list', '', async () => {
-        const items = await scan(selection)
+        const items = await scan(table, selection)
         const now = clock.now()
-        return { now: new Date(now), locks: items.map((item) => toRecord(item, now)).sort(byName) }
+        return {
+          now: new Date(now),
+          locks: items.map((item) => toRecord(item, partitionKey, now, readAs)).sort(byName),
+        }
       }),
     get: async (name) => {
       checkName(name)
       return guard('inspect', name, async () => {
         const { GetItemCommand } = await commands()
         const reply = (await client.send(
-          new GetItemCommand({ TableName: tableName, Key: key(name), ConsistentRead: true }),
+          new GetItemCommand({ TableName: tableName, Key: keyOf(partitionKey, name), ConsistentRead: true }),
         )) as { Item?: Item } | undefined
-        return reply?.Item && toRecord(reply.Item, clock.now())
+        return reply?.Item && toRecord(reply.Item, partitionKey, clock.now(), readAs)
       })
     },
     release: async (lock) => {
@@ -215,42 +137,13 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
       return guard('release', name, async () => {
         // A record read as free, or whose attributes no lock writes, has nothing to release.
         if (record && expected && (!record.held || expected.foreign || expected.lockUntil === undefined)) return false
-        const { UpdateItemCommand } = await commands()
-        const values: Record<string, DynamoDBStringValue> = {
-          ':now': { S: iso(clock.now()) },
-          ':released': { S: RELEASED_BY },
-        }
-        let condition = RELEASE.condition
-        if (expected) {
-          // Only the state the record was read in: same expiry, same holder (or none).
-          values[':until'] = { S: expected.lockUntil! }
-          if (expected.lockedBy === undefined) condition += ` AND ${READ_STATE.heldByNobody}`
-          else {
-            condition += ` AND ${READ_STATE.held}`
-            values[':by'] = { S: expected.lockedBy }
-          }
-        }
-        try {
-          await client.send(
-            new UpdateItemCommand({
-              TableName: tableName,
-              Key: key(name),
-              UpdateExpression: RELEASE.update,
-              ConditionExpression: condition,
-              ExpressionAttributeValues: values,
-            }),
-          )
-          return true
-        } catch (error) {
-          if (errorName(error) === 'ConditionalCheckFailedException') return false
-          throw error
-        }
+        return forceRelease(table, name, expected, clock)
       })
     },
     removeExpired: (selection) =>
       guard('list', '', async () => {
         const now = iso(clock.now())
-        const expired = await scan(selection, {
+        const expired = await scan(table, selection, {
           expression: EXPIRED.filter,
           values: { ':now': { S: now } },
           projection: '#pk, lockUntil, lockedBy',
@@ -258,7 +151,7 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
         let removed = 0
         for (let i = 0; i < expired.length; i += PARALLEL_DELETES) {
           const results = await Promise.all(
-            expired.slice(i, i + PARALLEL_DELETES).map((item) => deleteExpired(item, now)),
+            expired.slice(i, i + PARALLEL_DELETES).map((item) => deleteExpired(table, item, now)),
           )
           removed += results.filter(Boolean).length
         }
@@ -269,6 +162,145 @@ export function dynamoDBLockInspector(options: DynamoDBLockInspectorOptions): Lo
 
 // Items deleted at once by removeExpired(): enough to hide the round trips, few enough for a table of small capacity.
 const PARALLEL_DELETES = 8
+
+/** What the inspector's reads and writes need: the client, the table, its key and the command classes. */
+interface Table {
+  readonly client: DynamoDBSendClient
+  readonly tableName: string
+  readonly partitionKey: string
+  readonly commands: () => Promise<DynamoDBInspectorLib>
+}
+
+/** The record of `item`, with `held` and `remainingMs` at `now`; what it was read with goes to `readAs`. */
+function toRecord(item: Item, partitionKey: string, now: number, readAs: WeakMap<LockRecord, ReadState>): LockRecord {
+  const until = item.lockUntil
+  const lockUntil = stringOf(until)
+  const lockedBy = stringOf(item.lockedBy)
+  const untilMs = lockUntil === undefined ? Number.NaN : Date.parse(lockUntil)
+  const atMs = Date.parse(stringOf(item.lockedAt) ?? '')
+  const record: LockRecord = Object.freeze({
+    name: stringOf(item[partitionKey]) ?? '',
+    lockUntil: Number.isNaN(untilMs) ? undefined : new Date(untilMs),
+    lockedAt: Number.isNaN(atMs) ? undefined : new Date(atMs),
+    lockedBy,
+    // As the acquire condition sees it: `attribute_not_exists(lockUntil) OR lockUntil <= :now`.
+    held: until === undefined ? false : lockUntil === undefined ? true : lockUntil > iso(now),
+    remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
+  })
+  readAs.set(record, {
+    lockUntil,
+    lockedBy,
+    foreign:
+      (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined),
+  })
+  return record
+}
+
+function keyOf(partitionKey: string, name: string): Record<string, DynamoDBStringValue> {
+  return { [partitionKey]: { S: name } }
+}
+
+/** Every item of the selection (and of `filter`, an expression over `values`), page by page. */
+async function scan(
+  table: Table,
+  selection: LockSelection | undefined,
+  filter?: { expression: string; values: Record<string, DynamoDBStringValue>; projection?: string },
+): Promise<Item[]> {
+  const { ScanCommand } = await table.commands()
+  const prefix = selection?.prefix ?? ''
+  const expressions = [...(prefix === '' ? [] : ['begins_with(#pk, :prefix)']), ...(filter ? [filter.expression] : [])]
+  const values = { ...(prefix === '' ? {} : { ':prefix': { S: prefix } }), ...filter?.values }
+  const usesKey = prefix !== '' || filter?.projection !== undefined
+  const input: DynamoDBScanInput = {
+    TableName: table.tableName,
+    ConsistentRead: true,
+    ...(expressions.length > 0
+      ? { FilterExpression: expressions.join(' AND '), ExpressionAttributeValues: values }
+      : {}),
+    ...(filter?.projection ? { ProjectionExpression: filter.projection } : {}),
+    ...(usesKey ? { ExpressionAttributeNames: { '#pk': table.partitionKey } } : {}),
+  }
+  const items: Item[] = []
+  let start: Record<string, DynamoDBStringValue> | undefined
+  do {
+    const page = (await table.client.send(
+      new ScanCommand({ ...input, ...(start ? { ExclusiveStartKey: start } : {}) }),
+    )) as { Items?: Item[]; LastEvaluatedKey?: Record<string, DynamoDBStringValue> } | undefined
+    items.push(...(page?.Items ?? []))
+    start = page?.LastEvaluatedKey
+  } while (start)
+  return items
+}
+
+/**
+ * Frees lock `name` if it is held: `lockUntil` now on `clock`, `lockedBy` "released". Given
+ * `expected`, only in the state it was read in. False when the condition failed.
+ */
+async function forceRelease(
+  table: Table,
+  name: string,
+  expected: ReadState | undefined,
+  clock: Clock,
+): Promise<boolean> {
+  const { UpdateItemCommand } = await table.commands()
+  const values: Record<string, DynamoDBStringValue> = {
+    ':now': { S: iso(clock.now()) },
+    ':released': { S: RELEASED_BY },
+  }
+  let condition = RELEASE.condition
+  if (expected) {
+    // Only the state the record was read in: same expiry, same holder (or none).
+    values[':until'] = { S: expected.lockUntil! }
+    if (expected.lockedBy === undefined) condition += ` AND ${READ_STATE.heldByNobody}`
+    else {
+      condition += ` AND ${READ_STATE.held}`
+      values[':by'] = { S: expected.lockedBy }
+    }
+  }
+  return conditionally(() =>
+    table.client.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: keyOf(table.partitionKey, name),
+        UpdateExpression: RELEASE.update,
+        ConditionExpression: condition,
+        ExpressionAttributeValues: values,
+      }),
+    ),
+  )
+}
+
+/** Deletes `item` if it is still expired at `now` and held by the `lockedBy` read; false when not. */
+async function deleteExpired(table: Table, item: Item, now: string): Promise<boolean> {
+  const name = stringOf(item[table.partitionKey])
+  const lockedBy = stringOf(item.lockedBy)
+  // A key or holder of another type than S: no lock of shedlock or Java ShedLock, left alone.
+  if (name === undefined || (item.lockedBy !== undefined && lockedBy === undefined)) return false
+  const { DeleteItemCommand } = await table.commands()
+  const values: Record<string, DynamoDBStringValue> = { ':now': { S: now } }
+  if (lockedBy !== undefined) values[':by'] = { S: lockedBy }
+  return conditionally(() =>
+    table.client.send(
+      new DeleteItemCommand({
+        TableName: table.tableName,
+        Key: keyOf(table.partitionKey, name),
+        ConditionExpression: lockedBy === undefined ? EXPIRED.noLockedBy : EXPIRED.lockedBy,
+        ExpressionAttributeValues: values,
+      }),
+    ),
+  )
+}
+
+/** Whether a conditional write took place: false when its condition failed; other errors reject. */
+async function conditionally(write: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await write()
+    return true
+  } catch (error) {
+    if (errorName(error) === 'ConditionalCheckFailedException') return false
+    throw error
+  }
+}
 
 /** The string of an S attribute value, or `undefined` for a missing attribute or another type. */
 function stringOf(value: Record<string, unknown> | undefined): string | undefined {

@@ -1,4 +1,5 @@
 import { LockConfigurationError, type LockProviderError } from '../../core/errors.ts'
+import { keyTooLong } from '../../support/lock-request.ts'
 import { messageOf, outcomeOf, redactUrlPasswords, type StoreAction, storeError } from '../../support/store-errors.ts'
 
 // Java ShedLock's lock keys in etcd (its EtcdLockProvider) and what etcd's errors mean. The
@@ -40,6 +41,18 @@ export function etcdKeySpace(environment: unknown = DEFAULT_ENVIRONMENT): EtcdKe
  */
 export function etcdLockKey(space: EtcdKeySpace, name: string): string {
   return space.prefix + name
+}
+
+/**
+ * {@link etcdLockKey}, checked before anything is sent: an oversized request breaks the client
+ * for other locks (see {@link MAX_KEY_BYTES}).
+ * @throws LockConfigurationError for a name whose key is longer.
+ */
+export function checkedEtcdLockKey(space: EtcdKeySpace, name: string): string {
+  const key = space.prefix + name
+  const tooLong = keyTooLong(PROVIDER, name, key, MAX_KEY_BYTES, space.prefix)
+  if (tooLong) throw tooLong
+  return key
 }
 
 /** The lock name of `key`, the inverse of {@link etcdLockKey}; `undefined` for a key outside the key space. */

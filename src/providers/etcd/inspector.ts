@@ -2,20 +2,18 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
 import { parseAddedValue } from '../../support/added-value.ts'
-import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import {
+  checkedEtcdLockKey,
   DEFAULT_ENVIRONMENT,
   describeEtcdError,
   etcdKeySpace,
-  etcdLockKey,
   etcdLockName,
-  MAX_KEY_BYTES,
   PROVIDER,
 } from './format.ts'
 import type { EtcdDeleteBuilder, EtcdTransaction } from './client.ts'
-import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
+import { byName, inBatches, keyedGetAndRelease } from '../../support/inspection.ts'
 
 /** One key as an etcd3 range read returns it (`IKeyValue`). */
 export interface EtcdKeyValue {
@@ -145,14 +143,6 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
     readAs.set(record, value)
     return record
   }
-  // Checked before anything is sent, as the provider does: an oversized request breaks the client for other calls.
-  const keyOf = (name: string): string => {
-    const key = etcdLockKey(space, name)
-    const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-    if (bytes !== undefined)
-      throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
-    return key
-  }
   const read = async (name: string, key: string): Promise<LockRecord | undefined> => {
     const now = Date.now()
     const kv = (await bounded(client.get(key).exec())).kvs[0]
@@ -179,25 +169,15 @@ export function etcdLockInspector(options: EtcdLockInspectorOptions): LockInspec
         const records = await inBatches(named, ({ kv, name }) => toRecord(kv, name, now))
         return { now: new Date(now), locks: records.sort(byName) }
       }),
-    // keyOf() throws outside the guard: a name no key can hold is the caller's to fix.
-    get: async (name) => {
-      const key = keyOf(name)
-      return guard('inspect', name, () => read(name, key))
-    },
-    release: async (lock) => {
-      const name = typeof lock === 'string' ? lock : lock.name
-      const key = keyOf(name)
-      return guard('release', name, async () => {
-        // Given a record read here, only the value it was read with; given a name, the value it holds now.
-        return releaseAsRead(
-          lock,
-          readAs,
-          () => read(name, key),
-          async (value) =>
-            (await bounded(client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit())).succeeded,
-        )
-      })
-    },
+    // Keys checked as the provider checks them, before anything is sent.
+    ...keyedGetAndRelease(
+      guard,
+      (name) => checkedEtcdLockKey(space, name),
+      read,
+      readAs,
+      async (key, value) =>
+        (await bounded(client.if(key, 'Value', '==', value).then(client.delete().key(key)).commit())).succeeded,
+    ),
     // etcd deletes a lock's key with its lease: there is never an expired record.
     removeExpired: async () => 0,
   }

@@ -5,7 +5,7 @@ import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core
 import { defineLock } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
-import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
+import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import type { EtcdClient, EtcdLease, EtcdTransactionResult } from './client.ts'
@@ -19,7 +19,7 @@ export type {
   EtcdTransaction,
   EtcdTransactionResult,
 } from './client.ts'
-import { DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, etcdLockKey, MAX_KEY_BYTES, PROVIDER } from './format.ts'
+import { checkedEtcdLockKey, DEFAULT_ENVIRONMENT, describeEtcdError, etcdKeySpace, PROVIDER } from './format.ts'
 
 /** Options of {@link etcdLockProvider}. */
 export interface EtcdLockProviderOptions {
@@ -157,18 +157,8 @@ export function etcdLockProvider(options: EtcdLockProviderOptions): ExtensibleLo
     async lock(configuration) {
       checkLockRequest(PROVIDER, configuration, clock, { latestDeadline: longestLease() })
       const { name } = configuration
-      const key = etcdLockKey(space, name)
       // Checked before anything is sent: an oversized request breaks the client for other locks.
-      const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-      if (bytes !== undefined)
-        throw nameTooLong(
-          PROVIDER,
-          name,
-          bytes,
-          MAX_KEY_BYTES,
-          'bytes',
-          `its key ${JSON.stringify(`${space.prefix}…`)}`,
-        )
+      const key = checkedEtcdLockKey(space, name)
       const now = clock.now()
       const owner = lockOwner(options.lockedBy)
       const value = addedValue(now, owner)

@@ -1,5 +1,5 @@
 import { LockConfigurationError, type LockProviderError } from '../../core/errors.ts'
-import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
+import { keyTooLong } from '../../support/lock-request.ts'
 import {
   messageOf,
   outcomeOf,
@@ -93,10 +93,7 @@ export function encodeKey(prefix: string, name: string): string | LockConfigurat
   } else {
     key = prefix + escapeName(name)
   }
-  const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-  if (bytes !== undefined)
-    return nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${prefix}…`)}`)
-  return key
+  return keyTooLong(PROVIDER, name, key, MAX_KEY_BYTES, prefix) ?? key
 }
 
 function escapeName(name: string): string {

@@ -8,6 +8,7 @@ import {
   type StoreAction,
   storeError,
 } from '../../support/store-errors.ts'
+import { keyTooLong } from '../../support/lock-request.ts'
 import { OperationTimeoutError } from '../../support/with-timeout.ts'
 import type { RedisCommands } from './commands.ts'
 
@@ -67,6 +68,18 @@ function keyPart(option: string, value: unknown, fallback: string): string {
  */
 export function redisLockKey(space: RedisKeySpace, name: string): string {
   return space.prefix + name
+}
+
+/**
+ * {@link redisLockKey}, checked before anything is sent: Redis closes the connection on a key over
+ * {@link MAX_KEY_BYTES}, failing every command on it.
+ * @throws LockConfigurationError for a name whose key is longer.
+ */
+export function checkedRedisLockKey(space: RedisKeySpace, name: string): string {
+  const key = space.prefix + name
+  const tooLong = keyTooLong(PROVIDER, name, key, MAX_KEY_BYTES, space.prefix)
+  if (tooLong) throw tooLong
+  return key
 }
 
 /** The lock name of `key`, the inverse of {@link redisLockKey}; `undefined` for a key outside the key space. */

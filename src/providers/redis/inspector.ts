@@ -2,14 +2,13 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspector.ts'
 import { parseAddedValue } from '../../support/added-value.ts'
-import { nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { type RedisClient, toRedisCommands } from './commands.ts'
 import {
+  checkedRedisLockKey,
   DELETE_IF_OWNED,
   describeRedisError,
-  MAX_KEY_BYTES,
   PROVIDER,
   READ_LOCK,
   redisKeySpace,
@@ -19,7 +18,7 @@ import {
   runScript,
 } from './format.ts'
 import { scanKeys, scanNodes, textOf } from './scan.ts'
-import { byName, inBatches, releaseAsRead } from '../../support/inspection.ts'
+import { byName, inBatches, keyedGetAndRelease } from '../../support/inspection.ts'
 
 /** Options of {@link redisLockInspector}: the provider's client and key options. */
 export interface RedisLockInspectorOptions {
@@ -98,15 +97,6 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
   // The value a record was read with: release(record) deletes the key only while it holds that.
   const readAs = new WeakMap<LockRecord, string>()
 
-  // Checked before anything is sent, as the provider does: Redis closes the connection on a longer key.
-  const keyOf = (name: string): string => {
-    const key = redisLockKey(space, name)
-    const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-    if (bytes !== undefined)
-      throw nameTooLong(PROVIDER, name, bytes, MAX_KEY_BYTES, 'bytes', `its key ${JSON.stringify(`${space.prefix}…`)}`)
-    return key
-  }
-
   const read = async (name: string, key: string): Promise<LockRecord | undefined> => {
     const reply = await bounded(runScript(commands, READ_LOCK, key, []))
     if (!Array.isArray(reply) || textOf(reply[0]) !== 'string') return undefined
@@ -150,24 +140,14 @@ export function redisLockInspector(options: RedisLockInspectorOptions): LockInsp
         )
         return { now: new Date(now), locks: records.sort(byName) }
       }),
-    // keyOf() throws outside the guard: a name no key can hold is the caller's to fix.
-    get: async (name) => {
-      const key = keyOf(name)
-      return guard('inspect', name, () => read(name, key))
-    },
-    release: async (lock) => {
-      const name = typeof lock === 'string' ? lock : lock.name
-      const key = keyOf(name)
-      return guard('release', name, async () => {
-        // Given a record read here, only the value it was read with; given a name, the value it holds now.
-        return releaseAsRead(
-          lock,
-          readAs,
-          () => read(name, key),
-          (value) => bounded(runScript(commands, DELETE_IF_OWNED, key, [value])).then((reply) => Number(reply) === 1),
-        )
-      })
-    },
+    // Keys checked as the provider checks them, before anything is sent.
+    ...keyedGetAndRelease(
+      guard,
+      (name) => checkedRedisLockKey(space, name),
+      read,
+      readAs,
+      (key, value) => bounded(runScript(commands, DELETE_IF_OWNED, key, [value])).then((reply) => Number(reply) === 1),
+    ),
     // Redis deletes every lock key when its expiry passes: there is never an expired record.
     removeExpired: async () => 0,
   }

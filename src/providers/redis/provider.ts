@@ -6,31 +6,29 @@ import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } 
 import { defineLock, type LockOperations, type ReleaseReport, REPORTS_RELEASE } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
-import { checkLockRequest, nameTooLong, utf8LengthOver } from '../../support/lock-request.ts'
-import { storeError } from '../../support/store-errors.ts'
+import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import {
   type RedisClient,
+  type RedisCommands,
   type ReplicatedEval,
   type ReplicatedSet,
   SET_REPLY,
   type SetReply,
   toRedisCommands,
 } from './commands.ts'
+import { acquiredBy, fencingTokenOf, giveBack, isOne, notConfirmed, ScriptCall } from './acquisition.ts'
 import { redisFenceKey } from './fence-key.ts'
 import { redisLockInspector } from './inspector.ts'
 import {
   ACQUIRE_FENCED,
+  checkedRedisLockKey,
   DELETE_IF_OWNED,
   describeRedisError,
   EXPIRE_IF_OWNED,
   isNoScript,
-  MAX_KEY_BYTES,
   PROVIDER,
   redisKeySpace,
-  redisLockKey,
-  runScript,
-  type Script,
 } from './format.ts'
 
 /** Options of {@link redisLockProvider}. */
@@ -143,93 +141,9 @@ export interface RedisLockProviderOptions {
  *   that is not a positive duration.
  */
 export function redisLockProvider(options: RedisLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
-  if (options === null || typeof options !== 'object') {
-    throw new LockConfigurationError('redis: pass options { client, environment?, keyPrefix?, lockedBy? }')
-  }
-  const commands = toRedisCommands(options.client)
-  const space = redisKeySpace(options)
-  if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
-    throw new LockConfigurationError(
-      `redis: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`,
-    )
-  }
-  const timeout = parseDuration(options.timeout ?? '5s')
-  if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
-  const clock = options.clock ?? systemClock
-  const replicas = options.waitForReplicas ?? 0
-  if (!Number.isSafeInteger(replicas) || replicas < 0) {
-    throw new LockConfigurationError(
-      `redis: waitForReplicas must be a whole number of replicas, 0 or more, got ${JSON.stringify(options.waitForReplicas)}`,
-    )
-  }
-  const fencing = options.fencingTokens ?? false
-  if (typeof fencing !== 'boolean') {
-    throw new LockConfigurationError(
-      `redis: fencingTokens must be true or false, got ${JSON.stringify(options.fencingTokens)}`,
-    )
-  }
-  const waitMs = parseDuration(options.waitForReplicasTimeout ?? '1s')
-  if (replicas > 0) {
-    if (waitMs <= 0 || waitMs >= timeout) {
-      throw new LockConfigurationError(
-        `redis: waitForReplicasTimeout must be longer than 0ms and shorter than timeout (${timeout}ms), got ${waitMs}ms; raise timeout or lower waitForReplicasTimeout`,
-      )
-    }
-    if (typeof commands.setIfAbsentAndWait !== 'function') {
-      throw new LockConfigurationError(
-        `redis: waitForReplicas needs a client that can send SET and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port setIfAbsentAndWait()`,
-      )
-    }
-    if (fencing && typeof commands.evalAndWait !== 'function') {
-      throw new LockConfigurationError(
-        `redis: waitForReplicas with fencingTokens needs a client that can send EVAL and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port evalAndWait()`,
-      )
-    }
-  }
-
-  const call: TimedStoreCall<unknown> = {
-    store: 'Redis',
-    timeoutMs: timeout,
-    describe: (error, action, name) => describeRedisError(error, action, name, commands.client, timeout),
-  }
-
+  const { commands, space, timeout, clock, replicas, waitMs, fencing } = checkedOptions(options)
+  const call = redisCall(commands, timeout)
   const setReply = (commands as { [SET_REPLY]?: SetReply })[SET_REPLY]
-
-  // A script call: EVALSHA, then EVAL of the script when Redis answered NOSCRIPT (its script
-  // cache was flushed, or this is another Cluster node), within the same timeout.
-  class ScriptCall<R> implements StartingSteps<unknown, R> {
-    readonly script: Script
-    readonly key: string
-    readonly args: readonly string[]
-    readonly map: ((reply: unknown) => R) | undefined
-    readonly report: ReleaseReport | undefined
-
-    constructor(
-      script: Script,
-      key: string,
-      args: readonly string[],
-      map?: (reply: unknown) => R,
-      report?: ReleaseReport,
-    ) {
-      this.script = script
-      this.key = key
-      this.args = args
-      this.map = map
-      this.report = report
-    }
-
-    settled(ok: boolean): void {
-      this.report?.settled(ok)
-    }
-
-    start(): Promise<unknown> {
-      return commands.evalSha(this.script.sha1, this.key, this.args)
-    }
-
-    recover(error: unknown): Promise<unknown> | undefined {
-      return isNoScript(error) ? commands.eval(this.script.source, this.key, this.args) : undefined
-    }
-  }
 
   // One object per acquisition holds what its calls need: it sends the SET, maps its reply to the
   // handle, frees a late acquisition, and is the handle's operations (unlock, extend), so that
@@ -275,36 +189,15 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       return commands.eval(ACQUIRE_FENCED.source, this.key, [this.value, String(this.ttl)], this.fenceKeys)
     }
 
-    #acquired(reply: unknown): boolean {
-      if (this.fenceKeys !== undefined) {
-        // The counter's new value, at least 1; 0 when the key was held.
-        const count = replicas > 0 ? (reply as ReplicatedEval).reply : reply
-        return (typeof count === 'number' || typeof count === 'string') && Number(count) > 0
-      }
-      if (replicas > 0) return (reply as ReplicatedSet).set
-      // A port's setIfAbsent() resolves to whether it set the key; truthy counts, as it always did.
-      return setReply !== undefined ? setReply.acquired(reply) : Boolean(reply)
-    }
-
     map(reply: unknown): ExtensibleLock | undefined {
-      if (!this.#acquired(reply)) return undefined
-      if (this.fenceKeys !== undefined) {
-        const count = replicas > 0 ? (reply as ReplicatedEval).reply : reply
-        // INCR's integer reply (int64): clients return it as a number, exact up to 2^53.
-        this.fencingToken = BigInt(count as number | string)
-      }
+      if (!acquiredBy(reply, this.fenceKeys !== undefined, replicas, setReply)) return undefined
+      if (this.fenceKeys !== undefined) this.fencingToken = fencingTokenOf(reply, replicas)
       if (replicas > 0) {
         const confirmed = (reply as ReplicatedSet | ReplicatedEval).replicas
         if (!(confirmed >= replicas)) {
           // Only the primary has it: a failover now would grant it again. Given back, not run.
-          runScript(commands, DELETE_IF_OWNED, this.key, [this.value]).catch(() => {})
-          throw storeError(
-            PROVIDER,
-            'acquire',
-            this.configuration.name,
-            `the lock was set on the primary but ${confirmed} of the ${replicas} replicas of waitForReplicas confirmed it within ${waitMs}ms (WAIT); it was given back and the task was not run. Check the replicas' link to the primary, or lower waitForReplicas`,
-            undefined,
-          )
+          giveBack(commands, this.key, this.value)
+          throw notConfirmed(this.configuration.name, confirmed, replicas, waitMs)
         }
       }
       return defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] })
@@ -314,7 +207,7 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       // The SET timed out here but reached Redis later (a client queues commands while it
       // reconnects): nobody uses that acquisition, so free it rather than block the name until
       // lockAtMostFor. The delete is owner-checked, so it touches nothing else.
-      if (this.#acquired(reply)) runScript(commands, DELETE_IF_OWNED, this.key, [this.value]).catch(() => {})
+      if (acquiredBy(reply, this.fenceKeys !== undefined, replicas, setReply)) giveBack(commands, this.key, this.value)
     }
 
     // The handle's state follows the release's report (REPORTS_RELEASE), not a reaction of its own.
@@ -323,14 +216,14 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       const keepFor = current.lockAtLeastFor === 0 ? 0 : current.lockAtLeastUntil.getTime() - clock.now()
       const release =
         keepFor <= 0
-          ? new ScriptCall(DELETE_IF_OWNED, this.key, [this.value], undefined, report)
-          : new ScriptCall(EXPIRE_IF_OWNED, this.key, [this.value, String(keepFor)], undefined, report)
+          ? new ScriptCall(commands, DELETE_IF_OWNED, this.key, [this.value], undefined, report)
+          : new ScriptCall(commands, EXPIRE_IF_OWNED, this.key, [this.value, String(keepFor)], undefined, report)
       return timedStoreCall(call, 'release', current.name, release) as Promise<never>
     }
 
     extend(next: LockConfiguration): Promise<boolean> {
       const args = [this.value, String(Math.max(1, next.lockAtMostUntil.getTime() - clock.now()))]
-      return timedStoreCall(call, 'extend', next.name, new ScriptCall(EXPIRE_IF_OWNED, this.key, args, isOne))
+      return timedStoreCall(call, 'extend', next.name, new ScriptCall(commands, EXPIRE_IF_OWNED, this.key, args, isOne))
     }
   }
 
@@ -349,18 +242,8 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       let key: string
       try {
         now = checkLockRequest(PROVIDER, configuration, clock)
-        key = redisLockKey(space, configuration.name)
         // Checked before anything is sent; a key this long is refused without measuring it.
-        const bytes = utf8LengthOver(key, MAX_KEY_BYTES)
-        if (bytes !== undefined)
-          throw nameTooLong(
-            PROVIDER,
-            configuration.name,
-            bytes,
-            MAX_KEY_BYTES,
-            'bytes',
-            `its key ${JSON.stringify(`${space.prefix}…`)}`,
-          )
+        key = checkedRedisLockKey(space, configuration.name)
       } catch (error) {
         return Promise.reject(error)
       }
@@ -373,6 +256,62 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   }
 }
 
-function isOne(reply: unknown): boolean {
-  return Number(reply) === 1
+/** The timed call of every operation: one promise, its timeout, and Redis's errors described. */
+function redisCall(commands: RedisCommands, timeout: number): TimedStoreCall<unknown> {
+  return {
+    store: 'Redis',
+    timeoutMs: timeout,
+    describe: (error, action, name) => describeRedisError(error, action, name, commands.client, timeout),
+  }
+}
+
+/**
+ * The options of {@link redisLockProvider}, checked in the order its `@throws` lists them, with
+ * their defaults.
+ */
+function checkedOptions(options: RedisLockProviderOptions) {
+  if (options === null || typeof options !== 'object') {
+    throw new LockConfigurationError('redis: pass options { client, environment?, keyPrefix?, lockedBy? }')
+  }
+  const commands = toRedisCommands(options.client)
+  const space = redisKeySpace(options)
+  if (options.lockedBy !== undefined && (typeof options.lockedBy !== 'string' || options.lockedBy.trim() === '')) {
+    throw new LockConfigurationError(
+      `redis: lockedBy must be a non-empty string (it starts the owner part of each value), got ${JSON.stringify(options.lockedBy)}`,
+    )
+  }
+  const timeout = parseDuration(options.timeout ?? '5s')
+  if (timeout <= 0) throw new LockConfigurationError('redis: timeout must be longer than 0ms')
+  const clock = options.clock ?? systemClock
+  const replicas = options.waitForReplicas ?? 0
+  if (!Number.isSafeInteger(replicas) || replicas < 0) {
+    throw new LockConfigurationError(
+      `redis: waitForReplicas must be a whole number of replicas, 0 or more, got ${JSON.stringify(options.waitForReplicas)}`,
+    )
+  }
+  const fencing = options.fencingTokens ?? false
+  if (typeof fencing !== 'boolean') {
+    throw new LockConfigurationError(
+      `redis: fencingTokens must be true or false, got ${JSON.stringify(options.fencingTokens)}`,
+    )
+  }
+  const waitMs = parseDuration(options.waitForReplicasTimeout ?? '1s')
+  if (replicas > 0) {
+    if (waitMs <= 0 || waitMs >= timeout) {
+      throw new LockConfigurationError(
+        `redis: waitForReplicasTimeout must be longer than 0ms and shorter than timeout (${timeout}ms), got ${waitMs}ms; raise timeout or lower waitForReplicasTimeout`,
+      )
+    }
+    if (typeof commands.setIfAbsentAndWait !== 'function') {
+      throw new LockConfigurationError(
+        `redis: waitForReplicas needs a client that can send SET and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port setIfAbsentAndWait()`,
+      )
+    }
+    if (fencing && typeof commands.evalAndWait !== 'function') {
+      throw new LockConfigurationError(
+        `redis: waitForReplicas with fencingTokens needs a client that can send EVAL and WAIT on one connection: pass an ioredis or node-redis client, or give your RedisCommands port evalAndWait()`,
+      )
+    }
+  }
+  return { commands, space, timeout, clock, replicas, waitMs, fencing }
 }

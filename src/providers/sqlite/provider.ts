@@ -3,7 +3,7 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { type SqlLockProviderOptions, sqlLockProvider } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable } from '../../support/sql/sql-table.ts'
-import { type SqliteStatementKind, sqliteAccessor } from '../../support/sql/sqlite-dialect.ts'
+import { preparedOnce, sqliteAccessor } from '../../support/sql/sqlite-dialect.ts'
 import { type SqliteRowsDatabase, sqliteLockInspector } from './inspector.ts'
 import { describeSqliteError, PROVIDER } from './table.ts'
 
@@ -84,15 +84,7 @@ export function sqliteLockProvider(
   const clock = options.clock ?? systemClock
 
   // Prepared on first use and kept; a failed prepare (say, the table is not there yet) is not kept.
-  const prepared = new Map<SqliteStatementKind, SqliteStatement>()
-  const statement = (kind: SqliteStatementKind, sql: string): SqliteStatement => {
-    let found = prepared.get(kind)
-    if (!found) {
-      found = database.prepare(sql)
-      prepared.set(kind, found)
-    }
-    return found
-  }
+  const statement = preparedOnce((sql) => database.prepare(sql))
   const accessor = sqliteAccessor(
     t,
     options.useDbTime ?? true,

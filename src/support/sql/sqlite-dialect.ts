@@ -51,6 +51,23 @@ export function sqliteLockTableDdl(t: SqlTable): string {
 export type SqliteStatementKind = 'acquire' | 'extend' | 'unlock' | 'unlockExtended'
 
 /**
+ * A statement of each kind, made by `prepare` on first use and kept: a kind's text never changes.
+ * A `prepare` that throws (say, the table is not there yet) keeps nothing, so the next call tries
+ * again.
+ */
+export function preparedOnce<S>(prepare: (sql: string) => S): (kind: SqliteStatementKind, sql: string) => S {
+  const prepared = new Map<SqliteStatementKind, S>()
+  return (kind, sql) => {
+    let found = prepared.get(kind)
+    if (!found) {
+      found = prepare(sql)
+      prepared.set(kind, found)
+    }
+    return found
+  }
+}
+
+/**
  * Runs statement `kind` (its text is `sql`, the same text for every call of one kind, so it may
  * be prepared once) with `params` bound to its `?` in order; resolves to the rows it changed.
  */
