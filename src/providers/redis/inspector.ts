@@ -4,7 +4,7 @@ import type { LockInspector, LockList, LockRecord } from '../../core/lock-inspec
 import { parseAddedValue } from '../../support/added-value.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import { type RedisClient, toRedisCommands } from './commands.ts'
+import { type RedisClient, toRedisCommands } from './client.ts'
 import {
   checkedRedisLockKey,
   DELETE_IF_OWNED,

@@ -8,15 +8,8 @@ import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
-import {
-  type RedisClient,
-  type RedisCommands,
-  type ReplicatedEval,
-  type ReplicatedSet,
-  SET_REPLY,
-  type SetReply,
-  toRedisCommands,
-} from './commands.ts'
+import { type RedisClient, toRedisCommands } from './client.ts'
+import { type RedisCommands, type ReplicatedEval, type ReplicatedSet, SET_REPLY, type SetReply } from './commands.ts'
 import { acquiredBy, fencingTokenOf, giveBack, isOne, notConfirmed, ScriptCall } from './acquisition.ts'
 import { redisFenceKey } from './fence-key.ts'
 import { redisLockInspector } from './inspector.ts'

@@ -12,7 +12,7 @@ import {
 } from '../../core/run-ledger.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
-import { type RedisClient, toRedisCommands } from './commands.ts'
+import { type RedisClient, toRedisCommands } from './client.ts'
 import {
   APPEND_RUN,
   DEFAULT_ENVIRONMENT,
