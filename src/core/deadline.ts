@@ -21,7 +21,9 @@ type TimerHandle = ReturnType<typeof setTimeout>
  * for a duration of its own; a timer apiece made Node build, queue and drop a timer list for
  * each, which showed in `executeWithLock()`'s CPU. Deadlines mostly come later than the one the
  * timer is armed for, so adding one rarely touches the timer; cancelling one never does (the
- * timer, unref'd, fires once more at most and re-arms for what is left).
+ * timer, unref'd, fires once more at most and re-arms for what is left). Measured against a
+ * timer per deadline (`npm run bench -- --only executor`, 2026-11-27): executeWithLock() p50
+ * 3.37–3.52 µs against 3.68–3.83 µs, CPU 3.70–3.90 µs against 4.11–4.21 µs per execution.
  */
 class DeadlineHeap {
   readonly #clock: Clock

@@ -14,7 +14,9 @@ const ADDED = /^ADDED:([^@]*)@([\s\S]*)$/
 // The start of the value for the last whole second formatted, up to its fraction
 // ("ADDED:2030-01-01T00:00:00."): toISOString() cost about half a microsecond per acquisition,
 // and acquisitions within one second share all of it but the milliseconds, which come from a
-// table ("000Z@" to "999Z@") built on first use.
+// table ("000Z@" to "999Z@") built on first use. Measured against toISOString() per value (bench
+// overhead, 3 processes, 2026-11-27): at 16 callers p50 ratio 1.05 against 1.08 on Redis, 0.99
+// against 1.06 on memcached; CPU ratio 1.03 against 1.06 and 0.99 against 1.07.
 let cachedSecond = Number.NaN
 let cachedPrefix = ''
 let millis: string[] | undefined

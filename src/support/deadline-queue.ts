@@ -54,6 +54,9 @@ const SETTLED_PROMISE = Promise.resolve()
  * find nothing. A `setTimeout` replaced since the timer was armed (fake timers in a test) gets a
  * timer of its own with the next call.
  */
+// Measured against a timer per call (bench overhead, 3 processes, 2026-11-27): Redis at 16 callers,
+// p50 ratio 1.05 (1.04–1.06 per process) against 1.07, CPU ratio 1.03 against 1.06; no difference
+// at 1 caller or on memcached.
 export class DeadlineQueue {
   readonly #ms: number
   #head: Watched | undefined
