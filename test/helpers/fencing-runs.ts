@@ -95,6 +95,9 @@ const racer = async (provider) => {
     }
     if (rows[0].n + 1 >= ${options.acquisitions}) done = true
     if (!dying) await lock.unlock()
+    // As after a miss: a holder that tried again at once won its own released lock most times,
+    // and on a loaded machine a process could end the run without having held it once.
+    await sleep(Math.random() * 10)
   }
 }
 const providers = await Promise.all(Array.from({ length: ${options.providersPerProcess} }, () => makeProvider()))
