@@ -107,8 +107,9 @@ export function sqlLockProvider(
     const now = lockConfiguration({ name: configuration.name, lockAtMostFor: configuration.lockAtMostFor })
     withTimeout(accessor.unlock(now, owner, configuration), timeoutMs, { store: name }).catch(() => {})
   }
-  // The steps of one timed acquire: an object per acquisition instead of closures (a
-  // withTimeout() around the statement cost 1–3 µs of client CPU per lock on MySQL).
+  // The steps of one timed acquire. The timeout's cost (bench overhead, 3 processes,
+  // 2026-11-27): client CPU ratio at 16 callers 1.12 on MySQL and 1.10 on PostgreSQL, against
+  // 1.05 and 1.06 with no timeout; the p50 ratios did not move (1.02, 0.99).
   class Acquire {
     readonly configuration: LockConfiguration
     readonly owner: string
