@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { LockConfigurationError, LockProviderError, LockStateError } from '../../src/core/errors.ts'
 import { type LockConfiguration, lockConfiguration } from '../../src/core/lock-configuration.ts'
 import type { ExtensibleLock } from '../../src/core/lock-provider.ts'
-import { defineLock, type ReleaseReport, REPORTS_RELEASE } from '../../src/core/define-lock.ts'
+import { defineLock } from '../../src/core/define-lock.ts'
 import { deferred, manualClock } from '../helpers/fakes.ts'
 
 const clock = manualClock(Date.UTC(2024, 0, 1))
@@ -215,70 +215,6 @@ describe('defineLock', () => {
     await expect(first).rejects.toThrow('store down')
     await lock.unlock()
     expect(ops.unlock).toHaveBeenCalledTimes(2)
-  })
-})
-
-describe('defineLock with operations that report their release (REPORTS_RELEASE)', () => {
-  // A provider's release as the Redis and memcached ones make it: it reports to the handle just
-  // before its promise settles, and the handle registers nothing on that promise.
-  function reporting() {
-    const calls: { configuration: LockConfiguration; release: ReleaseReport; gate: ReturnType<typeof deferred> }[] = []
-    const ops = {
-      [REPORTS_RELEASE]: true as const,
-      unlock(configuration: LockConfiguration, release: ReleaseReport): Promise<void> {
-        const gate = deferred()
-        calls.push({ configuration, release, gate })
-        return gate.promise
-      },
-    }
-    return { ops, calls }
-  }
-
-  it('passes the configuration and a report; the handle is busy until the report, and spent after a successful one', async () => {
-    const { ops, calls } = reporting()
-    const configuration = config()
-    const lock = defineLock(configuration, ops as never)
-    const released = lock.unlock()
-    expect(calls).toHaveLength(1)
-    expect(calls[0]!.configuration).toBe(configuration)
-    await expect(lock.unlock()).rejects.toThrow(/still in progress/)
-    calls[0]!.release.settled(true)
-    calls[0]!.gate.resolve(undefined)
-    await released
-    await expect(lock.unlock()).rejects.toThrow(/already unlocked or extended/)
-    expect(calls).toHaveLength(1)
-  })
-
-  it('returns the provider promise itself, and a failure reported leaves the handle usable', async () => {
-    const { ops, calls } = reporting()
-    const lock = defineLock(config(), ops as never)
-    const first = lock.unlock()
-    calls[0]!.release.settled(false)
-    calls[0]!.gate.reject(new Error('store down'))
-    expect(first).toBe(calls[0]!.gate.promise)
-    await expect(first).rejects.toThrow('store down')
-    const second = lock.unlock()
-    expect(calls).toHaveLength(2)
-    calls[1]!.release.settled(true)
-    calls[1]!.gate.resolve(undefined)
-    await second
-  })
-
-  it('a reporting unlock that throws leaves the handle usable, with no report', async () => {
-    let fail = true
-    const ops = {
-      [REPORTS_RELEASE]: true as const,
-      unlock(_configuration: LockConfiguration, release: ReleaseReport): Promise<void> {
-        if (fail) throw new Error('not sent')
-        release.settled(true)
-        return Promise.resolve()
-      },
-    }
-    const lock = defineLock(config(), ops as never)
-    await expect(lock.unlock()).rejects.toThrow('not sent')
-    fail = false
-    await lock.unlock()
-    await expect(lock.unlock()).rejects.toThrow(LockStateError)
   })
 })
 

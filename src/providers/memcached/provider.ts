@@ -3,7 +3,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { LockProvider, SimpleLock } from '../../core/lock-provider.ts'
-import { defineLock, type LockOperations, type ReleaseReport, REPORTS_RELEASE } from '../../core/define-lock.ts'
+import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
@@ -154,7 +154,6 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   // One object per acquisition: it sends the add, maps its reply to the handle and is the
   // handle's operations, so that taking a lock builds no closures of its own.
   class Acquisition implements StartingSteps<unknown, SimpleLock | undefined>, LockOperations {
-    readonly [REPORTS_RELEASE] = true
     readonly clock = clock
     readonly configuration: LockConfiguration
     readonly key: string
@@ -181,15 +180,8 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
     // The release's get and its delete (or replace) under one timeout: one timed call per
     // release, as each call's own promise, timeout entry and closures showed in the CPU per lock.
     // What the release throws (a custom clock's error too) is described like a store's error.
-    // The handle's state follows the release's report (REPORTS_RELEASE), not a reaction of its own.
-    unlock(held: LockConfiguration, report?: ReleaseReport): Promise<void> {
-      return timedStoreCall(
-        call as TimedStoreCall<void>,
-        'release',
-        this.configuration.name,
-        () => this.release(held),
-        report,
-      )
+    unlock(held: LockConfiguration): Promise<void> {
+      return timedStoreCall(call as TimedStoreCall<void>, 'release', this.configuration.name, () => this.release(held))
     }
 
     async release(held: LockConfiguration): Promise<void> {

@@ -1,5 +1,4 @@
 import type { LockProviderError } from '../../core/errors.ts'
-import type { ReleaseReport } from '../../core/define-lock.ts'
 import { storeError } from '../../support/store-errors.ts'
 import type { StartingSteps } from '../../support/with-timeout.ts'
 import type { RedisCommands, ReplicatedEval, ReplicatedSet, SetReply } from './commands.ts'
@@ -19,7 +18,6 @@ export class ScriptCall<R> implements StartingSteps<unknown, R> {
   readonly key: string
   readonly args: readonly string[]
   readonly map: ((reply: unknown) => R) | undefined
-  readonly report: ReleaseReport | undefined
 
   constructor(
     commands: RedisCommands,
@@ -27,18 +25,12 @@ export class ScriptCall<R> implements StartingSteps<unknown, R> {
     key: string,
     args: readonly string[],
     map?: (reply: unknown) => R,
-    report?: ReleaseReport,
   ) {
     this.commands = commands
     this.script = script
     this.key = key
     this.args = args
     this.map = map
-    this.report = report
-  }
-
-  settled(ok: boolean): void {
-    this.report?.settled(ok)
   }
 
   start(): Promise<unknown> {

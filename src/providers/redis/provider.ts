@@ -3,7 +3,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { defineLock, type LockOperations, type ReleaseReport, REPORTS_RELEASE } from '../../core/define-lock.ts'
+import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
@@ -142,7 +142,6 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   // handle, frees a late acquisition, and is the handle's operations (unlock, extend), so that
   // taking a lock builds no closures of its own (they showed in the client's CPU per lock).
   class Acquisition implements StartingSteps<unknown, ExtensibleLock | undefined>, LockOperations {
-    readonly [REPORTS_RELEASE] = true
     readonly clock = clock
     readonly configuration: LockConfiguration
     readonly key: string
@@ -203,14 +202,13 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       if (acquiredBy(reply, this.fenceKeys !== undefined, replicas, setReply)) giveBack(commands, this.key, this.value)
     }
 
-    // The handle's state follows the release's report (REPORTS_RELEASE), not a reaction of its own.
-    unlock(current: LockConfiguration, report?: ReleaseReport): Promise<void> {
+    unlock(current: LockConfiguration): Promise<void> {
       // No lockAtLeastFor: nothing to keep, whatever the clocks say. The script's reply is not used.
       const keepFor = current.lockAtLeastFor === 0 ? 0 : current.lockAtLeastUntil.getTime() - clock.now()
       const release =
         keepFor <= 0
-          ? new ScriptCall(commands, DELETE_IF_OWNED, this.key, [this.value], undefined, report)
-          : new ScriptCall(commands, EXPIRE_IF_OWNED, this.key, [this.value, String(keepFor)], undefined, report)
+          ? new ScriptCall(commands, DELETE_IF_OWNED, this.key, [this.value])
+          : new ScriptCall(commands, EXPIRE_IF_OWNED, this.key, [this.value, String(keepFor)])
       return timedStoreCall(call, 'release', current.name, release) as Promise<never>
     }
 
