@@ -9,7 +9,9 @@ export interface RegistryEntry<T> {
 /**
  * The executor's bookkeeping of calls and running tasks: a doubly linked list, because every
  * execution adds and removes entries and close() alone reads them. A Set did the same at several
- * times the cost (hashing a fresh object, shrinking its table), once per execution.
+ * times the cost (hashing a fresh object, shrinking its table), once per execution. Measured
+ * against a Set (`npm run bench -- --only executor`, 3 runs each, 2026-11-27): executeWithLock()
+ * p50 3.52–3.63 µs against 3.79–3.86 µs, CPU 3.87–4.06 µs against 4.42–4.63 µs.
  */
 export class Registry<T> {
   #head: RegistryEntry<T> | undefined
