@@ -111,11 +111,6 @@ export interface TimedStoreCallSteps<T, R> {
    * promise rejects (say, to tell a multi-step attempt to stop at its next step).
    */
   readonly onTimeout?: () => void
-  /**
-   * Called once, synchronously, just before the returned promise settles: `true` when it
-   * resolves, `false` when it rejects (say, to tell a lock handle whether its release is done).
-   */
-  readonly settled?: (ok: boolean) => void
 }
 
 class StoreCall<T, R> extends Watched {
@@ -149,7 +144,6 @@ class StoreCall<T, R> extends Watched {
   }
 
   fail(error: unknown): void {
-    this.steps?.settled?.(false)
     this.reject(asStoreError(error, this.call.describe, this.action, this.lockName))
   }
 
@@ -168,7 +162,6 @@ class StoreCall<T, R> extends Watched {
       return
     }
     if (steps?.map === undefined) {
-      steps?.settled?.(true)
       this.resolve(value as unknown as R)
       return
     }
@@ -176,11 +169,9 @@ class StoreCall<T, R> extends Watched {
     try {
       result = steps.map(value)
     } catch (error) {
-      steps.settled?.(false)
       this.reject(error)
       return
     }
-    steps.settled?.(true)
     this.resolve(result)
   }
 

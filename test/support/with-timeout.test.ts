@@ -55,69 +55,6 @@ describe('timedStoreCall', () => {
     await expect(timedStoreCall(call, 'acquire', 'c', async () => Promise.reject(own))).rejects.toBe(own)
   })
 
-  it('calls settled() once, just before the promise settles: true when it resolves, false when it rejects, times out or map() throws', async () => {
-    vi.useFakeTimers()
-    const call = { store: 'Test', timeoutMs: 500, describe: describeError }
-    const seen: string[] = []
-    const watch = (label: string, promise: Promise<unknown>): void => {
-      promise.then(
-        () => seen.push(`${label}: resolved`),
-        () => seen.push(`${label}: rejected`),
-      )
-    }
-    const settled = (label: string) => ({ settled: (ok: boolean) => seen.push(`${label}: settled(${ok})`) })
-    watch(
-      'ok',
-      timedStoreCall(call, 'release', 'a', async () => 1, settled('ok')),
-    )
-    watch(
-      'mapped',
-      timedStoreCall(call, 'release', 'b', async () => 1, { ...settled('mapped'), map: (n: number) => n + 1 }),
-    )
-    watch(
-      'failed',
-      timedStoreCall(call, 'release', 'c', async () => Promise.reject(new Error('boom')), settled('failed')),
-    )
-    watch(
-      'thrown',
-      timedStoreCall(
-        call,
-        'release',
-        'd',
-        () => {
-          throw new Error('sync')
-        },
-        settled('thrown'),
-      ),
-    )
-    watch(
-      'map throws',
-      timedStoreCall(call, 'release', 'e', async () => 1, {
-        ...settled('map throws'),
-        map: () => {
-          throw new Error('bad reply')
-        },
-      }),
-    )
-    let answer!: (value: number) => void
-    watch(
-      'late',
-      timedStoreCall(call, 'release', 'f', () => new Promise<number>((resolve) => (answer = resolve)), settled('late')),
-    )
-    await vi.advanceTimersByTimeAsync(0)
-    for (const label of ['ok', 'mapped', 'failed', 'thrown', 'map throws']) {
-      const ok = label === 'ok' || label === 'mapped'
-      expect(seen.filter((line) => line.startsWith(`${label}:`))).toEqual([
-        `${label}: settled(${ok})`,
-        `${label}: ${ok ? 'resolved' : 'rejected'}`,
-      ])
-    }
-    await vi.advanceTimersByTimeAsync(500)
-    answer(1)
-    await vi.advanceTimersByTimeAsync(0)
-    expect(seen.filter((line) => line.startsWith('late:'))).toEqual(['late: settled(false)', 'late: rejected'])
-  })
-
   it('rejects after the timeout, calls onTimeout, and hands a late value to late()', async () => {
     vi.useFakeTimers()
     let answer!: (value: string) => void
