@@ -102,3 +102,35 @@ export function markWrapper<P extends LockProvider>(wrapper: P, inner: LockProvi
 export function unwrappedProvider(provider: LockProvider): LockProvider {
   return (provider as { [UNWRAPPED]?: LockProvider })[UNWRAPPED] ?? provider
 }
+
+/**
+ * What a paired acquisition resolved to: `first` not taken (and `second` not asked for), or
+ * `first` taken, with `second` taken too or held elsewhere.
+ */
+export type PairedLocks =
+  | readonly [first: undefined, second: undefined]
+  | readonly [first: SimpleLock, second: SimpleLock | undefined]
+
+/**
+ * Takes `first` and, only once it is taken, `second`, in one round trip to the store: a slot's
+ * record and its task's lock (slot-runs.ts), which would otherwise be two, one after the other,
+ * before the task starts. Each handle is what `lock()` would have returned for its configuration.
+ * Rejects as `lock()` does when the store fails; then neither is held (a pair that lands after the
+ * provider's timeout is given back). Internal: providers attach it with {@link withLockPair}.
+ */
+export type LockPair = (first: LockConfiguration, second: LockConfiguration) => Promise<PairedLocks>
+
+// Where a provider keeps its LockPair: a symbol, and not enumerable, so that a wrapper made by
+// spreading a provider ({ ...provider, lock }) does not carry it past the wrapper's own lock().
+const LOCK_PAIR: unique symbol = Symbol('shedlock.lockPair')
+
+/** Gives `provider` its paired acquisition (see {@link LockPair}). */
+export function withLockPair<P extends LockProvider>(provider: P, pair: LockPair): P {
+  Object.defineProperty(provider, LOCK_PAIR, { value: pair })
+  return provider
+}
+
+/** The paired acquisition of `provider`, where it has one. */
+export function lockPairOf(provider: LockProvider): LockPair | undefined {
+  return (provider as { [LOCK_PAIR]?: LockPair })[LOCK_PAIR]
+}

@@ -11,7 +11,13 @@ import type { LockConfiguration } from './lock-configuration.ts'
 import { ActiveLock, runWithActiveLock } from './lock-context.ts'
 import type { LockInspector } from './lock-inspector.ts'
 import { type ShedlockLogger, withLogger } from './logger.ts'
-import { type LockProvider, type SimpleLock, unwrappedProvider } from './lock-provider.ts'
+import {
+  type LockPair,
+  type LockProvider,
+  type PairedLocks,
+  type SimpleLock,
+  unwrappedProvider,
+} from './lock-provider.ts'
 import { Registry } from './registry.ts'
 import { DEFAULT_RECORD_RUNNING_AFTER_MS, RunRecorder } from './run-recorder.ts'
 import type { RunLedger } from './run-ledger.ts'
@@ -129,18 +135,37 @@ export class RunSteps implements CatchUpRuntime {
     try {
       return await from.lock(lock)
     } catch (error) {
-      const { name } = configuration
-      const failure =
-        error instanceof LockProviderError
-          ? error
-          : new LockProviderError(`Could not acquire lock "${name}": ${messageOf(error)}`, {
-              cause: error,
-              lockName: name,
-            })
-      debug('Lock "%s" could not be acquired, the task does not run: %s', name, failure.message)
-      this.emit('onLockFailed', execution, configuration, failure)
-      throw failure
+      throw this.#acquireFailed(error, configuration, execution)
     }
+  }
+
+  /** `pair(first, second)`, with a store failure reported as {@link acquire} reports it. */
+  async acquirePair(
+    pair: LockPair,
+    first: LockConfiguration,
+    second: LockConfiguration,
+    execution: LockExecution,
+  ): Promise<PairedLocks> {
+    try {
+      return await pair(first, second)
+    } catch (error) {
+      throw this.#acquireFailed(error, second, execution)
+    }
+  }
+
+  // The failure of an acquisition for `configuration`, reported: what acquire() throws.
+  #acquireFailed(error: unknown, configuration: LockConfiguration, execution: LockExecution): LockProviderError {
+    const { name } = configuration
+    const failure =
+      error instanceof LockProviderError
+        ? error
+        : new LockProviderError(`Could not acquire lock "${name}": ${messageOf(error)}`, {
+            cause: error,
+            lockName: name,
+          })
+    debug('Lock "%s" could not be acquired, the task does not run: %s', name, failure.message)
+    this.emit('onLockFailed', execution, configuration, failure)
+    return failure
   }
 
   /** Takes the lock and runs `task` under it, recorded in the run ledger: a plain run. */

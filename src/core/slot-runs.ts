@@ -1,7 +1,7 @@
 import { debuglog } from 'node:util'
 import type { LockExecution } from './diagnostics.ts'
 import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
-import type { SimpleLock } from './lock-provider.ts'
+import { type LockPair, lockPairOf, type SimpleLock } from './lock-provider.ts'
 import { closedBeforeStart, type RunSteps, type SlotClaim } from './run-steps.ts'
 import { catchUpMarkerName } from './slots.ts'
 import { type LockedTask, messageOf, newExecution, type TaskResult } from './task.ts'
@@ -23,9 +23,13 @@ export class SlotRuns {
   readonly #steps: RunSteps
   // When each task's expired slot records were last removed (epoch ms, this process's clock).
   readonly #swept = new Map<string, number>()
+  // The provider's paired acquisition: the slot's record and the task's lock in one round trip.
+  // Not through a wrapper (keep-alive), whose task locks must be its own.
+  readonly #pair: LockPair | undefined
 
   constructor(steps: RunSteps) {
     this.#steps = steps
+    this.#pair = steps.provider === steps.claimer ? lockPairOf(steps.provider) : undefined
   }
 
   /** Runs `task` for `slot`, unless some node claimed the slot already (`'slot-done'`). */
@@ -46,8 +50,17 @@ export class SlotRuns {
       createdAt: new Date(steps.clock.now()),
     })
     // Once the slot is decided, the claim is never released: its record stays until the
-    // retention ends, and tells every later attempt that the slot is done.
-    const handle = await steps.acquire(steps.claimer, claim, configuration, execution)
+    // retention ends, and tells every later attempt that the slot is done. With a paired
+    // acquisition, the task's lock is asked for in the same round trip, once the claim is taken.
+    let handle: SimpleLock | undefined
+    let first: FirstAttempt | undefined
+    if (this.#pair) {
+      const [claimed, locked] = await steps.acquirePair(this.#pair, claim, configuration, execution)
+      handle = claimed
+      first = { handle: locked }
+    } else {
+      handle = await steps.acquire(steps.claimer, claim, configuration, execution)
+    }
     if (!handle) {
       debug(
         'Lock "%s": slot %s ran or was skipped on some node already; the task is skipped',
@@ -61,7 +74,7 @@ export class SlotRuns {
     this.#sweep(configuration)
     const claimed: SlotClaim = { slot, execution, owner: steps.ownerOf(handle), decided: false }
     try {
-      const locked = await this.#lockForSlot(configuration, execution, signal)
+      const locked = await this.#lockForSlot(configuration, execution, signal, first)
       if (locked === 'closed') return closedBeforeStart(configuration)
       if (!locked) return await this.#skip(configuration, claimed)
       return await steps.runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
@@ -87,20 +100,23 @@ export class SlotRuns {
    * for the catch-up to end, polling, instead of being skipped: the catch-up passes over a slot
    * claimed here, so skipping it would leave it never run. Held by anything else (a long run of an
    * earlier slot): `undefined`, the slot is skipped. `'closed'` when the executor closed while it
-   * waited.
+   * waited. `first`: the first attempt's answer, when the paired acquisition made it.
    */
   async #lockForSlot(
     configuration: LockConfiguration,
     execution: LockExecution,
     signal: AbortSignal | undefined,
+    first: FirstAttempt | undefined,
   ): Promise<{ configuration: LockConfiguration; handle: SimpleLock } | 'closed' | undefined> {
     const steps = this.#steps
     let current = configuration
+    let attempt = first
     // One more attempt after the marker is found free: the catch-up may have released both
     // between this node's attempt and its look at the marker.
     let lastChance = false
     for (;;) {
-      const handle = await steps.acquire(steps.provider, current, current, execution)
+      const handle = attempt ? attempt.handle : await steps.acquire(steps.provider, current, current, execution)
+      attempt = undefined
       if (handle) return { configuration: current, handle }
       if (steps.closed()) return 'closed'
       signal?.throwIfAborted()
@@ -167,6 +183,11 @@ export class SlotRuns {
         (error: unknown) => debug('Lock "%s": could not remove expired slot records: %s', name, messageOf(error)),
       )
   }
+}
+
+/** The answer of a lock attempt already made: the handle, or `undefined` when the lock was held. */
+interface FirstAttempt {
+  readonly handle: SimpleLock | undefined
 }
 
 /** Resolves after `ms` milliseconds. */

@@ -1,6 +1,11 @@
 // shedlock/orm/kysely: a lock provider over a Kysely instance (PostgreSQL or MySQL dialect).
 import { LockConfigurationError } from '../core/errors.ts'
-import type { ExtensibleLockProvider, InspectableLockProvider } from '../core/lock-provider.ts'
+import {
+  type ExtensibleLockProvider,
+  type InspectableLockProvider,
+  lockPairOf,
+  withLockPair,
+} from '../core/lock-provider.ts'
 import { chooseDialect, type OrmLockProviderOptions, ormSqlLockProvider, transactionHandle } from './sql-client.ts'
 
 export type { OrmDialect, OrmLockProviderOptions } from './sql-client.ts'
@@ -96,10 +101,13 @@ export function kyselyLockProvider(
   )
   // The refusal comes out of a store call, which the provider wraps as LockProviderError: it is
   // a configuration error, and goes to the caller as one.
-  const lock: typeof provider.lock = (configuration) =>
-    provider.lock(configuration).catch((error: unknown) => {
-      const cause = (error as { cause?: unknown } | null)?.cause
-      throw cause instanceof LockConfigurationError ? cause : error
-    })
-  return { ...provider, lock }
+  const refused = (error: unknown): never => {
+    const cause = (error as { cause?: unknown } | null)?.cause
+    throw cause instanceof LockConfigurationError ? cause : error
+  }
+  const lock: typeof provider.lock = (configuration) => provider.lock(configuration).catch(refused)
+  // The paired acquisition of slot runs is not copied by the spread: it gets the same mapping.
+  const pair = lockPairOf(provider)
+  const wrapped = { ...provider, lock }
+  return pair ? withLockPair(wrapped, (first, second) => pair(first, second).catch(refused)) : wrapped
 }

@@ -48,9 +48,12 @@ export interface LockProviderSuiteOptions {
    * a failed slot counts as run, a slot that finds the task's lock held is skipped for good; with
    * an inspector, the slot record is listed under `<name>@`, `removeExpired` removes the expired
    * slot records and nothing else, and a catch-up runs missed slots once. Every provider of
-   * shedlock passes them; memcached has no inspector (`{ inspector: false }`).
+   * shedlock passes them; memcached has no inspector (`{ inspector: false }`). `paired`: the
+   * provider takes a slot's record and its task's lock in one round trip (shedlock's PostgreSQL
+   * and single-node Redis providers do; a provider of your own leaves it out), and the cases of
+   * that acquisition run. @default paired false
    */
-  slots?: { inspector: boolean }
+  slots?: { inspector: boolean; paired?: boolean }
   /**
    * Declared, not sniffed: the provider's locks carry a `fencingToken` (docs/fencing.md). Enables
    * the `fencing` group: tokens are bigints, strictly increasing per name across unlocks, expiries,

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict'
-import type { LockProvider } from '../core/lock-provider.ts'
+import { type LockProvider, lockPairOf } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
+import { slotPairCases } from './slot-pair-cases.ts'
 import { slotRecordCases } from './slot-record-cases.ts'
 import { catchUpCases, heldSlotCases, slotOnceCases } from './slot-run-cases.ts'
 import type { AddSlotCase, SlotSuiteContext } from './slot-support.ts'
 
 /** What the `slots` group needs of the suite's options. */
 export interface SlotCaseOptions {
-  readonly slots: { inspector: boolean } | undefined
+  readonly slots: { inspector: boolean; paired?: boolean } | undefined
   readonly timeGranularityMs: number | undefined
 }
 
@@ -30,6 +31,7 @@ export function slotCases(
     executors: async () => [createLockingTaskExecutor(await node()), createLockingTaskExecutor(await node())] as const,
     noSlots,
     noInspector: noSlots ?? (declared!.inspector ? undefined : 'the provider has no inspector()'),
+    noPair: noSlots ?? (declared!.paired ? undefined : 'no paired acquisition declared (slots: { paired })'),
     short: Math.max(200, g),
     lag,
   }
@@ -51,8 +53,26 @@ export function slotCases(
     noSlots,
   )
 
+  add(
+    'slots',
+    'the declared paired acquisition matches the provider',
+    10_000,
+    async () => {
+      const has = lockPairOf(await node()) !== undefined
+      assert.equal(
+        has,
+        declared!.paired ?? false,
+        has
+          ? 'the provider takes a slot record and its task lock in one round trip; declare slots: { paired: true }'
+          : 'the provider has no paired acquisition; declare slots: { paired: false }',
+      )
+    },
+    noSlots,
+  )
+
   slotOnceCases(suite)
   heldSlotCases(suite)
   slotRecordCases(suite)
   catchUpCases(suite)
+  slotPairCases(suite)
 }

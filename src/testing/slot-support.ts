@@ -22,6 +22,8 @@ export interface SlotSuiteContext {
   readonly noSlots: string | undefined
   /** Why the cases that read slot records are skipped: no slots, or no inspector. */
   readonly noInspector: string | undefined
+  /** Why the paired acquisition's cases are skipped: no slots, or none declared. */
+  readonly noPair: string | undefined
   /** The shortest lockAtMostFor the cases use. */
   readonly short: number
   /** The store's expiry lag. */

@@ -109,7 +109,8 @@ export async function ormTests(
         },
         ...(deadStore ? { unreachableProvider: () => orm.unreachable!(table) } : {}),
         extensible: true,
-        slots: { inspector: true },
+        // The PostgreSQL provider takes a slot's record and its task's lock in one statement.
+        slots: { inspector: true, paired: dialect === 'postgres' },
         maxNameLength: 64,
         fuzzIterations: 10,
       }),

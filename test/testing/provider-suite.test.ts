@@ -2,7 +2,7 @@ import { AssertionError } from 'node:assert'
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError } from '../../src/core/errors.ts'
 import type { LockConfiguration } from '../../src/core/lock-configuration.ts'
-import type { LockProvider } from '../../src/core/lock-provider.ts'
+import { type LockPair, type LockProvider, withLockPair } from '../../src/core/lock-provider.ts'
 import { defineLock } from '../../src/core/define-lock.ts'
 import type { LockInspector } from '../../src/core/lock-inspector.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
@@ -143,6 +143,16 @@ const FENCING_TASK = "fencing: the executor hands the lock's token to the task"
 const NESTED =
   'concurrency: a same-name call a task left running keeps the lock until it ends, though the task returned'
 const SLOT_DECLARED = 'slots: the declared inspector() matches the provider'
+const PAIR_DECLARED = 'slots: the declared paired acquisition matches the provider'
+const PAIR_BOTH =
+  'slots: paired: both free, the slot record and the task lock are taken, held, and released each by its handle'
+const PAIR_CLAIM_HELD = 'slots: paired: a slot record held elsewhere takes nothing, and the task lock stays free'
+const PAIR_TASK_HELD =
+  "slots: paired: a task lock held elsewhere still gives the slot record, and the holder's lock is untouched"
+const PAIR_TOKEN =
+  'slots: paired: the task lock carries a fencing token where lock() gives one, above the one of its last holder'
+const PAIRED = [PAIR_BOTH, PAIR_CLAIM_HELD, PAIR_TASK_HELD, PAIR_TOKEN]
+const notPaired = (c: LockProviderTestCase): boolean => !PAIRED.includes(c.name)
 const SLOT_ONCE =
   "slots: a slot runs once across two executors: the other gets { executed: false, reason: 'slot-done' }, and the next slot runs"
 const SLOT_RACE = 'slots: of 8 attempts at one slot on two executors at once, one runs and seven find the slot done'
@@ -159,22 +169,32 @@ const SLOT_CATCH_UP =
 function slotSuite(
   inspector: (real: LockInspector) => LockInspector | undefined = (real) => real,
   declared = true,
+  pair?: (provider: LockProvider) => LockPair,
 ): LockProviderTestCase[] {
   const memory = inMemoryLockProvider()
   const real = memory.inspector!()
   const changed = inspector(real)
-  const provider: LockProvider = {
+  const plain: LockProvider = {
     name: 'in-memory',
     lock: (configuration) => memory.lock(configuration),
     ...(changed ? { inspector: () => changed } : {}),
   }
+  const provider = pair ? withLockPair(plain, pair(plain)) : plain
   return lockProviderSuite({
     provider: () => provider,
     isLocked: async (name) => (memory.inspect(name)?.lockUntil.getTime() ?? 0) > Date.now(),
     extensible: true,
-    slots: { inspector: declared },
+    slots: { inspector: declared, paired: pair !== undefined },
   }).filter((c) => c.group === 'slots')
 }
+
+// A paired acquisition made of two lock() calls: what the paired cases ask of a real one.
+const twoCalls =
+  (provider: LockProvider): LockPair =>
+  async (first, second) => {
+    const claim = await provider.lock(first)
+    return claim ? [claim, await provider.lock(second)] : [undefined, undefined]
+  }
 
 async function mustFail(c: LockProviderTestCase, message?: RegExp): Promise<void> {
   const error = await c.run().then(
@@ -359,6 +379,7 @@ describe('lockProviderSuite catches broken providers', () => {
       const cases = slotSuite()
       expect(cases.map((c) => c.name)).toEqual([
         SLOT_DECLARED,
+        PAIR_DECLARED,
         SLOT_ONCE,
         SLOT_RACE,
         SLOT_FAILED,
@@ -366,8 +387,35 @@ describe('lockProviderSuite catches broken providers', () => {
         SLOT_LISTED,
         SLOT_REMOVE_EXPIRED,
         SLOT_CATCH_UP,
+        ...PAIRED,
       ])
+      for (const c of cases.filter((c) => c.skip)) expect(c.name).toMatch(/^slots: paired: /)
       for (const c of cases) await c.run()
+    })
+
+    it('a correct paired acquisition passes every slot case, the paired ones included', {
+      timeout: 30_000,
+    }, async () => {
+      const cases = slotSuite(undefined, true, twoCalls)
+      expect(cases.filter((c) => c.skip)).toEqual([])
+      for (const c of cases) await c.run()
+    })
+
+    it('a paired acquisition that takes the task lock whatever the slot record, or frees a held lock', async () => {
+      await mustFail(
+        pick(
+          slotSuite(undefined, true, (provider) => async (first, second) => {
+            const [claim, lock] = await Promise.all([provider.lock(first), provider.lock(second)])
+            return claim ? [claim, lock] : [undefined, undefined]
+          }),
+          PAIR_CLAIM_HELD,
+        ),
+        /expected to acquire/,
+      )
+      await mustFail(
+        pick(suiteFor({}, { slots: { inspector: true, paired: true } }), PAIR_DECLARED),
+        /declare slots: \{ paired: false \}/,
+      )
     })
 
     it('a provider that grants every lock runs slots twice, and runs a slot while the lock is held', async () => {
@@ -491,8 +539,9 @@ describe('lockProviderSuite cases', () => {
 
   it('skip the slot cases that need an inspector for a provider declared without one, and run the others', () => {
     const cases = lockProviderSuite({ ...base, slots: { inspector: false } }).filter((c) => c.group === 'slots')
-    expect(cases.filter((c) => c.skip).map((c) => c.name)).toEqual([SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
-    for (const c of cases.filter((c) => c.skip)) expect(c.skip).toBe('the provider has no inspector()')
+    const skipped = cases.filter((c) => c.skip && notPaired(c))
+    expect(skipped.map((c) => c.name)).toEqual([SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
+    for (const c of skipped) expect(c.skip).toBe('the provider has no inspector()')
   })
 
   it('skip every extension case of a provider declared not extensible, saying why', () => {
@@ -504,7 +553,7 @@ describe('lockProviderSuite cases', () => {
       unreachableProvider: () => store.provider,
       slots: { inspector: true },
     })
-    const skipped = cases.filter((c) => c.skip && c.group !== 'fencing')
+    const skipped = cases.filter((c) => c.skip && c.group !== 'fencing' && notPaired(c))
     expect(skipped.length).toBeGreaterThan(0)
     for (const c of skipped) expect(c.skip).toBe('the provider is declared not extensible')
     expect(skipped.map((c) => c.name)).toContain(STALE_EXTEND)
@@ -526,7 +575,7 @@ describe('lockProviderSuite cases', () => {
     expect(second.skip).toBe('known issue #12')
     await expect(second.run()).resolves.toBeUndefined()
     expect(cases.find((c) => c.name === DELETED)!.skip).toBe('overridden reason')
-    expect(cases.filter((c) => c.skip && c.group !== 'fencing')).toHaveLength(4)
+    expect(cases.filter((c) => c.skip && c.group !== 'fencing' && notPaired(c))).toHaveLength(4)
   })
 })
 

@@ -1,5 +1,6 @@
 import { systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
 import {
@@ -7,11 +8,13 @@ import {
   type SqlAccessor,
   type SqlLockProviderOptions,
   type SqlTableLimits,
+  acquireOneAfterOther,
   fencingTokenOf,
   sqlLockProvider,
 } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { type PostgresRowsClient, postgresLockInspector } from './inspector.ts'
+import { pairedResult, postgresStatements, readPostgresLimits } from './statements.ts'
 import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
 
 /**
@@ -53,6 +56,10 @@ export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
  * With `fencingTokens: true`, the acquire statement also counts the row's `fencing_token` up and
  * returns it (`RETURNING`): each lock's `fencingToken`, no extra round trip.
  *
+ * A slot run (`executeWithLock(task, { slot })`) takes the slot's record and the task's lock in
+ * one statement (two upserts in a `WITH`, the second only from the first's returned row): one
+ * round trip before the task starts instead of two.
+ *
  * The first acquire of a provider also reads the declared length of the `name` column from
  * `pg_attribute` (one more query, once; not kept while the table is missing): a longer name
  * rejects with `LockConfigurationError` before the acquire statement is sent.
@@ -79,7 +86,7 @@ export function postgresLockProvider(
     throw new LockConfigurationError('postgres: pass your pg Pool as { client } (an object with query(text, values))')
   }
   const t = sqlTable(PROVIDER, options)
-  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  const { lockedAt } = t.columns
   const clock = options.clock ?? systemClock
   const useDbTime = options.useDbTime ?? true
   const rowCount = async (text: string, values: unknown[]): Promise<number> =>
@@ -87,6 +94,22 @@ export function postgresLockProvider(
   // Unlock and extend are idempotent and must not be lost to a rolled-back statement.
   const retrying = (text: string, values: unknown[]): Promise<number> =>
     retryConcurrencyFailures(() => rowCount(text, values), isConcurrencyFailure)
+  // What the paired acquire took. A concurrency failure rolled both back: the two are then asked
+  // for one after the other, so that a conflict on the task's row alone cannot cost the slot.
+  const pairing = async (
+    text: string,
+    values: unknown[],
+    pair: readonly [LockConfiguration, string, LockConfiguration, string],
+  ): Promise<readonly [boolean | bigint, boolean | bigint]> => {
+    let result: Awaited<ReturnType<PostgresClient['query']>>
+    try {
+      result = await client.query(text, values)
+    } catch (error) {
+      if (!isConcurrencyFailure(error)) throw error
+      return acquireOneAfterOther(accessor, ...pair)
+    }
+    return pairedResult(result, fencing)
+  }
   // A serialization failure or deadlock on acquire: another contender is writing the row right
   // now, and this statement rolled back, so nothing was written: not acquired.
   // With fencing tokens, the statement returns the row's new token (no row: not acquired).
@@ -101,46 +124,12 @@ export function postgresLockProvider(
     }
   }
 
-  // to_regclass() resolves the name as the statements do (search_path, schema-qualified, folded
-  // to lower case); unquoted column names fold to lower case too. varchar(n) and char(n) store
-  // n + 4 in atttypmod; text and unbounded varchar store -1.
-  const readLimits = async (): Promise<SqlTableLimits | undefined> => {
-    const { rows } = await client.query(
-      `SELECT CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS max_length, ` +
-        'format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = lower($2) AND a.attnum > 0 AND NOT a.attisdropped',
-      [t.table, name],
-    )
-    // A client that returns no rows: no check, and no point in asking again.
-    if (!Array.isArray(rows)) return {}
-    const row = rows[0] as { max_length?: unknown; type?: unknown } | undefined
-    // No such table or column: the acquire statement says so.
-    if (!row) return undefined
-    const max = row.max_length === null || row.max_length === undefined ? undefined : Number(row.max_length)
-    return max === undefined
-      ? {}
-      : { maxNameLength: max, nameColumn: `column ${name} of ${t.table}, ${String(row.type)}` }
-  }
+  const readLimits = (): Promise<SqlTableLimits | undefined> => readPostgresLimits(client, t)
 
-  // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left alone.
   const guard = requireSynchronousStandby(options.requireSynchronousStandby)
-  // With fencing tokens, a new row starts at 1 and a takeover adds 1 to the row's token (NULL, as
-  // Java ShedLock's INSERT leaves it, counts as 0), and the statement returns it: no extra round
-  // trip. Without, the statement is exactly Java ShedLock's columns and nothing more.
   const fencing = t.fencing
-  const token = t.fencingColumn
-  const upsert = (untilSql: string, nowSql: string): string =>
-    `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${fencing ? `, ${token}` : ''}) ` +
-    (guard === undefined
-      ? `VALUES ($1, ${untilSql}, ${nowSql}, $2${fencing ? ', 1' : ''}) `
-      : `SELECT $1, ${untilSql}, ${nowSql}, $2${fencing ? ', 1' : ''} WHERE ${guard} `) +
-    `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy}` +
-    `${fencing ? `, ${token} = COALESCE(t.${token}, 0) + 1` : ''} ` +
-    `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}${fencing ? ` RETURNING t.${token} AS fencing_token` : ''}`
   // Built once: building them for every acquisition showed in the CPU per lock.
-  const release = (untilSql: string): string =>
-    `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`
-  const extension = (untilSql: string, nowSql: string): string =>
-    `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}${guard === undefined ? '' : ` AND ${guard}`}`
+  const { upsert, pairOf, release, extension } = postgresStatements(t, guard)
   // A float8 number of seconds times an interval, not make_interval(), which CockroachDB lacks:
   // the same statements serve PostgreSQL and CockroachDB (Java ShedLock 7.3 casts for CockroachDB).
   const seconds = `$3::float8 * interval '1 second'`
@@ -149,12 +138,19 @@ export function postgresLockProvider(
   let accessor: SqlAccessor
   if (useDbTime) {
     const acquire = upsert(dbUntil, DB_NOW)
+    const pair = pairOf(dbUntil, ['$4', '$5', `${DB_NOW} + $6::float8 * interval '1 second'`], DB_NOW)
     const extend = extension(dbUntil, DB_NOW)
     const unlockFromLockedAt = release(`GREATEST(${lockedAt} + ${seconds}, ${DB_NOW})`)
     const unlockFromNow = release(`GREATEST(${DB_NOW} + ${seconds}, ${DB_NOW})`)
     accessor = {
       readLimits,
       acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
+      acquirePair: (a, aOwner, b, bOwner) =>
+        pairing(
+          pair,
+          [a.name, aOwner, a.lockAtMostFor / 1000, b.name, bOwner, b.lockAtMostFor / 1000],
+          [a, aOwner, b, bOwner],
+        ),
       extend: async (next, owner) => (await retrying(extend, [next.name, owner, next.lockAtMostFor / 1000])) > 0,
       unlock: async (current, owner, acquired) => {
         const anchor = lockAtLeastAnchor(current, acquired, clock)
@@ -167,12 +163,27 @@ export function postgresLockProvider(
     }
   } else {
     const acquire = upsert('$3::timestamp', '$4::timestamp')
+    const pair = pairOf('$3::timestamp', ['$5', '$6', '$7::timestamp'], '$4::timestamp')
     const extend = extension('$3::timestamp', '$4::timestamp')
     const unlock = release('$3::timestamp')
     accessor = {
       readLimits,
       acquire: (c, owner) =>
         acquiring(acquire, [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
+      acquirePair: (a, aOwner, b, bOwner) =>
+        pairing(
+          pair,
+          [
+            a.name,
+            aOwner,
+            utcTimestamp(a.lockAtMostUntil.getTime()),
+            utcTimestamp(clock.now()),
+            b.name,
+            bOwner,
+            utcTimestamp(b.lockAtMostUntil.getTime()),
+          ],
+          [a, aOwner, b, bOwner],
+        ),
       extend: async (next, owner) =>
         (await retrying(extend, [
           next.name,
@@ -190,10 +201,10 @@ export function postgresLockProvider(
     }
   }
   const inspect = { client: client as PostgresRowsClient, tableName: t.table, columnNames: t.columns }
-  return {
-    ...sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)),
+  // Not a spread: the provider's paired acquisition is a property a spread does not copy.
+  return Object.assign(sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), {
     inspector: () => postgresLockInspector(inspect),
-  }
+  })
 }
 
 /** What starts the message of a failed replication check, inside PostgreSQL's cast error; see {@link describePostgresError}. */

@@ -1,8 +1,9 @@
 import type { LockProviderError } from '../../core/errors.ts'
+import type { ExtensibleLock, PairedLocks } from '../../core/lock-provider.ts'
 import { storeError } from '../../support/store-errors.ts'
 import type { StartingSteps } from '../../support/with-timeout.ts'
 import type { RedisCommands, ReplicatedEval, ReplicatedSet, SetReply } from './commands.ts'
-import { DELETE_IF_OWNED, isNoScript, PROVIDER, runScript, type Script } from './format.ts'
+import { ACQUIRE_PAIR, DELETE_IF_OWNED, isNoScript, PROVIDER, runScript, type Script } from './format.ts'
 
 // The provider's calls beside its Acquisition: the script call of a release or an extension, and
 // what an acquisition's reply says (SET … NX, ACQUIRE_FENCED, either followed by WAIT).
@@ -92,4 +93,71 @@ export function notConfirmed(name: string, confirmed: number, replicas: number, 
     `the lock was set on the primary but ${confirmed} of the ${replicas} replicas of waitForReplicas confirmed it within ${waitMs}ms (WAIT); it was given back and the task was not run. Check the replicas' link to the primary, or lower waitForReplicas`,
     undefined,
   )
+}
+
+/** One of the two acquisitions of a {@link PairCall}: what its SET needs, and its handle once set. */
+export interface PairPart {
+  readonly key: string
+  readonly value: string
+  readonly ttl: number
+  /** The lock's counter key, with fencing tokens. */
+  readonly fenceKeys: readonly string[] | undefined
+  fencingToken: bigint | undefined
+  handle(): ExtensibleLock
+}
+
+/**
+ * A paired acquisition (`LockPair`): a slot's record and its task's lock in one ACQUIRE_PAIR
+ * call; EVAL after a NOSCRIPT reply, within the same timeout. A pair that lands after the
+ * timeout is given back, each key owner-checked.
+ */
+export class PairCall {
+  readonly commands: RedisCommands
+  readonly claim: PairPart
+  readonly task: PairPart
+
+  constructor(commands: RedisCommands, claim: PairPart, task: PairPart) {
+    this.commands = commands
+    this.claim = claim
+    this.task = task
+  }
+
+  #args(): [string[], string[]] {
+    const { claim, task } = this
+    return [
+      [claim.value, String(claim.ttl), task.value, String(task.ttl)],
+      [task.key, ...(task.fenceKeys ?? [])],
+    ]
+  }
+
+  start(): Promise<unknown> {
+    const [args, moreKeys] = this.#args()
+    return this.commands.evalSha(ACQUIRE_PAIR.sha1, this.claim.key, args, moreKeys)
+  }
+
+  recover(error: unknown): Promise<unknown> | undefined {
+    if (!isNoScript(error)) return undefined
+    const [args, moreKeys] = this.#args()
+    return this.commands.eval(ACQUIRE_PAIR.source, this.claim.key, args, moreKeys)
+  }
+
+  map(reply: unknown): PairedLocks {
+    const [claimed, locked] = pairReply(reply)
+    if (!claimed) return [undefined, undefined]
+    if (locked === 0) return [this.claim.handle(), undefined]
+    if (this.task.fenceKeys !== undefined) this.task.fencingToken = BigInt(locked)
+    return [this.claim.handle(), this.task.handle()]
+  }
+
+  late(reply: unknown): void {
+    const [claimed, locked] = pairReply(reply)
+    if (claimed) giveBack(this.commands, this.claim.key, this.claim.value)
+    if (locked !== 0) giveBack(this.commands, this.task.key, this.task.value)
+  }
+}
+
+// ACQUIRE_PAIR's `{claimed, locked}`: clients return integers as numbers.
+function pairReply(reply: unknown): [claimed: boolean, locked: number] {
+  const [claimed, locked] = Array.isArray(reply) ? reply : []
+  return [Number(claimed) === 1, Number(locked) || 0]
 }

@@ -137,6 +137,24 @@ export const ACQUIRE_FENCED: Script = script(
 )
 
 /**
+ * `ACQUIRE_PAIR claimKey lockKey [counterKey] claimValue claimMs lockValue lockMs`: a slot's
+ * record and its task's lock in one call (see `LockPair`): `SET claimKey claimValue NX PX
+ * claimMs`; only when it set the key, `SET lockKey lockValue NX PX lockMs`; when that set it too
+ * and the lock's counter key is given (fencing tokens), `INCR counterKey`. Answers `{claimed,
+ * locked}`: 0 or 1 each, `locked` the new count (the lock's fencing token) with the counter key.
+ * The record gets no counter: nobody fences with a slot record's token, and a counter per slot
+ * would be a key kept for good. A refused INCR deletes both keys just set and answers the error,
+ * as ACQUIRE_FENCED does. The keys are in different Cluster slots: single-node Redis only.
+ */
+export const ACQUIRE_PAIR: Script = script(
+  `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, 0} end ` +
+    `if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, 0} end ` +
+    `if #KEYS < 3 then return {1, 1} end ` +
+    `local n = redis.pcall('INCR', KEYS[3]) ` +
+    `if type(n) == 'table' and n.err then redis.call('DEL', KEYS[1], KEYS[2]) return n end return {1, n}`,
+)
+
+/**
  * `READ_LOCK key`: one lock key read at one instant, on the clock of the node that holds it
  * (which decides its expiry): `{type}` when the key is missing (`none`) or not a string (not a
  * lock), else `{'string', value, pttl, seconds, microseconds}`, the last two from `TIME`. A

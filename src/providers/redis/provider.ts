@@ -2,7 +2,12 @@ import { type Clock, systemClock } from '../../core/clock.ts'
 import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
-import type { ExtensibleLock, ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
+import {
+  type ExtensibleLock,
+  type ExtensibleLockProvider,
+  type InspectableLockProvider,
+  withLockPair,
+} from '../../core/lock-provider.ts'
 import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
@@ -10,7 +15,7 @@ import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { type RedisClient, toRedisCommands } from './client.ts'
 import { type RedisCommands, type ReplicatedEval, type ReplicatedSet, SET_REPLY, type SetReply } from './commands.ts'
-import { acquiredBy, fencingTokenOf, giveBack, isOne, notConfirmed, ScriptCall } from './acquisition.ts'
+import { acquiredBy, fencingTokenOf, giveBack, isOne, notConfirmed, PairCall, ScriptCall } from './acquisition.ts'
 import { redisFenceKey } from './fence-key.ts'
 import { redisLockInspector } from './inspector.ts'
 import {
@@ -103,6 +108,11 @@ export interface RedisLockProviderOptions {
  * Works with Redis Cluster (every command names one key, routed by the Cluster client) and with
  * any Redis from 2.6.12 (`SET … NX PX`, Lua scripts).
  *
+ * A slot run (`executeWithLock(task, { slot })`) takes the slot's record and the task's lock in
+ * one script (two `SET … NX PX`, the second only when the first set its key), on a client that is
+ * not a Cluster client and without `waitForReplicas`: one round trip before the task starts
+ * instead of two. (The two keys are in different Cluster slots.)
+ *
  * With `fencingTokens`, the acquisition is one script instead (`ACQUIRE_FENCED`: the `SET … NX
  * PX`, then `INCR` of the lock's counter key when it set the key), and the lock's `fencingToken`
  * is the count. The counter key is in the lock key's Cluster slot and is never a lock key.
@@ -181,6 +191,10 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       return commands.eval(ACQUIRE_FENCED.source, this.key, [this.value, String(this.ttl)], this.fenceKeys)
     }
 
+    handle(): ExtensibleLock {
+      return defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] })
+    }
+
     map(reply: unknown): ExtensibleLock | undefined {
       if (!acquiredBy(reply, this.fenceKeys !== undefined, replicas, setReply)) return undefined
       if (this.fenceKeys !== undefined) this.fencingToken = fencingTokenOf(reply, replicas)
@@ -192,7 +206,7 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
           throw notConfirmed(this.configuration.name, confirmed, replicas, waitMs)
         }
       }
-      return defineLock(this.configuration, this as Acquisition & { extend: Acquisition['extend'] })
+      return this.handle()
     }
 
     late(reply: unknown): void {
@@ -218,7 +232,18 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     }
   }
 
-  return {
+  // An acquisition of `configuration`, its SET not yet sent; throws for a request or a name Redis cannot take.
+  const acquisition = (configuration: LockConfiguration): Acquisition => {
+    const now = checkLockRequest(PROVIDER, configuration, clock)
+    // Checked before anything is sent; a key this long is refused without measuring it.
+    const key = checkedRedisLockKey(space, configuration.name)
+    const owner = lockOwner(options.lockedBy)
+    // PX must be at least 1; checkLockRequest() refused a configuration that has expired.
+    const ttl = Math.max(1, configuration.lockAtMostUntil.getTime() - now)
+    return new Acquisition(configuration, key, addedValue(now, owner), ttl, owner)
+  }
+
+  const provider: ExtensibleLockProvider & InspectableLockProvider = {
     name: PROVIDER,
     // Built on demand: the inspector needs raw commands (SCAN, TIME), which a bare RedisCommands port may lack.
     inspector: () =>
@@ -229,22 +254,28 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
         timeout,
       }),
     lock(configuration: LockConfiguration): Promise<ExtensibleLock | undefined> {
-      let now: number
-      let key: string
+      let steps: Acquisition
       try {
-        now = checkLockRequest(PROVIDER, configuration, clock)
-        // Checked before anything is sent; a key this long is refused without measuring it.
-        key = checkedRedisLockKey(space, configuration.name)
+        steps = acquisition(configuration)
       } catch (error) {
         return Promise.reject(error)
       }
-      const owner = lockOwner(options.lockedBy)
-      const value = addedValue(now, owner)
-      // PX must be at least 1; checkLockRequest() refused a configuration that has expired.
-      const ttl = Math.max(1, configuration.lockAtMostUntil.getTime() - now)
-      return timedStoreCall(call, 'acquire', configuration.name, new Acquisition(configuration, key, value, ttl, owner))
+      return timedStoreCall(call, 'acquire', configuration.name, steps)
     },
   }
+  // The paired acquisition's keys are in different Cluster slots, and WAIT would have to cover
+  // both: a single-node client, without waitForReplicas, through the adapters' raw SET (a port
+  // of one's own is not known to take a second key for this).
+  if (commands.masters !== undefined || replicas > 0 || setReply === undefined) return provider
+  return withLockPair(provider, (first, second) => {
+    let steps: PairCall
+    try {
+      steps = new PairCall(commands, acquisition(first), acquisition(second))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return timedStoreCall(call, 'acquire', first.name, steps)
+  })
 }
 
 /** The timed call of every operation: one promise, its timeout, and Redis's errors described. */

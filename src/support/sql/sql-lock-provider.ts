@@ -2,7 +2,12 @@ import { type Clock, systemClock } from '../../core/clock.ts'
 import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import { type LockConfiguration, lockConfiguration } from '../../core/lock-configuration.ts'
-import type { ExtensibleLockProvider } from '../../core/lock-provider.ts'
+import {
+  type ExtensibleLock,
+  type ExtensibleLockProvider,
+  type PairedLocks,
+  withLockPair,
+} from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
 import { lockOwner } from '../lock-owner.ts'
 import { checkLockRequest, nameTooLong, type StoreLimits } from '../lock-request.ts'
@@ -65,6 +70,18 @@ export interface SqlAccessor {
    * when it is off.
    */
   acquire(configuration: LockConfiguration, owner: string): Promise<boolean | bigint>
+  /**
+   * Optional: takes `first` and, in the same statement only if it took it, `second` (a slot's
+   * record and its task's lock: see `LockPair`). Resolves to what {@link acquire} would have
+   * resolved to for each, `second` `false` when `first` is. Omitted: slot runs take them one
+   * after the other.
+   */
+  acquirePair?(
+    first: LockConfiguration,
+    firstOwner: string,
+    second: LockConfiguration,
+    secondOwner: string,
+  ): Promise<readonly [boolean | bigint, boolean | bigint]>
   /** Moves `lock_until` of a row this acquisition still holds. Resolves to `true` when it did. */
   extend(next: LockConfiguration, owner: string, acquired: LockConfiguration): Promise<boolean>
   /** Sets `lock_until` to `max(now, lockAtLeastUntil)` on a row this acquisition holds; other rows are untouched. */
@@ -102,7 +119,7 @@ export function sqlLockProvider(
   const call: TimedStoreCall<unknown> = { store: name, timeoutMs, describe: describeTimed }
   // A late acquisition: nobody runs under it, so free it now rather than block the name until
   // lockAtMostFor. The release is owner-checked and touches no other acquisition's row.
-  const giveBack = (configuration: LockConfiguration, owner: string, acquired: boolean | bigint): void => {
+  const giveBack: GiveBack = (configuration, owner, acquired) => {
     if (acquired === false) return
     const now = lockConfiguration({ name: configuration.name, lockAtMostFor: configuration.lockAtMostFor })
     withTimeout(accessor.unlock(now, owner, configuration), timeoutMs, { store: name }).catch(() => {})
@@ -158,44 +175,127 @@ export function sqlLockProvider(
     if (limits.latestDeadline) checkLockRequest(name, configuration, clock, { latestDeadline: limits.latestDeadline })
   }
 
+  // The checks before an acquire statement is sent: the request, the name, the table's limits.
+  const prepare = async (configuration: LockConfiguration): Promise<void> => {
+    checkLockRequest(name, configuration, clock)
+    accessor.checkName?.(configuration.name)
+    let tableLimits = known
+    if (!tableLimits) {
+      try {
+        tableLimits = await limits()
+      } catch (error) {
+        throw asStoreError(error, describeTimed, 'acquire', configuration.name)
+      }
+    }
+    checkLimits(configuration, tableLimits)
+  }
+
+  // The handle of an acquisition the statement made.
+  const handleOf = (configuration: LockConfiguration, owner: string, acquired: true | bigint): ExtensibleLock =>
+    defineLock(configuration, {
+      clock,
+      lockedBy: owner,
+      ...(typeof acquired === 'bigint' ? { fencingToken: acquired } : {}),
+      unlock: (current) =>
+        timedStoreCall(call, 'release', current.name, () =>
+          accessor.unlock(current, owner, configuration),
+        ) as Promise<void>,
+      extend: async (next) => {
+        // A lock was acquired, so the limits are known; a name past them rejects.
+        checkLimits(next, known ?? {})
+        return timedStoreCall(call, 'extend', next.name, () =>
+          accessor.extend(next, owner, configuration),
+        ) as Promise<boolean>
+      },
+    })
+
   // timedStoreCall() instead of storeGuard() and withTimeout(): one promise per store call, the
   // error mapping in it; each frame more on the hot path showed in the CPU per lock.
-  return {
+  const provider: ExtensibleLockProvider = {
     name,
     async lock(configuration) {
-      checkLockRequest(name, configuration, clock)
-      accessor.checkName?.(configuration.name)
-      let tableLimits = known
-      if (!tableLimits) {
-        try {
-          tableLimits = await limits()
-        } catch (error) {
-          throw asStoreError(error, describeTimed, 'acquire', configuration.name)
-        }
-      }
-      checkLimits(configuration, tableLimits)
+      await prepare(configuration)
       const owner = lockOwner(options.lockedBy)
       const acquired = (await timedStoreCall(call, 'acquire', configuration.name, new Acquire(configuration, owner))) as
         | boolean
         | bigint
-      if (acquired === false) return undefined
-      return defineLock(configuration, {
-        clock,
-        lockedBy: owner,
-        ...(typeof acquired === 'bigint' ? { fencingToken: acquired } : {}),
-        unlock: (current) =>
-          timedStoreCall(call, 'release', current.name, () =>
-            accessor.unlock(current, owner, configuration),
-          ) as Promise<void>,
-        extend: async (next) => {
-          // A lock was acquired, so the limits are known; a name past them rejects.
-          checkLimits(next, known ?? {})
-          return timedStoreCall(call, 'extend', next.name, () =>
-            accessor.extend(next, owner, configuration),
-          ) as Promise<boolean>
-        },
-      })
+      return acquired === false ? undefined : handleOf(configuration, owner, acquired)
     },
+  }
+  if (!accessor.acquirePair) return provider
+  return withLockPair(provider, async (first, second): Promise<PairedLocks> => {
+    await prepare(first)
+    await prepare(second)
+    const steps = new AcquirePair(
+      accessor,
+      giveBack,
+      [first, lockOwner(options.lockedBy)],
+      [second, lockOwner(options.lockedBy)],
+    )
+    const [one, two] = (await timedStoreCall(call, 'acquire', first.name, steps)) as readonly [
+      boolean | bigint,
+      boolean | bigint,
+    ]
+    if (one === false) return [undefined, undefined]
+    return [
+      handleOf(first, steps.firstOwner, one),
+      two === false ? undefined : handleOf(second, steps.secondOwner, two),
+    ]
+  })
+}
+
+/**
+ * `first`, then `second` only if `first` was taken: two statements, for a paired acquire whose one
+ * statement could not run (a concurrency failure rolled it back). A failure of the second gives
+ * the first back (owner-checked), so that a claim is never kept for a task that did not start.
+ */
+export async function acquireOneAfterOther(
+  accessor: SqlAccessor,
+  first: LockConfiguration,
+  firstOwner: string,
+  second: LockConfiguration,
+  secondOwner: string,
+): Promise<readonly [boolean | bigint, boolean | bigint]> {
+  const one = await accessor.acquire(first, firstOwner)
+  if (one === false) return [false, false]
+  try {
+    return [one, await accessor.acquire(second, secondOwner)]
+  } catch (error) {
+    const now = lockConfiguration({ name: first.name, lockAtMostFor: first.lockAtMostFor })
+    await accessor.unlock(now, firstOwner, first).catch(() => {})
+    throw error
+  }
+}
+
+type GiveBack = (configuration: LockConfiguration, owner: string, acquired: boolean | bigint) => void
+
+// The steps of one timed paired acquire: a pair that lands late is given back, both of it.
+class AcquirePair {
+  readonly accessor: SqlAccessor
+  readonly giveBack: GiveBack
+  readonly first: LockConfiguration
+  readonly firstOwner: string
+  readonly second: LockConfiguration
+  readonly secondOwner: string
+  constructor(
+    accessor: SqlAccessor,
+    giveBack: GiveBack,
+    [first, firstOwner]: readonly [LockConfiguration, string],
+    [second, secondOwner]: readonly [LockConfiguration, string],
+  ) {
+    this.accessor = accessor
+    this.giveBack = giveBack
+    this.first = first
+    this.firstOwner = firstOwner
+    this.second = second
+    this.secondOwner = secondOwner
+  }
+  start(): Promise<readonly [boolean | bigint, boolean | bigint]> {
+    return this.accessor.acquirePair!(this.first, this.firstOwner, this.second, this.secondOwner)
+  }
+  late([one, two]: readonly [boolean | bigint, boolean | bigint]): void {
+    this.giveBack(this.first, this.firstOwner, one)
+    this.giveBack(this.second, this.secondOwner, two)
   }
 }
 

@@ -70,7 +70,7 @@ describe('postgres on PGlite (in-process, through pglite-socket and pg)', () => 
               }),
             }),
           extensible: true,
-          slots: { inspector: true },
+          slots: { inspector: true, paired: true },
           maxNameLength: 64,
         }),
       )

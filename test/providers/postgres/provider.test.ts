@@ -81,7 +81,7 @@ describe.skipIf(!pool)('postgres', () => {
               tableName: table,
             }),
           extensible: true,
-          slots: { inspector: true },
+          slots: { inspector: true, paired: true },
           maxNameLength: 64,
           fencing,
         }),

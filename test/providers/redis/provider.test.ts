@@ -174,7 +174,7 @@ describe.skipIf(!raw)('redis', () => {
         },
         unreachableProvider: unreachableIoredis,
         extensible: true,
-        slots: { inspector: true },
+        slots: { inspector: true, paired: true },
         fencing: true,
         // No maxNameLength: keys hold 512 MiB, more than a JavaScript string of ASCII characters
         // can (V8 strings end at 2^29 - 24 characters); "name length" below tests the limit.
@@ -193,7 +193,7 @@ describe.skipIf(!raw)('redis', () => {
         },
         unreachableProvider: unreachableIoredis,
         extensible: true,
-        slots: { inspector: true },
+        slots: { inspector: true, paired: true },
         fencing: false,
       }),
     )
@@ -211,7 +211,7 @@ describe.skipIf(!raw)('redis', () => {
         unreachableProvider: () =>
           redisLockProvider({ client: createClient({ url: 'redis://127.0.0.1:1' }), environment }),
         extensible: true,
-        slots: { inspector: true },
+        slots: { inspector: true, paired: true },
         fencing: true,
       }),
     )

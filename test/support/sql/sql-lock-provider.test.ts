@@ -12,8 +12,10 @@ import {
   LockProviderError,
   lockConfiguration,
 } from '../../../src/index.ts'
+import { lockPairOf } from '../../../src/core/lock-provider.ts'
 import { mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
+import { acquireOneAfterOther, type SqlAccessor } from '../../../src/support/sql/sql-lock-provider.ts'
 import { TcpProxy } from '../../faults/support/tcp-proxy.ts'
 import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
@@ -172,3 +174,138 @@ for (const store of stores) {
     })
   })
 }
+
+describe('SQL paired acquire (PostgreSQL)', () => {
+  const pgStore = stores[0]!
+  let admin: pg.Pool | undefined
+  beforeAll(async () => {
+    admin = await postgresPoolOrSkip(2)
+    if (!admin) return
+    await admin.query(`DROP TABLE IF EXISTS ${pgTable}_pair`)
+    await admin.query(postgresSchema({ tableName: `${pgTable}_pair` }))
+  })
+  afterAll(async () => {
+    await admin?.end()
+  })
+
+  it('a paired acquire that commits after its timeout gives both locks back: another node takes them', async (context) => {
+    if (!admin) return context.skip()
+    const table = `${pgTable}_pair`
+    const claim = 'pair-late@20260101T120000Z'
+    const task = 'pair-late'
+    const provider = (client: pg.Pool, timeout: Duration) => postgresLockProvider({ client, tableName: table, timeout })
+    const pairOf = (p: LockProvider) => lockPairOf(p)!
+    // An expired claim row, so that the pair's takeover waits on the row lock held below.
+    const expired = await provider(admin, '10s').lock(lockConfiguration({ name: claim, lockAtMostFor: 50 }))
+    expect(expired).toBeDefined()
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const pool = pgStore.pool(pgStore.port) as pg.Pool
+    const commit = await holdPostgresRow(table, claim)
+    try {
+      const error = await pairOf(provider(pool, '300ms'))(
+        lockConfiguration({ name: claim, lockAtMostFor: '10m' }),
+        lockConfiguration({ name: task, lockAtMostFor: '10m' }),
+      ).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(LockProviderError)
+      expect((error as Error).message).toContain(`"${claim}"`)
+      const owner = async (name: string) =>
+        (
+          (await admin!.query(`SELECT locked_by FROM ${table} WHERE name = $1`, [name])).rows[0] as {
+            locked_by?: string
+          }
+        )?.locked_by
+      const before = await owner(claim)
+      await commit()
+      // The late pair lands (both rows written, by one owner each), and is given back as it lands.
+      for (let i = 0; i < 50 && (await owner(claim)) === before; i++) await new Promise((r) => setTimeout(r, 100))
+      expect(await owner(claim), 'the late pair never landed').not.toBe(before)
+      expect(await owner(task), 'the late pair did not take the task lock').toBeDefined()
+      const other = provider(admin, '10s')
+      for (const name of [claim, task]) {
+        let taken: Awaited<ReturnType<LockProvider['lock']>>
+        for (let i = 0; i < 50 && !taken; i++) {
+          taken = await other.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+          if (!taken) await new Promise((r) => setTimeout(r, 100))
+        }
+        expect(taken, `the late pair kept "${name}"`).toBeDefined()
+        await taken!.unlock()
+      }
+    } finally {
+      await commit().catch(() => {})
+      await pool.end().catch(() => {})
+    }
+  })
+})
+
+/** Holds the row of `name` in an open transaction; resolves to its commit (callable more than once). */
+async function holdPostgresRow(table: string, name: string): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL })
+  await client.connect()
+  await client.query('BEGIN')
+  await client.query(`SELECT * FROM ${table} WHERE name = $1 FOR UPDATE`, [name])
+  let done: Promise<void> | undefined
+  return () => {
+    done ??= client.query('COMMIT').then(() => client.end())
+    return done
+  }
+}
+
+describe('acquireOneAfterOther: a paired acquire in two statements', () => {
+  const configuration = (name: string) => lockConfiguration({ name, lockAtMostFor: '1m' })
+  const accessor = (second: () => Promise<boolean | bigint>, first: boolean | bigint = true) => {
+    const calls: string[] = []
+    const fake: SqlAccessor = {
+      acquire: async (c) => {
+        calls.push(`acquire ${c.name}`)
+        return c.name === 'claim' ? first : second()
+      },
+      extend: async () => false,
+      unlock: async (c, owner) => {
+        calls.push(`unlock ${c.name} ${owner} ${c.lockAtLeastFor}`)
+      },
+    }
+    return { fake, calls }
+  }
+
+  it('asks for the second only once the first is taken', async () => {
+    const { fake, calls } = accessor(async () => true, false)
+    expect(await acquireOneAfterOther(fake, configuration('claim'), 'a', configuration('task'), 'b')).toEqual([
+      false,
+      false,
+    ])
+    expect(calls).toEqual(['acquire claim'])
+  })
+
+  it("answers each one's result: the second held, or taken with its token", async () => {
+    expect(
+      await acquireOneAfterOther(
+        accessor(async () => false).fake,
+        configuration('claim'),
+        'a',
+        configuration('task'),
+        'b',
+      ),
+    ).toEqual([true, false])
+    expect(
+      await acquireOneAfterOther(
+        accessor(async () => 7n).fake,
+        configuration('claim'),
+        'a',
+        configuration('task'),
+        'b',
+      ),
+    ).toEqual([true, 7n])
+  })
+
+  it('a failure of the second gives the first back at once (its owner, no lockAtLeastFor) and rejects with it', async () => {
+    const failure = new Error('connection lost')
+    const { fake, calls } = accessor(() => Promise.reject(failure))
+    await expect(acquireOneAfterOther(fake, configuration('claim'), 'a', configuration('task'), 'b')).rejects.toBe(
+      failure,
+    )
+    expect(calls).toEqual(['acquire claim', 'acquire task', 'unlock claim a 0'])
+  })
+})

@@ -1,0 +1,94 @@
+import type { SqlTableLimits } from '../../support/sql/sql-lock-provider.ts'
+import { fencingTokenOf } from '../../support/sql/sql-lock-provider.ts'
+import type { SqlTable } from '../../support/sql/sql-table.ts'
+
+// What a statement resolves to: PostgresClient's (provider.ts) reply, restated here so that the
+// provider's module, which imports this one, is not imported back.
+interface QueryResult {
+  rowCount: number | null
+  rows?: unknown[]
+}
+
+/**
+ * The lock statements of one PostgreSQL table, as builders over the time expressions (database
+ * or app time); `guard` is the `requireSynchronousStandby` check, where it is on.
+ */
+export function postgresStatements(t: SqlTable, guard: string | undefined) {
+  const { name, lockUntil, lockedAt, lockedBy } = t.columns
+  // With fencing tokens, a new row starts at 1 and a takeover adds 1 to the row's token (NULL, as
+  // Java ShedLock's INSERT leaves it, counts as 0), and the statement returns it: no extra round
+  // trip. Without, the statement is exactly Java ShedLock's columns and nothing more.
+  const fencing = t.fencing
+  const token = t.fencingColumn
+  // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left
+  // alone. `from`: the rows to insert, `VALUES`, or a `SELECT` (guarded, or from the pair's claim).
+  const upsertFrom = (from: string, returning: string): string =>
+    `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${fencing ? `, ${token}` : ''}) ${from} ` +
+    `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy}` +
+    `${fencing ? `, ${token} = COALESCE(t.${token}, 0) + 1` : ''} ` +
+    `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}${returning}`
+  const row = (nameSql: string, ownerSql: string, untilSql: string, nowSql: string): string =>
+    `${nameSql}, ${untilSql}, ${nowSql}, ${ownerSql}${fencing ? ', 1' : ''}`
+  const guarded = (values: string): string =>
+    guard === undefined ? `VALUES (${values})` : `SELECT ${values} WHERE ${guard}`
+  return {
+    upsert: (untilSql: string, nowSql: string): string =>
+      upsertFrom(guarded(row('$1', '$2', untilSql, nowSql)), fencing ? ` RETURNING t.${token} AS fencing_token` : ''),
+    // The paired acquire: the claim's upsert, and the task's from the claim's returned row, so
+    // that the task's lock is only asked for once the claim is taken. One row per lock taken (so
+    // that rowCount tells, for a client that returns no rows), with its token where fencing is
+    // on. The task's upsert needs no guard: the claim's row passed it.
+    pairOf: (claimUntil: string, task: readonly [string, string, string], nowSql: string): string => {
+      const returning = ` RETURNING ${fencing ? `t.${token}` : '1'} AS taken`
+      const [taskName, taskOwner, taskUntil] = task
+      return (
+        `WITH claim AS (${upsertFrom(guarded(row('$1', '$2', claimUntil, nowSql)), returning)}), ` +
+        `task AS (${upsertFrom(`SELECT ${row(taskName, taskOwner, taskUntil, nowSql)} FROM claim`, returning)}) ` +
+        "SELECT 'claim' AS what, taken FROM claim UNION ALL SELECT 'task', taken FROM task"
+      )
+    },
+    release: (untilSql: string): string =>
+      `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`,
+    extension: (untilSql: string, nowSql: string): string =>
+      `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}${guard === undefined ? '' : ` AND ${guard}`}`,
+  }
+}
+
+/** What a paired acquire's statement (`pairOf`) took: its rows, one per lock taken, the claim's first. */
+export function pairedResult(result: QueryResult, fencing: boolean): readonly [boolean | bigint, boolean | bigint] {
+  const taken = result.rowCount ?? 0
+  if (!fencing) return [taken > 0, taken > 1]
+  if (taken === 0) return [false, false]
+  const tokenOf = (what: string): boolean | bigint => {
+    const found = (result.rows as { what?: unknown; taken?: unknown }[] | undefined)?.find((r) => r.what === what)
+    return found === undefined ? false : fencingTokenOf(found.taken)
+  }
+  return [tokenOf('claim'), tokenOf('task')]
+}
+
+/**
+ * The declared length of the table's name column. to_regclass() resolves the name as the
+ * statements do (search_path, schema-qualified, folded to lower case); unquoted column names fold
+ * to lower case too. varchar(n) and char(n) store n + 4 in atttypmod; text and unbounded varchar
+ * store -1.
+ */
+export async function readPostgresLimits(
+  client: { query(text: string, values: unknown[]): Promise<QueryResult> },
+  t: SqlTable,
+): Promise<SqlTableLimits | undefined> {
+  const { name } = t.columns
+  const { rows } = await client.query(
+    `SELECT CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype) AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS max_length, ` +
+      'format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = lower($2) AND a.attnum > 0 AND NOT a.attisdropped',
+    [t.table, name],
+  )
+  // A client that returns no rows: no check, and no point in asking again.
+  if (!Array.isArray(rows)) return {}
+  const row = rows[0] as { max_length?: unknown; type?: unknown } | undefined
+  // No such table or column: the acquire statement says so.
+  if (!row) return undefined
+  const max = row.max_length === null || row.max_length === undefined ? undefined : Number(row.max_length)
+  return max === undefined
+    ? {}
+    : { maxNameLength: max, nameColumn: `column ${name} of ${t.table}, ${String(row.type)}` }
+}
