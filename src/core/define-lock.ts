@@ -120,8 +120,8 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
   return handle as ExtensibleLock
 }
 
-// Why a handle refuses an unlock or extend. Not a closure per handle: taking a lock builds as few
-// functions as it can (each showed in the CPU per lock).
+// Why a handle refuses an unlock or extend. Not a closure per handle: it is only needed when a
+// handle is misused.
 function refusal(action: string, name: string, state: State): LockStateError {
   const why =
     state === 'busy' ? 'an unlock or extend of this handle is still in progress' : 'it was already unlocked or extended'

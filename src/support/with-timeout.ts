@@ -203,9 +203,8 @@ export interface StartingSteps<T, R> extends TimedStoreCallSteps<T, R> {
 
 /**
  * `storeGuard(describe)(action, lockName, () => withTimeout(run(), ...))` in one promise and no
- * timer of its own: the shape of every call a Redis, memcached or ZooKeeper provider makes to
- * take or release a lock, where each extra promise layer, closure and timer showed in the
- * client's CPU per lock. A `LockProviderError` passes as it is; anything else (a synchronous
+ * timer of its own (its deadline in the shared queue of deadline-queue.ts, measured there): the
+ * shape of every call a provider makes to take or release a lock. A `LockProviderError` passes as it is; anything else (a synchronous
  * throw of `run`, a rejection, an {@link OperationTimeoutError}) goes through `describe`. `steps`
  * maps the reply, retries after an error, or takes a value that arrives after the timeout; steps
  * with a `start()` method stand for `run` too.

@@ -136,8 +136,8 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   if (typeof clock?.now !== 'function')
     throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
 
-  // One promise per operation, its timeout in the shared queue of its duration, and the error
-  // mapping folded in (each extra promise layer showed in the client's CPU per lock).
+  // One promise per operation, its timeout in the shared queue of its duration (measured in
+  // support/deadline-queue.ts), and the error mapping folded in.
   const call: TimedStoreCall<unknown> = {
     store: 'memcached',
     timeoutMs,
@@ -177,8 +177,8 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
       return added === true ? defineLock(this.configuration, this) : undefined
     }
 
-    // The release's get and its delete (or replace) under one timeout: one timed call per
-    // release, as each call's own promise, timeout entry and closures showed in the CPU per lock.
+    // The release's get and its delete (or replace) under one timeout: a release is bounded as
+    // one operation, whichever of its steps the store stalls in.
     // What the release throws (a custom clock's error too) is described like a store's error.
     unlock(held: LockConfiguration): Promise<void> {
       return timedStoreCall(call as TimedStoreCall<void>, 'release', this.configuration.name, () => this.release(held))

@@ -105,7 +105,7 @@ export function zookeeperCalls(clientNow: () => unknown): ZooKeeperCalls {
     return stat
   }
   // The replies that are answers, not failures (no node, node exists, bad version), are mapped
-  // in the client's callback: a try/catch around an await per call showed in the CPU per lock.
+  // in the client's callback, where they arrive: the callers get `undefined`, not an error to sort.
   return {
     read: (path) =>
       new Promise((resolve, reject) =>

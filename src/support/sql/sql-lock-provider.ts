@@ -209,8 +209,8 @@ export function sqlLockProvider(
       },
     })
 
-  // timedStoreCall() instead of storeGuard() and withTimeout(): one promise per store call, the
-  // error mapping in it; each frame more on the hot path showed in the CPU per lock.
+  // timedStoreCall(): one promise per store call, its timeout and the error mapping in it (the
+  // timeout's measured cost: see Acquire above).
   const provider: ExtensibleLockProvider = {
     name,
     async lock(configuration) {
