@@ -78,8 +78,8 @@ export function defineLock(configuration: LockConfiguration, operations: LockOpe
     if (handleState.state === 'held') await unlock()
   }
   // Built by adding properties one by one, in this order: V8 caches those shape transitions,
-  // where an object literal with a spread and a computed symbol key took its slow path, and
-  // that showed in every provider's CPU per lock.
+  // where an object literal with a spread and a computed symbol key took its slow path (Redis,
+  // 16 callers: client CPU ratio 1.19–1.21 with the literal, 1.05–1.09 without).
   const handle: {
     lockedBy?: string
     fencingToken?: bigint

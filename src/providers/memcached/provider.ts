@@ -3,11 +3,11 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { LockProvider, SimpleLock } from '../../core/lock-provider.ts'
-import { defineLock, type LockOperations } from '../../core/define-lock.ts'
+import { defineLock } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
-import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
+import { type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import {
   DEFAULT_ENVIRONMENT,
   describeMemcachedError,
@@ -151,54 +151,6 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
     return key
   }
 
-  // One object per acquisition: it sends the add, maps its reply to the handle and is the
-  // handle's operations, so that taking a lock builds no closures of its own.
-  class Acquisition implements StartingSteps<unknown, SimpleLock | undefined>, LockOperations {
-    readonly clock = clock
-    readonly configuration: LockConfiguration
-    readonly key: string
-    readonly value: string
-    readonly expires: number
-    readonly lockedBy: string
-
-    constructor(configuration: LockConfiguration, key: string, value: string, expires: number, lockedBy: string) {
-      this.configuration = configuration
-      this.key = key
-      this.value = value
-      this.expires = expires
-      this.lockedBy = lockedBy
-    }
-
-    start(): PromiseLike<unknown> {
-      return client.add(this.key, this.value, { expires: this.expires })
-    }
-
-    map(added: unknown): SimpleLock | undefined {
-      return added === true ? defineLock(this.configuration, this) : undefined
-    }
-
-    // The release's get and its delete (or replace) under one timeout: a release is bounded as
-    // one operation, whichever of its steps the store stalls in.
-    // What the release throws (a custom clock's error too) is described like a store's error.
-    unlock(held: LockConfiguration): Promise<void> {
-      return timedStoreCall(call as TimedStoreCall<void>, 'release', this.configuration.name, () => this.release(held))
-    }
-
-    async release(held: LockConfiguration): Promise<void> {
-      const { key, value } = this
-      const lockAtMostUntil = held.lockAtMostUntil.getTime()
-      if (lockAtMostUntil - clock.now() < UNLOCK_GUARD_MS) return
-      const { value: stored } = await client.get(key)
-      // Someone else's record (this one expired or was evicted, and another node took the lock), or none.
-      if (textOf(stored) !== value) return
-      const now = clock.now()
-      if (lockAtMostUntil - now < UNLOCK_GUARD_MS) return
-      const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
-      if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await client.delete(key)
-      else await client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) })
-    }
-  }
-
   return {
     name: PROVIDER,
     lock(configuration: LockConfiguration): Promise<SimpleLock | undefined> {
@@ -212,12 +164,46 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
       }
       const owner = lockOwner()
       const value = addedValue(now, owner)
-      return timedStoreCall(
-        call,
-        'acquire',
-        configuration.name,
-        new Acquisition(configuration, key, value, expiration(configuration.lockAtMostUntil.getTime(), now), owner),
-      )
+      const expires = expiration(configuration.lockAtMostUntil.getTime(), now)
+      return timedStoreCall(call, 'acquire', configuration.name, () => client.add(key, value, { expires }), {
+        map: (added: unknown): SimpleLock | undefined =>
+          added === true
+            ? defineLock(configuration, {
+                clock,
+                lockedBy: owner,
+                // The release's get and its delete (or replace) under one timeout: a release is
+                // bounded as one operation, whichever of its steps the store stalls in. What it
+                // throws (a custom clock's error too) is described like a store's error.
+                unlock: (held) =>
+                  timedStoreCall(call as TimedStoreCall<void>, 'release', configuration.name, () =>
+                    releaseIfOwned(client, clock, key, value, held),
+                  ),
+              })
+            : undefined,
+      })
     },
   }
+}
+
+/**
+ * Frees `key` if it still holds `value` (this acquisition's), or keeps it until
+ * `lockAtLeastUntil`; a record that is someone else's by now, or gone, is left alone.
+ */
+async function releaseIfOwned(
+  client: MemcachedClient,
+  clock: Clock,
+  key: string,
+  value: string,
+  held: LockConfiguration,
+): Promise<void> {
+  const lockAtMostUntil = held.lockAtMostUntil.getTime()
+  if (lockAtMostUntil - clock.now() < UNLOCK_GUARD_MS) return
+  const { value: stored } = await client.get(key)
+  // Someone else's record (this one expired or was evicted, and another node took the lock), or none.
+  if (textOf(stored) !== value) return
+  const now = clock.now()
+  if (lockAtMostUntil - now < UNLOCK_GUARD_MS) return
+  const lockAtLeastUntil = held.lockAtLeastUntil.getTime()
+  if (Math.ceil((lockAtLeastUntil - now) / 1000) <= 0) await client.delete(key)
+  else await client.replace(key, value, { expires: expiration(lockAtLeastUntil, now) })
 }
