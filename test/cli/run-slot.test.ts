@@ -121,7 +121,7 @@ describe.skipIf(!pool)('shedlock run --slot stopped by a signal before the comma
         (
           await db.query(
             `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE $1`,
-            [`INSERT INTO ${table} %`],
+            [`%INSERT INTO ${table} %`],
           )
         ).rowCount! > 0
       expect(await waitFor(waiting, 15_000), runner.stderr()).toBe(true)

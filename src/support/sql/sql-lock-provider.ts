@@ -176,16 +176,21 @@ export function sqlLockProvider(
   }
 
   // The checks before an acquire statement is sent: the request, the name, the table's limits.
-  const prepare = async (configuration: LockConfiguration): Promise<void> => {
+  // A promise only while the limits are still to be read: an await on every acquire cost 1–2 µs
+  // of CPU a lock (bench overhead, MySQL 16 callers: 6.27–7.31 µs added, 4.63–5.37 without).
+  const prepare = (configuration: LockConfiguration): Promise<void> | undefined => {
     checkLockRequest(name, configuration, clock)
     accessor.checkName?.(configuration.name)
-    let tableLimits = known
-    if (!tableLimits) {
-      try {
-        tableLimits = await limits()
-      } catch (error) {
-        throw asStoreError(error, describeTimed, 'acquire', configuration.name)
-      }
+    if (!known) return readAndCheck(configuration)
+    checkLimits(configuration, known)
+    return undefined
+  }
+  const readAndCheck = async (configuration: LockConfiguration): Promise<void> => {
+    let tableLimits: SqlTableLimits
+    try {
+      tableLimits = await limits()
+    } catch (error) {
+      throw asStoreError(error, describeTimed, 'acquire', configuration.name)
     }
     checkLimits(configuration, tableLimits)
   }
@@ -214,7 +219,8 @@ export function sqlLockProvider(
   const provider: ExtensibleLockProvider = {
     name,
     async lock(configuration) {
-      await prepare(configuration)
+      const reading = prepare(configuration)
+      if (reading) await reading
       const owner = lockOwner(options.lockedBy)
       const acquired = (await timedStoreCall(call, 'acquire', configuration.name, new Acquire(configuration, owner))) as
         | boolean
