@@ -156,24 +156,8 @@ export function sqlLockProvider(
     return read ?? {}
   }
 
-  // Throws before anything is sent for a name or a deadline the table cannot hold.
-  const checkLimits = (configuration: LockConfiguration, limits: SqlTableLimits): void => {
-    const max = limits.maxNameLength
-    // Code points are never more than UTF-16 units: count them only when it could matter.
-    if (max !== undefined && configuration.name.length > max) {
-      const size = [...configuration.name].length
-      if (size > max)
-        throw nameTooLong(
-          limits.nameColumn ? `${name} (${limits.nameColumn})` : name,
-          configuration.name,
-          size,
-          max,
-          'characters',
-          'the name',
-        )
-    }
-    if (limits.latestDeadline) checkLockRequest(name, configuration, clock, { latestDeadline: limits.latestDeadline })
-  }
+  const checkLimits = (configuration: LockConfiguration, limits: SqlTableLimits): void =>
+    checkTableLimits(name, clock, configuration, limits)
 
   // The checks before an acquire statement is sent: the request, the name, the table's limits.
   // A promise only while the limits are still to be read: an await on every acquire cost 1–2 µs
@@ -271,6 +255,25 @@ export async function acquireOneAfterOther(
     await accessor.unlock(now, firstOwner, first).catch(() => {})
     throw error
   }
+}
+
+// Throws before anything is sent for a name or a deadline the table cannot hold.
+function checkTableLimits(store: string, clock: Clock, configuration: LockConfiguration, limits: SqlTableLimits): void {
+  const max = limits.maxNameLength
+  // Code points are never more than UTF-16 units: count them only when it could matter.
+  if (max !== undefined && configuration.name.length > max) {
+    const size = [...configuration.name].length
+    if (size > max)
+      throw nameTooLong(
+        limits.nameColumn ? `${store} (${limits.nameColumn})` : store,
+        configuration.name,
+        size,
+        max,
+        'characters',
+        'the name',
+      )
+  }
+  if (limits.latestDeadline) checkLockRequest(store, configuration, clock, { latestDeadline: limits.latestDeadline })
 }
 
 type GiveBack = (configuration: LockConfiguration, owner: string, acquired: boolean | bigint) => void
