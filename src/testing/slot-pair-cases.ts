@@ -104,4 +104,56 @@ export function slotPairCases(suite: SlotSuiteContext): void {
     },
     noPair,
   )
+
+  add(
+    'slots',
+    'paired: pairs asked for in the same turn (one batch, where the store batches) each get their own answer',
+    20_000,
+    async () => {
+      const pair = await paired()
+      const other = await node()
+      const free = Array.from({ length: 4 }, names)
+      const claimHeld = Array.from({ length: 3 }, names)
+      const taskHeld = Array.from({ length: 3 }, names)
+      const twice = names()
+      const holders = [
+        ...(await Promise.all(claimHeld.map(({ claim }) => mustLock(other, suiteConfiguration(claim))))),
+        ...(await Promise.all(taskHeld.map(({ task }) => mustLock(other, suiteConfiguration(task))))),
+      ]
+      // Every request made before any answer: one turn of the event loop.
+      const ask = ({ claim, task }: { claim: string; task: string }): Promise<PairedLocks> =>
+        pair(suiteConfiguration(claim), suiteConfiguration(task))
+      const asked = [...free, ...claimHeld, ...taskHeld, twice, twice].map(ask)
+      const answers = await Promise.all(asked)
+      const [freeAnswers, claimHeldAnswers, taskHeldAnswers, twiceAnswers] = [
+        answers.slice(0, 4),
+        answers.slice(4, 7),
+        answers.slice(7, 10),
+        answers.slice(10),
+      ]
+      for (const [record, lock] of freeAnswers) assert.ok(record && lock, 'a free pair was not taken')
+      for (const answer of claimHeldAnswers) assert.deepEqual(answer, [undefined, undefined], 'a held record was taken')
+      for (const [record, lock] of taskHeldAnswers) {
+        assert.ok(record, 'the free record of a held task lock was not taken')
+        assert.equal(lock, undefined, 'a held task lock was taken')
+      }
+      const winners = twiceAnswers.filter(([record]) => record !== undefined)
+      assert.equal(winners.length, 1, 'one pair asked for twice in the same turn was taken by both or neither')
+      assert.ok(winners[0]![1], 'the task lock of the pair asked for twice was not taken')
+      // Each answer is the store's: what was taken is held, what was left is still the holder's,
+      // and the task lock of a record held elsewhere was never asked for.
+      for (const { claim, task } of [...free, ...claimHeld, ...taskHeld, twice]) {
+        assert.equal(await other.lock(suiteConfiguration(claim)), undefined, `the slot record ${claim} is not held`)
+        if (claimHeld.some((p) => p.task === task)) await (await mustLock(other, suiteConfiguration(task))).unlock()
+        else assert.equal(await other.lock(suiteConfiguration(task)), undefined, `the task lock ${task} is not held`)
+      }
+      await Promise.all(holders.map((h) => h.unlock()))
+      await Promise.all(answers.flatMap((answer) => answer.flatMap((h) => (h ? [h.unlock()] : []))))
+      for (const { claim, task } of [...free, ...taskHeld]) {
+        await (await mustLock(other, suiteConfiguration(claim))).unlock()
+        await (await mustLock(other, suiteConfiguration(task))).unlock()
+      }
+    },
+    noPair,
+  )
 }

@@ -1,6 +1,5 @@
-import { systemClock } from '../../core/clock.ts'
+import { type Clock, systemClock } from '../../core/clock.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
 import {
@@ -8,13 +7,13 @@ import {
   type SqlAccessor,
   type SqlLockProviderOptions,
   type SqlTableLimits,
-  acquireOneAfterOther,
   fencingTokenOf,
   sqlLockProvider,
 } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { type PostgresRowsClient, postgresLockInspector } from './inspector.ts'
-import { pairedResult, postgresStatements, readPostgresLimits } from './statements.ts'
+import { type PostgresPairParts, postgresPairs } from './pair-batch.ts'
+import { postgresStatements, readPostgresLimits } from './statements.ts'
 import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
 
 /**
@@ -86,125 +85,193 @@ export function postgresLockProvider(
     throw new LockConfigurationError('postgres: pass your pg Pool as { client } (an object with query(text, values))')
   }
   const t = sqlTable(PROVIDER, options)
-  const { lockedAt } = t.columns
   const clock = options.clock ?? systemClock
   const useDbTime = options.useDbTime ?? true
   const rowCount = async (text: string, values: unknown[]): Promise<number> =>
     (await client.query(text, values)).rowCount ?? 0
-  // Unlock and extend are idempotent and must not be lost to a rolled-back statement.
-  const retrying = (text: string, values: unknown[]): Promise<number> =>
-    retryConcurrencyFailures(() => rowCount(text, values), isConcurrencyFailure)
-  // What the paired acquire took. A concurrency failure rolled both back: the two are then asked
-  // for one after the other, so that a conflict on the task's row alone cannot cost the slot.
-  const pairing = async (
-    text: string,
-    values: unknown[],
-    pair: readonly [LockConfiguration, string, LockConfiguration, string],
-  ): Promise<readonly [boolean | bigint, boolean | bigint]> => {
-    let result: Awaited<ReturnType<PostgresClient['query']>>
-    try {
-      result = await client.query(text, values)
-    } catch (error) {
-      if (!isConcurrencyFailure(error)) throw error
-      return acquireOneAfterOther(accessor, ...pair)
-    }
-    return pairedResult(result, fencing)
-  }
-  // A serialization failure or deadlock on acquire: another contender is writing the row right
-  // now, and this statement rolled back, so nothing was written: not acquired.
-  // With fencing tokens, the statement returns the row's new token (no row: not acquired).
-  const acquiring = async (text: string, values: unknown[]): Promise<boolean | bigint> => {
-    try {
-      const result = await client.query(text, values)
-      if (!t.fencing || (result.rowCount ?? 0) === 0) return (result.rowCount ?? 0) > 0
-      return fencingTokenOf((result.rows?.[0] as { fencing_token?: unknown } | undefined)?.fencing_token)
-    } catch (error) {
-      if (isConcurrencyFailure(error)) return false
-      throw error
-    }
-  }
-
-  const readLimits = (): Promise<SqlTableLimits | undefined> => readPostgresLimits(client, t)
-
+  // Whether the client returns rows, as the limits' query found (it runs before the first acquire).
+  let returnsRows = false
   const guard = requireSynchronousStandby(options.requireSynchronousStandby)
-  const fencing = t.fencing
-  // Built once: built per acquisition they cost 1.5–2.5 µs of client CPU a lock (bench overhead, 16 callers).
-  const { upsert, pairOf, release, extension } = postgresStatements(t, guard)
-  // A float8 number of seconds times an interval, not make_interval(), which CockroachDB lacks:
-  // the same statements serve PostgreSQL and CockroachDB (Java ShedLock 7.3 casts for CockroachDB).
-  const seconds = `$3::float8 * interval '1 second'`
-  const dbUntil = `${DB_NOW} + ${seconds}`
-
-  let accessor: SqlAccessor
-  if (useDbTime) {
-    const acquire = upsert(dbUntil, DB_NOW)
-    const pair = pairOf(dbUntil, ['$4', '$5', `${DB_NOW} + $6::float8 * interval '1 second'`], DB_NOW)
-    const extend = extension(dbUntil, DB_NOW)
-    const unlockFromLockedAt = release(`GREATEST(${lockedAt} + ${seconds}, ${DB_NOW})`)
-    const unlockFromNow = release(`GREATEST(${DB_NOW} + ${seconds}, ${DB_NOW})`)
-    accessor = {
-      readLimits,
-      acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
-      acquirePair: (a, aOwner, b, bOwner) =>
-        pairing(
-          pair,
-          [a.name, aOwner, a.lockAtMostFor / 1000, b.name, bOwner, b.lockAtMostFor / 1000],
-          [a, aOwner, b, bOwner],
-        ),
-      extend: async (next, owner) => (await retrying(extend, [next.name, owner, next.lockAtMostFor / 1000])) > 0,
-      unlock: async (current, owner, acquired) => {
-        const anchor = lockAtLeastAnchor(current, acquired, clock)
-        await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [
-          current.name,
-          owner,
-          anchor.seconds,
-        ])
-      },
-    }
-  } else {
-    const acquire = upsert('$3::timestamp', '$4::timestamp')
-    const pair = pairOf('$3::timestamp', ['$5', '$6', '$7::timestamp'], '$4::timestamp')
-    const extend = extension('$3::timestamp', '$4::timestamp')
-    const unlock = release('$3::timestamp')
-    accessor = {
-      readLimits,
-      acquire: (c, owner) =>
-        acquiring(acquire, [c.name, owner, utcTimestamp(c.lockAtMostUntil.getTime()), utcTimestamp(clock.now())]),
-      acquirePair: (a, aOwner, b, bOwner) =>
-        pairing(
-          pair,
-          [
-            a.name,
-            aOwner,
-            utcTimestamp(a.lockAtMostUntil.getTime()),
-            utcTimestamp(clock.now()),
-            b.name,
-            bOwner,
-            utcTimestamp(b.lockAtMostUntil.getTime()),
-          ],
-          [a, aOwner, b, bOwner],
-        ),
-      extend: async (next, owner) =>
-        (await retrying(extend, [
-          next.name,
-          owner,
-          utcTimestamp(next.lockAtMostUntil.getTime()),
-          utcTimestamp(clock.now()),
-        ])) > 0,
-      unlock: async (current, owner) => {
-        await retrying(unlock, [
-          current.name,
-          owner,
-          utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
-        ])
-      },
-    }
+  let accessor: SqlAccessor | undefined
+  const parts: AccessorParts = {
+    // Built once: built per acquisition they cost 1.5–2.5 µs of client CPU a lock (bench overhead, 16 callers).
+    statements: postgresStatements(t, guard),
+    clock,
+    lockedAt: t.columns.lockedAt,
+    readLimits: () =>
+      readPostgresLimits(
+        {
+          query: async (text, values) => {
+            const result = await client.query(text, values)
+            returnsRows = Array.isArray(result.rows)
+            return result
+          },
+        },
+        t,
+      ),
+    // A serialization failure or deadlock on acquire: another contender is writing the row right
+    // now, and this statement rolled back, so nothing was written: not acquired.
+    // With fencing tokens, the statement returns the row's new token (no row: not acquired).
+    acquiring: async (text, values) => {
+      try {
+        const result = await client.query(text, values)
+        if (!t.fencing || (result.rowCount ?? 0) === 0) return (result.rowCount ?? 0) > 0
+        return fencingTokenOf((result.rows?.[0] as { fencing_token?: unknown } | undefined)?.fencing_token)
+      } catch (error) {
+        if (isConcurrencyFailure(error)) return false
+        throw error
+      }
+    },
+    // Unlock and extend are idempotent and must not be lost to a rolled-back statement.
+    retrying: (text, values) => retryConcurrencyFailures(() => rowCount(text, values), isConcurrencyFailure),
+    pairs: {
+      query: (text, values) => client.query(text, values),
+      fencing: t.fencing,
+      isConcurrencyFailure,
+      returnsRows: () => returnsRows,
+      accessor: () => accessor!,
+    },
   }
+  accessor = useDbTime ? dbTimeAccessor(parts) : appTimeAccessor(parts)
   const inspect = { client: client as PostgresRowsClient, tableName: t.table, columnNames: t.columns }
   // Not a spread: the provider's paired acquisition is a property a spread does not copy.
   return Object.assign(sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), {
     inspector: () => postgresLockInspector(inspect),
   })
+}
+
+/** What the accessors of both time modes are made of (see postgresLockProvider). */
+interface AccessorParts {
+  readonly statements: ReturnType<typeof postgresStatements>
+  readonly clock: Clock
+  readonly lockedAt: string
+  readonly readLimits: () => Promise<SqlTableLimits | undefined>
+  /** Runs an acquire statement: `false`, or `true` / the fencing token. */
+  readonly acquiring: (text: string, values: unknown[]) => Promise<boolean | bigint>
+  /** Runs a release or an extension, retrying concurrency failures: the rows it changed. */
+  readonly retrying: (text: string, values: unknown[]) => Promise<number>
+  readonly pairs: PostgresPairParts
+}
+
+// A float8 number of seconds times an interval, not make_interval(), which CockroachDB lacks:
+// the same statements serve PostgreSQL and CockroachDB (Java ShedLock 7.3 casts for CockroachDB).
+const untilIn = (secondsSql: string): string => `${DB_NOW} + ${secondsSql}::float8 * interval '1 second'`
+
+/** The statements with the database's clock: every deadline is now() plus a number of seconds. */
+function dbTimeAccessor({
+  statements,
+  clock,
+  lockedAt,
+  readLimits,
+  acquiring,
+  retrying,
+  pairs,
+}: AccessorParts): SqlAccessor {
+  const { upsert, pairOf, pairsOf, release, extension } = statements
+  const acquire = upsert(untilIn('$3'), DB_NOW)
+  const extend = extension(untilIn('$3'), DB_NOW)
+  const unlockFromLockedAt = release(`GREATEST(${lockedAt} + $3::float8 * interval '1 second', ${DB_NOW})`)
+  const unlockFromNow = release(`GREATEST(${untilIn('$3')}, ${DB_NOW})`)
+  return {
+    readLimits,
+    acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
+    acquirePair: postgresPairs(
+      pairs,
+      {
+        text: pairOf(untilIn('$3'), ['$4', '$5', untilIn('$6')], DB_NOW),
+        values: ({ first: a, firstOwner, second: b, secondOwner }) => [
+          a.name,
+          firstOwner,
+          a.lockAtMostFor / 1000,
+          b.name,
+          secondOwner,
+          b.lockAtMostFor / 1000,
+        ],
+      },
+      {
+        text: pairsOf(
+          'json_to_recordset($1::json) AS i(k int, cn text, co text, cs float8, tn text, tw text, ts float8)',
+          untilIn('i.cs'),
+          untilIn('i.ts'),
+          DB_NOW,
+        ),
+        row: (r, k) => ({
+          k,
+          cn: r.first.name,
+          co: r.firstOwner,
+          cs: r.first.lockAtMostFor / 1000,
+          tn: r.second.name,
+          tw: r.secondOwner,
+          ts: r.second.lockAtMostFor / 1000,
+        }),
+        extra: () => [],
+      },
+    ),
+    extend: async (next, owner) => (await retrying(extend, [next.name, owner, next.lockAtMostFor / 1000])) > 0,
+    unlock: async (current, owner, acquired) => {
+      const anchor = lockAtLeastAnchor(current, acquired, clock)
+      await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [
+        current.name,
+        owner,
+        anchor.seconds,
+      ])
+    },
+  }
+}
+
+/** The statements with this process's clock (`useDbTime: false`): deadlines are sent as UTC timestamps. */
+function appTimeAccessor({ statements, clock, readLimits, acquiring, retrying, pairs }: AccessorParts): SqlAccessor {
+  const { upsert, pairOf, pairsOf, release, extension } = statements
+  const acquire = upsert('$3::timestamp', '$4::timestamp')
+  const extend = extension('$3::timestamp', '$4::timestamp')
+  const unlock = release('$3::timestamp')
+  const at = (date: Date): string => utcTimestamp(date.getTime())
+  return {
+    readLimits,
+    acquire: (c, owner) => acquiring(acquire, [c.name, owner, at(c.lockAtMostUntil), utcTimestamp(clock.now())]),
+    acquirePair: postgresPairs(
+      pairs,
+      {
+        text: pairOf('$3::timestamp', ['$5', '$6', '$7::timestamp'], '$4::timestamp'),
+        values: ({ first: a, firstOwner, second: b, secondOwner }) => [
+          a.name,
+          firstOwner,
+          at(a.lockAtMostUntil),
+          utcTimestamp(clock.now()),
+          b.name,
+          secondOwner,
+          at(b.lockAtMostUntil),
+        ],
+      },
+      {
+        text: pairsOf(
+          'json_to_recordset($1::json) AS i(k int, cn text, co text, cu timestamp, tn text, tw text, tu timestamp)',
+          'i.cu',
+          'i.tu',
+          '$2::timestamp',
+        ),
+        row: (r, k) => ({
+          k,
+          cn: r.first.name,
+          co: r.firstOwner,
+          cu: at(r.first.lockAtMostUntil),
+          tn: r.second.name,
+          tw: r.secondOwner,
+          tu: at(r.second.lockAtMostUntil),
+        }),
+        extra: () => [utcTimestamp(clock.now())],
+      },
+    ),
+    extend: async (next, owner) =>
+      (await retrying(extend, [next.name, owner, at(next.lockAtMostUntil), utcTimestamp(clock.now())])) > 0,
+    unlock: async (current, owner) => {
+      await retrying(unlock, [
+        current.name,
+        owner,
+        utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
+      ])
+    },
+  }
 }
 
 /** What starts the message of a failed replication check, inside PostgreSQL's cast error; see {@link describePostgresError}. */

@@ -47,6 +47,21 @@ export function postgresStatements(t: SqlTable, guard: string | undefined) {
         "SELECT 'claim' AS what, taken FROM claim UNION ALL SELECT 'task', taken FROM task"
       )
     },
+    // The paired acquire of many pairs (a tick's, batched): `input` a FROM item named i, one row
+    // per pair, with its index k, the claim's name cn and owner co, the task's name tn and owner
+    // tw; the untils are expressions over i. The claims first, then the tasks of the claims taken,
+    // each in name order, so that two such statements lock rows in the same order and cannot
+    // deadlock. One row per pair claimed: its index, and each lock's `taken` (NULL: not taken).
+    pairsOf: (input: string, claimUntil: string, taskUntil: string, nowSql: string): string => {
+      const returning = ` RETURNING t.${name} AS n, ${fencing ? `t.${token}` : '1'} AS taken`
+      const where = guard === undefined ? '' : ` WHERE ${guard}`
+      return (
+        `WITH i AS (SELECT * FROM ${input}), ` +
+        `claim AS (${upsertFrom(`SELECT ${row('i.cn', 'i.co', claimUntil, nowSql)} FROM i${where} ORDER BY i.cn`, returning)}), ` +
+        `task AS (${upsertFrom(`SELECT ${row('i.tn', 'i.tw', taskUntil, nowSql)} FROM i JOIN claim ON claim.n = i.cn ORDER BY i.tn`, returning)}) ` +
+        'SELECT i.k, claim.taken AS claim, task.taken AS task FROM i JOIN claim ON claim.n = i.cn LEFT JOIN task ON task.n = i.tn'
+      )
+    },
     release: (untilSql: string): string =>
       `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`,
     extension: (untilSql: string, nowSql: string): string =>

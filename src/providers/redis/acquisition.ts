@@ -1,9 +1,10 @@
 import type { LockProviderError } from '../../core/errors.ts'
 import type { ExtensibleLock, PairedLocks } from '../../core/lock-provider.ts'
 import { storeError } from '../../support/store-errors.ts'
+import type { TickBatch } from '../../support/tick-batch.ts'
 import type { StartingSteps } from '../../support/with-timeout.ts'
 import type { RedisCommands, ReplicatedEval, ReplicatedSet, SetReply } from './commands.ts'
-import { ACQUIRE_PAIR, DELETE_IF_OWNED, isNoScript, PROVIDER, runScript, type Script } from './format.ts'
+import { ACQUIRE_PAIRS, DELETE_IF_OWNED, isNoScript, PROVIDER, runScript, type Script } from './format.ts'
 
 // The provider's calls beside its Acquisition: the script call of a release or an extension, and
 // what an acquisition's reply says (SET … NX, ACQUIRE_FENCED, either followed by WAIT).
@@ -107,57 +108,69 @@ export interface PairPart {
 }
 
 /**
- * A paired acquisition (`LockPair`): a slot's record and its task's lock in one ACQUIRE_PAIR
- * call; EVAL after a NOSCRIPT reply, within the same timeout. A pair that lands after the
+ * A paired acquisition (`LockPair`): a slot's record and its task's lock, sent with the other
+ * pairs of this turn in one ACQUIRE_PAIRS call ({@link sendPairs}). A pair that lands after the
  * timeout is given back, each key owner-checked.
  */
 export class PairCall {
+  readonly batch: TickBatch<PairCall, PairReply>
   readonly commands: RedisCommands
   readonly claim: PairPart
   readonly task: PairPart
 
-  constructor(commands: RedisCommands, claim: PairPart, task: PairPart) {
+  constructor(batch: TickBatch<PairCall, PairReply>, commands: RedisCommands, claim: PairPart, task: PairPart) {
+    this.batch = batch
     this.commands = commands
     this.claim = claim
     this.task = task
   }
 
-  #args(): [string[], string[]] {
-    const { claim, task } = this
-    return [
-      [claim.value, String(claim.ttl), task.value, String(task.ttl)],
-      [task.key, ...(task.fenceKeys ?? [])],
-    ]
+  start(): Promise<PairReply> {
+    return this.batch.add(this)
   }
 
-  start(): Promise<unknown> {
-    const [args, moreKeys] = this.#args()
-    return this.commands.evalSha(ACQUIRE_PAIR.sha1, this.claim.key, args, moreKeys)
-  }
-
-  recover(error: unknown): Promise<unknown> | undefined {
-    if (!isNoScript(error)) return undefined
-    const [args, moreKeys] = this.#args()
-    return this.commands.eval(ACQUIRE_PAIR.source, this.claim.key, args, moreKeys)
-  }
-
-  map(reply: unknown): PairedLocks {
-    const [claimed, locked] = pairReply(reply)
+  map([claimed, locked]: PairReply): PairedLocks {
     if (!claimed) return [undefined, undefined]
     if (locked === 0) return [this.claim.handle(), undefined]
     if (this.task.fenceKeys !== undefined) this.task.fencingToken = BigInt(locked)
     return [this.claim.handle(), this.task.handle()]
   }
 
-  late(reply: unknown): void {
-    const [claimed, locked] = pairReply(reply)
+  late([claimed, locked]: PairReply): void {
     if (claimed) giveBack(this.commands, this.claim.key, this.claim.value)
     if (locked !== 0) giveBack(this.commands, this.task.key, this.task.value)
   }
 }
 
-// ACQUIRE_PAIR's `{claimed, locked}`: clients return integers as numbers.
-function pairReply(reply: unknown): [claimed: boolean, locked: number] {
-  const [claimed, locked] = Array.isArray(reply) ? reply : []
-  return [Number(claimed) === 1, Number(locked) || 0]
+/** One pair's answer in ACQUIRE_PAIRS's reply: the record set, and the lock's count (1 without a counter) or 0. */
+export type PairReply = readonly [claimed: boolean, locked: number]
+
+/**
+ * Sends `pairs` (all with a counter key or none: one provider's) as one ACQUIRE_PAIRS call, EVAL
+ * after a NOSCRIPT reply; one answer per pair, an `Error` for a pair whose counter was refused.
+ */
+export async function sendPairs(commands: RedisCommands, pairs: readonly PairCall[]): Promise<(PairReply | Error)[]> {
+  const per = pairs[0]!.task.fenceKeys === undefined ? 2 : 3
+  const keys: string[] = []
+  const args: string[] = [String(per)]
+  for (const { claim, task } of pairs) {
+    keys.push(claim.key, task.key, ...(task.fenceKeys ?? []))
+    args.push(claim.value, String(claim.ttl), task.value, String(task.ttl))
+  }
+  const [first, ...moreKeys] = keys as [string, ...string[]]
+  let reply: unknown
+  try {
+    reply = await commands.evalSha(ACQUIRE_PAIRS.sha1, first, args, moreKeys)
+  } catch (error) {
+    if (!isNoScript(error)) throw error
+    reply = await commands.eval(ACQUIRE_PAIRS.source, first, args, moreKeys)
+  }
+  const flat = Array.isArray(reply) ? reply : []
+  return pairs.map((_, i): PairReply | Error => {
+    const claimed = Number(flat[2 * i])
+    const locked = flat[2 * i + 1]
+    // Clients return integers as numbers; a refused counter's error as a string.
+    if (claimed === -1) return new Error(String(locked))
+    return [claimed === 1, Number(locked) || 0]
+  })
 }

@@ -137,21 +137,26 @@ export const ACQUIRE_FENCED: Script = script(
 )
 
 /**
- * `ACQUIRE_PAIR claimKey lockKey [counterKey] claimValue claimMs lockValue lockMs`: a slot's
- * record and its task's lock in one call (see `LockPair`): `SET claimKey claimValue NX PX
- * claimMs`; only when it set the key, `SET lockKey lockValue NX PX lockMs`; when that set it too
- * and the lock's counter key is given (fencing tokens), `INCR counterKey`. Answers `{claimed,
- * locked}`: 0 or 1 each, `locked` the new count (the lock's fencing token) with the counter key.
- * The record gets no counter: nobody fences with a slot record's token, and a counter per slot
- * would be a key kept for good. A refused INCR deletes both keys just set and answers the error,
- * as ACQUIRE_FENCED does. The keys are in different Cluster slots: single-node Redis only.
+ * `ACQUIRE_PAIRS perPair claimKey lockKey [counterKey] … claimValue claimMs lockValue lockMs …`:
+ * slot records and their tasks' locks, pair by pair, in one call (see `LockPair`; a tick's pairs
+ * are batched): `SET claimKey claimValue NX PX claimMs`; only when it set the key, `SET lockKey
+ * lockValue NX PX lockMs`; when that set it too and the pair has a counter key (`perPair` 3:
+ * fencing tokens), `INCR counterKey`. Answers `{claimed, locked}` per pair, flattened: 0 or 1 each,
+ * `locked` the new count (the lock's fencing token) with a counter key. A refused INCR deletes its
+ * pair's two keys and answers `{-1, error}` for that pair alone: the other pairs' keys are set and
+ * must reach their callers. Records get no counter: nobody fences with a slot record's token, and
+ * a counter per slot would be a key kept for good. The keys are in different Cluster slots:
+ * single-node Redis only.
  */
-export const ACQUIRE_PAIR: Script = script(
-  `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, 0} end ` +
-    `if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, 0} end ` +
-    `if #KEYS < 3 then return {1, 1} end ` +
-    `local n = redis.pcall('INCR', KEYS[3]) ` +
-    `if type(n) == 'table' and n.err then redis.call('DEL', KEYS[1], KEYS[2]) return n end return {1, n}`,
+export const ACQUIRE_PAIRS: Script = script(
+  `local per = tonumber(ARGV[1]) local out = {} ` +
+    `for i = 0, #KEYS / per - 1 do ` +
+    `local k, a = i * per, 2 + i * 4 local claimed, locked = 0, 0 ` +
+    `if redis.call('SET', KEYS[k + 1], ARGV[a], 'NX', 'PX', ARGV[a + 1]) then claimed = 1 ` +
+    `if redis.call('SET', KEYS[k + 2], ARGV[a + 2], 'NX', 'PX', ARGV[a + 3]) then locked = 1 ` +
+    `if per == 3 then local n = redis.pcall('INCR', KEYS[k + 3]) ` +
+    `if type(n) == 'table' and n.err then redis.call('DEL', KEYS[k + 1], KEYS[k + 2]) claimed, locked = -1, n.err else locked = n end ` +
+    `end end end out[#out + 1] = claimed out[#out + 1] = locked end return out`,
 )
 
 /**

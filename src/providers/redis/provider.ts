@@ -12,10 +12,21 @@ import { defineLock, type LockOperations } from '../../core/define-lock.ts'
 import { addedValue } from '../../support/added-value.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
+import { TickBatch } from '../../support/tick-batch.ts'
 import { type StartingSteps, type TimedStoreCall, timedStoreCall } from '../../support/with-timeout.ts'
 import { type RedisClient, toRedisCommands } from './client.ts'
 import { type RedisCommands, type ReplicatedEval, type ReplicatedSet, SET_REPLY, type SetReply } from './commands.ts'
-import { acquiredBy, fencingTokenOf, giveBack, isOne, notConfirmed, PairCall, ScriptCall } from './acquisition.ts'
+import {
+  acquiredBy,
+  fencingTokenOf,
+  giveBack,
+  isOne,
+  notConfirmed,
+  PairCall,
+  type PairReply,
+  ScriptCall,
+  sendPairs,
+} from './acquisition.ts'
 import { redisFenceKey } from './fence-key.ts'
 import { redisLockInspector } from './inspector.ts'
 import {
@@ -267,10 +278,13 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   // both: a single-node client, without waitForReplicas, through the adapters' raw SET (a port
   // of one's own is not known to take a second key for this).
   if (commands.masters !== undefined || replicas > 0 || setReply === undefined) return provider
+  // A tick's pairs in one call: a fleet firing 200 jobs at once sends one ACQUIRE_PAIRS per
+  // replica instead of 200 (bench fleet: see docs/performance.md).
+  const pairs = new TickBatch<PairCall, PairReply>((batch) => sendPairs(commands, batch))
   return withLockPair(provider, (first, second) => {
     let steps: PairCall
     try {
-      steps = new PairCall(commands, acquisition(first), acquisition(second))
+      steps = new PairCall(pairs, commands, acquisition(first), acquisition(second))
     } catch (error) {
       return Promise.reject(error)
     }

@@ -121,8 +121,7 @@ export function sqlLockProvider(
   // lockAtMostFor. The release is owner-checked and touches no other acquisition's row.
   const giveBack: GiveBack = (configuration, owner, acquired) => {
     if (acquired === false) return
-    const now = lockConfiguration({ name: configuration.name, lockAtMostFor: configuration.lockAtMostFor })
-    withTimeout(accessor.unlock(now, owner, configuration), timeoutMs, { store: name }).catch(() => {})
+    withTimeout(unlockNow(accessor, configuration, owner), timeoutMs, { store: name }).catch(() => {})
   }
   // The steps of one timed acquire. The timeout's cost (bench overhead, 3 processes,
   // 2026-11-27): client CPU ratio at 16 callers 1.12 on MySQL and 1.10 on PostgreSQL, against
@@ -251,10 +250,19 @@ export async function acquireOneAfterOther(
   try {
     return [one, await accessor.acquire(second, secondOwner)]
   } catch (error) {
-    const now = lockConfiguration({ name: first.name, lockAtMostFor: first.lockAtMostFor })
-    await accessor.unlock(now, firstOwner, first).catch(() => {})
+    await unlockNow(accessor, first, firstOwner).catch(() => {})
     throw error
   }
+}
+
+/**
+ * Frees the row of `acquired` now, whatever its `lockAtLeastFor`, if `owner` still holds it (the
+ * release is owner-checked, so another acquisition's row is untouched): an acquisition nobody
+ * will run under.
+ */
+export function unlockNow(accessor: SqlAccessor, acquired: LockConfiguration, owner: string): Promise<void> {
+  const now = lockConfiguration({ name: acquired.name, lockAtMostFor: acquired.lockAtMostFor })
+  return accessor.unlock(now, owner, acquired)
 }
 
 // Throws before anything is sent for a name or a deadline the table cannot hold.
