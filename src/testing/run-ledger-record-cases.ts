@@ -65,4 +65,40 @@ export function ledgerRecordCases(suite: RunLedgerSuiteContext): void {
     )
     assert.equal(runs[1]!.error, undefined)
   })
+
+  add(
+    'record: runs recorded in the same turn (one write, where the ledger batches) each read back as their own',
+    async () => {
+      const names = [taskName(), taskName(), taskName()]
+      const base = Date.now() - 10_000
+      // Every write asked for before any answer: one turn of the event loop, two runs of each task.
+      await Promise.all(
+        names.flatMap((name, t) =>
+          [0, 1].map((k) =>
+            ledger.record({
+              name,
+              slot: new Date(Date.UTC(2026, 10, 24, t, k)),
+              node: `web-${t}-${k}`,
+              startedAt: new Date(base + 1_000 * k),
+              finishedAt: new Date(base + 1_000 * k + 5),
+              outcome: k === 0 ? 'ok' : 'failed',
+              durationMs: 5 + k,
+              ...(k === 1 ? { error: { type: 'Error', message: `boom ${t}` } } : {}),
+            }),
+          ),
+        ),
+      )
+      for (const [t, name] of names.entries()) {
+        const runs = await ledger.history(name)
+        assert.deepEqual(
+          runs.map((r) => [r.name, r.outcome, r.node, r.slot?.toISOString(), r.durationMs, r.error?.message]),
+          [
+            [name, 'failed', `web-${t}-1`, new Date(Date.UTC(2026, 10, 24, t, 1)).toISOString(), 6, `boom ${t}`],
+            [name, 'ok', `web-${t}-0`, new Date(Date.UTC(2026, 10, 24, t, 0)).toISOString(), 5, undefined],
+          ],
+        )
+        assert.notEqual(runs[0]!.id, runs[1]!.id, 'two runs with one id')
+      }
+    },
+  )
 }

@@ -39,6 +39,8 @@ export function mysqlRunLedger(options: MysqlRunLedgerOptions): RunLedger {
       execute: async (sql, params) =>
         Number(((await result(sql, params)) as { affectedRows?: unknown } | undefined)?.affectedRows ?? 0),
       timestamp: 'CAST(? AS DATETIME(3))',
+      // mysql2's query() puts the values in the text: no placeholder limit, one packet of ~1 KB a row.
+      maxBatch: 500,
       // The stored UTC wall-clock value, without the session's time zone.
       epochMs: (column) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ${column}) / 1000)`,
       text: (column) => `CAST(${column} AS CHAR)`,

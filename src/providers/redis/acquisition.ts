@@ -4,7 +4,15 @@ import { storeError } from '../../support/store-errors.ts'
 import type { TickBatch } from '../../support/tick-batch.ts'
 import type { StartingSteps } from '../../support/with-timeout.ts'
 import type { RedisCommands, ReplicatedEval, ReplicatedSet, SetReply } from './commands.ts'
-import { ACQUIRE_PAIRS, DELETE_IF_OWNED, isNoScript, PROVIDER, runScript, type Script } from './format.ts'
+import {
+  ACQUIRE_PAIRS,
+  DELETE_IF_OWNED,
+  isNoScript,
+  PROVIDER,
+  runScript,
+  runScriptOnKeys,
+  type Script,
+} from './format.ts'
 
 // The provider's calls beside its Acquisition: the script call of a release or an extension, and
 // what an acquisition's reply says (SET … NX, ACQUIRE_FENCED, either followed by WAIT).
@@ -157,14 +165,7 @@ export async function sendPairs(commands: RedisCommands, pairs: readonly PairCal
     keys.push(claim.key, task.key, ...(task.fenceKeys ?? []))
     args.push(claim.value, String(claim.ttl), task.value, String(task.ttl))
   }
-  const [first, ...moreKeys] = keys as [string, ...string[]]
-  let reply: unknown
-  try {
-    reply = await commands.evalSha(ACQUIRE_PAIRS.sha1, first, args, moreKeys)
-  } catch (error) {
-    if (!isNoScript(error)) throw error
-    reply = await commands.eval(ACQUIRE_PAIRS.source, first, args, moreKeys)
-  }
+  const reply = await runScriptOnKeys(commands, ACQUIRE_PAIRS, keys as [string, ...string[]], args)
   const flat = Array.isArray(reply) ? reply : []
   return pairs.map((_, i): PairReply | Error => {
     const claimed = Number(flat[2 * i])

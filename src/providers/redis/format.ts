@@ -184,6 +184,17 @@ export const APPEND_RUN: Script = script(
 )
 
 /**
+ * `APPEND_RUNS key… maxEntries ttlMs runId json …`: APPEND_RUN for each key with its run (`runId`
+ * and `json` the key's pair of arguments, in the keys' order): a turn's ended runs in one call.
+ * The keys are in different Cluster slots: single-node Redis only.
+ */
+export const APPEND_RUNS: Script = script(
+  `if redis.replicate_commands then redis.replicate_commands() end ` +
+    `for i = 1, #KEYS do redis.call('XADD', KEYS[i], 'MAXLEN', ARGV[1], '*', 'id', ARGV[1 + 2 * i], 'run', ARGV[2 + 2 * i]) ` +
+    `redis.call('PEXPIRE', KEYS[i], ARGV[2]) end return #KEYS`,
+)
+
+/**
  * `READ_RUNS key count`: the task's newest `count` stream entries, newest first; none when the
  * key is not a stream. A script so that a Cluster client routes it by the key.
  */
@@ -208,6 +219,25 @@ export async function runScript(
   } catch (error) {
     if (!isNoScript(error)) throw error
     return commands.eval(s.source, key, args)
+  }
+}
+
+/**
+ * Runs `s` over several keys, as {@link runScript} runs it over one: the keys must be on one node
+ * (single-node Redis), and the port must pass `moreKeys` (the adapters do).
+ */
+export async function runScriptOnKeys(
+  commands: RedisCommands,
+  s: Script,
+  keys: readonly [string, ...string[]],
+  args: readonly string[],
+): Promise<unknown> {
+  const [key, ...moreKeys] = keys
+  try {
+    return await commands.evalSha(s.sha1, key, args, moreKeys)
+  } catch (error) {
+    if (!isNoScript(error)) throw error
+    return commands.eval(s.source, key, args, moreKeys)
   }
 }
 

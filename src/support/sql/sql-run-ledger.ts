@@ -11,6 +11,7 @@ import {
   type TaskHealth,
 } from '../../core/run-ledger.ts'
 import { type DescribeStoreError, messageOf, storeError, storeGuard } from '../store-errors.ts'
+import { TickBatch } from '../tick-batch.ts'
 import { DEFAULT_PRUNE_DELAY_MS, sqlRunPruner } from './sql-run-pruner.ts'
 import { utcTimestamp } from './sql-table.ts'
 
@@ -38,6 +39,12 @@ export interface SqlRunDialect {
   /** A BIGINT column as decimal text, so that no driver reads it as a lossy number. */
   text(column: string): string
   readonly describe: DescribeStoreError
+  /**
+   * The most runs one `INSERT` may hold: the runs recorded in one turn of the event loop (a
+   * scheduled tick's) go in one statement of up to this many rows. Omitted or 1: one `INSERT` per
+   * run (a dialect whose statements take few parameters, or have no round trip to save).
+   */
+  readonly maxBatch?: number
 }
 
 // Names are interpolated into SQL text, so only plain identifiers pass: never quote, never escape.
@@ -118,24 +125,39 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
     delayMs: parseDuration(options.pruneDelay ?? DEFAULT_PRUNE_DELAY_MS),
     execute: (sql, params) => dialect.execute(sql, params),
   })
+  // One run's row: the parameters of rowValues.
+  const valuesOf = (id: string, run: RunStart, end: RunEnd | undefined): unknown[] => [
+    id,
+    run.name,
+    run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
+    run.node.slice(0, 255),
+    utcTimestamp(run.startedAt.getTime()),
+    end ? utcTimestamp(end.finishedAt.getTime()) : null,
+    end?.outcome ?? 'running',
+    end ? Math.round(end.durationMs) : null,
+    end?.error?.type ?? null,
+    end?.error?.message ?? null,
+    // As text: every driver binds it, none rounds it; the column converts it.
+    run.fencingToken === undefined ? null : String(run.fencingToken),
+  ]
+
+  const rowValues = `(?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?)`
+  const insertInto = `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES `
   const insert = (id: string, run: RunStart, end: RunEnd | undefined) =>
-    dialect.execute(
-      `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES (?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?)`,
-      [
-        id,
-        run.name,
-        run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
-        run.node.slice(0, 255),
-        utcTimestamp(run.startedAt.getTime()),
-        end ? utcTimestamp(end.finishedAt.getTime()) : null,
-        end?.outcome ?? 'running',
-        end ? Math.round(end.durationMs) : null,
-        end?.error?.type ?? null,
-        end?.error?.message ?? null,
-        // As text: every driver binds it, none rounds it; the column converts it.
-        run.fencingToken === undefined ? null : String(run.fencingToken),
-      ],
-    )
+    dialect.execute(insertInto + rowValues, valuesOf(id, run, end))
+  // A turn's ended runs in one multi-row INSERT (see maxBatch).
+  const maxBatch = dialect.maxBatch ?? 1
+  const records =
+    maxBatch > 1
+      ? new TickBatch<RunStart & RunEnd, true>(async (runs) => {
+          const rows = runs.length === 1 ? rowValues : Array.from(runs, () => rowValues).join(', ')
+          await dialect.execute(
+            insertInto + rows,
+            runs.flatMap((run) => valuesOf(randomUUID(), run, run)),
+          )
+          return runs.map(() => true as const)
+        }, maxBatch)
+      : undefined
   // Runs older than maxAge are never read back, whether or not a prune has deleted them yet.
   const read = async (where: string, params: unknown[], limit: number): Promise<RunRecord[]> =>
     (
@@ -144,7 +166,6 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
         [...params, utcTimestamp(Date.now() - maxAge), limit],
       )
     ).map(recordOf)
-
   return {
     name: dialect.provider,
     start: (run) =>
@@ -173,7 +194,8 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
       }),
     record: (run) =>
       guard('record', run.name, async () => {
-        await insert(randomUUID(), run, run)
+        if (records) await records.add(run)
+        else await insert(randomUUID(), run, run)
         pruner.wrote(run.name)
       }),
     history: (name, historyOptions = {}) =>

@@ -38,6 +38,34 @@ describe.skipIf(!pool)('postgresRunLedger', () => {
     }),
   )
 
+  it('runs recorded in one turn cost one INSERT of their rows', async () => {
+    const sent: string[] = []
+    const client = {
+      query: (text: string, values: unknown[]) => {
+        sent.push(text)
+        return db.query(text, values)
+      },
+    }
+    const ledger = postgresRunLedger({ client, tableName: runs, pruneDelay: '1h' })
+    const name = `ledger-batch-${Date.now()}`
+    const at = new Date()
+    await Promise.all(
+      Array.from({ length: 12 }, (_, k) =>
+        ledger.record({
+          name,
+          slot: undefined,
+          node: `n${k}`,
+          startedAt: at,
+          finishedAt: at,
+          outcome: 'ok',
+          durationMs: k,
+        }),
+      ),
+    )
+    expect(sent.filter((text) => text.startsWith('INSERT')).length).toBe(1)
+    expect((await ledger.history(name, { limit: 50 })).length).toBe(12)
+  })
+
   it('postgresRunsSchema() is idempotent and creates the (name, started_at) index', async () => {
     await db.query(postgresRunsSchema({ tableName: runs }))
     const { rows } = await db.query('SELECT indexname FROM pg_indexes WHERE tablename = $1', [runs])

@@ -56,6 +56,44 @@ describe.skipIf(!raw)('redisRunLedger', () => {
     )
   })
 
+  it("runs of several tasks recorded in one turn cost one call, each run in its task's capped stream", async () => {
+    const client = new Redis(REDIS_URL)
+    const sent: string[] = []
+    const send = client.sendCommand.bind(client)
+    client.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
+      sent.push(command.name)
+      return (send as (...args: unknown[]) => unknown)(command, ...rest)
+    }) as typeof client.sendCommand
+    try {
+      await client.ping()
+      sent.length = 0
+      const ledger = redisRunLedger({ client, environment, keep: 2, maxAge: '1h' })
+      const names = [`batch-${randomUUID()}`, `batch-${randomUUID()}`]
+      const at = new Date()
+      await Promise.all(
+        Array.from({ length: 10 }, (_, k) =>
+          ledger.record({
+            name: names[k % 2]!,
+            node: `n${k}`,
+            startedAt: at,
+            finishedAt: at,
+            outcome: 'ok',
+            durationMs: k,
+          }),
+        ),
+      )
+      expect(sent).toEqual(['evalsha'])
+      for (const name of names) {
+        const key = `shedlock-runs:${environment}:${name}`
+        expect(await redis.xlen(key), 'trimmed to 2 × keep').toBe(4)
+        expect(await redis.pttl(key)).toBeGreaterThan(3_000_000)
+        expect((await ledger.history(name)).length).toBe(2)
+      }
+    } finally {
+      client.disconnect()
+    }
+  })
+
   it('one capped stream per task under shedlock-runs:<environment>:, with an expiry, never seen as a lock', async () => {
     const name = `stream-${randomUUID()}`
     const ledger = redisRunLedger({ client: io, environment, keep: 3, maxAge: '1h' })
