@@ -74,6 +74,7 @@ describe.skipIf(!raw)('redisRunLedger', () => {
         Array.from({ length: 10 }, (_, k) =>
           ledger.record({
             name: names[k % 2]!,
+            slot: undefined,
             node: `n${k}`,
             startedAt: at,
             finishedAt: at,
