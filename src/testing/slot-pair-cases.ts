@@ -156,4 +156,35 @@ export function slotPairCases(suite: SlotSuiteContext): void {
     },
     noPair,
   )
+
+  add(
+    'slots',
+    'paired: task locks released in the same turn keep each its own lockAtLeastFor, and only their own',
+    20_000,
+    async () => {
+      const pair = await paired()
+      const other = await node()
+      const atLeast = 1_500
+      const kept = [names(), names()]
+      const freed = names()
+      const answers = await Promise.all([
+        ...kept.map(({ claim, task }) => pair(suiteConfiguration(claim), suiteConfiguration(task, 60_000, atLeast))),
+        pair(suiteConfiguration(freed.claim), suiteConfiguration(freed.task)),
+      ])
+      const locks = answers.map(([record, lock]) => {
+        assert.ok(record && lock, 'a free pair was not taken')
+        return lock
+      })
+      const released = Date.now()
+      await Promise.all(locks.map((lock) => lock.unlock()))
+      await (await mustLock(other, suiteConfiguration(freed.task))).unlock()
+      for (const { task } of kept)
+        if (Date.now() - released < atLeast - 300)
+          assert.equal(await other.lock(suiteConfiguration(task)), undefined, `${task} was freed within lockAtLeastFor`)
+      await new Promise((resolve) => setTimeout(resolve, atLeast + 300 - (Date.now() - released)))
+      for (const { task } of kept) await (await mustLock(other, suiteConfiguration(task))).unlock()
+      await Promise.all(answers.map(([record]) => record!.unlock()))
+    },
+    noPair,
+  )
 }

@@ -70,6 +70,31 @@ export function postgresPairs(
   return (first, firstOwner, second, secondOwner) => batch.add({ first, firstOwner, second, secondOwner })
 }
 
+/** The statement of many releases (`releaseMany`): its JSON input is `$1`, one `row` per lock. */
+export interface ReleasesStatement {
+  readonly text: string
+  readonly row: (current: LockConfiguration, owner: string, acquired: LockConfiguration) => Record<string, unknown>
+}
+
+/**
+ * The accessor's batched release (`unlockInBatch`): the releases of one turn of the event loop
+ * in one statement, retried as a whole on a concurrency failure (`retrying`: a release is
+ * idempotent). A batch of one is the accessor's own `unlock`.
+ */
+export function postgresReleases(
+  retrying: (text: string, values: unknown[]) => Promise<number>,
+  unlock: SqlAccessor['unlock'],
+  many: ReleasesStatement,
+): NonNullable<SqlAccessor['unlockInBatch']> {
+  type Release = readonly [current: LockConfiguration, owner: string, acquired: LockConfiguration]
+  const batch = new TickBatch<Release, void>(async (releases) => {
+    if (releases.length === 1) await unlock(...releases[0]!)
+    else await retrying(many.text, [JSON.stringify(releases.map((r) => many.row(...r)))])
+    return releases.map(() => undefined)
+  })
+  return (current, owner, acquired) => batch.add([current, owner, acquired])
+}
+
 interface Sending {
   readonly parts: PostgresPairParts
   readonly many: PairsStatement

@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
+import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
@@ -12,7 +13,7 @@ import {
 } from '../../support/sql/sql-lock-provider.ts'
 import { sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { type PostgresRowsClient, postgresLockInspector } from './inspector.ts'
-import { type PostgresPairParts, postgresPairs } from './pair-batch.ts'
+import { type PostgresPairParts, postgresPairs, postgresReleases } from './pair-batch.ts'
 import { postgresStatements, readPostgresLimits } from './statements.ts'
 import { DB_NOW, describePostgresError, PROVIDER } from './table.ts'
 
@@ -167,11 +168,19 @@ function dbTimeAccessor({
   retrying,
   pairs,
 }: AccessorParts): SqlAccessor {
-  const { upsert, pairOf, pairsOf, release, extension } = statements
+  const { upsert, pairOf, pairsOf, release, releaseMany, extension } = statements
   const acquire = upsert(untilIn('$3'), DB_NOW)
   const extend = extension(untilIn('$3'), DB_NOW)
   const unlockFromLockedAt = release(`GREATEST(${lockedAt} + $3::float8 * interval '1 second', ${DB_NOW})`)
   const unlockFromNow = release(`GREATEST(${untilIn('$3')}, ${DB_NOW})`)
+  const unlock: SqlAccessor['unlock'] = async (current, owner, acquired) => {
+    const anchor = lockAtLeastAnchor(current, acquired, clock)
+    await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [
+      current.name,
+      owner,
+      anchor.seconds,
+    ])
+  }
   return {
     readLimits,
     acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
@@ -208,24 +217,32 @@ function dbTimeAccessor({
       },
     ),
     extend: async (next, owner) => (await retrying(extend, [next.name, owner, next.lockAtMostFor / 1000])) > 0,
-    unlock: async (current, owner, acquired) => {
-      const anchor = lockAtLeastAnchor(current, acquired, clock)
-      await retrying(anchor.from === 'lockedAt' ? unlockFromLockedAt : unlockFromNow, [
-        current.name,
-        owner,
-        anchor.seconds,
-      ])
-    },
+    unlock,
+    unlockInBatch: postgresReleases(retrying, unlock, {
+      text: releaseMany(
+        'json_to_recordset($1::json) AS i(n text, o text, l boolean, s float8)',
+        `GREATEST(CASE WHEN held.l THEN t.${lockedAt} ELSE ${DB_NOW} END + held.s * interval '1 second', ${DB_NOW})`,
+      ),
+      row: (current, owner, acquired) => {
+        const anchor = lockAtLeastAnchor(current, acquired, clock)
+        return { n: current.name, o: owner, l: anchor.from === 'lockedAt', s: anchor.seconds }
+      },
+    }),
   }
 }
 
 /** The statements with this process's clock (`useDbTime: false`): deadlines are sent as UTC timestamps. */
 function appTimeAccessor({ statements, clock, readLimits, acquiring, retrying, pairs }: AccessorParts): SqlAccessor {
-  const { upsert, pairOf, pairsOf, release, extension } = statements
+  const { upsert, pairOf, pairsOf, release, releaseMany, extension } = statements
   const acquire = upsert('$3::timestamp', '$4::timestamp')
   const extend = extension('$3::timestamp', '$4::timestamp')
-  const unlock = release('$3::timestamp')
   const at = (date: Date): string => utcTimestamp(date.getTime())
+  const releasedUntil = (current: LockConfiguration): string =>
+    utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime()))
+  const releaseOne = release('$3::timestamp')
+  const unlock: SqlAccessor['unlock'] = async (current, owner) => {
+    await retrying(releaseOne, [current.name, owner, releasedUntil(current)])
+  }
   return {
     readLimits,
     acquire: (c, owner) => acquiring(acquire, [c.name, owner, at(c.lockAtMostUntil), utcTimestamp(clock.now())]),
@@ -264,13 +281,11 @@ function appTimeAccessor({ statements, clock, readLimits, acquiring, retrying, p
     ),
     extend: async (next, owner) =>
       (await retrying(extend, [next.name, owner, at(next.lockAtMostUntil), utcTimestamp(clock.now())])) > 0,
-    unlock: async (current, owner) => {
-      await retrying(unlock, [
-        current.name,
-        owner,
-        utcTimestamp(Math.max(clock.now(), current.lockAtLeastUntil.getTime())),
-      ])
-    },
+    unlock,
+    unlockInBatch: postgresReleases(retrying, unlock, {
+      text: releaseMany('json_to_recordset($1::json) AS i(n text, o text, u timestamp)', 'held.u'),
+      row: (current, owner) => ({ n: current.name, o: owner, u: releasedUntil(current) }),
+    }),
   }
 }
 

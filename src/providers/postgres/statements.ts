@@ -62,6 +62,14 @@ export function postgresStatements(t: SqlTable, guard: string | undefined) {
         'SELECT i.k, claim.taken AS claim, task.taken AS task FROM i JOIN claim ON claim.n = i.cn LEFT JOIN task ON task.n = i.tn'
       )
     },
+    // The releases of many locks (a tick's task locks, batched): `input` a FROM item named i, one
+    // row per lock with its name n and owner o; `untilSql` an expression over the row's t and the
+    // input's row, `held`. The rows are locked in name order first, as the paired acquire takes
+    // them, so that a batch of releases and a batch of acquires cannot deadlock. Owner-checked.
+    releaseMany: (input: string, untilSql: string): string =>
+      `WITH i AS (SELECT * FROM ${input}), ` +
+      `held AS (SELECT t.${name} AS held_name, i.* FROM ${t.table} t JOIN i ON t.${name} = i.n AND t.${lockedBy} = i.o ORDER BY t.${name} FOR UPDATE OF t) ` +
+      `UPDATE ${t.table} AS t SET ${lockUntil} = ${untilSql} FROM held WHERE t.${name} = held.held_name`,
     release: (untilSql: string): string =>
       `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2`,
     extension: (untilSql: string, nowSql: string): string =>

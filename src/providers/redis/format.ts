@@ -123,6 +123,17 @@ export const DELETE_IF_OWNED: Script = script(
 )
 
 /**
+ * `RELEASE_MANY key… value ms …`: for each key, with its pair of arguments in the keys' order, if
+ * it holds `value`: `PEXPIRE key ms` when `ms` is above 0 (what is left of lockAtLeastFor), else
+ * `DEL key`. A turn's releases in one call (the task locks of a tick's slot runs); the keys are in
+ * different Cluster slots: single-node Redis only.
+ */
+export const RELEASE_MANY: Script = script(
+  `for i = 1, #KEYS do if redis.call('GET', KEYS[i]) == ARGV[2 * i - 1] then local ms = tonumber(ARGV[2 * i]) ` +
+    `if ms > 0 then redis.call('PEXPIRE', KEYS[i], ms) else redis.call('DEL', KEYS[i]) end end end return #KEYS`,
+)
+
+/**
  * `ACQUIRE_FENCED lockKey counterKey value ms`: `SET lockKey value NX PX ms` and, when it set the
  * key, `INCR counterKey`: the new count, the acquisition's fencing token; 0 when the lock is held.
  * Both keys are declared, in one slot (see `redisFenceKey`). A counter INCR refuses (not an

@@ -6,6 +6,8 @@ import {
   type ExtensibleLock,
   type ExtensibleLockProvider,
   type InspectableLockProvider,
+  type LockPair,
+  type PairedLocks,
   withLockPair,
 } from '../../core/lock-provider.ts'
 import { defineLock, type LockOperations } from '../../core/define-lock.ts'
@@ -23,6 +25,7 @@ import {
   isOne,
   notConfirmed,
   PairCall,
+  type PairPart,
   type PairReply,
   ScriptCall,
   sendPairs,
@@ -31,6 +34,8 @@ import { redisFenceKey } from './fence-key.ts'
 import { redisLockInspector } from './inspector.ts'
 import {
   ACQUIRE_FENCED,
+  RELEASE_MANY,
+  runScriptOnKeys,
   checkedRedisLockKey,
   DELETE_IF_OWNED,
   describeRedisError,
@@ -172,6 +177,8 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     // With fencingTokens: the counter's key, passed as the script's second key.
     readonly fenceKeys: readonly string[] | undefined
     fencingToken: bigint | undefined
+    // A paired task lock's: its release goes with the turn's other releases (RELEASE_MANY).
+    releases: TickBatch<Release, void> | undefined
 
     constructor(configuration: LockConfiguration, key: string, value: string, ttl: number, lockedBy: string) {
       this.configuration = configuration
@@ -180,6 +187,7 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
       this.ttl = ttl
       this.lockedBy = lockedBy
       this.fenceKeys = fencing ? [redisFenceKey(key, commands.keyPrefix)] : undefined
+      this.releases = undefined
     }
 
     start(): PromiseLike<unknown> {
@@ -230,6 +238,11 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
     unlock(current: LockConfiguration): Promise<void> {
       // No lockAtLeastFor: nothing to keep, whatever the clocks say. The script's reply is not used.
       const keepFor = current.lockAtLeastFor === 0 ? 0 : current.lockAtLeastUntil.getTime() - clock.now()
+      const { releases } = this
+      if (releases !== undefined) {
+        const release: Release = [this.key, this.value, String(Math.max(0, Math.ceil(keepFor)))]
+        return timedStoreCall(call, 'release', current.name, { start: () => releases.add(release) }) as Promise<never>
+      }
       const release =
         keepFor <= 0
           ? new ScriptCall(commands, DELETE_IF_OWNED, this.key, [this.value])
@@ -278,19 +291,46 @@ export function redisLockProvider(options: RedisLockProviderOptions): Extensible
   // both: a single-node client, without waitForReplicas, through the adapters' raw SET (a port
   // of one's own is not known to take a second key for this).
   if (commands.masters !== undefined || replicas > 0 || setReply === undefined) return provider
-  // A tick's pairs in one call: a fleet firing 200 jobs at once sends one ACQUIRE_PAIRS per
-  // replica instead of 200 (bench fleet: see docs/performance.md).
+  return withLockPair(provider, pairedAcquisition(commands, call, acquisition))
+}
+
+/**
+ * The paired acquisition (`LockPair`, slot runs): a tick's pairs in one ACQUIRE_PAIRS call (a
+ * fleet firing 200 jobs at once sends one per replica instead of 200; bench fleet, see
+ * docs/performance.md), and the releases of their task locks, a tick's together, in one
+ * RELEASE_MANY.
+ */
+function pairedAcquisition(
+  commands: RedisCommands,
+  call: TimedStoreCall<unknown>,
+  acquisition: (configuration: LockConfiguration) => PairPart & { releases: TickBatch<Release, void> | undefined },
+): LockPair {
   const pairs = new TickBatch<PairCall, PairReply>((batch) => sendPairs(commands, batch))
-  return withLockPair(provider, (first, second) => {
+  const releases = new TickBatch<Release, void>(async (batch) => {
+    const keys = batch.map(([key]) => key) as [string, ...string[]]
+    await runScriptOnKeys(
+      commands,
+      RELEASE_MANY,
+      keys,
+      batch.flatMap(([, value, ms]) => [value, ms]),
+    )
+    return batch.map(() => undefined)
+  })
+  return (first, second) => {
     let steps: PairCall
     try {
-      steps = new PairCall(pairs, commands, acquisition(first), acquisition(second))
+      const task = acquisition(second)
+      task.releases = releases
+      steps = new PairCall(pairs, commands, acquisition(first), task)
     } catch (error) {
       return Promise.reject(error)
     }
-    return timedStoreCall(call, 'acquire', first.name, steps)
-  })
+    return timedStoreCall(call, 'acquire', first.name, steps) as Promise<PairedLocks>
+  }
 }
+
+/** A release of RELEASE_MANY: the key, the acquisition's value, and milliseconds to keep it (0: delete). */
+type Release = readonly [key: string, value: string, ms: string]
 
 /** The timed call of every operation: one promise, its timeout, and Redis's errors described. */
 function redisCall(commands: RedisCommands, timeout: number): TimedStoreCall<unknown> {

@@ -82,6 +82,12 @@ export interface SqlAccessor {
     second: LockConfiguration,
     secondOwner: string,
   ): Promise<readonly [boolean | bigint, boolean | bigint]>
+  /**
+   * Optional: {@link unlock}, sent with the other releases of this turn of the event loop in one
+   * statement. The task locks of paired acquires (slot runs) are released so: a scheduled tick
+   * releases them together. Omitted: `unlock`.
+   */
+  unlockInBatch?(current: LockConfiguration, owner: string, acquired: LockConfiguration): Promise<void>
   /** Moves `lock_until` of a row this acquisition still holds. Resolves to `true` when it did. */
   extend(next: LockConfiguration, owner: string, acquired: LockConfiguration): Promise<boolean>
   /** Sets `lock_until` to `max(now, lockAtLeastUntil)` on a row this acquisition holds; other rows are untouched. */
@@ -179,14 +185,22 @@ export function sqlLockProvider(
   }
 
   // The handle of an acquisition the statement made.
-  const handleOf = (configuration: LockConfiguration, owner: string, acquired: true | bigint): ExtensibleLock =>
+  // `batched`: released with the turn's other releases, where the accessor can (a paired task lock).
+  const handleOf = (
+    configuration: LockConfiguration,
+    owner: string,
+    acquired: true | bigint,
+    batched = false,
+  ): ExtensibleLock =>
     defineLock(configuration, {
       clock,
       lockedBy: owner,
       ...(typeof acquired === 'bigint' ? { fencingToken: acquired } : {}),
       unlock: (current) =>
         timedStoreCall(call, 'release', current.name, () =>
-          accessor.unlock(current, owner, configuration),
+          batched && accessor.unlockInBatch
+            ? accessor.unlockInBatch(current, owner, configuration)
+            : accessor.unlock(current, owner, configuration),
         ) as Promise<void>,
       extend: async (next) => {
         // A lock was acquired, so the limits are known; a name past them rejects.
@@ -228,7 +242,7 @@ export function sqlLockProvider(
     if (one === false) return [undefined, undefined]
     return [
       handleOf(first, steps.firstOwner, one),
-      two === false ? undefined : handleOf(second, steps.secondOwner, two),
+      two === false ? undefined : handleOf(second, steps.secondOwner, two, true),
     ]
   })
 }

@@ -10,6 +10,7 @@ import {
   redisLockProvider,
   redisRunLedger,
 } from '../../../src/providers/redis/index.ts'
+import { APPEND_RUNS } from '../../../src/providers/redis/format.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
 import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
 import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
@@ -65,7 +66,8 @@ describe.skipIf(!raw)('redisRunLedger', () => {
       return (send as (...args: unknown[]) => unknown)(command, ...rest)
     }) as typeof client.sendCommand
     try {
-      await client.ping()
+      // The script cached, so that the batch is one EVALSHA (a NOSCRIPT would add an EVAL).
+      await client.script('LOAD', APPEND_RUNS.source)
       sent.length = 0
       const ledger = redisRunLedger({ client, environment, keep: 2, maxAge: '1h' })
       const names = [`batch-${randomUUID()}`, `batch-${randomUUID()}`]
