@@ -10,7 +10,17 @@ export interface CronerJobLike {
   previousRuns(n: number, reference?: Date): Date[]
   /** The first fire time after `previous`. */
   nextRun(previous?: Date): Date | null
-  readonly options?: { readonly interval?: number | undefined } | undefined
+  readonly options?:
+    | {
+        readonly interval?: number | undefined
+        readonly dayOffset?: number | undefined
+        readonly stopAt?: unknown
+      }
+    | undefined
+  /** croner 9 and later: whether `date`'s whole second is a fire time of the pattern (a one-off job: its date's second). */
+  match?(date: Date): boolean
+  /** croner: the date of a one-off job, else `null`. */
+  getOnce?(): Date | null
 }
 
 /** A luxon `DateTime`, as cron returns its dates. */

@@ -109,6 +109,56 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
       ).toBe('2030-01-01T00:00:00.000Z')
     })
 
+    it('the whole second of the start, where croner matches it, without walking the pattern back', () => {
+      const job = cronerRun('*/2 * * * * *', at('2026-11-24T02:00:04.012Z'))
+      const walked = Object.assign(job, {
+        previousRuns: () => {
+          throw new Error('previousRuns() was called')
+        },
+      })
+      expect(iso(nominalFireTime('t', undefined, [walked]))).toBe('2026-11-24T02:00:04.000Z')
+    })
+
+    // The whole-second path against previousRuns() (a job without match() takes it): the same slot
+    // for every start, over patterns, time zones, day rules and options where croner fires.
+    it.each([
+      ['* * * * * *', {}],
+      ['*/2 * * * * *', {}],
+      ['0 * * * * *', {}],
+      ['0 30 2 * * *', { timezone: 'Europe/Berlin' }],
+      ['0 0 12 * * MON', { timezone: 'America/New_York' }],
+      ['0 0 0 L * *', {}],
+      ['0 0 0 1 * MON', { legacyMode: false }],
+      ['*/3 * * * * *', { startAt: at('2026-03-29T00:59:58.500Z'), stopAt: at('2026-03-29T01:00:04.000Z') }],
+      ['*/15 * * * * *', { dayOffset: -1 }],
+      ['*/5 * * * * *', { interval: 5 }],
+    ] as const)('%s %o: the same slot as previousRuns()', (pattern, options) => {
+      const starts = [
+        '2026-03-29T00:59:59.999Z', // Berlin's spring-forward hour
+        '2026-03-29T01:00:00.000Z',
+        '2026-03-29T01:00:00.004Z',
+        '2026-03-29T01:00:01.500Z',
+        '2026-03-29T01:00:03.000Z',
+        '2026-03-29T01:00:06.010Z',
+        '2026-11-23T17:00:00.020Z', // a Monday noon in New York
+        '2026-11-30T00:00:00.001Z',
+        '2026-12-01T00:00:00.003Z', // a Tuesday, first of the month
+        '2027-01-01T00:00:00.000Z',
+      ]
+      for (const started of starts) {
+        const job = cronerRun(pattern, at(started), options)
+        const walked = Object.assign(Object.create(job) as Cron, { match: undefined })
+        const slot = (j: Cron): string | Error => {
+          try {
+            return iso(nominalFireTime('t', undefined, [j]))!
+          } catch (error) {
+            return error as Error
+          }
+        }
+        expect(slot(job), `started ${started}`).toEqual(slot(walked))
+      }
+    })
+
     it('a job with no current run is refused', () => {
       const job = new Cron('* * * * * *', { paused: true })
       job.stop()
