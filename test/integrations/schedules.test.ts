@@ -110,7 +110,10 @@ describe('the nominal fire time of a scheduler call (slot: true)', () => {
     })
 
     it('the whole second of the start, where croner matches it, without walking the pattern back', () => {
-      const job = cronerRun('*/2 * * * * *', at('2026-11-24T02:00:04.012Z'))
+      const job = cronerRun('*/2 * * * * *', at('2026-11-24T02:00:04.012Z'), {
+        startAt: at('2026-11-24T02:00:00.000Z'),
+        stopAt: at('2026-11-24T02:01:00.000Z'),
+      })
       const walked = Object.assign(job, {
         previousRuns: () => {
           throw new Error('previousRuns() was called')
