@@ -227,8 +227,12 @@ export function sqlLockProvider(
   }
   if (!accessor.acquirePair) return provider
   return withLockPair(provider, async (first, second): Promise<PairedLocks> => {
-    await prepare(first)
-    await prepare(second)
+    // As lock(): a promise only while the table's limits are unread.
+    const reading = prepare(first) ?? prepare(second)
+    if (reading) {
+      await reading
+      await prepare(second)
+    }
     const steps = new AcquirePair(
       accessor,
       giveBack,
