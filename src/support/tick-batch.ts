@@ -1,3 +1,6 @@
+// From node:timers: every runtime the package runs on has it there, not every one as a global.
+import { setImmediate } from 'node:timers'
+
 /**
  * Requests made in one turn of the event loop, sent to the store together: a scheduled tick fires
  * many jobs at the same instant (every job's timer expires in the same timers phase), and each
