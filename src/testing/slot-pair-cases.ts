@@ -10,6 +10,13 @@ import type { SlotSuiteContext } from './slot-support.ts'
  * its own lock, and a lock held elsewhere is left as it is.
  */
 export function slotPairCases(suite: SlotSuiteContext): void {
+  const pairs = pairSupport(suite)
+  pairTakeCases(pairs)
+  pairBatchCases(pairs)
+}
+
+// What the paired cases share: the suite's hooks, the pair of a fresh node, and fresh names.
+function pairSupport(suite: SlotSuiteContext) {
   const { add, node, noPair } = suite
   const paired = async (): Promise<LockPair> => {
     const pair = lockPairOf(await node())
@@ -20,7 +27,13 @@ export function slotPairCases(suite: SlotSuiteContext): void {
     const task = lockName()
     return { claim: slotRecordName(task, new Date(Date.UTC(2026, 0, 1, 12))), task }
   }
+  return { add, node, noPair, paired, names }
+}
 
+type PairSupport = ReturnType<typeof pairSupport>
+
+/** One pair at a time: what is taken, held and released, and what is left alone. */
+function pairTakeCases({ add, node, noPair, paired, names }: PairSupport): void {
   add(
     'slots',
     'paired: both free, the slot record and the task lock are taken, held, and released each by its handle',
@@ -104,7 +117,10 @@ export function slotPairCases(suite: SlotSuiteContext): void {
     },
     noPair,
   )
+}
 
+/** Pairs asked for, and task locks released, in one turn of the event loop: one batch where the store batches. */
+function pairBatchCases({ add, node, noPair, paired, names }: PairSupport): void {
   add(
     'slots',
     'paired: pairs asked for in the same turn (one batch, where the store batches) each get their own answer',
