@@ -151,7 +151,11 @@ const PAIR_TASK_HELD =
   "slots: paired: a task lock held elsewhere still gives the slot record, and the holder's lock is untouched"
 const PAIR_TOKEN =
   'slots: paired: the task lock carries a fencing token where lock() gives one, above the one of its last holder'
-const PAIRED = [PAIR_BOTH, PAIR_CLAIM_HELD, PAIR_TASK_HELD, PAIR_TOKEN]
+const PAIR_SAME_TURN =
+  'slots: paired: pairs asked for in the same turn (one batch, where the store batches) each get their own answer'
+const PAIR_RELEASES =
+  'slots: paired: task locks released in the same turn keep each its own lockAtLeastFor, and only their own'
+const PAIRED = [PAIR_BOTH, PAIR_CLAIM_HELD, PAIR_TASK_HELD, PAIR_TOKEN, PAIR_SAME_TURN, PAIR_RELEASES]
 const notPaired = (c: LockProviderTestCase): boolean => !PAIRED.includes(c.name)
 const SLOT_ONCE =
   "slots: a slot runs once across two executors: the other gets { executed: false, reason: 'slot-done' }, and the next slot runs"
