@@ -30,6 +30,21 @@ export function redisOrSkip(): Promise<Redis | undefined> {
   })
 }
 
+/**
+ * A new ioredis client on the tests' server whose commands are counted: `sent` holds each
+ * command's name, in the order sent (an `EVALSHA` answered `NOSCRIPT` adds its `EVAL`).
+ */
+export function countedRedis(): { client: Redis; sent: string[] } {
+  const client = new Redis(REDIS_URL)
+  const sent: string[] = []
+  const send = client.sendCommand.bind(client)
+  client.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
+    sent.push(command.name)
+    return (send as (...args: unknown[]) => unknown)(command, ...rest)
+  }) as typeof client.sendCommand
+  return { client, sent }
+}
+
 /** An etcd3 client that has answered a read; `undefined` (skipped) when unreachable and not required. */
 export function etcdOrSkip(): Promise<Etcd3 | undefined> {
   return connectOrSkip('etcd', `${ETCD_URL} (SHEDLOCK_ETCD_URL)`, async () => {

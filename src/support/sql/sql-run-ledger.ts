@@ -150,7 +150,7 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   const records =
     maxBatch > 1
       ? new TickBatch<RunStart & RunEnd, true>(async (runs) => {
-          const rows = runs.length === 1 ? rowValues : Array.from(runs, () => rowValues).join(', ')
+          const rows = Array.from(runs, () => rowValues).join(', ')
           await dialect.execute(
             insertInto + rows,
             runs.flatMap((run) => valuesOf(randomUUID(), run, run)),

@@ -3,13 +3,12 @@
 // fails its own pair alone; a flushed script cache is met by EVAL within the same call. The
 // answers themselves are the conformance suite's ("pairs asked for in the same turn").
 import { randomUUID } from 'node:crypto'
-import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { lockPairOf, type PairedLocks } from '../../../src/core/lock-provider.ts'
 import { ACQUIRE_PAIRS, RELEASE_MANY } from '../../../src/providers/redis/format.ts'
 import { redisLockProvider } from '../../../src/providers/redis/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { countedRedis, redisOrSkip } from '../../helpers/kv-clients.ts'
 
 const raw = await redisOrSkip()
 
@@ -30,22 +29,11 @@ describe.skipIf(!raw)('redis: paired acquires of one turn in one call', () => {
       const task = `task-${randomUUID()}`
       return { claim: `${task}@20260101T120000Z`, task }
     })
-  // A client of its own whose commands are counted, by name.
-  const counted = () => {
-    const client = new Redis(REDIS_URL)
-    const sent: string[] = []
-    const send = client.sendCommand.bind(client)
-    client.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
-      sent.push(command.name)
-      return (send as (...args: unknown[]) => unknown)(command, ...rest)
-    }) as typeof client.sendCommand
-    return { client, sent }
-  }
   const releaseAll = (answers: readonly PairedLocks[]) =>
     Promise.all(answers.flatMap((answer) => answer.flatMap((h) => (h ? [h.unlock()] : []))))
 
   it("20 pairs asked for in one turn cost one call, each lock set with its own value; their task locks' releases one more", async () => {
-    const { client, sent } = counted()
+    const { client, sent } = countedRedis()
     try {
       const pair = lockPairOf(redisLockProvider({ client, environment }))!
       // Both scripts cached, so that each batch is one EVALSHA (a NOSCRIPT would add an EVAL).

@@ -12,7 +12,7 @@ import {
 } from '../../../src/providers/redis/index.ts'
 import { APPEND_RUNS } from '../../../src/providers/redis/format.ts'
 import { runLedgerSuite } from '../../../src/testing/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { countedRedis, REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
 import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
 
 const raw = await redisOrSkip()
@@ -58,13 +58,7 @@ describe.skipIf(!raw)('redisRunLedger', () => {
   })
 
   it("runs of several tasks recorded in one turn cost one call, each run in its task's capped stream", async () => {
-    const client = new Redis(REDIS_URL)
-    const sent: string[] = []
-    const send = client.sendCommand.bind(client)
-    client.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
-      sent.push(command.name)
-      return (send as (...args: unknown[]) => unknown)(command, ...rest)
-    }) as typeof client.sendCommand
+    const { client, sent } = countedRedis()
     try {
       // The script cached, so that the batch is one EVALSHA (a NOSCRIPT would add an EVAL).
       await client.script('LOAD', APPEND_RUNS.source)
