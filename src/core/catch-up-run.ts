@@ -262,9 +262,8 @@ export class CatchUpRun<T> {
     const record = runtime.recorder.start(current, this.#execution, slot, this.#owner, active.fencingToken)
     let failure: unknown
     try {
-      await runWithActiveLock(active, () =>
-        runtime.runTask(this.#task, new RunContext(active, current, slot), this.#execution),
-      )
+      const context = new RunContext(active, current, slot)
+      await runWithActiveLock(active, () => runtime.runTask(this.#task, context, this.#execution), context)
     } catch (error) {
       failure = error
       this.#failed.push({ slot, error })

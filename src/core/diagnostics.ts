@@ -108,6 +108,11 @@ const channels = Object.fromEntries(
   Object.entries(diagnosticsChannels).map(([event, name]) => [event, channel(name)]),
 ) as Record<LockEventName, ReturnType<typeof channel>>
 
+/** True when the event's diagnostics channel has a subscriber. */
+export function hasSubscribers(event: LockEventName): boolean {
+  return channels[event].hasSubscribers
+}
+
 /**
  * Publishes one event to its channel, when the channel has a subscriber. Internal: the executor
  * is the only publisher.

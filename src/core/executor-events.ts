@@ -1,5 +1,5 @@
 import { debuglog } from 'node:util'
-import { type LockEventName, type LockExecution, publishLockEvent } from './diagnostics.ts'
+import { hasSubscribers, type LockEventName, type LockExecution, publishLockEvent } from './diagnostics.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
 import type { LockLostError, LockProviderError } from './errors.ts'
 import { messageOf } from './task.ts'
@@ -97,6 +97,8 @@ export function eventEmitter(listener: LockingTaskExecutorListener | undefined) 
     configuration: LockConfiguration,
     ...detail: DetailOf<K>
   ): void => {
+    // Most executors have no listener and no subscriber: nothing to build then.
+    if (typeof listener?.[hook] !== 'function' && !hasSubscribers(CHANNEL_OF[hook])) return
     const hasDetail = detail.length > 0
     callHook(listener, hook, hasDetail ? [configuration, detail[0], execution] : [configuration, execution])
     if (!hasDetail) publishLockEvent(CHANNEL_OF[hook], execution, configuration)

@@ -263,9 +263,8 @@ export class RunSteps implements CatchUpRuntime {
     )
     let failure: unknown
     try {
-      return await runWithActiveLock(active, () =>
-        this.runTask(task, new RunContext(active, configuration, claimed?.slot), execution),
-      )
+      const context = new RunContext(active, configuration, claimed?.slot)
+      return await runWithActiveLock(active, () => this.runTask(task, context, execution), context)
     } catch (error) {
       failure = error
       throw error

@@ -1,6 +1,6 @@
 import { debuglog } from 'node:util'
 import type { LockExecution } from './diagnostics.ts'
-import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
+import { configurationOfChecked, type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
 import { type LockPair, lockPairOf, type SimpleLock } from './lock-provider.ts'
 import { closedBeforeStart, type RunSteps, type SlotClaim } from './run-steps.ts'
 import { catchUpMarkerName } from './slots.ts'
@@ -13,6 +13,8 @@ const debug = debuglog('shedlock')
 const CATCH_UP_POLL_MS = 250
 // How often, at most, a task's expired slot records are removed.
 const SWEEP_INTERVAL_MS = 10 * 60_000
+// A sweep waits between a tenth of this and all of it after the slot run that makes it due.
+const SWEEP_DELAY_MS = 30_000
 
 /**
  * Slot runs: the slot's record is claimed first, so that exactly one node decides the slot (runs
@@ -44,11 +46,8 @@ export class SlotRuns {
     const steps = this.#steps
     const execution = newExecution(steps.providerName, false)
     steps.emit('onLockAttempt', execution, configuration)
-    const claim = lockConfiguration({
-      name: slotName,
-      lockAtMostFor: retention,
-      createdAt: new Date(steps.clock.now()),
-    })
+    // slotName is the checked lock name with its slot's stamp.
+    const claim = configurationOfChecked(slotName, steps.clock.now(), retention, 0)
     // Once the slot is decided, the claim is never released: its record stays until the
     // retention ends, and tells every later attempt that the slot is done. With a paired
     // acquisition, the task's lock is asked for in the same round trip, once the claim is taken.
@@ -74,7 +73,10 @@ export class SlotRuns {
     this.#sweep(configuration)
     const claimed: SlotClaim = { slot, execution, owner: steps.ownerOf(handle), decided: false }
     try {
-      const locked = await this.#lockForSlot(configuration, execution, signal, first)
+      // The paired acquisition's task lock, when it was taken: no further attempt to make.
+      const locked = first?.handle
+        ? { configuration, handle: first.handle }
+        : await this.#lockForSlot(configuration, execution, signal, first)
       if (locked === 'closed') return closedBeforeStart(configuration)
       if (!locked) return await this.#skip(configuration, claimed)
       return await steps.runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
@@ -174,6 +176,14 @@ export class SlotRuns {
     const now = this.#steps.clock.now()
     if (now - (this.#swept.get(name) ?? Number.NEGATIVE_INFINITY) < SWEEP_INTERVAL_MS) return
     this.#swept.set(name, now)
+    // Later, at a random moment: not at the fire time, when every job of the tick asks the store
+    // at once (the fleet bench's first tick after the sweeps fell due had 200 DELETEs on top).
+    const timer = setTimeout(() => this.#sweepNow(name), SWEEP_DELAY_MS * (0.1 + 0.9 * Math.random()))
+    ;(timer as { unref?: () => unknown }).unref?.()
+  }
+
+  #sweepNow(name: string): void {
+    if (this.#steps.closed()) return
     // A sweep is housekeeping: whatever it throws (a client without the calls an inspector
     // needs, a store failure), the slot run goes on.
     Promise.resolve()

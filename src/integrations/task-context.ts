@@ -1,20 +1,15 @@
-import { AsyncLocalStorage } from 'node:async_hooks'
 import { ExecutorClosedError, NotLockedError } from '../core/errors.ts'
+import { currentTaskContext, runWithTaskContext } from '../core/lock-context.ts'
 import type { LockingTaskExecutor, TaskContext } from '../core/locking-task-executor.ts'
 
 // The integrations call functions with the scheduler's arguments, not with the executor's task
-// context: it travels in the async context instead. One per process, like the lock context.
-const storage = new AsyncLocalStorage<TaskContext>()
+// context: it travels in the async context instead, the lock context's (core/lock-context.ts).
 
 /** Runs `fn` with `context` as the task context of its async context. */
-export function runInTaskContext<T>(context: TaskContext, fn: () => T): T {
-  return storage.run(context, fn)
-}
+export const runInTaskContext: <T>(context: TaskContext, fn: () => T) => T = runWithTaskContext
 
 /** The task context of this async context, if any (what {@link taskContext} returns, without its throw). */
-export function currentTaskContext(): TaskContext | undefined {
-  return storage.getStore()
-}
+export { currentTaskContext }
 
 /**
  * The context of the locked task this code runs in, inside a `withLock()` function, a
@@ -22,8 +17,8 @@ export function currentTaskContext(): TaskContext | undefined {
  * when the lock is lost, or with the reason of `withLock`'s `signal`), its lock `configuration`,
  * its `slot` (the scheduled fire time of a slot run or a catch-up run; `undefined` otherwise) and
  * its lock's `fencingToken` (docs/fencing.md; `undefined` where the store hands out none).
- * `executeWithLock()` tasks get the same object as their argument; `activeFencingToken()` gives
- * the token in any locked task.
+ * Inside an `executeWithLock()` task it is the object the task gets as its argument;
+ * `activeFencingToken()` gives the token in any locked task.
  *
  * ```ts
  * const sync = withLock(provider, { name: 'sync', lockAtMostFor: '10m', slot: true }, async () => {
@@ -35,7 +30,7 @@ export function currentTaskContext(): TaskContext | undefined {
  * @throws NotLockedError outside such a function.
  */
 export function taskContext(): TaskContext {
-  const context = storage.getStore()
+  const context = currentTaskContext()
   if (!context) {
     throw new NotLockedError(
       'taskContext() is only known inside a withLock() function or a @SchedulerLock method (an executeWithLock() task gets its context as its argument)',

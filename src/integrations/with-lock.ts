@@ -173,13 +173,17 @@ export function withLock<This, Args extends unknown[], R>(
       // Everything up to executeWithLock() runs in the scheduler's own call, before any await:
       // croner's currentRun() and cron's lastDate() are still this run's.
       if (signal?.aborted) return undefined
-      const lock = {
-        name: typeof name === 'function' ? nameOf(self, args) : name,
+      const lockName = typeof name === 'function' ? nameOf(self, args) : name
+      // Written out, one shape for every call: with spreads of the optional parts this function
+      // was 2.5 % of a profile of slot runs, 0.4 % without.
+      const request: LockRequest = {
+        name: lockName,
         lockAtMostFor: durations.lockAtMostFor!,
         lockAtLeastFor: durations.lockAtLeastFor ?? 0,
+        slot: slot === undefined ? undefined : slotOf(self, args, lockName),
+        slotRetention: settings.slotRetention,
+        signal,
       }
-      const slotOptions = slot === undefined ? {} : { slot: slotOf(self, args, lock.name), ...slotRetention }
-      const request: LockRequest = { ...lock, ...slotOptions, ...shutdown }
       const outcome = await executor.executeWithLock(
         (context) => runInTaskContext(context, () => fn.apply(self, args)),
         request,

@@ -426,3 +426,29 @@ describe('shutdown', () => {
 it('taskContext() outside a withLock function throws NotLockedError', () => {
   expect(() => taskContext()).toThrow(NotLockedError)
 })
+
+it("taskContext() inside an executeWithLock() task is the task's own context, across awaits, and a withLock function's inside it is that function's", async () => {
+  const executor = createLockingTaskExecutor(inMemoryLockProvider())
+  const slot = new Date('2026-11-24T02:00:00Z')
+  const inner = withLock(executor, { name: 'inner', lockAtMostFor: '1m', slot: () => slot }, async () => {
+    await sleep(1)
+    return taskContext()
+  })
+  const seen: unknown[] = []
+  const result = await executor.executeWithLock(
+    async (context) => {
+      seen.push(taskContext() === context)
+      await sleep(1)
+      seen.push(taskContext() === context)
+      const innerContext = await inner()
+      seen.push(innerContext !== context && innerContext?.configuration.name === 'inner' && innerContext.slot === slot)
+      // Back in the outer task: its own context again.
+      seen.push(taskContext() === context)
+      return context.configuration.name
+    },
+    { name: 'outer', lockAtMostFor: '1m' },
+  )
+  expect(result).toEqual({ executed: true, result: 'outer' })
+  expect(seen).toEqual([true, true, true, true])
+  expect(() => taskContext()).toThrow(NotLockedError)
+})
