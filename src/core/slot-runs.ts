@@ -13,8 +13,6 @@ const debug = debuglog('shedlock')
 const CATCH_UP_POLL_MS = 250
 // How often, at most, a task's expired slot records are removed.
 const SWEEP_INTERVAL_MS = 10 * 60_000
-// A sweep waits between a tenth of this and all of it after the slot run that makes it due.
-const SWEEP_DELAY_MS = 30_000
 
 /**
  * Slot runs: the slot's record is claimed first, so that exactly one node decides the slot (runs
@@ -70,7 +68,6 @@ export class SlotRuns {
       return { executed: false, reason: 'slot-done' }
     }
     steps.emit('onSlotClaimed', execution, configuration, slot)
-    this.#sweep(configuration)
     const claimed: SlotClaim = { slot, execution, owner: steps.ownerOf(handle), decided: false }
     try {
       // The paired acquisition's task lock, when it was taken: no further attempt to make.
@@ -81,6 +78,8 @@ export class SlotRuns {
       if (!locked) return await this.#skip(configuration, claimed)
       return await steps.runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
     } finally {
+      // After the run, not at the fire time, when every job of the tick asks the store at once.
+      this.#sweep(configuration)
       // Not decided (the store failed, or the executor closed, before the task could start): the
       // slot did not run, so another node or a catch-up may take it.
       if (!claimed.decided)
@@ -176,14 +175,6 @@ export class SlotRuns {
     const now = this.#steps.clock.now()
     if (now - (this.#swept.get(name) ?? Number.NEGATIVE_INFINITY) < SWEEP_INTERVAL_MS) return
     this.#swept.set(name, now)
-    // Later, at a random moment: not at the fire time, when every job of the tick asks the store
-    // at once (the fleet bench's first tick after the sweeps fell due had 200 DELETEs on top).
-    const timer = setTimeout(() => this.#sweepNow(name), SWEEP_DELAY_MS * (0.1 + 0.9 * Math.random()))
-    ;(timer as { unref?: () => unknown }).unref?.()
-  }
-
-  #sweepNow(name: string): void {
-    if (this.#steps.closed()) return
     // A sweep is housekeeping: whatever it throws (a client without the calls an inspector
     // needs, a store failure), the slot run goes on.
     Promise.resolve()
