@@ -9,6 +9,7 @@ import { measureFleet } from './measurements/fleet.ts'
 import type { FleetStore } from './measurements/fleet-plan.ts'
 import { measureHerd } from './measurements/herd.ts'
 import { measureLibraryCpu } from './measurements/library-cpu.ts'
+import { measureSlotTickCpu } from './measurements/slot-cpu.ts'
 import { measureMemory } from './measurements/memory.ts'
 import { measureOverhead, measureOverheadInProcesses } from './measurements/overhead.ts'
 import { measurePeers, measurePeersInProcesses } from './measurements/peers.ts'
@@ -175,7 +176,12 @@ async function main(args: string[]): Promise<number> {
   if (wants('cpu')) {
     progress("cpu: the library's own CPU per operation, without I/O")
     try {
-      result.libraryCpu = await measureLibraryCpu(Math.max(1000, Math.round(options.cycles / 2)), 6)
+      const ops = Math.max(1000, Math.round(options.cycles / 2))
+      result.libraryCpu = [
+        ...(await measureLibraryCpu(ops, 6)),
+        // A tick is 400 fires: about as many fires per round as the other rows' operations.
+        await measureSlotTickCpu(Math.max(5, Math.round(ops / 400)), 6),
+      ]
     } catch (error) {
       result.errors.push({ store: 'in-memory', measurement: 'cpu', message: messageOf(error) })
     }

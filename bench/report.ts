@@ -415,7 +415,7 @@ export function formatReport(result: BenchResult): string {
   if (result.libraryCpu && result.libraryCpu.length > 0) {
     out.push("### 8. The library's own CPU", '')
     out.push(
-      'CPU per operation (process.cpuUsage()) with no I/O: the in-memory provider, and the Redis provider on a port that answers at once from a Map. One caller; median of the rounds, sides alternating.',
+      'CPU per operation (process.cpuUsage()) with no I/O: the in-memory provider, and the Redis provider on a port that answers at once from a Map. One caller (the slot row: a tick of 400 fires in one turn, per fire); median of the rounds, sides alternating.',
       '',
     )
     out.push(
