@@ -5,7 +5,6 @@ import type { Duration } from './duration.ts'
 import { LockCannotBeExtendedError, LockLostError, NoActiveLockError, NotLockedError } from './errors.ts'
 import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
 import { isExtensibleLock, isKeepAliveLock, type SimpleLock } from './lock-provider.ts'
-import type { TaskContext } from './task.ts'
 
 /** Callbacks of one {@link ActiveLock}, set by the executor to report to its listener. */
 export interface ActiveLockEvents {
@@ -235,7 +234,8 @@ export class ActiveLock {
 interface Frame {
   /** `undefined` in a frame that only sets the task context. */
   readonly lock: ActiveLock | undefined
-  readonly context: TaskContext | undefined
+  // A TaskContext (task.ts, which imports this module's types): opaque here.
+  readonly context: object | undefined
   readonly parent: Frame | undefined
 }
 
@@ -247,13 +247,13 @@ const storage = new AsyncLocalStorage<Frame>()
  * Runs `fn` with `lock` as the innermost active lock of its async context, and `context` (else
  * the enclosing one) as its task context.
  */
-export function runWithActiveLock<T>(lock: ActiveLock, fn: () => T, context?: TaskContext): T {
+export function runWithActiveLock<T>(lock: ActiveLock, fn: () => T, context?: object): T {
   const parent = storage.getStore()
   return storage.run({ lock, context: context ?? parent?.context, parent }, fn)
 }
 
 /** Runs `fn` with `context` as the task context of its async context; the active locks stay as they are. */
-export function runWithTaskContext<T>(context: TaskContext, fn: () => T): T {
+export function runWithTaskContext<T>(context: object, fn: () => T): T {
   const frame = storage.getStore()
   // The executor's runs put their context in the lock's frame already.
   if (frame !== undefined && frame.context === context) return fn()
@@ -261,7 +261,7 @@ export function runWithTaskContext<T>(context: TaskContext, fn: () => T): T {
 }
 
 /** The task context of this async context, if any. */
-export function currentTaskContext(): TaskContext | undefined {
+export function currentTaskContext(): object | undefined {
   return storage.getStore()?.context
 }
 

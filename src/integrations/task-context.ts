@@ -1,5 +1,5 @@
 import { ExecutorClosedError, NotLockedError } from '../core/errors.ts'
-import { currentTaskContext, runWithTaskContext } from '../core/lock-context.ts'
+import { currentTaskContext as frameContext, runWithTaskContext } from '../core/lock-context.ts'
 import type { LockingTaskExecutor, TaskContext } from '../core/locking-task-executor.ts'
 
 // The integrations call functions with the scheduler's arguments, not with the executor's task
@@ -9,7 +9,9 @@ import type { LockingTaskExecutor, TaskContext } from '../core/locking-task-exec
 export const runInTaskContext: <T>(context: TaskContext, fn: () => T) => T = runWithTaskContext
 
 /** The task context of this async context, if any (what {@link taskContext} returns, without its throw). */
-export { currentTaskContext }
+export function currentTaskContext(): TaskContext | undefined {
+  return frameContext() as TaskContext | undefined
+}
 
 /**
  * The context of the locked task this code runs in, inside a `withLock()` function, a
@@ -33,7 +35,7 @@ export function taskContext(): TaskContext {
   const context = currentTaskContext()
   if (!context) {
     throw new NotLockedError(
-      'taskContext() is only known inside a withLock() function or a @SchedulerLock method (an executeWithLock() task gets its context as its argument)',
+      'taskContext() is only known inside a locked run: a withLock() function, a @SchedulerLock method or an executeWithLock() task; call it there, or pass the context on',
     )
   }
   return context
