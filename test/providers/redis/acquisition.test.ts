@@ -1,14 +1,18 @@
 // The Redis provider's batched paired acquire (sendPairs in src/providers/redis/acquisition.ts)
 // on a real server: a turn's pairs go as one ACQUIRE_PAIRS call; a counter that cannot be INCRed
-// fails its own pair alone; a flushed script cache is met by EVAL within the same call. The
-// answers themselves are the conformance suite's ("pairs asked for in the same turn").
+// fails its own pair alone; a flushed script cache is met by EVAL within the same call; a batch
+// that lands after its timeout is given back, key by key. The answers themselves are the
+// conformance suite's ("pairs asked for in the same turn").
+import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockProviderError, lockConfiguration } from '../../../src/index.ts'
 import { lockPairOf, type PairedLocks } from '../../../src/core/lock-provider.ts'
-import { ACQUIRE_PAIRS, RELEASE_MANY } from '../../../src/providers/redis/format.ts'
+import { ACQUIRE_PAIRS, DELETE_IF_OWNED, RELEASE_MANY } from '../../../src/providers/redis/format.ts'
 import { redisLockProvider } from '../../../src/providers/redis/index.ts'
 import { countedRedis, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { freePort, portOpen, stopProcess, waitFor } from '../../helpers/processes.ts'
 
 const raw = await redisOrSkip()
 
@@ -84,5 +88,73 @@ describe.skipIf(!raw)('redis: paired acquires of one turn in one call', () => {
     const answers = await Promise.all(pairsOf(3).map(({ claim, task }) => pair(minute(claim), minute(task))))
     expect(answers.every(([record, lock]) => record && lock?.fencingToken === 1n)).toBe(true)
     await releaseAll(answers)
+  })
+
+  it('a batch Redis runs after its timeout (the server busy) gives every key back, and every pair rejects naming its lock', async () => {
+    // A server of its own: the stall below would hold up every other test's commands.
+    const port = await freePort()
+    const server = spawn(
+      'redis-server',
+      ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    )
+    expect(await waitFor(() => portOpen(port), 15_000), `redis-server on port ${port}`).toBe(true)
+    const own = new Redis(`redis://127.0.0.1:${port}`)
+    const client = own.duplicate()
+    // The owner-checked deletes the provider sends for the late answers, with their replies (1: deleted).
+    const givenBack: Promise<unknown>[] = []
+    const send = client.sendCommand.bind(client)
+    client.sendCommand = ((
+      command: { name: string; args: unknown[]; promise: Promise<unknown> },
+      ...rest: unknown[]
+    ) => {
+      const sent = (send as (...args: unknown[]) => unknown)(command, ...rest)
+      if (command.name === 'evalsha' && command.args[0] === DELETE_IF_OWNED.sha1) givenBack.push(command.promise)
+      return sent
+    }) as typeof client.sendCommand
+    const busy = own.duplicate()
+    try {
+      const provider = redisLockProvider({ client, environment, timeout: '200ms' })
+      const pair = lockPairOf(provider)!
+      await (await provider.lock(minute(`warm-${randomUUID()}`)))!.unlock()
+      // The scripts cached, so that the late batch sets its keys rather than meet NOSCRIPT.
+      await own.script('LOAD', ACQUIRE_PAIRS.source)
+      await own.script('LOAD', DELETE_IF_OWNED.source)
+      givenBack.length = 0
+      const pairs = pairsOf(5)
+      // A script that keeps the server to itself for 700 ms: the batch, sent meanwhile, waits in
+      // its queue, its callers time out at 200 ms, and it runs once the script ends.
+      const stall = busy.eval(
+        "local t = redis.call('TIME'); local until_us = (tonumber(t[1]) * 1000000 + tonumber(t[2])) + 700000; repeat t = redis.call('TIME') until tonumber(t[1]) * 1000000 + tonumber(t[2]) >= until_us; return 1",
+        0,
+      )
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      const settled = await Promise.allSettled(pairs.map(({ claim, task }) => pair(minute(claim), minute(task))))
+      for (const [i, s] of settled.entries()) {
+        expect(s.status).toBe('rejected')
+        const reason = (s as PromiseRejectedResult).reason as Error
+        expect(reason).toBeInstanceOf(LockProviderError)
+        expect(reason.message).toContain(`"${pairs[i]!.claim}"`)
+      }
+      await stall
+      // The batch has landed by now (it was queued behind the script) and set the keys; the
+      // provider deletes each, owner-checked, as its late answer arrives.
+      const keys = pairs.flatMap(({ claim, task }) => [keyOf(claim), keyOf(task)])
+      let left = await own.exists(...keys)
+      for (let i = 0; i < 50 && left > 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        left = await own.exists(...keys)
+      }
+      expect(left, 'keys of the late batch still set').toBe(0)
+      // They were set, and deleted by this client's give-backs: one per key.
+      expect(await Promise.all(givenBack)).toEqual(keys.map(() => 1))
+    } finally {
+      busy.disconnect()
+      client.disconnect()
+      own.disconnect()
+      await stopProcess(server)
+    }
   })
 })
