@@ -6,7 +6,7 @@ import { type Duration, parseDuration } from './duration.ts'
 import { LockConfigurationError } from './errors.ts'
 import type { LockingTaskExecutorListener } from './executor-events.ts'
 import { configurationAt, isLockConfiguration, type LockConfiguration } from './lock-configuration.ts'
-import { findActiveLock } from './lock-context.ts'
+import { findActiveLock, runWithTaskContext } from './lock-context.ts'
 import type { LockProvider } from './lock-provider.ts'
 import type { ShedlockLogger } from './logger.ts'
 import type { RunLedger } from './run-ledger.ts'
@@ -164,11 +164,11 @@ export function createLockingTaskExecutor(
     if (outer) {
       debug('Lock "%s" is already held in this async context; the nested task runs under it', name)
       // Joined, so that the outer call releases the lock only after this run, awaited or not.
+      // Its own task context too, so that taskContext() in it is the context it gets.
+      const context = new RunContext(outer, outer.configuration, undefined)
       return outer.join(() =>
-        steps.runTask(
-          task,
-          new RunContext(outer, outer.configuration, undefined),
-          newExecution(steps.providerName, true, outer.fencingToken),
+        runWithTaskContext(context, () =>
+          steps.runTask(task, context, newExecution(steps.providerName, true, outer.fencingToken)),
         ),
       )
     }

@@ -452,3 +452,23 @@ it("taskContext() inside an executeWithLock() task is the task's own context, ac
   expect(seen).toEqual([true, true, true, true])
   expect(() => taskContext()).toThrow(NotLockedError)
 })
+
+it('taskContext() inside a nested executeWithLock() of the same lock (re-entrant) is the context the nested task gets', async () => {
+  const executor = createLockingTaskExecutor(inMemoryLockProvider())
+  const seen: boolean[] = []
+  await executor.executeWithLock(
+    async (outer) => {
+      await executor.executeWithLock(
+        async (inner) => {
+          seen.push(inner !== outer, taskContext() === inner)
+          await sleep(1)
+          seen.push(taskContext() === inner)
+        },
+        { name: 'reentrant', lockAtMostFor: '1m' },
+      )
+      seen.push(taskContext() === outer)
+    },
+    { name: 'reentrant', lockAtMostFor: '1m' },
+  )
+  expect(seen).toEqual([true, true, true, true])
+})
