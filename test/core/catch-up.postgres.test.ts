@@ -1,5 +1,6 @@
 // The catch-up's recovery paths (issue 26) on the real PostgreSQL: what the in-memory tests of
 // catch-up.test.ts show, where the store's own round trips, row states and pool matter.
+import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLockingTaskExecutor, LockProviderError, type LockProvider, lockConfiguration } from '../../src/index.ts'
@@ -54,24 +55,31 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
   }
 
   it("'once' over 3,000 missed one-second slots under a 2 s lock: one run, on a fresh lock no other node can take", async () => {
-    const name = 'once-3000'
+    // A name of its own per attempt: a retry must not find the first attempt's slot records.
+    const name = `once-3000-${randomUUID()}`
     await ranAt(name, 3000)
     const observed: { left: number; others: boolean }[] = []
     const nodes = [
       createLockingTaskExecutor(provider, { runLedger: ledger }),
       createLockingTaskExecutor(provider, { runLedger: ledger }),
     ]
+    let settled = 0
     const results = await Promise.all(
       nodes.map((node) =>
-        node.catchUp(
-          async ({ configuration, signal }) => {
-            signal.throwIfAborted()
-            const other = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
-            observed.push({ left: configuration.lockAtMostUntil.getTime() - Date.now(), others: other !== undefined })
-          },
-          { name, lockAtMostFor: '2s' },
-          { policy: 'once', within: '1h', fireTimes: everySecond },
-        ),
+        node
+          .catchUp(
+            async ({ configuration, signal }) => {
+              signal.throwIfAborted()
+              const other = await provider.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+              observed.push({ left: configuration.lockAtMostUntil.getTime() - Date.now(), others: other !== undefined })
+              // The run ends once the other node has had its look (at most 1 s, within the 2 s
+              // lock): a run that ended before the other looked would leave it nothing missed.
+              for (let i = 0; i < 20 && settled === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+            },
+            { name, lockAtMostFor: '2s' },
+            { policy: 'once', within: '1h', fireTimes: everySecond },
+          )
+          .finally(() => settled++),
       ),
     )
     expect(results.map((r) => r.outcome).sort()).toEqual(['held', 'ran'])
