@@ -29,3 +29,20 @@ export async function assertFailsClosed(
   ).rejects.toBeInstanceOf(LockProviderError)
   expect(ran, `the task of "${name}" ran while the store is down`).toBe(false)
 }
+
+/**
+ * Asserts that every call of a batch failed alone and said so: each settled call rejected with a
+ * `LockProviderError` whose message names its own lock, `names[i]` for `settled[i]`.
+ */
+export function expectEachRejectedNaming(
+  settled: readonly PromiseSettledResult<unknown>[],
+  names: readonly string[],
+): void {
+  expect(settled).toHaveLength(names.length)
+  for (const [i, s] of settled.entries()) {
+    expect(s.status).toBe('rejected')
+    const reason = (s as PromiseRejectedResult).reason as Error
+    expect(reason).toBeInstanceOf(LockProviderError)
+    expect(reason.message).toContain(`"${names[i]}"`)
+  }
+}

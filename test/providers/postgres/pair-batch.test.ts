@@ -5,9 +5,10 @@
 // ("pairs asked for in the same turn").
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LockConfiguration, LockProviderError, lockConfiguration } from '../../../src/index.ts'
+import { type LockConfiguration, lockConfiguration } from '../../../src/index.ts'
 import { type LockProvider, lockPairOf, type PairedLocks } from '../../../src/core/lock-provider.ts'
 import { type PostgresClient, postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
+import { expectEachRejectedNaming } from '../../helpers/fail-closed.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
@@ -139,12 +140,10 @@ describe.skipIf(!pool)('postgres: paired acquires of one turn in one statement',
       await (await provider.lock(minute(`warm-names-${process.pid}`)))!.unlock()
       const pair = lockPairOf(provider)!
       const settled = await Promise.allSettled(pairs.map(({ claim, task }) => pair(minute(claim), minute(task))))
-      for (const [i, s] of settled.entries()) {
-        expect(s.status).toBe('rejected')
-        const reason = (s as PromiseRejectedResult).reason as Error
-        expect(reason).toBeInstanceOf(LockProviderError)
-        expect(reason.message).toContain(`"${pairs[i]!.claim}"`)
-      }
+      expectEachRejectedNaming(
+        settled,
+        pairs.map(({ claim }) => claim),
+      )
     } finally {
       await commit()
       await late.end()

@@ -12,6 +12,7 @@ import { lockPairOf, type PairedLocks } from '../../../src/core/lock-provider.ts
 import { ACQUIRE_PAIRS, DELETE_IF_OWNED, RELEASE_MANY } from '../../../src/providers/redis/format.ts'
 import { redisLockProvider } from '../../../src/providers/redis/index.ts'
 import { countedRedis, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { expectEachRejectedNaming } from '../../helpers/fail-closed.ts'
 import { freePort, portOpen, stopProcess, waitFor } from '../../helpers/processes.ts'
 
 const raw = await redisOrSkip()
@@ -132,12 +133,10 @@ describe.skipIf(!raw)('redis: paired acquires of one turn in one call', () => {
       )
       await new Promise((resolve) => setTimeout(resolve, 50))
       const settled = await Promise.allSettled(pairs.map(({ claim, task }) => pair(minute(claim), minute(task))))
-      for (const [i, s] of settled.entries()) {
-        expect(s.status).toBe('rejected')
-        const reason = (s as PromiseRejectedResult).reason as Error
-        expect(reason).toBeInstanceOf(LockProviderError)
-        expect(reason.message).toContain(`"${pairs[i]!.claim}"`)
-      }
+      expectEachRejectedNaming(
+        settled,
+        pairs.map(({ claim }) => claim),
+      )
       await stall
       // The batch has landed by now (it was queued behind the script) and set the keys; the
       // provider deletes each, owner-checked, as its late answer arrives.
