@@ -14,7 +14,7 @@ function cpuNow(): number {
 }
 
 /** Median CPU per operation (µs) of `operation` over `rounds` runs of `ops`, after one untimed run. */
-async function cpuPerOp(operation: () => Promise<void>, ops: number, rounds: number): Promise<number[]> {
+export async function cpuPerOp(operation: () => Promise<void>, ops: number, rounds: number): Promise<number[]> {
   const samples: number[] = []
   for (let round = 0; round <= rounds; round++) {
     const before = cpuNow()

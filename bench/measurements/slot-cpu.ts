@@ -5,6 +5,7 @@ import { withLock } from '../../src/integrations/with-lock.ts'
 import { inMemoryLockProvider, inMemoryRunLedger } from '../../src/providers/in-memory/index.ts'
 import type { LibraryCpuRow } from '../result.ts'
 import { median } from '../stats.ts'
+import { cpuPerOp } from './library-cpu.ts'
 
 const JOBS = 200
 const NODES = 2
@@ -22,15 +23,12 @@ export async function measureSlotTickCpu(ticks: number, rounds: number): Promise
   const bare = bareTick()
   const o: number[] = []
   const b: number[] = []
-  for (let round = 0; round <= rounds; round++) {
-    // The first round of each side warms it up and is not counted; then alternating.
+  for (let round = 0; round < rounds; round++) {
+    // Alternating; each measurement after an untimed run of its own (cpuPerOp).
     const first = round % 2 === 0 ? ours : bare
     const second = first === ours ? bare : ours
-    const one = await cpuPerFire(first, ticks)
-    const two = await cpuPerFire(second, ticks)
-    if (round === 0) continue
-    ;(first === ours ? o : b).push(one)
-    ;(second === ours ? o : b).push(two)
+    ;(first === ours ? o : b).push(await cpuPerFire(first, ticks))
+    ;(second === ours ? o : b).push(await cpuPerFire(second, ticks))
   }
   const oursUs = median(o)
   const baselineUs = median(b)
@@ -50,14 +48,17 @@ type Tick = (slot: Date) => Promise<void>
 // Every tick a slot of its own, one second after the last, far from any other run's.
 let nextSlot = Date.UTC(2030, 0, 1)
 
+// CPU per fire of one round of `ticks` ticks, each on a slot of its own.
 async function cpuPerFire(tick: Tick, ticks: number): Promise<number> {
-  const { user, system } = process.cpuUsage()
-  for (let t = 0; t < ticks; t++) {
-    nextSlot += 1000
-    await tick(new Date(nextSlot))
-  }
-  const used = process.cpuUsage({ user, system })
-  return (used.user + used.system) / (ticks * JOBS * NODES)
+  const [perTick] = await cpuPerOp(
+    () => {
+      nextSlot += 1000
+      return tick(new Date(nextSlot))
+    },
+    ticks,
+    1,
+  )
+  return perTick! / (JOBS * NODES)
 }
 
 function oursTick(): Tick {
