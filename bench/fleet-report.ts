@@ -144,7 +144,14 @@ export function fleetSection(rows: readonly FleetRow[]): string {
   )
   for (const row of rows) {
     for (const c of row.contenders) {
-      const notes = [c.limits, c.errors.length > 0 ? `errors: ${c.errors.slice(0, 3).join(' | ')}` : undefined]
+      const warm = c.warmupFireToStart
+      const notes = [
+        c.limits,
+        warm
+          ? `Its ${c.warmupTicks} warm-up ticks (not counted): fire→start p50 ${fig(warm.p50)}, p99 ${fig(warm.p99)} ms`
+          : undefined,
+        c.errors.length > 0 ? `errors: ${c.errors.slice(0, 3).join(' | ')}` : undefined,
+      ]
       const said = notes.filter((n) => n !== undefined)
       out.push(
         `- ${row.store} ${row.replicas} × ${row.jobs}, ${c.label} (${c.version}): ${c.settings}. Runs per replica ${c.runsPerReplica.join(' / ')}${c.outside > 0 ? `; ${c.outside} runs for fires outside the window` : ''}.${said.length > 0 ? ` ${said.join('. ')}.` : ''}`,

@@ -100,8 +100,9 @@ Runs the benchmark suite against the stores reachable on this machine (see the R
   --fleet-growth        fleet: every size of replicas 2,4,8 × jobs 50,200,1000
   --fleet-ticks N       fleet: ticks of the contenders that fire every period (default 10)
   --fleet-minute-ticks N  fleet: ticks of those whose finest period is a minute (default 2)
-  --fleet-warmup-ticks N  fleet: ticks before the measured ones, not counted (default 3; the
-                        per-minute contenders have none)
+  --fleet-warmup-ticks N  fleet: ticks before the measured ones, not counted (default 10: every
+                        replica's code compiled for the runs it wins; the per-minute contenders
+                        have none)
   --fleet-period MS     fleet: 1000 or 2000 (default 2000)
   --fleet-contenders a,b  fleet: only these (shedlock, bullmq, node-cron+redis, node-cron+env,
                         graphile-worker, pg-boss); default all
@@ -247,7 +248,7 @@ function fleetOptions(values: Record<string, unknown>): BenchOptions['fleet'] {
     sizes: replicas.flatMap((r) => jobs.map((j) => ({ replicas: r, jobs: j }))),
     ticks: integer(values, 'fleet-ticks', 10, 1, 600),
     minuteTicks: integer(values, 'fleet-minute-ticks', 2, 1, 60),
-    warmupTicks: integer(values, 'fleet-warmup-ticks', 3, 0, 60),
+    warmupTicks: integer(values, 'fleet-warmup-ticks', 10, 0, 60),
     periodMs,
     ...(contenders ? { contenders } : {}),
   }

@@ -251,6 +251,8 @@ export interface FleetContender {
   readonly runsPerReplica: readonly number[]
   /** Over every run in the window, ms from the nominal fire time to the task's start. */
   readonly fireToStart: FleetLatency
+  /** The same over the warm-up ticks' runs, the processes' first ticks; absent without warm-up ticks. */
+  readonly warmupFireToStart?: FleetLatency
   /** From a tick's fire time until its last job started, ms: the median and the worst tick. */
   readonly lastStartMs: { readonly p50: number; readonly max: number }
   /** Store calls sent by all replicas per tick (pg queries, Redis commands incl. EVALSHA as one), the mean over the ticks. */

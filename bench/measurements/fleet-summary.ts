@@ -114,6 +114,7 @@ export function summarize(id: FleetContenderId, described: Described, m: Measure
     runs: inWindow.length,
     runsPerReplica,
     fireToStart: latency(all),
+    ...(m.warmup > 0 ? { warmupFireToStart: latency(m.runs.filter(warmupRun).map((r) => r.startedAt - r.slot)) } : {}),
     lastStartMs:
       lastStarts.length > 0
         ? { p50: latency(lastStarts).p50, max: Math.max(...lastStarts) }
