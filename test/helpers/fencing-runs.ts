@@ -101,6 +101,14 @@ const racer = async (provider) => {
   }
 }
 const providers = await Promise.all(Array.from({ length: ${options.providersPerProcess} }, () => makeProvider()))
+// A start barrier: a process slow to load its client (the oldest drivers, a loaded machine) would
+// otherwise join a race the others had nearly finished, and might never hold the lock.
+await journal.query('INSERT INTO shedlock_fencing_ready (run, pid) VALUES ($1, $2)', [${JSON.stringify(run)}, process.pid])
+for (;;) {
+  const { rows } = await journal.query('SELECT count(*)::int AS n FROM shedlock_fencing_ready WHERE run = $1', [${JSON.stringify(run)}])
+  if (rows[0].n >= ${options.processes}) break
+  await sleep(20)
+}
 await Promise.all(providers.map(racer))
 await journal.end()
 console.log('done')
@@ -126,6 +134,7 @@ export async function fencingRuns(options: FencingRunsOptions): Promise<FencingR
         id bigserial PRIMARY KEY, run text NOT NULL, token numeric NOT NULL, pid int NOT NULL,
         died boolean NOT NULL, late boolean NOT NULL DEFAULT false)`,
     )
+    await db.query('CREATE TABLE IF NOT EXISTS shedlock_fencing_ready (run text NOT NULL, pid int NOT NULL)')
     const source = `${options.providerModule}\n${workerBody(settings, run, name)}`
     const workers = Array.from({ length: settings.processes }, () =>
       startNode(['--input-type=module', '-e', source], { cwd: root, killAfterMs: options.timeoutMs ?? 240_000 }),
@@ -139,6 +148,7 @@ export async function fencingRuns(options: FencingRunsOptions): Promise<FencingR
       [run],
     )
     await db.query('DELETE FROM shedlock_fencing_journal WHERE run = $1', [run])
+    await db.query('DELETE FROM shedlock_fencing_ready WHERE run = $1', [run])
     const tokens = rows.filter((r) => !r.late).map((r) => BigInt(r.token))
     let firstDecrease: [number, bigint, bigint] | undefined
     for (let i = 1; i < tokens.length && !firstDecrease; i++) {
