@@ -63,6 +63,19 @@ describe('fleet report', () => {
     )
   })
 
+  it("gives a contender's warm-up ticks their own figures, apart from the measured ones", () => {
+    const warmed = row(2, 50)
+    const [ours, peer] = warmed.contenders
+    const section = fleetSection([
+      { ...warmed, contenders: [{ ...ours!, warmupFireToStart: { p50: 41.5, p99: 123, max: 130 } }, peer!] },
+    ])
+    expect(section).toContain(
+      'shedlock (shedlock 1.0.0): defaults. Runs per replica 50 / 50. Its 3 warm-up ticks (not counted): fire→start p50 41.5, p99 123 ms.',
+    )
+    // Without warm-up figures (the per-minute contenders), no such note.
+    expect(section).toMatch(/bullmq \(bullmq 1\.0\.0\): defaults\. Runs per replica 50 \/ 50\.$/m)
+  })
+
   it('draws the growth chart from three sizes on, escaped and self-contained', () => {
     expect(fleetChart([row(2, 50), row(4, 50)], 't')).toBeUndefined()
     const svg = fleetChart([row(2, 50), row(4, 50), row(8, 200)], 'sizes & figures')!
