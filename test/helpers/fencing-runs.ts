@@ -154,14 +154,21 @@ export async function fencingRuns(options: FencingRunsOptions): Promise<FencingR
     for (let i = 1; i < tokens.length && !firstDecrease; i++) {
       if (!(tokens[i]! > tokens[i - 1]!)) firstDecrease = [i, tokens[i - 1]!, tokens[i]!]
     }
-    return {
+    const perProcess = new Map<number, number>()
+    for (const r of rows) perProcess.set(r.pid, (perProcess.get(r.pid) ?? 0) + 1)
+    const outcome = {
       tokens,
       holders: rows.length,
       died: rows.filter((r) => r.died).length,
       late: rows.filter((r) => r.late).length,
-      processes: new Set(rows.map((r) => r.pid)).size,
+      processes: perProcess.size,
       firstDecrease,
     }
+    // Printed, so that a CI log shows which figure a failed attempt had even when a retry passed.
+    console.log(
+      `fencingRuns: holders ${outcome.holders}, per process ${[...perProcess.values()].join(' / ')}, died ${outcome.died}, late ${outcome.late}, first decrease ${firstDecrease ? firstDecrease.map(String).join(' ') : 'none'}`,
+    )
+    return outcome
   } finally {
     await db.end()
   }
