@@ -1,7 +1,11 @@
 import { defineConfig } from 'vitest/config'
 import { inCI } from './test/helpers/backends.ts'
+import { watchdog } from './test/helpers/watchdog.ts'
 
 export default defineConfig({
+  // A hung file fails the run within minutes and is named (test/helpers/watchdog.ts). The whole
+  // suite takes about 8 min on 2 cores, four files at a time; no healthy file comes near 10 min.
+  plugins: [watchdog({ fileSeconds: 600 })],
   test: {
     include: ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
     // The fault suite and the topology suite have their own configs and commands (npm run

@@ -14,6 +14,7 @@ import base from './vitest.config.ts'
 // tests (admin.test.ts: a minute of process spawning per line, the same code paths as the demo
 // and the CLI's own tests).
 export default defineConfig({
+  plugins: base.plugins,
   test: {
     // Not mergeConfig(): it would append this include to the base's, which takes every test.
     ...base.test,

@@ -40,7 +40,7 @@ seconds_since() { echo $(($(date +%s) - $1)); }
 install_runtime() { # install_runtime <label> <package> <binary>
   local label=$1 package=$2 binary=$3 started
   started=$(date +%s)
-  if ! npm install --prefix "$WORK/$label" --no-save --no-package-lock --no-audit --no-fund "$package" >"$WORK/$label-install.log" 2>&1; then
+  if ! timeout --foreground --kill-after=30 600 npm install --prefix "$WORK/$label" --no-save --no-package-lock --no-audit --no-fund "$package" >"$WORK/$label-install.log" 2>&1; then
     tail -20 "$WORK/$label-install.log" >&2
     return 1
   fi
@@ -55,8 +55,10 @@ run_subset() { # run_subset <label> <bin>
   started=$(date +%s)
   log "test:runtime (vitest.runtime.config.ts) on $label ($("$bin/node" --version))"
   # vitest directly, not `npm run test:runtime`: dist/ is built already (npm ci), and tsc's output
-  # does not depend on the Node line, so rebuilding would cost 20 s a line for nothing.
-  PATH="$bin:$PATH" "$bin/node" node_modules/vitest/vitest.mjs run --config vitest.runtime.config.ts \
+  # does not depend on the Node line, so rebuilding would cost 20 s a line for nothing. Its
+  # watchdog names a hung file (test/helpers/watchdog.ts); timeout stops a line that hangs anyway
+  # (--foreground: it stays in .ci/run's stage's process group, which that stage's timeout stops).
+  PATH="$bin:$PATH" timeout --foreground --kill-after=30 600 "$bin/node" node_modules/vitest/vitest.mjs run --config vitest.runtime.config.ts \
     --reporter=dot --reporter=json --outputFile.json="$report" || rc=$?
   if [ -f "$report" ]; then
     node -e '
@@ -78,7 +80,7 @@ run_subset() { # run_subset <label> <bin>
       }
     ' "$report" "$label" "$WORK/counts" "$WORK/failures" "$WORK/flaky"
   else
-    note_failure "$label" "vitest wrote no report (exit $rc)"
+    note_failure "$label" "vitest wrote no report (exit $rc$([ "$rc" -eq 124 ] && echo ': stopped after 600 s'))"
   fi
   [ "$rc" -eq 0 ] || status=1
   printf '%s: test:runtime took %ss\n' "$label" "$(seconds_since "$started")"

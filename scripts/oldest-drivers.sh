@@ -24,7 +24,7 @@ trap restore EXIT
 
 log "installing the oldest supported drivers: ${SPECS[*]}"
 # --legacy-peer-deps: devDependencies (typeorm 1) declare optional peers on the newest drivers.
-npm i --no-save --no-audit --no-fund --legacy-peer-deps "${SPECS[@]}" >/dev/null
+timeout --foreground --kill-after=30 600 npm i --no-save --no-audit --no-fund --legacy-peer-deps "${SPECS[@]}" >/dev/null
 node -e '
   const { createRequire } = require("node:module");
   const req = createRequire(process.cwd() + "/");
@@ -42,5 +42,7 @@ node -e '
 # The CLI tests run the built bin (dist/), which loads the drivers installed here.
 [ -f dist/cli/main.js ] || npm run build >/dev/null
 log "vitest on the oldest drivers: ${TESTS[*]}"
-npx vitest run "${TESTS[@]}" "$@"
+# Within 15 min (about 7 on 2 cores); vitest's watchdog names a hung file (test/helpers/watchdog.ts).
+# --foreground: in the process group of .ci/run's stage, which its own timeout stops whole.
+timeout --foreground --kill-after=30 900 npx vitest run "${TESTS[@]}" "$@"
 log "oldest drivers: done"

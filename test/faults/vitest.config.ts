@@ -1,5 +1,6 @@
 import { defineConfig } from 'vitest/config'
 import { inCI } from '../helpers/backends.ts'
+import { watchdog } from '../helpers/watchdog.ts'
 
 // The fault suite (`npm run test:faults`): real servers of its own, killed, restarted and cut
 // off; child processes as nodes. Two files at a time: each file's servers sit on ports and
@@ -9,6 +10,9 @@ import { inCI } from '../helpers/backends.ts'
 // the slot proofs, never overlap (support/exclusive.ts), so a 2-core machine is not overloaded
 // into false timing failures.
 export default defineConfig({
+  // A hung file fails the run and is named (test/helpers/watchdog.ts): the whole suite takes
+  // about 10 min, two files at a time, so 12 min is beyond any healthy file.
+  plugins: [watchdog({ fileSeconds: 720 })],
   test: {
     root: new URL('../..', import.meta.url).pathname,
     include: ['test/faults/**/*.test.ts'],
