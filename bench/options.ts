@@ -18,6 +18,7 @@ export type Measurement = (typeof MEASUREMENTS)[number]
 export const STORES = [
   'postgres',
   'mysql',
+  'spanner',
   'sqlite',
   'redis',
   'nats',
@@ -25,6 +26,8 @@ export const STORES = [
   'zookeeper',
   'memcached',
   'dynamodb',
+  'firestore',
+  'datastore',
   'mongodb',
   's3',
   'azure-blob',

@@ -71,6 +71,27 @@ export const DRIVERS = {
     tests: ['test/providers/azure-blob'],
     why: '12.0.0 reports a missing container as another error (the provider cannot say to create it); 12.26 passes the suite',
   },
+  '@google-cloud/firestore': {
+    range: '^8.7.1',
+    oldest: '8.7.1',
+    pages: ['docs/providers/firestore.md'],
+    tests: ['test/providers/firestore'],
+    why: 'the release the provider was written and tested on (Firestore emulator 1.19.9); older releases, 7.x included, were not installed here, so they are not claimed',
+  },
+  '@google-cloud/datastore': {
+    range: '^10.1.1',
+    oldest: '10.1.1',
+    pages: ['docs/providers/datastore.md'],
+    tests: ['test/providers/datastore'],
+    why: 'the release the provider was written and tested on (Datastore emulator 2.3.1); older releases, 9.x included, were not installed here, so they are not claimed',
+  },
+  '@google-cloud/spanner': {
+    range: '^8.13.0',
+    oldest: '8.13.0',
+    pages: ['docs/providers/spanner.md'],
+    tests: ['test/providers/spanner'],
+    why: 'the release the provider was written and tested on (Spanner emulator 1.5.28, with GOOGLE_CLOUD_SPANNER_MULTIPLEXED_SESSIONS=false); 9.x was not installed here, so it is not claimed',
+  },
   etcd3: {
     range: '^1.0.1',
     oldest: '1.0.1',

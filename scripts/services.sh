@@ -2,7 +2,10 @@
 # Starts, on loopback, the stores the provider tests use, unless they already run, and waits
 # until each answers. Installs missing Debian packages (needs root, as on the CI machines).
 # Usage: scripts/services.sh [postgres] [mysql] [redis] [nats] [etcd] [zookeeper] [memcached] [chromium]
+#   [spanner] [firestore] [datastore]
 # (no argument: all of them). Exits non-zero, naming the store, if one does not come up.
+# Google's emulators (Spanner, Firestore, Datastore) come from Debian packages of the base image whose
+# source is switched off: they cannot be installed here, so a missing one fails, naming its package.
 set -euo pipefail
 STATE=${SHEDLOCK_SERVICES_DIR:-/tmp/shedlock-services}
 mkdir -p "$STATE"
@@ -107,6 +110,67 @@ memcached() {
   wait_for "memcached (127.0.0.1:11211)" 30 port_open 11211
 }
 
+# Google's emulators, all in memory and fresh on each start. Test clients find them through
+# SPANNER_EMULATOR_HOST, FIRESTORE_EMULATOR_HOST and DATASTORE_EMULATOR_HOST (test/helpers/google-emulators.ts).
+GOOGLE_SDK=${SHEDLOCK_GOOGLE_SDK:-/usr/lib/google-cloud-sdk}
+GOOGLE_PROJECT=test-project
+need_emulator() { # need_emulator <binary path> <debian package>
+  [ -x "$1" ] || fail "$1 is missing: install the Debian package $2 (its source is switched off here, so it comes with the base image)"
+}
+http_ok() { curl -fs -o /dev/null --max-time 2 "$1"; }
+
+spanner() {
+  local bin=$GOOGLE_SDK/bin/cloud_spanner_emulator
+  need_emulator "$bin/gateway_main" google-cloud-cli-spanner-emulator
+  need_emulator "$bin/emulator_main" google-cloud-cli-spanner-emulator
+  need curl curl
+  if ! port_open 9010; then
+    log "starting the Spanner emulator"
+    # gateway_main serves REST on 9020 and runs emulator_main (gRPC, 9010) as its child.
+    (cd "$bin" && nohup ./gateway_main --hostname 127.0.0.1 --grpc_port 9010 --http_port 9020 \
+      --grpc_binary "$bin/emulator_main" >"$STATE/spanner.log" 2>&1 &)
+  fi
+  local api=http://127.0.0.1:9020/v1/projects/$GOOGLE_PROJECT/instances
+  wait_for "Spanner emulator (127.0.0.1:9010, REST 9020)" 60 http_ok "$api"
+  # The emulator starts with no instance; the tests use test-instance and its database test.
+  if ! http_ok "$api/test-instance"; then
+    curl -fsS -o /dev/null -X POST "$api" -H 'Content-Type: application/json' \
+      -d '{"instanceId":"test-instance","instance":{"config":"emulator-config","displayName":"shedlock tests","nodeCount":1}}'
+  fi
+  if ! http_ok "$api/test-instance/databases/test"; then
+    curl -fsS -o /dev/null -X POST "$api/test-instance/databases" -H 'Content-Type: application/json' \
+      -d '{"createStatement":"CREATE DATABASE `test`"}'
+  fi
+  wait_for "Spanner database test-project/test-instance/test" 30 http_ok "$api/test-instance/databases/test"
+}
+
+firestore() {
+  local bin=$GOOGLE_SDK/platform/cloud-firestore-emulator/cloud_firestore_emulator
+  need_emulator "$bin" google-cloud-cli-firestore-emulator
+  need java openjdk-17-jre-headless
+  need curl curl
+  if ! port_open 8686; then
+    log "starting the Firestore emulator"
+    nohup "$bin" start --host=127.0.0.1 --port=8686 >"$STATE/firestore.log" 2>&1 &
+  fi
+  wait_for "Firestore emulator (127.0.0.1:8686)" 60 http_ok http://127.0.0.1:8686/
+}
+
+datastore() {
+  local bin=$GOOGLE_SDK/platform/cloud-datastore-emulator/cloud_datastore_emulator
+  need_emulator "$bin" google-cloud-cli-datastore-emulator
+  need java openjdk-17-jre-headless
+  need curl curl
+  if ! port_open 8687; then
+    log "starting the Datastore emulator"
+    # Its project directory holds only the index configuration: the data stays in memory.
+    [ -d "$STATE/datastore/WEB-INF" ] || "$bin" create "$STATE/datastore" >"$STATE/datastore.log" 2>&1
+    nohup "$bin" start --host=127.0.0.1 --port=8687 --consistency=1.0 --store_on_disk=false \
+      "$STATE/datastore" >>"$STATE/datastore.log" 2>&1 &
+  fi
+  wait_for "Datastore emulator (127.0.0.1:8687)" 60 http_ok http://127.0.0.1:8687/
+}
+
 # Not a store: the browser the dashboard's tests drive (test/dashboard/browser.test.ts, through
 # playwright-core; Debian's build, as no other download works offline).
 chromium() {
@@ -114,10 +178,10 @@ chromium() {
 }
 
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(postgres mysql redis nats etcd zookeeper memcached chromium)
+[ ${#services[@]} -gt 0 ] || services=(postgres mysql redis nats etcd zookeeper memcached chromium spanner firestore datastore)
 for service in "${services[@]}"; do
   case $service in
-    postgres | mysql | redis | nats | etcd | zookeeper | memcached | chromium) "$service" ;;
+    postgres | mysql | redis | nats | etcd | zookeeper | memcached | chromium | spanner | firestore | datastore) "$service" ;;
     *) fail "unknown service '$service'" ;;
   esac
 done

@@ -8,6 +8,7 @@ import type { SetupContext, StoreSetup } from './setup.ts'
 export const SETUPS: Readonly<Record<Store, (context: SetupContext) => Promise<StoreSetup>>> = {
   postgres: async (c) => (await import('./postgres.ts')).postgresSetup(c),
   mysql: async (c) => (await import('./mysql.ts')).mysqlSetup(c),
+  spanner: async (c) => (await import('./spanner.ts')).spannerSetup(c),
   sqlite: async (c) => (await import('./sqlite.ts')).sqliteSetup(c),
   redis: async (c) => (await import('./redis.ts')).redisSetup(c),
   nats: async (c) => (await import('./nats.ts')).natsSetup(c),
@@ -15,6 +16,8 @@ export const SETUPS: Readonly<Record<Store, (context: SetupContext) => Promise<S
   zookeeper: async (c) => (await import('./zookeeper.ts')).zookeeperSetup(c),
   memcached: async (c) => (await import('./memcached.ts')).memcachedSetup(c),
   dynamodb: async (c) => (await import('./dynamodb.ts')).dynamodbSetup(c),
+  firestore: async (c) => (await import('./firestore.ts')).firestoreSetup(c),
+  datastore: async (c) => (await import('./datastore.ts')).datastoreSetup(c),
   mongodb: async (c) => (await import('./mongodb.ts')).mongodbSetup(c),
   s3: async (c) => (await import('./s3.ts')).s3Setup(c),
   'azure-blob': async (c) => (await import('./azure-blob.ts')).azureBlobSetup(c),
