@@ -8,14 +8,15 @@ import { inMemoryLockInspector, inMemoryLockProvider } from '../../src/providers
 import { postgresSchema } from '../../src/providers/postgres/index.ts'
 import type { StoreAdmin } from '../../src/support/store-admin.ts'
 import { uniqueTable } from '../helpers/backends.ts'
+import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli } from './support/cli.ts'
 
 // shedlock run gives the command its lock's fencing token in SHEDLOCK_FENCING_TOKEN, where the
 // store hands out tokens, and no such variable where it does not.
 
-// The in-process runs below open this in-memory store instead of the URL's: no store the CLI
-// opens by URL hands out tokens yet, and an in-memory store cannot cross processes.
+// The in-process runs below open this in-memory store instead of the URL's (an in-memory store
+// cannot cross processes); the built bin's runs further down use PostgreSQL and Redis.
 const memory = inMemoryLockProvider()
 vi.mock('../../src/cli/open-store.ts', () => ({
   withStore: async (_url: unknown, _options: unknown, fn: (store: StoreAdmin) => Promise<unknown>) =>
@@ -79,13 +80,55 @@ describe('shedlock run, in process, on a store that hands out tokens', () => {
   })
 })
 
-// The built bin on PostgreSQL, whose lock table (as main has it) hands out no token.
+// The built bin on PostgreSQL: a lock table without the fencing_token column hands out no token,
+// one with it (shedlock init --fencing-tokens) does; Redis always does.
 const pool = await postgresPoolOrSkip(1)
 const table = uniqueTable('cli_fencing')
+const fencedTable = uniqueTable('cli_fencing_col')
 if (pool) await pool.query(postgresSchema({ tableName: table }))
 afterAll(async () => {
   await pool?.query(`DROP TABLE IF EXISTS ${table}`)
+  await pool?.query(`DROP TABLE IF EXISTS ${fencedTable}`)
   await pool?.end()
+})
+const redis = await redisOrSkip()
+afterAll(() => redis?.quit())
+
+/** Runs the built bin's `shedlock run` three times under `name` and returns the tokens its commands got. */
+async function tokensOfRuns(url: string, name: string, extra: string[] = []): Promise<string[]> {
+  const tokens: string[] = []
+  for (let i = 0; i < 3; i++) {
+    const { file, command } = reporter()
+    const run = await cli(['run', '--url', url, ...extra, '--name', name, '--lock-at-most-for', '1m', '--', ...command])
+    expect(run).toMatchObject({ code: 0, stderr: '' })
+    tokens.push(readFileSync(file, 'utf8'))
+  }
+  return tokens
+}
+
+/** Decimal tokens, each greater than the one before. */
+function expectIncreasing(tokens: string[]): void {
+  for (const token of tokens) expect(token).toMatch(/^[1-9]\d*$/)
+  for (let i = 1; i < tokens.length; i++) expect(BigInt(tokens[i]!) > BigInt(tokens[i - 1]!), `${tokens}`).toBe(true)
+}
+
+describe.skipIf(!pool)('shedlock run on PostgreSQL with the fencing_token column (the built bin)', () => {
+  it('the command gets its lock’s token in SHEDLOCK_FENCING_TOKEN, greater at each run, once init --fencing-tokens made the column', async () => {
+    const init = await cli(['init', '--url', POSTGRES_URL, '--table', fencedTable, '--fencing-tokens'])
+    expect(init.code, init.stderr).toBe(0)
+    expectIncreasing(await tokensOfRuns(POSTGRES_URL, 'fenced-pg', ['--table', fencedTable]))
+  })
+})
+
+describe.skipIf(!redis)('shedlock run on Redis (the built bin)', () => {
+  it('the command gets its lock’s token in SHEDLOCK_FENCING_TOKEN, greater at each run', async () => {
+    const environment = uniqueTable('cli_fencing')
+    try {
+      expectIncreasing(await tokensOfRuns(`${REDIS_URL}/?environment=${environment}`, 'fenced-redis', ['--no-history']))
+    } finally {
+      await redis!.del(`job-lock:${environment}:fenced-redis`, `:{job-lock:${environment}:fenced-redis}:fence`)
+    }
+  })
 })
 
 describe.skipIf(!pool)('shedlock run on PostgreSQL without tokens (the built bin)', () => {

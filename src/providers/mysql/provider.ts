@@ -7,6 +7,7 @@ import {
   type SqlLockProviderOptions,
   type SqlTableLimits,
   sqlLockProvider,
+  unlockNow,
 } from '../../support/sql/sql-lock-provider.ts'
 import { type SqlTable, sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
 import { countOnlyAcquire, extendOf, type MysqlRowAccess, unlockOf, upsertAcquire } from './accessor.ts'
@@ -16,6 +17,7 @@ import { buildStatements, type Statements } from './statements.ts'
 import {
   checkPromiseClient,
   describeMysqlError,
+  mysqlReplyLost,
   type MysqlColumnType,
   type MysqlClient,
   PROVIDER,
@@ -49,7 +51,8 @@ export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
    * each acquisition (`SHOW GLOBAL STATUS`, two more queries) and keeps the lock only when
    * semi-sync was on throughout and no commit fell back to asynchronous meanwhile
    * (`Rpl_semi_sync_master_no_tx` unchanged: a replica acknowledged every commit, ours included).
-   * Otherwise the row is given back (deleted) and `lock()` rejects with `LockProviderError`: the
+   * Otherwise the row is given back (its `lock_until` set to now, owner-checked; the row and its
+   * fencing token stay) and `lock()` rejects with `LockProviderError`: the
    * task does not run. MariaDB gives up waiting after `rpl_semi_sync_master_timeout` and goes on
    * asynchronously, which this detects. Extensions and releases are not checked.
    * @default false
@@ -125,6 +128,8 @@ export function createMysqlLockProvider(
   // The type of lock_until decides how times are written; until it is known (a missing table:
   // the statement reports it), DATETIME's UTC.
   let columnType: MysqlColumnType | undefined = givenType
+  // MariaDB takes a per-statement lock wait (statements.ts); found with the column types.
+  let mariadb = false
   const readLimits = async (): Promise<SqlTableLimits | undefined> => {
     // Given columnType: nothing to read.
     if (givenType)
@@ -137,6 +142,7 @@ export function createMysqlLockProvider(
     // No such table or columns: nothing is kept, and the acquire statement reports what is wrong.
     if (!found) return undefined
     columnType = found.columnType
+    mariadb = found.mariadb
     return limitsOf(
       found.columnType,
       found.maxNameLength === undefined ? {} : { maxNameLength: found.maxNameLength, nameColumn: found.nameColumn },
@@ -145,11 +151,12 @@ export function createMysqlLockProvider(
 
   // The statements depend only on the column type (and the time mode), so each is built once per
   // type, as PostgreSQL's are (measured there: built per acquisition, 1.5–2.5 µs of CPU a lock).
-  const built: Partial<Record<MysqlColumnType, Statements>> = {}
+  const built: Partial<Record<`${MysqlColumnType}${'' | ':mariadb'}`, Statements>> = {}
   const statements = (): Statements => {
     const type = columnType ?? 'datetime'
-    built[type] ??= buildStatements(t, type, useDbTime)
-    return built[type]
+    const key = mariadb ? (`${type}:mariadb` as const) : type
+    built[key] ??= buildStatements(t, type, useDbTime, mariadb)
+    return built[key]
   }
 
   // App time. Timestamps never go over the wire as Date objects, which mysql2 would convert with
@@ -165,12 +172,17 @@ export function createMysqlLockProvider(
 
   const rows: MysqlRowAccess = { client, t, useDbTime, clock, statements, appTime, nowValue, untilValue }
   const acquire = mode === 'countOnly' ? countOnlyAcquire(rows) : upsertAcquire(rows)
+  const unlock = unlockOf(rows)
   const accessor: SqlAccessor = {
     readLimits,
     checkName,
-    acquire: requireSemiSync ? semiSyncAcquire(client, t, acquire) : acquire,
+    // The semi-sync give-back frees the row (owner-checked) and keeps it, with its token.
+    acquire: requireSemiSync
+      ? semiSyncAcquire(client, acquire, (c, owner) => unlockNow({ unlock } as SqlAccessor, c, owner))
+      : acquire,
     extend: extendOf(rows, mode === 'countOnly'),
-    unlock: unlockOf(rows),
+    unlock,
+    replyLost: mysqlReplyLost,
   }
   const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
   const inspect = {

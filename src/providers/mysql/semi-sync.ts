@@ -3,18 +3,18 @@
 import type { LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { SqlAccessor } from '../../support/sql/sql-lock-provider.ts'
-import type { SqlTable } from '../../support/sql/sql-table.ts'
 import { storeError } from '../../support/store-errors.ts'
 import { type MysqlClient, PROVIDER } from './table.ts'
 
 /**
  * `acquire`, with the semi-sync status read before and after it: a lock acquired while semi-sync
- * was off, or while a commit went unacknowledged, is given back (deleted) and the acquire rejects.
+ * was off, or while a commit went unacknowledged, is given back with `giveBack` (an owner-checked
+ * release to now: the row stays, so its fencing token is not lost) and the acquire rejects.
  */
 export function semiSyncAcquire(
   client: MysqlClient,
-  t: SqlTable,
   acquire: SqlAccessor['acquire'],
+  giveBack: (c: LockConfiguration, owner: string) => Promise<void>,
 ): SqlAccessor['acquire'] {
   return async (c, owner) => {
     const before = await semiSyncState(client)
@@ -27,9 +27,7 @@ export function semiSyncAcquire(
     }))
     if (after.problem === undefined && after.noTx === before.noTx) return acquired
     // Maybe on the primary alone: a failover could grant it again. Given back, not run.
-    await client
-      .query(`DELETE FROM ${t.table} WHERE ${t.columns.name} = ? AND ${t.columns.lockedBy} = ?`, [c.name, owner])
-      .catch(() => {})
+    await giveBack(c, owner).catch(() => {})
     const why =
       after.problem ??
       `a commit went unacknowledged meanwhile (Rpl_semi_sync_master_no_tx ${before.noTx} -> ${after.noTx}: a replica did not answer within rpl_semi_sync_master_timeout)`

@@ -33,7 +33,7 @@ export interface Statements {
  * time only). With database time, now is the column type's now and the until value is the
  * microseconds to add to it; with app time both are values, as `appTime()` writes them.
  */
-export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean): Statements {
+export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: boolean, mariadb = false): Statements {
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const at = type === 'timestamp' ? 'FROM_UNIXTIME(?)' : 'CAST(? AS DATETIME(3))'
   const now = useDbTime ? dbNowOf(type) : at
@@ -42,7 +42,15 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
   const token = t.fencingColumn
   const insertOf = (firstToken: string): string =>
     `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${t.fencing ? `, ${token}` : ''}) VALUES (?, ${until}, ${now}, ?${t.fencing ? `, ${firstToken}` : ''})`
-  const insert = insertOf('1')
+  // A row without a token (new, recreated after a delete, or inserted by Java ShedLock) starts
+  // above the floor: the database clock in whole milliseconds times 1000 (as fencingFloor()),
+  // above every token the name had before (support/fencing.ts). A takeover adds 1.
+  const insert = insertOf(FENCING_FLOOR)
+  // MariaDB: the acquire waits at most 1 s (innodb_lock_wait_timeout's least value but NOWAIT)
+  // for a row another transaction is writing, say one whose commit waits for a semi-synchronous
+  // replica, and then fails with 1205, read as "not acquired", instead of waiting 50 s with the
+  // connection. MySQL has no such statement prefix (SET_VAR does not take InnoDB variables).
+  const wait = mariadb ? 'SET STATEMENT innodb_lock_wait_timeout = 1 FOR ' : ''
   // MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, and later ones see the
   // values earlier ones assigned; lock_until is assigned last so that every IF tests the old
   // value (also right under MariaDB's SIMULTANEOUS_ASSIGNMENT mode). VALUES() is deprecated in
@@ -55,18 +63,18 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
   // AUTO_INCREMENT value) and affectedRows 2. LAST_INSERT_ID(expr) only marks the statement
   // that calls it: later statements on the same pooled connection report their own insertId.
   //
-  // With fencing tokens, insertId is the token instead: LAST_INSERT_ID(1) for a new row (the
+  // With fencing tokens, insertId is the token instead: LAST_INSERT_ID(floor) for a new row (the
   // VALUES are evaluated before the key is found taken), LAST_INSERT_ID(token + 1) for a
-  // takeover (a NULL token, as Java ShedLock's INSERT leaves it, counts as 0), LAST_INSERT_ID(0)
-  // for a held row: tokens start at 1, so 0 says "not acquired" without a marker that a token
-  // could reach. The OK packet carries it: no extra round trip.
+  // takeover (the floor for a NULL token, as Java ShedLock's INSERT leaves it), LAST_INSERT_ID(0)
+  // for a held row: tokens are at least 1, so 0 says "not acquired" without a marker that a
+  // token could reach. The OK packet carries it: no extra round trip.
   const acquire = t.fencing
-    ? `${insertOf('LAST_INSERT_ID(1)')} ` +
+    ? `${wait}${insertOf(`LAST_INSERT_ID(${FENCING_FLOOR})`)} ` +
       `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, ${lockedBy}), ` +
       `${lockedAt} = IF(${expired}, ${now}, ${lockedAt}), ` +
-      `${token} = IF(${expired}, LAST_INSERT_ID(COALESCE(${token}, 0) + 1), IF(LAST_INSERT_ID(0) = 0, ${token}, ${token})), ` +
+      `${token} = IF(${expired}, LAST_INSERT_ID(COALESCE(${token} + 1, ${FENCING_FLOOR})), IF(LAST_INSERT_ID(0) = 0, ${token}, ${token})), ` +
       `${lockUntil} = IF(${expired}, ${until}, ${lockUntil})`
-    : `${insert} ` +
+    : `${wait}${insertOf('1')} ` +
       `ON DUPLICATE KEY UPDATE ${lockedBy} = IF(${expired}, ?, IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${lockedBy}, ${lockedBy})), ` +
       `${lockedAt} = IF(${expired}, ${now}, ${lockedAt}), ` +
       `${lockUntil} = IF(${expired}, ${until}, ${lockUntil})`
@@ -74,8 +82,8 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
     `UPDATE ${t.table} SET ${lockUntil} = GREATEST(TIMESTAMPADD(MICROSECOND, ?, ${from}), ${now}) WHERE ${name} = ? AND ${lockedBy} = ?`
   return {
     acquire,
-    takeover: `UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now}, ${t.fencing ? `${token} = COALESCE(${token}, 0) + 1, ` : ''}${lockUntil} = ${until} WHERE ${name} = ? AND ${lockUntil} <= ${now}`,
-    insert,
+    takeover: `${wait}UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now}, ${t.fencing ? `${token} = COALESCE(${token} + 1, ${FENCING_FLOOR}), ` : ''}${lockUntil} = ${until} WHERE ${name} = ? AND ${lockUntil} <= ${now}`,
+    insert: `${wait}${insert}`,
     // The same value twice within one millisecond leaves the row unchanged: see extend().
     extend:
       `UPDATE ${t.table} SET ${lockUntil} = IF(LAST_INSERT_ID(${MARK}) = ${MARK}, ${until}, ${until}) ` +
@@ -88,6 +96,9 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
     unlockFromLockedAt: unlockTo(lockedAt),
   }
 }
+
+/** The first token of a row that has none: the database clock in whole milliseconds since the epoch, times 1000, plus 1. */
+export const FENCING_FLOOR = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) + 1)"
 
 /** {@link resultOf} of a release, whose result is not used otherwise. */
 export function checkResult(reply: unknown): void {

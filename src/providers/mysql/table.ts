@@ -100,6 +100,8 @@ export interface MysqlLockColumns {
   readonly maxNameLength: number | undefined
   /** The `name` column for messages, e.g. `column name of shedlock, varchar(64)`. */
   readonly nameColumn: string
+  /** Whether the server is MariaDB (its `VERSION()` says so), which takes `SET STATEMENT … FOR`. */
+  readonly mariadb: boolean
 }
 
 /** The client call {@link readLockColumns} makes: mysql2/promise's `query(sql, values)`. */
@@ -115,7 +117,7 @@ export type MysqlQuery = (sql: string, values: unknown[]) => Promise<unknown>
 export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<MysqlLockColumns | undefined> {
   const { name, lockUntil } = t.columns
   const reply: unknown = await query(
-    'SELECT COLUMN_NAME AS c, DATA_TYPE AS t, CHARACTER_MAXIMUM_LENGTH AS n, COLUMN_TYPE AS d FROM information_schema.COLUMNS ' +
+    'SELECT COLUMN_NAME AS c, DATA_TYPE AS t, CHARACTER_MAXIMUM_LENGTH AS n, COLUMN_TYPE AS d, VERSION() AS v FROM information_schema.COLUMNS ' +
       'WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME IN (?, ?)',
     [t.schema ?? null, t.bareTable, name, lockUntil],
   )
@@ -129,11 +131,19 @@ export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<M
   // Rows are objects, or arrays with the pool's rowsAsArray option. Column names compare
   // without case in MySQL.
   const columns = new Map<string, { type: string; length: unknown; declared: string }>()
+  let version = ''
   for (const row of rows as unknown[]) {
-    const [c, type, length, declared] = Array.isArray(row)
+    const [c, type, length, declared, v] = Array.isArray(row)
       ? row
-      : [(row as { c?: unknown }).c, (row as { t?: unknown }).t, (row as { n?: unknown }).n, (row as { d?: unknown }).d]
+      : [
+          (row as { c?: unknown }).c,
+          (row as { t?: unknown }).t,
+          (row as { n?: unknown }).n,
+          (row as { d?: unknown }).d,
+          (row as { v?: unknown }).v,
+        ]
     columns.set(String(c).toLowerCase(), { type: String(type).toLowerCase(), length, declared: String(declared) })
+    version = String(v)
   }
   const nameColumn = columns.get(name.toLowerCase())
   const untilColumn = columns.get(lockUntil.toLowerCase())
@@ -146,6 +156,7 @@ export async function readLockColumns(query: MysqlQuery, t: SqlTable): Promise<M
     columnType: untilColumn.type === 'timestamp' ? 'timestamp' : 'datetime',
     maxNameLength: bounded ? Number(nameColumn.length) : undefined,
     nameColumn: `column ${name} of ${t.table}, ${nameColumn.declared}`,
+    mariadb: /mariadb/i.test(version),
   }
 }
 
@@ -196,6 +207,16 @@ export function mysqlFencingColumnDdl(options: SqlTableOptions = {}): string {
 export function isConcurrencyFailure(error: unknown): boolean {
   const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown }
   return errno === 1213 || errno === 1205 || code === 'ER_LOCK_DEADLOCK' || code === 'ER_LOCK_WAIT_TIMEOUT'
+}
+
+/**
+ * Whether an acquire's error may hide a commit: anything but the server's own error reply (an
+ * `errno` with a `sqlState`), which means the statement rolled back. A connection lost or reset
+ * (`PROTOCOL_CONNECTION_LOST`, `ECONNRESET`), a client-side timeout: it may have committed.
+ */
+export function mysqlReplyLost(error: unknown): boolean {
+  const { errno, sqlState } = (error ?? {}) as { errno?: unknown; sqlState?: unknown }
+  return !(typeof errno === 'number' && errno > 0 && typeof sqlState === 'string')
 }
 
 /** A duplicate primary key (ER_DUP_ENTRY): the row an INSERT would add is already there. */

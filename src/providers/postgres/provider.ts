@@ -68,7 +68,10 @@ export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
  * acquire that meets a serialization failure (SQLSTATE 40001) or a deadlock (40P01) did not get
  * the lock (the statement rolled back; another contender is writing the row), so `lock()`
  * resolves to `undefined`, as Java ShedLock answers. Unlock and extend retry such failures up to 5
- * times (jittered backoff, at most 310 ms in all) before they reject.
+ * times (jittered backoff, at most 310 ms in all) before they reject. An acquire that meets a row
+ * another transaction is still writing (a contender whose commit waits for a synchronous standby)
+ * waits at most `LOCK_WAIT_MS` (1 s: `lock_timeout`, set for that statement alone) and resolves to
+ * `undefined` too, freeing its connection.
  *
  * ```ts
  * import pg from 'pg'
@@ -119,7 +122,9 @@ export function postgresLockProvider(
         if (!t.fencing || (result.rowCount ?? 0) === 0) return (result.rowCount ?? 0) > 0
         return fencingTokenOf((result.rows?.[0] as { fencing_token?: unknown } | undefined)?.fencing_token)
       } catch (error) {
-        if (isConcurrencyFailure(error)) return false
+        // 55P03: the row is being written by a transaction that has not committed within
+        // LOCK_WAIT_MS (statements.ts): another node is taking or releasing it.
+        if (isAcquireConflict(error)) return false
         throw error
       }
     },
@@ -128,7 +133,7 @@ export function postgresLockProvider(
     pairs: {
       query: (text, values) => client.query(text, values),
       fencing: t.fencing,
-      isConcurrencyFailure,
+      isConcurrencyFailure: isAcquireConflict,
       returnsRows: () => returnsRows,
       accessor: () => accessor!,
     },
@@ -183,6 +188,7 @@ function dbTimeAccessor({
   }
   return {
     readLimits,
+    replyLost: postgresReplyLost,
     acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
     acquirePair: postgresPairs(
       pairs,
@@ -245,6 +251,7 @@ function appTimeAccessor({ statements, clock, readLimits, acquiring, retrying, p
   }
   return {
     readLimits,
+    replyLost: postgresReplyLost,
     acquire: (c, owner) => acquiring(acquire, [c.name, owner, at(c.lockAtMostUntil), utcTimestamp(clock.now())]),
     acquirePair: postgresPairs(
       pairs,
@@ -324,4 +331,20 @@ function sqlText(text: string): string {
 function isConcurrencyFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
   return code === '40001' || code === '40P01'
+}
+
+/** A concurrency failure, or 55P03: a lock row another transaction is writing did not come free within `LOCK_WAIT_MS`. */
+function isAcquireConflict(error: unknown): boolean {
+  return isConcurrencyFailure(error) || (error as { code?: unknown } | null)?.code === '55P03'
+}
+
+/**
+ * Whether an acquire's error may hide a commit: anything but the server's own error reply, which
+ * carries a SQLSTATE and a severity (pg's DatabaseError) and means the statement rolled back. A
+ * pool's `query_timeout` ("Query read timeout"), a connection that ended or was reset: the
+ * statement may have committed, or may still.
+ */
+export function postgresReplyLost(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as { code?: unknown; severity?: unknown }
+  return !(typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && typeof severity === 'string')
 }

@@ -13,11 +13,13 @@ interface QueryResult {
  * The lock statements of one PostgreSQL table, as builders over the time expressions (database
  * or app time); `guard` is the `requireSynchronousStandby` check, where it is on.
  */
-export function postgresStatements(t: SqlTable, guard: string | undefined) {
+export function postgresStatements(t: SqlTable, guard: string | undefined, lockWaitMs: number = LOCK_WAIT_MS) {
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
-  // With fencing tokens, a new row starts at 1 and a takeover adds 1 to the row's token (NULL, as
-  // Java ShedLock's INSERT leaves it, counts as 0), and the statement returns it: no extra round
-  // trip. Without, the statement is exactly Java ShedLock's columns and nothing more.
+  // With fencing tokens, a takeover adds 1 to the row's token, and the statement returns it: no
+  // extra round trip. A row without a token (new, recreated after a delete, or inserted by Java
+  // ShedLock, whose INSERT leaves the column NULL) starts above the floor, the database clock in
+  // whole milliseconds times 1000: above every token the name had before (support/fencing.ts).
+  // Without, the statement names exactly Java ShedLock's four columns and nothing more.
   const fencing = t.fencing
   const token = t.fencingColumn
   // Upsert-if-expired: a missing row is inserted, an expired one taken over, a held one left
@@ -25,12 +27,18 @@ export function postgresStatements(t: SqlTable, guard: string | undefined) {
   const upsertFrom = (from: string, returning: string): string =>
     `INSERT INTO ${t.table} AS t (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${fencing ? `, ${token}` : ''}) ${from} ` +
     `ON CONFLICT (${name}) DO UPDATE SET ${lockUntil} = EXCLUDED.${lockUntil}, ${lockedAt} = EXCLUDED.${lockedAt}, ${lockedBy} = EXCLUDED.${lockedBy}` +
-    `${fencing ? `, ${token} = COALESCE(t.${token}, 0) + 1` : ''} ` +
+    `${fencing ? `, ${token} = COALESCE(t.${token} + 1, EXCLUDED.${token})` : ''} ` +
     `WHERE t.${lockUntil} <= EXCLUDED.${lockedAt}${returning}`
   const row = (nameSql: string, ownerSql: string, untilSql: string, nowSql: string): string =>
-    `${nameSql}, ${untilSql}, ${nowSql}, ${ownerSql}${fencing ? ', 1' : ''}`
+    `${nameSql}, ${untilSql}, ${nowSql}, ${ownerSql}${fencing ? `, ${FENCING_FLOOR}` : ''}`
+  // The rows to insert come from a FROM item that first sets lock_timeout for this statement's
+  // transaction only (set_config(..., true)): the row is produced, and the setting made, before
+  // the insert meets a row another transaction is writing. So an acquire that meets a lock row
+  // whose writer has not committed (say, its commit waits for a synchronous standby) fails with
+  // 55P03 after lockWaitMs, read as "not acquired", instead of waiting with the connection.
+  const noLongWait = `(SELECT set_config('lock_timeout', '${Math.max(1, Math.round(lockWaitMs))}ms', true)) AS wait`
   const guarded = (values: string): string =>
-    guard === undefined ? `VALUES (${values})` : `SELECT ${values} WHERE ${guard}`
+    `SELECT ${values} FROM ${noLongWait}${guard === undefined ? '' : ` WHERE ${guard}`}`
   return {
     upsert: (untilSql: string, nowSql: string): string =>
       upsertFrom(guarded(row('$1', '$2', untilSql, nowSql)), fencing ? ` RETURNING t.${token} AS fencing_token` : ''),
@@ -56,7 +64,7 @@ export function postgresStatements(t: SqlTable, guard: string | undefined) {
       const returning = ` RETURNING t.${name} AS n, ${fencing ? `t.${token}` : '1'} AS taken`
       const where = guard === undefined ? '' : ` WHERE ${guard}`
       return (
-        `WITH i AS (SELECT * FROM ${input}), ` +
+        `WITH i AS (SELECT i.* FROM ${input}, ${noLongWait}), ` +
         `claim AS (${upsertFrom(`SELECT ${row('i.cn', 'i.co', claimUntil, nowSql)} FROM i${where} ORDER BY i.cn`, returning)}), ` +
         `task AS (${upsertFrom(`SELECT ${row('i.tn', 'i.tw', taskUntil, nowSql)} FROM i JOIN claim ON claim.n = i.cn ORDER BY i.tn`, returning)}) ` +
         'SELECT i.k, claim.taken AS claim, task.taken AS task FROM i JOIN claim ON claim.n = i.cn LEFT JOIN task ON task.n = i.tn'
@@ -76,6 +84,17 @@ export function postgresStatements(t: SqlTable, guard: string | undefined) {
       `UPDATE ${t.table} SET ${lockUntil} = ${untilSql} WHERE ${name} = $1 AND ${lockedBy} = $2 AND ${lockUntil} > ${nowSql}${guard === undefined ? '' : ` AND ${guard}`}`,
   }
 }
+
+/**
+ * How long an acquire waits for a lock row that another transaction is writing, in milliseconds:
+ * a contender's acquire or release commits in a few milliseconds, so a longer wait means a
+ * commit that hangs (a synchronous standby that does not answer, a transaction left open on the
+ * row), which the lock is not free during anyway.
+ */
+export const LOCK_WAIT_MS = 1000
+
+/** The floor of a token that starts afresh: the database clock in whole milliseconds since the epoch, times 1000 (as `fencingFloor()`), plus 1. */
+export const FENCING_FLOOR = `(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint * 1000 + 1)`
 
 /** What a paired acquire's statement (`pairOf`) took: its rows, one per lock taken, the claim's first. */
 export function pairedResult(result: QueryResult, fencing: boolean): readonly [boolean | bigint, boolean | bigint] {

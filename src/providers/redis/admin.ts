@@ -44,7 +44,9 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
   const commands = toRedisCommands(redis.client)
   // Both adapters have command(): the CLI only ever passes ioredis and node-redis clients.
   const command = (args: readonly string[]): Promise<unknown> => commands.command!(args)
-  const provider = redisLockProvider({ client: redis.client, ...options })
+  // Tokens always: a counter key beside each lock key, which needs nothing created (shedlock run
+  // hands them to its command as SHEDLOCK_FENCING_TOKEN).
+  const provider = redisLockProvider({ client: redis.client, ...options, fencingTokens: true })
   const inspector = redisLockInspector({ client: redis.client, ...options })
 
   return {

@@ -1,5 +1,5 @@
 import type { LockInspector } from '../../core/lock-inspector.ts'
-import type { LockProvider } from '../../core/lock-provider.ts'
+import { type ExtensibleLockProvider, type LockProvider, lockPairOf, withLockPair } from '../../core/lock-provider.ts'
 import type { RunLedger } from '../../core/run-ledger.ts'
 import type { Check, ClockReading, StoreAdmin } from '../store-admin.ts'
 import type { SqlTable } from './sql-table.ts'
@@ -29,7 +29,8 @@ export interface SqlAdminDialect {
   runsTableExists(): Promise<boolean>
   /** The DDL of the runs table (one or more statements, each ending with `;`). */
   runsSchema(): string
-  provider(): LockProvider
+  /** The table's provider; `fencingTokens`: whether it counts tokens in the fencing column (see `fencingTokens`). */
+  provider(fencingTokens: boolean): LockProvider
   /** Rows of a `SELECT`. */
   query(sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>
   /** Rows matched by an `UPDATE` or `DELETE`, or 0 for DDL. */
@@ -57,6 +58,29 @@ export interface SqlAdminDialect {
   close(): Promise<void>
 }
 
+/**
+ * The table's provider, with fencing tokens if the table has the fencing column: read once, at
+ * the first `lock()` (one catalog query); a failed read counts as no column, and the acquire
+ * statement then reports what is wrong with the table.
+ */
+function tokensWhereCounted(dialect: SqlAdminDialect, hasColumn: () => Promise<boolean>): ExtensibleLockProvider {
+  const plain = dialect.provider(false) as ExtensibleLockProvider
+  let chosen: Promise<ExtensibleLockProvider> | undefined
+  const choose = (): Promise<ExtensibleLockProvider> =>
+    (chosen ??= hasColumn().then(
+      (present) => (present ? (dialect.provider(true) as ExtensibleLockProvider) : plain),
+      () => plain,
+    ))
+  const provider: ExtensibleLockProvider = {
+    name: plain.name,
+    lock: async (configuration) => (await choose()).lock(configuration),
+    ...(plain.inspector ? { inspector: () => plain.inspector!() } : {}),
+  }
+  // A slot run's paired acquire (PostgreSQL's one statement), with or without tokens alike.
+  if (!lockPairOf(plain)) return provider
+  return withLockPair(provider, async (first, second) => lockPairOf(await choose())!(first, second))
+}
+
 /** The {@link StoreAdmin} of a SQL database: the table's creation and checks; locks are read through the inspector. */
 export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
   const { table: t } = dialect
@@ -68,7 +92,9 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
     kind: dialect.kind,
     where: dialect.where,
     extensible: true,
-    provider: () => dialect.provider(),
+    // Tokens wherever the table can count them: asked for (--fencing-tokens), or the column is
+    // there (shedlock init --fencing-tokens made it), so that shedlock run hands them out.
+    provider: () => (t.fencing ? dialect.provider(true) : tokensWhereCounted(dialect, hasFencingColumn)),
     inspector: dialect.inspector,
     runLedger: dialect.runLedger,
     runLedgerReady: () => dialect.runsTableExists(),

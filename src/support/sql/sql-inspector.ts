@@ -41,6 +41,15 @@ export const RELEASED_BY = 'released'
  * The {@link LockInspector} of Java ShedLock's lock table, for the SQL providers: one `SELECT` per
  * read, one `UPDATE` per release. A force-release sets `lock_until` to the database's now and
  * `locked_by` to {@link RELEASED_BY}, and keeps the row, as the providers keep released rows.
+ *
+ * `removeExpired(selection)` is one `DELETE` of every row of the table whose name starts with
+ * `selection.prefix` (no prefix: every row of the table, whichever task or node wrote it, Java
+ * ShedLock's included) and whose `lock_until` is not after the database's now: free locks and
+ * released ones alike; held rows are never touched. The executor calls it with the prefix
+ * `"<task>@"` to drop a task's expired slot records. A deleted row's fencing token is not lost
+ * to the resource's check: the name's next acquisition starts its token above the floor (the
+ * database clock in milliseconds times 1000), above every token the row had, unless the database
+ * clock went back by more than the time since (docs/fencing.md).
  */
 export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
   const { table: t } = dialect

@@ -23,7 +23,10 @@ export interface SqlTableOptions {
    * Fencing tokens (docs/fencing.md). For a provider: every acquisition sets the row's
    * `fencing_token` column (`columnNames.fencingToken`) to its previous value plus one, in the
    * statement that takes the lock, and hands that number to the lock as `fencingToken` (a bigint,
-   * strictly increasing per lock name while the row exists; no extra round trip). The table needs
+   * strictly increasing per lock name; no extra round trip). A row without a token (new,
+   * recreated after a delete, or inserted by Java ShedLock) starts at the floor: the database's
+   * clock in whole milliseconds since the epoch times 1000, plus 1, above every token the name had
+   * unless that clock went back by more than the time between the two acquisitions. The table needs
    * the column: a table without it makes every acquire reject with `LockProviderError` giving the
    * `ALTER TABLE` that adds it. For a schema helper: the DDL includes the column (`BIGINT NULL`).
    * Off by default because Java ShedLock's table lacks the column; Java's statements leave it as

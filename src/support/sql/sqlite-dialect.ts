@@ -1,5 +1,6 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
-import { fencingTokenOf, lockAtLeastAnchor, type SqlAccessor } from './sql-lock-provider.ts'
+import type { SqlAccessor } from './sql-accessor.ts'
+import { fencingTokenOf, lockAtLeastAnchor } from './sql-statement-values.ts'
 import { type SqlTable, utcTimestamp } from './sql-table.ts'
 
 // SQLite's SQL for Java ShedLock's lock table, shared by the stores that speak it: a SQLite file
@@ -28,6 +29,13 @@ export function epochMs(expression: string): string {
 
 /** The database's now in epoch milliseconds, on the clock of the machine that runs SQLite. */
 export const DB_NOW_MS: string = epochMs(`'now'`)
+
+/**
+ * The first token of a row that has none: SQLite's now in whole milliseconds since the epoch,
+ * times 1000 (as `fencingFloor()`), plus 1; above every token the name had before, unless the
+ * clock went back by more than the time since (support/fencing.ts).
+ */
+export const FENCING_FLOOR: string = `(CAST(ROUND(${DB_NOW_MS}) AS INTEGER) * 1000 + 1)`
 
 /**
  * The DDL of the lock table: Java ShedLock's columns, with times as UTC text (which sorts as text
@@ -87,8 +95,9 @@ export type FirstSqliteRow = (
  * `lockAtLeastFor` counts from `locked_at` (see `lockAtLeastAnchor`); without, times are
  * `clock`'s, bound as UTC text.
  *
- * With `t.fencing`, the upsert also sets the row's token (1 for a new row, one more than the
- * row's for a takeover, NULL counting as 0) and returns it, through `first`, which is then needed.
+ * With `t.fencing`, the upsert also sets the row's token (one more than the row's for a
+ * takeover; {@link FENCING_FLOOR} for a row without one: new, recreated after a delete, or
+ * inserted by Java ShedLock) and returns it, through `first`, which is then needed.
  */
 export function sqliteAccessor(
   t: SqlTable,
@@ -100,9 +109,9 @@ export function sqliteAccessor(
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const token = t.fencingColumn
   const upsert = (untilSql: string, nowSql: string): string =>
-    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${t.fencing ? `, ${token}` : ''}) VALUES (?, ${untilSql}, ${nowSql}, ?${t.fencing ? ', 1' : ''}) ` +
+    `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${t.fencing ? `, ${token}` : ''}) VALUES (?, ${untilSql}, ${nowSql}, ?${t.fencing ? `, ${FENCING_FLOOR}` : ''}) ` +
     `ON CONFLICT(${name}) DO UPDATE SET ${lockUntil} = excluded.${lockUntil}, ${lockedAt} = excluded.${lockedAt}, ${lockedBy} = excluded.${lockedBy}` +
-    `${t.fencing ? `, ${token} = COALESCE(${token}, 0) + 1` : ''} ` +
+    `${t.fencing ? `, ${token} = COALESCE(${token} + 1, excluded.${token})` : ''} ` +
     `WHERE ${lockUntil} <= excluded.${lockedAt}${t.fencing ? ` RETURNING ${token} AS fencing_token` : ''}`
   // The acquire: rows changed, or with fencing tokens the row the upsert returned.
   if (t.fencing && !first) throw new TypeError('sqliteAccessor: fencing tokens need first()')

@@ -23,6 +23,13 @@ import { MYSQL_URL, mysqlPoolOrSkip } from '../../helpers/sql-pools.ts'
 const pool = await mysqlPoolOrSkip(8)
 const NOW = 'UTC_TIMESTAMP(3)'
 
+/** A token that started afresh: above the floor, the clock in milliseconds times 1000, as it was a minute ago. */
+const expectAboveFloor = (token: bigint | undefined): void => {
+  expect(token).toBeTypeOf('bigint')
+  expect(token! > BigInt(Date.now() - 60_000) * 1000n).toBe(true)
+  expect(token! <= BigInt(Date.now() + 60_000) * 1000n).toBe(true)
+}
+
 describe.skipIf(!pool)('mysql fencing tokens', () => {
   const db = pool!
   const tables: string[] = []
@@ -96,7 +103,7 @@ describe.skipIf(!pool)('mysql fencing tokens', () => {
     ])
   })
 
-  it('with fencingTokens: one statement per acquire, whose insertId is the token (1 for a new row, one more for a takeover, 0 for a held row)', async () => {
+  it('with fencingTokens: one statement per acquire, whose insertId is the token (the floor for a new row, one more for a takeover, 0 for a held row)', async () => {
     const table = await newTable()
     const client = recording()
     const provider = mysqlLockProvider({ client, tableName: table, fencingTokens: true, columnType: 'datetime' })
@@ -104,15 +111,16 @@ describe.skipIf(!pool)('mysql fencing tokens', () => {
     expect(await provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))).toBeUndefined()
     await first!.unlock()
     const second = await provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))
-    expect([first?.fencingToken, second?.fencingToken]).toEqual([1n, 2n])
+    expectAboveFloor(first?.fencingToken)
+    expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
     expect(client.sent.map((s) => [s.sql.split(' ')[0], Number(s.insertId)])).toEqual([
-      ['INSERT', 1],
+      ['INSERT', Number(first!.fencingToken)],
       ['INSERT', 0],
       ['UPDATE', 0],
-      ['INSERT', 2],
+      ['INSERT', Number(second!.fencingToken)],
     ])
     const [rows] = await db.query<mysql.RowDataPacket[]>(`SELECT fencing_token FROM ${table} WHERE name = 'counted'`)
-    expect(Number(rows[0]!.fencing_token)).toBe(2)
+    expect(BigInt(rows[0]!.fencing_token)).toBe(second!.fencingToken)
   })
 
   it('a table without the column: the acquire rejects with LockProviderError naming the table and the lock and giving the ALTER TABLE, which fixes it', async () => {
@@ -130,7 +138,7 @@ describe.skipIf(!pool)('mysql fencing tokens', () => {
     const lock = await mysqlLockProvider({ client: db, tableName: table, fencingTokens: true }).lock(
       lockConfiguration({ name: 'no-column', lockAtMostFor: '1m' }),
     )
-    expect(lock?.fencingToken).toBe(1n)
+    expectAboveFloor(lock?.fencingToken)
   })
 
   it("Java ShedLock's statements on a table with the column: they leave it alone, and Node's next token is one more than Node's last", async () => {
@@ -166,14 +174,39 @@ describe.skipIf(!pool)('mysql fencing tokens', () => {
     expect(await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))).toBeUndefined()
     await javaUnlock('mixed')
     const first = await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))
-    expect(first?.fencingToken).toBe(1n)
+    expectAboveFloor(first?.fencingToken)
     expect(await javaLock('mixed')).toBe(false)
     await first!.unlock()
     expect(await javaLock('mixed')).toBe(true)
-    expect(Number(await tokenInTable('mixed'))).toBe(1)
+    expect(BigInt(String(await tokenInTable('mixed')))).toBe(first!.fencingToken)
     await javaUnlock('mixed')
     const second = await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))
-    expect(second?.fencingToken).toBe(2n)
+    expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
+  })
+
+  it("a row deleted (removeExpired(), by hand, or by hand and then Java's INSERT): the next token is still greater than every earlier one, in both acquire modes", async () => {
+    for (const mode of ['upsert', 'countOnly'] as const) {
+      const table = await newTable()
+      const provider = createMysqlLockProvider({ client: db, tableName: table, fencingTokens: true }, mode)
+      const tokens: bigint[] = []
+      const takeAndRelease = async (): Promise<void> => {
+        const lock = await provider.lock(lockConfiguration({ name: 'deleted', lockAtMostFor: '1m' }))
+        tokens.push(lock!.fencingToken!)
+        await lock!.unlock()
+      }
+      for (let i = 0; i < 3; i++) await takeAndRelease()
+      expect(await provider.inspector().removeExpired(), mode).toBe(1)
+      await takeAndRelease()
+      await db.query(`DELETE FROM ${table} WHERE name = 'deleted'`)
+      await takeAndRelease()
+      await db.query(`DELETE FROM ${table} WHERE name = 'deleted'`)
+      await db.query(
+        `INSERT IGNORE INTO ${table}(name, lock_until, locked_at, locked_by) VALUES('deleted', ${NOW}, ${NOW}, 'java-host')`,
+      )
+      await takeAndRelease()
+      for (let i = 1; i < tokens.length; i++)
+        expect(tokens[i]! > tokens[i - 1]!, `${mode}, token ${i}: ${tokens}`).toBe(true)
+    }
   })
 
   it('1,000 acquisitions from 4 processes (releases, extensions, expiries and takeovers): every token is new, each greater than all before it in holding order', async () => {

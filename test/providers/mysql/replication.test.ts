@@ -37,6 +37,59 @@ describe.runIf(pool)('mysql: replication', () => {
     await lock!.unlock()
   })
 
+  it('requireSemiSync with fencingTokens: an acquisition given back because semi-sync fell back keeps the row and its count, so later tokens still increase', async () => {
+    const fenced = uniqueTable('shedlock_my_repl_fence')
+    await db.query(mysqlSchema({ tableName: fenced, fencingTokens: true }))
+    try {
+      // The shared MariaDB has no replica: the semi-sync status the provider reads around each
+      // acquisition is answered here, ON throughout, with one commit that went unacknowledged
+      // (Rpl_semi_sync_master_no_tx 0 -> 1) around the acquisition that falls back. Every lock
+      // statement goes to the real table.
+      let noTx = 0
+      let fallBack = false
+      const client = {
+        query: async (sql: string, values: unknown[]) => {
+          if (!sql.startsWith('SHOW GLOBAL STATUS')) return db.query(sql, values)
+          const status = [
+            { Variable_name: 'Rpl_semi_sync_master_status', Value: 'ON' },
+            { Variable_name: 'Rpl_semi_sync_master_no_tx', Value: String(noTx) },
+          ]
+          if (fallBack) noTx += 1
+          return [status, []]
+        },
+      } as unknown as mysql.Pool
+      const provider = mysqlLockProvider({ client, tableName: fenced, requireSemiSync: true, fencingTokens: true })
+      const tokens: bigint[] = []
+      for (let i = 0; i < 3; i++) {
+        const lock = await provider.lock(config('semi-sync-fenced'))
+        tokens.push(lock!.fencingToken!)
+        await lock!.unlock()
+      }
+      fallBack = true
+      const error = await provider.lock(config('semi-sync-fenced')).catch((e: unknown) => e)
+      fallBack = false
+      expect(error).toBeInstanceOf(LockProviderError)
+      expect((error as Error).message).toMatch(/a commit went unacknowledged meanwhile .*; the lock was given back/)
+      // Given back: free, and the row is still there with the count of the acquisition given back.
+      const [rows] = await db.query(
+        `SELECT fencing_token, lock_until <= UTC_TIMESTAMP(3) AS free FROM ${fenced} WHERE name = ?`,
+        ['semi-sync-fenced'],
+      )
+      expect(rows).toEqual([{ fencing_token: expect.anything(), free: 1 }])
+      const givenBack = BigInt((rows as { fencing_token: string | number }[])[0]!.fencing_token)
+      expect(givenBack).toBe(tokens[2]! + 1n)
+      for (let i = 0; i < 2; i++) {
+        const lock = await provider.lock(config('semi-sync-fenced'))
+        tokens.push(lock!.fencingToken!)
+        await lock!.unlock()
+      }
+      expect(tokens[3]! > givenBack).toBe(true)
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]! > tokens[i - 1]!, `token ${i}: ${tokens}`).toBe(true)
+    } finally {
+      await db.query(`DROP TABLE IF EXISTS ${fenced}`)
+    }
+  })
+
   it('requireSemiSync must be a boolean', () => {
     expect(() => mysqlLockProvider({ client: db, requireSemiSync: 1 as never })).toThrow(LockConfigurationError)
   })

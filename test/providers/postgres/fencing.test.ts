@@ -19,6 +19,13 @@ import { POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 const pool = await postgresPoolOrSkip(8)
 const NOW = `timezone('utc', statement_timestamp())`
 
+/** A token that started afresh: above the floor, the clock in milliseconds times 1000, as it was a minute ago. */
+const expectAboveFloor = (token: bigint | undefined): void => {
+  expect(token).toBeTypeOf('bigint')
+  expect(token! > BigInt(Date.now() - 60_000) * 1000n).toBe(true)
+  expect(token! <= BigInt(Date.now() + 60_000) * 1000n).toBe(true)
+}
+
 describe.skipIf(!pool)('postgres fencing tokens', () => {
   const db = pool!
   const tables: string[] = []
@@ -69,7 +76,8 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
     )
     expect(lock?.fencingToken).toBeUndefined()
     expect(client.texts.filter((text) => text.startsWith('INSERT'))).toEqual([
-      `INSERT INTO ${table} AS t (name, lock_until, locked_at, locked_by) VALUES ($1, ${NOW} + $3::float8 * interval '1 second', ${NOW}, $2) ` +
+      `INSERT INTO ${table} AS t (name, lock_until, locked_at, locked_by) SELECT $1, ${NOW} + $3::float8 * interval '1 second', ${NOW}, $2 ` +
+        "FROM (SELECT set_config('lock_timeout', '1000ms', true)) AS wait " +
         'ON CONFLICT (name) DO UPDATE SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by ' +
         'WHERE t.lock_until <= EXCLUDED.locked_at',
     ])
@@ -86,13 +94,14 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
       expect(await provider.lock(lockConfiguration({ name: 'counted', lockAtMostFor: '1m' }))).toBeUndefined()
       await lock!.unlock()
     }
-    expect(tokens).toEqual([1n, 2n, 3n])
+    expectAboveFloor(tokens[0])
+    expect(tokens).toEqual([tokens[0], tokens[0]! + 1n, tokens[0]! + 2n])
     // After the one read of the name column's length: acquire, refused acquire, release, three times.
     expect(client.texts.slice(1).map((text) => text.split(' ')[0])).toEqual(
       Array(3).fill(['INSERT', 'INSERT', 'UPDATE']).flat(),
     )
     const { rows } = await db.query(`SELECT fencing_token FROM ${table} WHERE name = 'counted'`)
-    expect(rows[0].fencing_token).toBe('3')
+    expect(rows[0].fencing_token).toBe(String(tokens[2]))
   })
 
   it('custom column names, the token column included', async () => {
@@ -104,8 +113,11 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
     const first = await provider.lock(lockConfiguration({ name: 'cols', lockAtMostFor: '1m' }))
     await first!.unlock()
     const second = await provider.lock(lockConfiguration({ name: 'cols', lockAtMostFor: '1m' }))
-    expect([first?.fencingToken, second?.fencingToken]).toEqual([1n, 2n])
-    expect((await db.query(`SELECT fence FROM ${table} WHERE id = 'cols'`)).rows[0].fence).toBe('2')
+    expectAboveFloor(first?.fencingToken)
+    expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
+    expect((await db.query(`SELECT fence FROM ${table} WHERE id = 'cols'`)).rows[0].fence).toBe(
+      String(second!.fencingToken),
+    )
   })
 
   it('a table without the column: the acquire rejects with LockProviderError naming the table and the lock and giving the ALTER TABLE, which fixes it', async () => {
@@ -122,7 +134,7 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
     )
     await db.query(postgresFencingColumnDdl({ tableName: table }))
     const lock = await provider.lock(lockConfiguration({ name: 'no-column', lockAtMostFor: '1m' }))
-    expect(lock?.fencingToken).toBe(1n)
+    expectAboveFloor(lock?.fencingToken)
   })
 
   it("Java ShedLock's statements on a table with the column: they leave it alone, and Node's next token is one more than Node's last", async () => {
@@ -145,21 +157,47 @@ describe.skipIf(!pool)('postgres fencing tokens', () => {
       )
     const tokenInTable = async (name: string): Promise<unknown> =>
       (await db.query(`SELECT fencing_token FROM ${table} WHERE name = $1`, [name])).rows[0]?.fencing_token
-    // Java creates the row: NULL, and Node's takeover counts from 0.
+    // Java creates the row: NULL, and Node's takeover starts above the floor.
     expect((await javaLock('mixed', 60)).rowCount).toBe(1)
     expect(await tokenInTable('mixed')).toBeNull()
     expect(await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))).toBeUndefined()
     await javaUnlock('mixed')
     const first = await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))
-    expect(first?.fencingToken).toBe(1n)
+    expectAboveFloor(first?.fencingToken)
     // Java respects Node's lock, then takes the row after Node's release, leaving the token as it was.
     expect((await javaLock('mixed', 60)).rowCount).toBe(0)
     await first!.unlock()
     expect((await javaLock('mixed', 60)).rowCount).toBe(1)
-    expect(await tokenInTable('mixed')).toBe('1')
+    expect(await tokenInTable('mixed')).toBe(String(first!.fencingToken))
     await javaUnlock('mixed')
     const second = await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))
-    expect(second?.fencingToken).toBe(2n)
+    expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
+  })
+
+  it("a row deleted (removeExpired(), by hand, or by hand and then Java's INSERT): the next token is still greater than every earlier one", async () => {
+    const table = await newTable()
+    const provider = postgresLockProvider({ client: db, tableName: table, fencingTokens: true })
+    const inspector = provider.inspector()
+    const tokens: bigint[] = []
+    const takeAndRelease = async (): Promise<void> => {
+      const lock = await provider.lock(lockConfiguration({ name: 'deleted', lockAtMostFor: '1m' }))
+      tokens.push(lock!.fencingToken!)
+      await lock!.unlock()
+    }
+    // Counted up a few times, so that a restart at 1 (or at any count below) would show.
+    for (let i = 0; i < 3; i++) await takeAndRelease()
+    // Another task's expired row goes with the call too: removeExpired() deletes every expired row.
+    await takeAndRelease()
+    expect(await inspector.removeExpired()).toBe(1)
+    await takeAndRelease()
+    await db.query(`DELETE FROM ${table} WHERE name = 'deleted'`)
+    await takeAndRelease()
+    await db.query(`DELETE FROM ${table} WHERE name = 'deleted'`)
+    await db.query(
+      `INSERT INTO ${table}(name, lock_until, locked_at, locked_by) VALUES('deleted', ${NOW}, ${NOW}, 'java-host')`,
+    )
+    await takeAndRelease()
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]! > tokens[i - 1]!, `token ${i}: ${tokens}`).toBe(true)
   })
 
   it('1,000 acquisitions from 4 processes (releases, extensions, expiries and takeovers): every token is new, each greater than all before it in holding order', async () => {

@@ -33,6 +33,13 @@ const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 const resource = await postgresPoolOrSkip(1)
 afterAll(() => resource?.end())
 
+/** A token that started afresh: above the floor, the clock in milliseconds times 1000, as it was a minute ago. */
+const expectAboveFloor = (token: bigint | undefined): void => {
+  expect(token).toBeTypeOf('bigint')
+  expect(token! > BigInt(Date.now() - 60_000) * 1000n).toBe(true)
+  expect(token! <= BigInt(Date.now() + 60_000) * 1000n).toBe(true)
+}
+
 describe('sqlite fencing tokens (libsql)', () => {
   it('a table without the column: the acquire rejects with LockProviderError naming the table and the lock and giving the ALTER TABLE, which fixes it', async () => {
     const { db } = open(false)
@@ -46,7 +53,7 @@ describe('sqlite fencing tokens (libsql)', () => {
     db.exec(sqliteFencingColumnDdl())
     // The same provider: a statement that failed to prepare is not kept.
     const lock = await provider.lock(lockConfiguration({ name: 'no-column', lockAtMostFor: '1m' }))
-    expect(lock?.fencingToken).toBe(1n)
+    expectAboveFloor(lock?.fencingToken)
   })
 
   it("Java ShedLock's statements on a table with the column: they leave it alone, and Node's next token is one more than Node's last", async () => {
@@ -81,14 +88,36 @@ describe('sqlite fencing tokens (libsql)', () => {
     expect(await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))).toBeUndefined()
     javaUnlock('mixed')
     const first = await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))
-    expect(first?.fencingToken).toBe(1n)
+    expectAboveFloor(first?.fencingToken)
     expect(javaLock('mixed')).toBe(false)
     await first!.unlock()
     expect(javaLock('mixed')).toBe(true)
-    expect(tokenInTable('mixed')).toBe(1)
+    expect(BigInt(tokenInTable('mixed') as number)).toBe(first!.fencingToken)
     javaUnlock('mixed')
     const second = await provider.lock(lockConfiguration({ name: 'mixed', lockAtMostFor: '1m' }))
-    expect(second?.fencingToken).toBe(2n)
+    expect(second?.fencingToken).toBe(first!.fencingToken! + 1n)
+  })
+
+  it("a row deleted (removeExpired(), by hand, or by hand and then Java's INSERT): the next token is still greater than every earlier one", async () => {
+    const { db } = open()
+    const provider = sqliteLockProvider({ database: db, fencingTokens: true })
+    const tokens: bigint[] = []
+    const takeAndRelease = async (): Promise<void> => {
+      const lock = await provider.lock(lockConfiguration({ name: 'deleted', lockAtMostFor: '1m' }))
+      tokens.push(lock!.fencingToken!)
+      await lock!.unlock()
+    }
+    for (let i = 0; i < 3; i++) await takeAndRelease()
+    expect(await provider.inspector().removeExpired()).toBe(1)
+    await takeAndRelease()
+    db.exec(`DELETE FROM shedlock WHERE name = 'deleted'`)
+    await takeAndRelease()
+    db.exec(`DELETE FROM shedlock WHERE name = 'deleted'`)
+    db.prepare(
+      `INSERT INTO shedlock(name, lock_until, locked_at, locked_by) VALUES('deleted', ${NOW}, ${NOW}, 'java-host')`,
+    ).run()
+    await takeAndRelease()
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]! > tokens[i - 1]!, `token ${i}: ${tokens}`).toBe(true)
   })
 
   it.skipIf(!resource)(

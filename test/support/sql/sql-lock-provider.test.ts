@@ -15,7 +15,8 @@ import {
 import { lockPairOf } from '../../../src/core/lock-provider.ts'
 import { mysqlLockProvider, mysqlSchema } from '../../../src/providers/mysql/index.ts'
 import { postgresLockProvider, postgresSchema } from '../../../src/providers/postgres/index.ts'
-import { acquireOneAfterOther, type SqlAccessor } from '../../../src/support/sql/sql-lock-provider.ts'
+import { acquireOneAfterOther, type SqlAccessor, sqlLockProvider } from '../../../src/support/sql/sql-lock-provider.ts'
+import { storeError } from '../../../src/support/store-errors.ts'
 import { TcpProxy } from '../../faults/support/tcp-proxy.ts'
 import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
@@ -149,7 +150,8 @@ for (const store of stores) {
         expect(error).toBeInstanceOf(LockProviderError)
         const holderBefore = await lockedBy(name)
         // The blocked statement goes through now and takes the row for 10 minutes; the provider
-        // gives it back as it lands.
+        // gives it back as it lands. (Now, within the acquire's own lock wait of 1 s: a longer
+        // wait makes the statement give up, not acquired, and nothing lands.)
         await commit()
         for (let i = 0; i < 50 && (await lockedBy(name)) === holderBefore; i++)
           await new Promise((resolve) => setTimeout(resolve, 100))
@@ -307,5 +309,52 @@ describe('acquireOneAfterOther: a paired acquire in two statements', () => {
       failure,
     )
     expect(calls).toEqual(['acquire claim', 'acquire task', 'unlock claim a 0'])
+  })
+})
+
+// Which failed acquires are given back, and when: the decision is the accessor's replyLost(), the
+// schedule GIVE_BACK_DELAYS_MS (0, 0.5 s, 1 s, ...). On the real servers: the lost-reply tests of
+// test/providers/postgres and test/providers/mysql.
+describe('an acquire whose reply was lost', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+  const failing = (error: unknown, released: string[]): SqlAccessor => ({
+    acquire: async () => {
+      throw error
+    },
+    extend: async () => false,
+    unlock: async (current, owner) => {
+      released.push(`${current.name} ${owner}`)
+    },
+    replyLost: (e) => (e as { lost?: boolean }).lost === true,
+  })
+  const provider = (accessor: SqlAccessor) =>
+    sqlLockProvider('fake', accessor, { lockedBy: 'node' }, (error, action, name) =>
+      storeError('fake', action, name, String(error), error),
+    )
+
+  it('is given back, owner-checked, at once and again 0.5 s later; one the server refused is not', async () => {
+    const released: string[] = []
+    const lost = provider(failing({ lost: true }, released))
+    const error = await lost.lock(lockConfiguration({ name: 'lost', lockAtMostFor: '1m' })).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LockProviderError)
+    await sleep(750)
+    expect(released).toHaveLength(2)
+    expect(released[0]).toMatch(/^lost node:/)
+    expect(released[1]).toBe(released[0])
+    const refused: string[] = []
+    await provider(failing({ lost: false }, refused))
+      .lock(lockConfiguration({ name: 'refused', lockAtMostFor: '1m' }))
+      .catch(() => {})
+    await sleep(750)
+    expect(refused).toEqual([])
+  })
+
+  it('is not given back past its lockAtMostUntil, when the lock is free anyway', async () => {
+    const released: string[] = []
+    await provider(failing({ lost: true }, released))
+      .lock(lockConfiguration({ name: 'short', lockAtMostFor: 300 }))
+      .catch(() => {})
+    await sleep(750)
+    expect(released).toHaveLength(1)
   })
 })
