@@ -9,7 +9,7 @@ import { parseStoreUrl, storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
                           [--port N] [--host ADDR] [--stale [NAME=]AGE]...
-                          [--allow-release] [--refresh S]
+                          [--public-url URL]... [--allow-release] [--refresh S]
 
 Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
 lock (held by whom, since, until), last run, last success, last failure and
@@ -23,12 +23,20 @@ when a task is stale (the verdict of "shedlock status --stale").
 It listens on 127.0.0.1 and is read-only by default. Any other --host needs
 authentication, from the environment: SHEDLOCK_DASHBOARD_USER and
 SHEDLOCK_DASHBOARD_PASSWORD (basic auth) or SHEDLOCK_DASHBOARD_TOKEN (bearer).
+It answers only requests for the address it listens on (127.0.0.1:PORT, and
+localhost, [::1] or 0.0.0.0 at PORT over loopback; the address a client
+reached on 0.0.0.0) and for each --public-url: any other Host is refused
+(421), as a DNS rebinding attack would be. A release form's token is good
+once, for 5 minutes.
 
 Options:
 ${URL_HELP}
   --runs-table T   the run history's table (default: shedlock_runs)
   --port N         the port (default: 7070; 0 picks a free one)
   --host ADDR      the address to listen on (default: 127.0.0.1)
+  --public-url URL an address people open it at besides that one: a DNS
+                   name or a reverse proxy's URL, e.g.
+                   https://ops.example.com/shedlock/ (repeatable)
   --stale S        [NAME=]AGE, as in "shedlock status": a task that has not
                    succeeded within AGE is stale
   --allow-release  a Release button per held lock, with a confirmation; each
@@ -53,6 +61,7 @@ export const dashboardCommand: Command = {
       'runs-table'?: string
       port?: string
       host?: string
+      'public-url'?: string[]
       stale?: string[]
       'allow-release'?: boolean
       refresh?: string
@@ -66,6 +75,7 @@ export const dashboardCommand: Command = {
           'runs-table': { type: 'string' },
           port: { type: 'string' },
           host: { type: 'string' },
+          'public-url': { type: 'string', multiple: true },
           stale: { type: 'string', multiple: true },
           'allow-release': { type: 'boolean' },
           refresh: { type: 'string' },
@@ -79,6 +89,13 @@ export const dashboardCommand: Command = {
     const port = integerOption({ port: values.port }, 'port', 7070, 0, 65_535)
     const refreshSeconds = integerOption({ refresh: values.refresh }, 'refresh', 5, 0, 3600)
     const maxAge = maxAgeOfStale(values.stale ?? [])
+    const publicUrl = values['public-url'] ?? []
+    for (const given of publicUrl) {
+      if (!/^https?:\/\/[^/\s]/i.test(given) || !URL.canParse(given))
+        throw new UsageError(
+          `--public-url ${JSON.stringify(given)} is not an http(s) URL, e.g. https://ops.example.com/shedlock/`,
+        )
+    }
     const urls = values.url && values.url.length > 0 ? values.url.map(parseStoreUrl) : [storeUrlOption({})]
     const opened: StoreAdmin[] = []
     try {
@@ -92,6 +109,7 @@ export const dashboardCommand: Command = {
         })),
         maxAge,
         auth: authFromEnv(),
+        publicUrl,
         allowRelease: values['allow-release'] === true,
         audit: (line) => process.stderr.write(`${line}\n`),
         refreshSeconds,

@@ -1,4 +1,5 @@
 import type { LockRecord } from '../core/lock-inspector.ts'
+import { inert } from './inert.ts'
 
 /** One lock as `shedlock list --json` prints it. Times are ISO-8601 UTC, `null` when the store does not keep them. */
 export interface LockJson {
@@ -63,8 +64,12 @@ export function remainingText(record: LockRecord, now: Date): string {
   return left > 0 ? humanDuration(left) : `expired ${humanDuration(-left)} ago`
 }
 
-/** Aligned columns, two spaces apart, header first; the last column is not padded. */
-export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/**
+ * Aligned columns, two spaces apart, header first; the last column is not padded. Each cell is
+ * made {@link inert}: cells hold what the store holds (names, holders, error messages).
+ */
+export function formatTable(header: readonly string[], given: readonly (readonly string[])[]): string {
+  const rows = given.map((row) => row.map(inert))
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => (row[i] ?? '').length)))
   const line = (cells: readonly string[]): string =>
     cells
@@ -89,9 +94,9 @@ export function formatLocks(records: readonly LockRecord[], now: Date): string {
   )
 }
 
-/** `"name" held by X since T until U (9m 58s left)`: what unlock and a skipped run say about a lock. */
+/** `held by X since T until U (9m 58s left)`, X {@link inert}: what unlock and a skipped run say about a lock. */
 export function describeHolder(record: LockRecord): string {
-  const by = record.lockedBy === undefined ? 'an unknown holder (the store does not record it)' : record.lockedBy
+  const by = record.lockedBy === undefined ? 'an unknown holder (the store does not record it)' : inert(record.lockedBy)
   const since = record.lockedAt === undefined ? '' : ` since ${isoUtc(record.lockedAt)}`
   const until =
     record.lockUntil === undefined

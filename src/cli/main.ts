@@ -8,6 +8,7 @@ import { demoCommand } from './demo.ts'
 import { demoWorkerCommand } from './demo-worker.ts'
 import { doctorCommand } from './doctor.ts'
 import { historyCommand } from './history.ts'
+import { inertOutput } from './inert.ts'
 import { initCommand } from './init.ts'
 import { listCommand } from './list.ts'
 import { runCommand } from './run.ts'
@@ -197,18 +198,20 @@ function flagNames(message: string): string {
 }
 
 /**
- * Makes every later write to `stream` pass through redactSecrets(): the commands' output (--json
- * documents, doctor's details, history's error messages) and whatever a driver logs, so that no
- * path can print a password. `shedlock run`'s command writes to the file descriptors it
- * inherits, not through here: its output is its own.
+ * Makes every later write to `stream` pass through redactSecrets() and inertOutput(): the
+ * commands' output (--json documents, doctor's details, history's error messages) and whatever a
+ * driver logs, so that no path can print a password or a terminal's control sequence.
+ * `shedlock run`'s command writes to the file descriptors it inherits, not through here: its
+ * output is its own.
  */
 function redactWrites(stream: NodeJS.WriteStream): void {
   const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean
+  const clean = (text: string): string => inertOutput(redactSecrets(text))
   stream.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
-    if (typeof chunk === 'string') return write(redactSecrets(chunk), ...rest)
+    if (typeof chunk === 'string') return write(clean(chunk), ...rest)
     if (chunk instanceof Uint8Array) {
       const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8')
-      const redacted = redactSecrets(text)
+      const redacted = clean(text)
       return write(redacted === text ? chunk : redacted, ...rest)
     }
     return write(chunk, ...rest)

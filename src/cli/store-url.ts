@@ -58,9 +58,22 @@ export function storeUrlOption(
 export const URL_HELP: string = `  --url URL      the lock store (default: $SHEDLOCK_URL), e.g.
                  postgres://app@db/app, redis://cache:6379, sqlite:./locks.db;
                  "shedlock --help" lists every form
-  --table NAME   ${STORES.filter((s) => s.table)
-    .map((s) => s.table!.what)
-    .filter((what, i, all) => all.indexOf(what) === i)
-    .join(', ')
-    .replace(/, ([^,]*)$/, ' or $1')}
+  --table NAME   ${wrapped(
+    STORES.filter((s) => s.table)
+      .map((s) => s.table!.what)
+      .filter((what, i, all) => all.indexOf(what) === i)
+      .join(', ')
+      .replace(/, ([^,]*)$/, ' or $1'),
+  )}
                  (default: shedlock; MongoDB: shedLock; DynamoDB: Shedlock)`
+
+/** `text` in lines of at most 80 columns after the 17 of the option column, the later ones indented to it. */
+function wrapped(text: string): string {
+  const lines: string[] = []
+  for (const word of text.split(' ')) {
+    const last = lines.at(-1)
+    if (last !== undefined && 17 + last.length + 1 + word.length <= 80) lines[lines.length - 1] = `${last} ${word}`
+    else lines.push(word)
+  }
+  return lines.join(`\n${' '.repeat(17)}`)
+}

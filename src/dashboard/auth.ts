@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { isIP } from 'node:net'
 import { LockConfigurationError } from '../core/errors.ts'
@@ -80,20 +80,41 @@ function same(given: string, expected: string): boolean {
   return timingSafeEqual(createHash('sha256').update(given).digest(), createHash('sha256').update(expected).digest())
 }
 
+/** How long a release form's token is good for, in milliseconds: 5 minutes. */
+export const RELEASE_TOKEN_MS: number = 5 * 60_000
+
+// Bounds the memory a client that reloads without end can take: the oldest tokens go first.
+const MAX_TOKENS = 10_000
+
 /**
- * CSRF tokens for the release form: an HMAC of who asks, with a key made per handler. A page of
- * another site cannot read it, so cannot post a release on the operator's behalf.
+ * CSRF tokens for the release forms: random, each bound to who asked for it and to what it may
+ * do (its scope), good for {@link RELEASE_TOKEN_MS} and for one post only. A page of another site
+ * cannot read one; a token read by a page that should not have had it (a DNS rebinding, a shared
+ * screen) is soon of no use; and a hand-made form cannot reuse a confirmation's token for another lock.
  */
 export class CsrfTokens {
-  readonly #key = randomBytes(32)
+  readonly #tokens = new Map<string, { readonly who: string; readonly scope: string; readonly expires: number }>()
 
-  /** The token of `who` (as {@link authenticate} names them, address aside). */
-  issue(who: string): string {
-    return createHmac('sha256', this.#key).update(identity(who)).digest('base64url')
+  /** A new token of `who` (as {@link authenticate} names them, address aside) for `scope`. */
+  issue(who: string, scope: string): string {
+    const now = Date.now()
+    // Every token lives as long, so the Map's order (insertion) is the order of expiry.
+    for (const [token, entry] of this.#tokens) {
+      if (entry.expires > now && this.#tokens.size < MAX_TOKENS) break
+      this.#tokens.delete(token)
+    }
+    const token = randomBytes(24).toString('base64url')
+    this.#tokens.set(token, { who: identity(who), scope, expires: now + RELEASE_TOKEN_MS })
+    return token
   }
 
-  verify(who: string, token: unknown): boolean {
-    return typeof token === 'string' && same(token, this.issue(who))
+  /** True when `token` was issued to `who` for `scope` and has not expired. Either way, it is used up. */
+  take(who: string, token: unknown, scope: string): boolean {
+    if (typeof token !== 'string') return false
+    const entry = this.#tokens.get(token)
+    if (entry === undefined) return false
+    this.#tokens.delete(token)
+    return entry.expires > Date.now() && entry.who === identity(who) && entry.scope === scope
   }
 }
 

@@ -6,7 +6,10 @@ import { redact } from '../core/redact.ts'
 import { DEFAULT_IGNORE_OLDER_THAN, type Staleness, staleness } from '../cli/status.ts'
 import { healthJson } from '../cli/history.ts'
 import { authenticate, checkAuth, CsrfTokens, type DashboardAuth } from './auth.ts'
+import { methodNotAllowed, send, sendText } from './http.ts'
+import { audienceOf, foreignHostMessage, hostAllowed, originAllowed, publicUrlsOf } from './origin.ts'
 import { type PageInput, renderConfirm, renderMain, renderPage } from './page.ts'
+import { CONFIRM_SCOPE, postRelease, releaseScope } from './release.ts'
 import { type DashboardStore, type DashboardWindow, readStore, type StoreSnapshot, WINDOW_MS } from './snapshot.ts'
 
 /** Options of {@link createDashboard}. */
@@ -26,8 +29,19 @@ export interface DashboardOptions {
    */
   auth?: DashboardAuth
   /**
+   * The address(es) people open the dashboard at, when it is not the address it listens on: a DNS
+   * name, or a reverse proxy's URL, e.g. `'https://ops.example.com/shedlock/'` (scheme, name and
+   * port count; the path does not). Every request must name, in its `Host` header, the address its
+   * connection came in on (with `localhost`, `127.0.0.1` and `[::1]` for a loopback one) or one of
+   * these; any other is refused with 421, as a DNS rebinding attack would be. A release form must
+   * come from one of these origins or from the address the dashboard is reached at.
+   * @default none: the dashboard answers to its listening address only
+   */
+  publicUrl?: string | readonly string[]
+  /**
    * Show a force-release button per held lock (with a confirmation page and CSRF protection); each
-   * release writes an audit line. @default false (read-only)
+   * release writes an audit line. Each form's token is good once, for 5 minutes (`RELEASE_TOKEN_MS`).
+   * @default false (read-only)
    */
   allowRelease?: boolean
   /** Where audit lines go (who released which lock, when). @default console.warn */
@@ -43,7 +57,10 @@ export interface DashboardOptions {
   ignoreOlderThan?: Duration
 }
 
-/** The verdict of `/healthz`: `shedlock status --json` per store, and whether all is well. */
+/**
+ * The verdict of `/healthz`: per store, its label, what could not be read, and the verdict of
+ * `shedlock status --json` (its `stale`, `failing`, `ignored` and `tasks`); and whether all is well.
+ */
 export interface HealthReport {
   /** False when `shedlock status` would exit 1 for a store: a task checked is stale or failing, or the store could not be read. */
   readonly healthy: boolean
@@ -51,7 +68,10 @@ export interface HealthReport {
   readonly now: string
   readonly stores: readonly {
     readonly store: string
-    /** Why the store could not be read, one line each. */
+    /**
+     * What could not be read, one line each: `locks: ` or `runs: `, then the store's whole message
+     * (a missing table's "Create it with:" and its CREATE TABLE included), secrets masked.
+     */
     readonly errors: readonly string[]
     readonly stale: readonly string[]
     readonly failing: readonly string[]
@@ -85,7 +105,9 @@ export interface DashboardHandler {
  * ```
  *
  * The page is HTML and SVG made on the server, readable with JavaScript off; it needs no CDN.
- * Without `auth`, it serves loopback clients only. Times are the stores' (UTC).
+ * Without `auth`, it serves loopback clients only. With or without, it answers only requests whose
+ * `Host` is the address they came in on or a `publicUrl` (421 otherwise: DNS rebinding). Times are
+ * the stores' (UTC).
  *
  * @throws LockConfigurationError for no stores, bad durations or a bad auth.
  */
@@ -102,8 +124,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     try {
       await serve(request, response, settings, csrf, health)
     } catch (error) {
-      if (!response.headersSent)
-        send(response, 500, 'text/plain; charset=utf-8', `shedlock dashboard failed: ${redact(messageOf(error))}\n`)
+      if (!response.headersSent) sendText(response, 500, `shedlock dashboard failed: ${redact(messageOf(error))}\n`)
       else response.end()
     }
   }
@@ -114,6 +135,7 @@ interface Settings {
   readonly stores: readonly DashboardStore[]
   readonly stale: Staleness
   readonly auth: DashboardAuth | undefined
+  readonly publicUrls: readonly URL[]
   readonly allowRelease: boolean
   readonly audit: (line: string) => void
   readonly refreshSeconds: number
@@ -146,6 +168,7 @@ function validate(options: DashboardOptions): Settings {
     stores: options.stores,
     stale: staleOf(options.maxAge),
     auth: checkAuth(options.auth),
+    publicUrls: publicUrlsOf(options.publicUrl),
     allowRelease: options.allowRelease === true,
     audit: options.audit ?? ((line) => console.warn(line)),
     refreshSeconds,
@@ -178,7 +201,8 @@ export function maxAgeOfStale(given: readonly string[]): Record<string, Duration
 function healthOf(snapshots: readonly StoreSnapshot[]): HealthReport {
   const stores = snapshots.map((snapshot) => ({
     store: snapshot.label,
-    errors: snapshot.errors,
+    // One line each, as `shedlock status --json` prints them; the page shows the advice's lines.
+    errors: snapshot.errors.map((error) => error.replace(/\s*\n\s*/g, ' ')),
     stale: snapshot.staleNames,
     failing: snapshot.failingNames,
     ignored: snapshot.ignored,
@@ -201,20 +225,21 @@ async function serve(
   csrf: CsrfTokens,
   health: () => Promise<HealthReport>,
 ): Promise<void> {
+  // Before anything else, auth included: the answer to a rebound name must tell that page nothing.
+  const audience = audienceOf(request, settings.publicUrls)
+  if (!hostAllowed(request.headers.host, audience))
+    return sendText(response, 421, foreignHostMessage(request.headers.host, audience))
   const who = authenticate(request, settings.auth)
   if (who === undefined) {
     if (settings.auth === undefined) {
-      send(
+      return sendText(
         response,
         403,
-        'text/plain; charset=utf-8',
         'shedlock dashboard: this dashboard has no authentication, so it serves this host only; set a user and password or a token (see docs/dashboard.md)\n',
       )
-    } else {
-      response.setHeader('www-authenticate', `Basic realm="shedlock", charset="UTF-8"`)
-      send(response, 401, 'text/plain; charset=utf-8', 'shedlock dashboard: authentication required\n')
     }
-    return
+    response.setHeader('www-authenticate', `Basic realm="shedlock", charset="UTF-8"`)
+    return sendText(response, 401, 'shedlock dashboard: authentication required\n')
   }
   const url = new URL(request.url ?? '/', 'http://dashboard.invalid')
   if (url.pathname.endsWith('/healthz')) {
@@ -231,132 +256,51 @@ async function serve(
   const window = (['hour', 'day', 'week'] as const).find((w) => w === url.searchParams.get('window')) ?? 'day'
   const filter = (url.searchParams.get('q') ?? '').slice(0, 200)
   const nonce = randomBytes(16).toString('base64')
-  const input = (snapshots: readonly StoreSnapshot[], notice?: string): PageInput => ({
-    title: settings.title,
-    stores: snapshots,
-    window,
-    filter,
-    csrf: settings.allowRelease ? csrf.issue(who) : undefined,
-    refreshSeconds: settings.refreshSeconds,
-    nonce,
-    notice,
-  })
   const read = (): Promise<StoreSnapshot[]> =>
     Promise.all(
       settings.stores.map((store) =>
         readStore(store, settings.stale, settings.ignoreOlderThan, Date.now() - WINDOW_MS[window]),
       ),
     )
+  const input = (stores: readonly StoreSnapshot[], token: string | undefined, notice?: string): PageInput => ({
+    title: settings.title,
+    stores,
+    window,
+    filter,
+    csrf: token,
+    refreshSeconds: settings.refreshSeconds,
+    nonce,
+    notice,
+  })
+  const pageToken = (): string | undefined => (settings.allowRelease ? csrf.issue(who, CONFIRM_SCOPE) : undefined)
   if (request.method === 'POST') {
     if (!settings.allowRelease)
-      return send(
+      return sendText(
         response,
         403,
-        'text/plain; charset=utf-8',
         'shedlock dashboard: read-only; start it with --allow-release (allowRelease: true) to release locks\n',
       )
-    const form = await readForm(request)
-    if (!sameOrigin(request) || !csrf.verify(who, form.get('csrf'))) {
-      return send(
-        response,
-        403,
-        'text/plain; charset=utf-8',
-        'shedlock dashboard: the form is stale or came from another site (CSRF check failed); reload the page and try again\n',
-      )
-    }
-    const index = Number(form.get('store'))
-    const store = settings.stores[index]
-    const name = form.get('lock') ?? ''
-    if (!store || name === '')
-      return send(response, 400, 'text/plain; charset=utf-8', 'shedlock dashboard: the form names no lock\n')
-    const current = await store.inspector.get(name)
-    const unchanged =
-      current?.held &&
-      (current.lockedBy ?? '') === (form.get('lockedBy') ?? '') &&
-      (current.lockUntil?.toISOString() ?? '') === (form.get('lockUntil') ?? '')
-    let notice: string
-    if (!unchanged)
-      notice = `Lock "${name}" changed since the page showed it (or is no longer held): nothing was released. Look again.`
-    else if (form.get('step') !== 'release') {
-      const snapshots = await read()
-      return send(
-        response,
-        200,
-        'text/html; charset=utf-8',
-        renderConfirm(input(snapshots), redact(store.label), current, index),
-        nonce,
-      )
-    } else {
-      // Only the state read just now is released: if its holder extended it or another node took
-      // it since, release(record) changes nothing, and the old holder's late release cannot free
-      // the new holder either (the inspector's guarantee).
-      const released = await store.inspector.release(current)
-      settings.audit(
-        `shedlock dashboard: ${new Date().toISOString()} ${who} ${released ? 'released' : 'tried to release'} lock "${name}" of ${redact(store.label)} (held by ${current.lockedBy ?? 'unknown'} until ${current.lockUntil?.toISOString() ?? 'unknown'})${released ? '' : ': it had changed, nothing released'}`,
-      )
-      notice = released
-        ? `Released lock "${name}" (held by ${current.lockedBy ?? 'unknown'}).`
-        : `Lock "${name}" changed meanwhile: nothing was released.`
-    }
-    const snapshots = await read()
-    return send(response, 200, 'text/html; charset=utf-8', renderPage(input(snapshots, notice)), nonce)
+    return postRelease(request, response, {
+      stores: settings.stores,
+      csrf,
+      who,
+      sameOrigin: originAllowed(request, audience),
+      audit: settings.audit,
+      nonce,
+      page: async (notice) => renderPage(input(await read(), pageToken(), notice)),
+      confirm: async (index, lock) => {
+        const scope = releaseScope(index, lock.name, lock.lockedBy ?? '', lock.lockUntil?.toISOString() ?? '')
+        const label = redact(settings.stores[index]!.label)
+        // The confirmation shows this lock alone: no store is read for it.
+        return renderConfirm(input([], csrf.issue(who, scope)), label, lock, index)
+      },
+    })
   }
   if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(response, 'GET, HEAD, POST')
-  const snapshots = await read()
+  const page = input(await read(), pageToken())
   if (url.searchParams.get('fragment') === 'main')
-    return send(response, 200, 'text/html; charset=utf-8', renderMain(input(snapshots)), nonce)
-  send(response, 200, 'text/html; charset=utf-8', renderPage(input(snapshots)), nonce)
-}
-
-function send(response: ServerResponse, status: number, type: string, body: string, nonce?: string): void {
-  response.statusCode = status
-  response.setHeader('content-type', type)
-  response.setHeader('cache-control', 'no-store')
-  response.setHeader('x-content-type-options', 'nosniff')
-  // Not no-referrer: with it, a browser sends `Origin: null` with the form posts, which the CSRF check refuses.
-  response.setHeader('referrer-policy', 'same-origin')
-  response.setHeader(
-    'content-security-policy',
-    `default-src 'none'; ${nonce ? `style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; ` : ''}img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`,
-  )
-  response.end(body)
-}
-
-function methodNotAllowed(response: ServerResponse, allow: string): void {
-  response.setHeader('allow', allow)
-  send(response, 405, 'text/plain; charset=utf-8', `shedlock dashboard: use ${allow}\n`)
-}
-
-/** A browser's form post carries Origin (or at least Referer); from another host, it is refused. */
-function sameOrigin(request: IncomingMessage): boolean {
-  const origin = request.headers.origin ?? request.headers.referer
-  if (origin === undefined || origin === 'null') return origin === undefined
-  try {
-    return new URL(origin).host === request.headers.host
-  } catch {
-    return false
-  }
-}
-
-const MAX_FORM_BYTES = 16_384
-
-/** The url-encoded body of a form post, at most 16 KiB. A framework may have parsed it already (`request.body`). */
-async function readForm(request: IncomingMessage): Promise<URLSearchParams> {
-  const parsed = (request as IncomingMessage & { body?: unknown }).body
-  if (parsed !== undefined && parsed !== null && typeof parsed === 'object' && !Buffer.isBuffer(parsed)) {
-    return new URLSearchParams(
-      Object.entries(parsed as Record<string, unknown>).map(([k, v]): [string, string] => [k, String(v)]),
-    )
-  }
-  if (typeof parsed === 'string') return new URLSearchParams(parsed)
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of request) {
-    size += (chunk as Buffer).length
-    if (size > MAX_FORM_BYTES) throw new Error('the form is larger than 16 KiB')
-    chunks.push(chunk as Buffer)
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'))
+    return send(response, 200, 'text/html; charset=utf-8', renderMain(page), nonce)
+  send(response, 200, 'text/html; charset=utf-8', renderPage(page), nonce)
 }
 
 function messageOf(error: unknown): string {

@@ -1,4 +1,4 @@
-export { type DashboardAuth, authFromEnv } from './auth.ts'
+export { type DashboardAuth, authFromEnv, RELEASE_TOKEN_MS } from './auth.ts'
 export { createDashboard, type DashboardHandler, type DashboardOptions, type HealthReport } from './handler.ts'
 export { type RunningDashboard, type StartDashboardOptions, startDashboard } from './server.ts'
 export type { DashboardStore, DashboardWindow } from './snapshot.ts'

@@ -24,8 +24,11 @@ export interface PageInput {
 
 const WINDOWS: readonly DashboardWindow[] = ['hour', 'day', 'week']
 
-/** The whole page. Readable without JavaScript; the script only refreshes `<main>` and adds local times to tooltips. */
-export function renderPage(input: PageInput): string {
+/**
+ * The whole page, with `main` (by default the stores) in `<main>`. Readable without JavaScript;
+ * the script only refreshes `<main>` and adds local times to tooltips.
+ */
+export function renderPage(input: PageInput, main: string = renderMain(input)): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -45,7 +48,7 @@ export function renderPage(input: PageInput): string {
   ).join(' · ')}</nav>
 </header>
 <main id="main" tabindex="-1" data-refresh="${input.refreshSeconds}">
-${renderMain(input)}
+${main}
 </main>
 <script nonce="${input.nonce}">${SCRIPT}</script>
 </body>
@@ -71,11 +74,17 @@ function renderStore(store: StoreSnapshot, index: number, input: PageInput): str
   return `<section class="store" aria-labelledby="${id}">
 <h2 id="${id}">${escapeHtml(store.label)}</h2>
 <p class="muted">Now ${timeHtml(store.now)} on ${escapeHtml(store.clock)}.</p>
-${store.errors.map((e) => `<p class="error" role="alert">Could not read ${escapeHtml(e)}</p>`).join('\n')}
+${store.errors.map(errorHtml).join('\n')}
 ${renderTasks(store, id)}
 ${renderTimelines(store, id, input)}
 ${renderLocks(store, index, id, input)}
 </section>`
+}
+
+/** A read that failed (`locks: ...`, `runs: ...`): its first line, then the rest of the store's advice (a CREATE TABLE...) as it is. */
+function errorHtml(error: string): string {
+  const [first, ...rest] = error.split('\n')
+  return `<div class="error" role="alert"><p>${escapeHtml(first!)}</p>${rest.length > 0 ? `<pre>${escapeHtml(rest.join('\n'))}</pre>` : ''}</div>`
 }
 
 function renderTasks(store: StoreSnapshot, id: string): string {
@@ -184,10 +193,9 @@ export function renderConfirm(input: PageInput, storeLabel: string, lock: LockRe
 <p>Another node may start the task at once. Release only a lock whose holder is dead or stuck. If the lock changes before you confirm, nothing is released.</p>
 <form method="post" action="${query({ window: input.window, q: input.filter })}">${hiddenRecord(lock, store, input.csrf!)}<input type="hidden" name="step" value="release">
 <button type="submit" class="danger" autofocus>Release now</button> <a href="${query({ window: input.window, q: input.filter })}">Cancel</a></form>`
-  return renderPage({ ...input, refreshSeconds: 0 }).replace(
-    /<main id="main"([^>]*)>[\s\S]*<\/main>/,
-    `<main id="main"$1>${body}</main>`,
-  )
+  // Given as it is, never as a String.replace() replacement, where `$&` or `$'` in a lock name
+  // would pull parts of the page (other locks' forms) into the confirmation.
+  return renderPage({ ...input, refreshSeconds: 0 }, body)
 }
 
 function stateBadge(task: TaskView): string {
@@ -242,6 +250,7 @@ h1{font-size:20px;margin:12px 0}h2{font-size:18px;margin:24px 0 4px}h3{font-size
 table{border-collapse:collapse;width:100%;margin:4px 0 8px}th,td{text-align:left;vertical-align:top;padding:5px 8px;border-bottom:1px solid #eaeef2}
 thead th{background:#f6f8fa;font-weight:600}td.num{text-align:right}
 .muted{color:#57606a}.err{color:#a40e26}.error{background:#ffebe9;padding:6px 10px;border-radius:6px}
+.error p{margin:0}.error pre{margin:6px 0 0;white-space:pre-wrap;font-size:12px}
 .notice{background:#ddf4ff;padding:6px 10px;border-radius:6px}
 #summary{font-weight:600;padding:6px 10px;border-radius:6px}#summary.bad{background:#ffebe9}#summary.good{background:#dafbe1}
 .badge{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;font-weight:600;border:1px solid transparent}

@@ -1,7 +1,7 @@
 import { LockProviderError } from '../core/errors.ts'
 
 /** What a provider or an inspector asks of its store, as error messages name it. */
-export type StoreAction = 'acquire' | 'extend' | 'release' | 'inspect' | 'list' | 'record'
+export type StoreAction = 'acquire' | 'extend' | 'release' | 'inspect' | 'list' | 'record' | 'history'
 
 const OUTCOME: Readonly<Record<StoreAction, string>> = {
   acquire: 'the task was not run',
@@ -10,6 +10,7 @@ const OUTCOME: Readonly<Record<StoreAction, string>> = {
   inspect: 'nothing was changed',
   list: 'nothing was changed',
   record: 'the run is missing from the history',
+  history: 'nothing was changed',
 }
 
 /** What a failed `action` means for the caller, for error advice: "the task was not run", … */
@@ -42,7 +43,8 @@ export { redact, redact as redactUrlPasswords } from '../core/redact.ts'
 
 /**
  * The `LockProviderError` of a failed store call: `<provider>: could not <action> lock "<name>":
- * <advice>`, or `<provider>: could not list the locks: <advice>`.
+ * <advice>`, `<provider>: could not list the locks: <advice>`, or (reading runs)
+ * `<provider>: could not read the run history[ of "<name>"]: <advice>`.
  */
 export function storeError(
   provider: string,
@@ -53,6 +55,12 @@ export function storeError(
 ): LockProviderError {
   if (action === 'list')
     return new LockProviderError(`${provider}: could not list the locks: ${advice}`, { cause, provider })
+  // A read of the run history (history(), health(), tasks()): about runs, not locks.
+  if (action === 'history')
+    return new LockProviderError(
+      `${provider}: could not read the run history${lockName === '' ? '' : ` of "${lockName}"`}: ${advice}`,
+      { cause, provider, ...(lockName === '' ? {} : { lockName }) },
+    )
   if (action === 'record')
     return new LockProviderError(`${provider}: could not record a run of "${lockName}" in the run history: ${advice}`, {
       cause,

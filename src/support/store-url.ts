@@ -1,5 +1,5 @@
 import { UsageError } from './admin-errors.ts'
-import { redact, urlPasswords } from '../core/redact.ts'
+import { passwordSpanOfUrl, redact, redactSoleUrl } from '../core/redact.ts'
 
 /** A parsed store URL. Print {@link StoreUrl.redacted}, never `raw`. */
 export interface StoreUrl {
@@ -33,19 +33,21 @@ const SECRET_PARAMETER =
 export function parseStoreUrl(text: string, id: string, parsing: UrlParsing = 'url'): StoreUrl {
   rememberSecrets(text)
   let redacted = redactUrl(text)
-  // A raw '/', '?' or '#' ends the authority for a URL parser: the driver would read part of the
-  // password as the host (and look it up in DNS, and print it in its errors).
-  if (parsing !== 'opaque' && urlPasswords(text).some((password) => /[/?#]/.test(password))) {
-    throw new UsageError(
-      `${JSON.stringify(redacted)}: the password holds a raw "/", "?" or "#", which ends the host part of a URL; percent-encode them (%2F, %3F, %23), and an "@" in the path or query (%40)`,
-    )
-  }
   // nats://TOKEN@host: NATS takes a token in place of the user, with no password after it.
   const token = /^nats:\/\/([^:/@\s]+)@/i.exec(text)?.[1]
   if (token) {
     rememberSecret(token)
     redacted = redacted.replace(`//${token}@`, '//***@')
   }
+  const password = passwordOf(text)
+  // A raw '/', '?' or '#' ends the authority for a URL parser: the driver would read part of the
+  // password as the host (and look it up in DNS, and print it in its errors).
+  if (parsing !== 'opaque' && password !== undefined && /[/?#]/.test(password)) {
+    throw new UsageError(
+      `${JSON.stringify(redacted)}: the password holds a raw "/", "?" or "#", which ends the host part of a URL; percent-encode them (%2F, %3F, %23), and an "@" in the path or query (%40)`,
+    )
+  }
+  if (parsing !== 'opaque') checkPercentEscapes(text, redacted)
   let url: URL | undefined
   if (parsing !== 'opaque') {
     try {
@@ -58,9 +60,9 @@ export function parseStoreUrl(text: string, id: string, parsing: UrlParsing = 'u
   return { scheme: id, raw: text, redacted, url }
 }
 
-/** `raw` with the password of every `scheme://user:password@` and every secret query parameter replaced by `***` (see `redact()`). */
+/** `raw`, a URL given alone, with its password (spaces and all) and every secret query parameter replaced by `***` (see `redact()`). */
 export function redactUrl(raw: string): string {
-  return redact(raw)
+  return redactSoleUrl(raw)
 }
 
 /** `text` with every remembered secret, and every secret `redact()` recognises, replaced by `***`. */
@@ -71,8 +73,44 @@ export function redactSecrets(text: string): string {
   return out
 }
 
+/** The password of a URL given alone, as written there. */
+function passwordOf(url: string): string | undefined {
+  const span = passwordSpanOfUrl(url)
+  return span && url.slice(span[0], span[1])
+}
+
+/**
+ * Drivers percent-decode the URL with `decodeURIComponent()`, which fails on a `%` not followed by
+ * two hexadecimal digits with "URI malformed", naming neither the URL nor the place.
+ * @throws UsageError naming the redacted URL, where the bad escape is and the fix; in the user name
+ * or the password (a NATS token is a user name), its position, not its characters.
+ */
+function checkPercentEscapes(text: string, redacted: string): void {
+  const bad = /%(?![0-9a-f]{2})/i.exec(text)
+  if (!bad) return
+  const fix = 'percent-encode a "%" that stands for itself as %25'
+  const span = passwordSpanOfUrl(text)
+  const userStart = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0].length ?? 0
+  const userEnd = span ? span[0] - 1 : text.lastIndexOf('@')
+  const inPart =
+    span && bad.index >= span[0] && bad.index < span[1]
+      ? { part: 'password', from: span[0] }
+      : bad.index >= userStart && bad.index < userEnd
+        ? { part: 'user name', from: userStart }
+        : undefined
+  if (inPart) {
+    throw new UsageError(
+      `${JSON.stringify(redacted)}: the ${inPart.part} holds a "%" that is not a percent escape (% and two hexadecimal digits), at its character ${bad.index - inPart.from + 1}; ${fix}`,
+    )
+  }
+  throw new UsageError(
+    `${JSON.stringify(redacted)}: ${JSON.stringify(text.slice(bad.index, bad.index + 3))} is not a percent escape (% and two hexadecimal digits); ${fix}`,
+  )
+}
+
 function rememberSecrets(text: string): void {
-  for (const password of urlPasswords(text)) {
+  const password = passwordOf(text)
+  if (password !== undefined) {
     rememberSecret(password)
     // A driver that splits the URL at another '@', ':' or '/' than we do would print the rest.
     for (let i = 0; i < password.length; i++) {
@@ -102,6 +140,8 @@ function rememberSecret(value: string): void {
   } catch {
     // Not valid percent-encoding: the value as given is enough.
   }
+  // As a form encodes a space: 'correct+horse'.
+  for (const form of [...forms]) if (form.includes(' ')) forms.push(form.replaceAll(' ', '+'))
   // As --json output escapes it (a '"' or '\\' in a password).
   for (const form of [...forms]) forms.push(JSON.stringify(form).slice(1, -1))
   for (const form of forms) if (form.length >= 3) secrets.add(form)

@@ -8,7 +8,7 @@ import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
 import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../helpers/backends.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
-import { cli, lines } from './support/cli.ts'
+import { cli, lines, startCli, waitFor } from './support/cli.ts'
 
 const pool = await postgresPoolOrSkip(2)
 const DAY = 86_400_000
@@ -121,6 +121,59 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
       )
       expect(run.stderr).not.toMatch(/lock "report"/)
     }
+    // --json: the document of /healthz's entry, with the reason in errors, the hint whole.
+    const json = await cli(['status', '--url', POSTGRES_URL, '--runs-table', missing, '--json'])
+    expect(json.code).toBe(1)
+    expect(JSON.parse(json.stdout)).toEqual({
+      store: expect.stringMatching(/^PostgreSQL postgres:\/\//),
+      now: expect.any(String),
+      errors: [
+        expect.stringMatching(
+          new RegExp(
+            `^runs: no run history in \\S+: its table ${missing} does not exist; create it with: shedlock init --url \\S+ --runs-table ${missing}$`,
+          ),
+        ),
+      ],
+      stale: [],
+      failing: [],
+      ignored: [],
+      tasks: [],
+    })
+    expect(json.stderr).toMatch(/^shedlock status: no run history in /)
+  })
+
+  it('a runs table that cannot be read is about the run history, not the locks, on stderr and in --json', async () => {
+    const broken = uniqueTable('shedlock_cli_bad_runs')
+    tables.push(broken)
+    await db.query(`CREATE TABLE ${broken} (x INT)`)
+    for (const args of [['history', 'report'], ['status'], ['status', '--json']]) {
+      const run = await cli([...args, '--url', POSTGRES_URL, '--runs-table', broken])
+      expect(run.code).toBe(1)
+      expect(run.stderr).toMatch(
+        new RegExp(
+          `^shedlock ${args[0]}: postgres: could not read the run history${args[0] === 'history' ? ' of "report"' : ''}: `,
+        ),
+      )
+      expect(run.stderr).not.toMatch(/could not (list the locks|inspect lock)/)
+      if (args.includes('--json'))
+        expect(JSON.parse(run.stdout).errors).toEqual([`runs: ${run.stderr.replace(/^shedlock status: |\n$/g, '')}`])
+    }
+  })
+
+  it("status --json has the fields of /healthz's entry for the store, with the same values", async () => {
+    const url = await store({ broken: { outcomes: ['ok', 'failed'] }, healed: { outcomes: ['failed', 'ok'] } })
+    const dashboard = startCli(['dashboard', ...url, '--port', '0', '--stale', 'healed=1h'])
+    expect(await waitFor(() => /on (http:\/\/\S+\/) /.test(dashboard.stdout()), 15_000), dashboard.stderr()).toBe(true)
+    const base = /on (http:\/\/\S+\/) /.exec(dashboard.stdout())![1]!
+    const health = (await (await fetch(`${base}healthz`)).json()) as { stores: Record<string, unknown>[] }
+    dashboard.child.kill('SIGTERM')
+    await dashboard.exited
+    const status = await cli(['status', ...url, '--stale', 'healed=1h', '--json'])
+    const { now, ...fields } = JSON.parse(status.stdout) as Record<string, unknown>
+    expect(now).toEqual(expect.any(String))
+    expect(health.stores).toHaveLength(1)
+    expect(fields).toEqual(health.stores[0])
+    expect(fields).toMatchObject({ errors: [], failing: [], stale: [], store: expect.stringMatching(/^PostgreSQL /) })
   })
 
   it('history: options before or after the task name, and -- ends the options (a name may start with -)', async () => {

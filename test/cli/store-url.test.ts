@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { UsageError } from '../../src/cli/command.ts'
 import { parseStoreUrl } from '../../src/cli/store-url.ts'
+import { STORES } from '../../src/providers/registry.ts'
 import { ownParameters, redactSecrets, redactUrl } from '../../src/support/store-url.ts'
 
 describe('parseStoreUrl', () => {
@@ -91,6 +92,56 @@ describe('passwords with @, : and /', () => {
       expect(() => parseStoreUrl(raw)).not.toThrow(/Zq8|Wx3|b\/c/)
     }
     expect(parseStoreUrl('postgres://app:Zq8%2FWx3@h/db').redacted).toBe('postgres://app:***@h/db')
+  })
+})
+
+describe('passwords with whitespace', () => {
+  it('hides all of a password with spaces in the redacted URL, and its forms in any later text', () => {
+    const parsed = parseStoreUrl('postgres://u:correct horse staple@127.0.0.1:5432/test')
+    expect(parsed.redacted).toBe('postgres://u:***@127.0.0.1:5432/test')
+    expect(redactSecrets('tried correct horse staple, correct%20horse%20staple and correct+horse+staple')).toBe(
+      'tried ***, *** and ***',
+    )
+  })
+
+  it('a secret query parameter with spaces: all of its value', () => {
+    expect(parseStoreUrl('redis://cache:6379?password=two spaced words&db=1').redacted).toBe(
+      'redis://cache:6379?password=***&db=1',
+    )
+    expect(redactSecrets('AUTH two spaced words failed')).toBe('AUTH *** failed')
+  })
+
+  it('a password with a quote and a space, which a text reading stops at', () => {
+    expect(parseStoreUrl('mysql://root:say "no more"@h/db').redacted).toBe('mysql://root:***@h/db')
+    expect(redactSecrets('{"password":"say \\"no more\\""}')).not.toMatch(/no more/)
+  })
+})
+
+// Every URL form that a driver percent-decodes (all but sqlite:PATH), with its schemes.
+const DECODED = STORES.filter((store) => store.urlKind !== 'opaque').flatMap((store) => store.schemes)
+
+describe('a "%" that is not a percent escape', () => {
+  it.each(DECODED)('%s//: in the password: the URL redacted, where, and the fix; never the characters', (scheme) => {
+    const raw = `${scheme}//root:Pw%zz9Q@127.0.0.1:1/x`
+    expect(() => parseStoreUrl(raw)).toThrow(UsageError)
+    expect(() => parseStoreUrl(raw)).toThrow(
+      `"${scheme}//root:***@127.0.0.1:1/x": the password holds a "%" that is not a percent escape (% and two hexadecimal digits), at its character 3; percent-encode a "%" that stands for itself as %25`,
+    )
+  })
+
+  it.each(DECODED)('%s//: in the user name (a NATS token), or elsewhere, where the escape is named', (scheme) => {
+    expect(() => parseStoreUrl(`${scheme}//to%kn@127.0.0.1:1/x`)).toThrow(
+      `"${scheme}//${scheme === 'nats:' ? '***' : 'to%kn'}@127.0.0.1:1/x": the user name holds a "%" that is not a percent escape (% and two hexadecimal digits), at its character 3; percent-encode a "%" that stands for itself as %25`,
+    )
+    expect(() => parseStoreUrl(`${scheme}//127.0.0.1:1/a%g1`)).toThrow(
+      `"${scheme}//127.0.0.1:1/a%g1": "%g1" is not a percent escape (% and two hexadecimal digits); percent-encode a "%" that stands for itself as %25`,
+    )
+    expect(() => parseStoreUrl(`${scheme}//127.0.0.1:1/a%`)).toThrow(/"%" is not a percent escape/)
+  })
+
+  it('accepts escapes, and leaves sqlite:PATH as it is', () => {
+    expect(parseStoreUrl('mysql://root:Pw%25zz9Q@127.0.0.1/test').redacted).toBe('mysql://root:***@127.0.0.1/test')
+    expect(parseStoreUrl('sqlite:./50%.db').scheme).toBe('sqlite')
   })
 })
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { LockConfigurationError, LockProviderError } from '../../src/core/errors.ts'
-import { redact, urlPasswords } from '../../src/core/redact.ts'
+import { passwordSpanOfUrl, redact, redactSoleUrl, urlPasswords } from '../../src/core/redact.ts'
 import { runErrorOf } from '../../src/core/run-ledger.ts'
 
 // Each password's pieces between its '@', ':', '/': none may survive, whatever the split.
@@ -58,6 +58,64 @@ describe('redact: URL passwords', () => {
       'p@ss:w/rd',
       'x%40y',
     ])
+  })
+})
+
+describe('redact: passwords with whitespace (pg and mysql2 accept postgres://u:correct horse@db/app)', () => {
+  it.each([
+    ['postgres://u:correct horse@host/db', 'postgres://u:***@host/db'],
+    ['mysql://root:correct\thorse  battery@127.0.0.1:3306/test', 'mysql://root:***@127.0.0.1:3306/test'],
+    ['postgres://u:a b@c d@host/db', 'postgres://u:***@host/db'],
+    ['postgres://u: leading space@[::1]:5432/db', 'postgres://u:***@[::1]:5432/db'],
+    ['redis://:two words@cache:6379', 'redis://:***@cache:6379'],
+    [
+      "cannot reach MySQL at mysql://root:correct horse@127.0.0.1/test: Access denied for user 'root'@'127.0.0.1' (using password: YES)",
+      "cannot reach MySQL at mysql://root:***@127.0.0.1/test: Access denied for user 'root'@'127.0.0.1' (using password: YES)",
+    ],
+    [
+      '{"store":"PostgreSQL postgres://u:correct horse@db/app","errors":["runs: x@y"]}',
+      '{"store":"PostgreSQL postgres://u:***@db/app","errors":["runs: x@y"]}',
+    ],
+    [
+      'Redis redis://u:correct horse@cache:6379 (keys job-lock:default:*): 0 tasks',
+      'Redis redis://u:***@cache:6379 (keys job-lock:default:*): 0 tasks',
+    ],
+  ])('%s', (text, expected) => {
+    expect(redact(text)).toBe(expected)
+    expect(redact(`${text}\nnext line`)).toBe(`${expected}\nnext line`)
+  })
+
+  it('leaves hosts with ports and URLs without a password alone, whatever follows on the line', () => {
+    for (const text of [
+      'connect postgres://db:5432 refused; ask admin@example.com',
+      'tried redis://cache:6379, then asked admin@example.com',
+      'postgres://db:5432/app failed for bob@example.com',
+      'see http://example.com/a:b by x@y.z',
+      'postgres://app@db/app: user app@db has no password',
+      "mysql://root@127.0.0.1/test: Access denied for user 'root'@'127.0.0.1'",
+    ]) {
+      expect(redact(text)).toBe(text)
+    }
+  })
+
+  it('does not reach past the line, the JSON string or the next URL for the end of a password', () => {
+    expect(redact('postgres://u:x y\nmail bob@example.com')).toBe('postgres://u:x y\nmail bob@example.com')
+    expect(redact('["postgres://u:x y", "bob@example.com"]')).toBe('["postgres://u:x y", "bob@example.com"]')
+    expect(redact('postgres://u:x y then redis://:p q@cache')).toBe('postgres://u:x y then redis://:***@cache')
+  })
+
+  it('a URL given alone: its password runs to its last "@", quotes and whitespace included', () => {
+    const url = 'postgres://u:pa"ss <w>\tord@h/db?sslmode=require&password=q%20r'
+    expect(redactSoleUrl(url)).toBe('postgres://u:***@h/db?sslmode=require&password=***')
+    const span = passwordSpanOfUrl(url)!
+    expect(url.slice(span[0], span[1])).toBe('pa"ss <w>\tord')
+    expect(passwordSpanOfUrl('postgres://u@h/db')).toBeUndefined()
+    expect(passwordSpanOfUrl('postgres://[::1]:5432/db')).toBeUndefined()
+    expect(passwordSpanOfUrl('sqlite:./a b.db')).toBeUndefined()
+    expect(redactSoleUrl('redis://cache:6379')).toBe('redis://cache:6379')
+    expect(redactSoleUrl('postgres://h/db?sslmode=require&password=correct horse&x=1#y')).toBe(
+      'postgres://h/db?sslmode=require&password=***&x=1#y',
+    )
   })
 })
 

@@ -59,10 +59,10 @@ describe('dashboard handler', () => {
 
   it('serves a non-loopback client only with auth', async () => {
     const handler = createDashboard({ stores })
-    const answer = await call(handler, { remoteAddress: '10.1.2.3' })
+    const answer = await call(handler, { remoteAddress: '10.1.2.3', localAddress: '10.0.0.1' })
     expect(answer.status).toBe(403)
     expect(answer.body).toMatch(/serves this host only/)
-    expect((await call(handler, { remoteAddress: '127.0.0.1' })).status).toBe(200)
+    expect((await call(handler, { remoteAddress: '127.0.0.1', localAddress: '127.0.0.1' })).status).toBe(200)
   })
 
   it('asks for basic auth or a bearer token when given one, and never shows the URL password', async () => {
@@ -103,12 +103,13 @@ describe('dashboard handler', () => {
     const audit: string[] = []
     const dashboard = await running({ allowRelease: true, audit: (line) => audit.push(line) })
     try {
+      const fieldOf = (page: string, name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(page)![1]!
       const page = await (await fetch(dashboard.url)).text()
-      const csrf = /name="csrf" value="([^"]+)"/.exec(page)![1]!
-      const lockUntil = /name="lockUntil" value="([^"]+)"/.exec(page)![1]!
-      const lockedBy = /name="lockedBy" value="([^"]+)"/.exec(page)![1]!
+      const csrf = fieldOf(page, 'csrf')
+      const lockUntil = fieldOf(page, 'lockUntil')
+      const lockedBy = fieldOf(page, 'lockedBy')
       const form = (fields: Record<string, string>) =>
-        new URLSearchParams({ store: '0', lock: 'job', lockedBy, lockUntil, step: 'release', ...fields })
+        new URLSearchParams({ store: '0', lock: 'job', lockedBy, lockUntil, step: 'confirm', ...fields })
       expect((await fetch(dashboard.url, { method: 'POST', body: form({ csrf: 'forged' }) })).status).toBe(403)
       const otherSite = await fetch(dashboard.url, {
         method: 'POST',
@@ -123,14 +124,14 @@ describe('dashboard handler', () => {
       })
       expect(await stale.text()).toContain('changed since the page showed it')
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(true)
-      const confirm = await (
-        await fetch(dashboard.url, { method: 'POST', body: form({ csrf, step: 'confirm' }) })
-      ).text()
+      // Each form is good once: the next step needs the token of a new page.
+      const fresh = fieldOf(await (await fetch(dashboard.url)).text(), 'csrf')
+      const confirm = await (await fetch(dashboard.url, { method: 'POST', body: form({ csrf: fresh }) })).text()
       expect(confirm).toContain('Release lock “job”?')
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(true)
       const done = await fetch(dashboard.url, {
         method: 'POST',
-        body: form({ csrf }),
+        body: form({ csrf: fieldOf(confirm, 'csrf'), step: 'release' }),
         headers: { origin: dashboard.url.replace(/\/$/, '') },
       })
       expect(await done.text()).toContain('Released lock &quot;job&quot;')
@@ -146,16 +147,19 @@ describe('dashboard handler', () => {
   })
 })
 
-/** Calls the handler with a request from `remoteAddress`, without a socket: the address is what is tested. */
+/**
+ * Calls the handler with a request from `remoteAddress` to `localAddress` (port 7070, in `Host` too),
+ * without a socket: the address is what is tested.
+ */
 async function call(
   handler: ReturnType<typeof createDashboard>,
-  options: { remoteAddress: string },
+  options: { remoteAddress: string; localAddress: string },
 ): Promise<{ status: number; body: string }> {
   const request = {
     url: '/',
     method: 'GET',
-    headers: {},
-    socket: { remoteAddress: options.remoteAddress },
+    headers: { host: `${options.localAddress}:7070` },
+    socket: { remoteAddress: options.remoteAddress, localAddress: options.localAddress, localPort: 7070 },
   } as unknown as IncomingMessage
   let body = ''
   const response = {

@@ -1,0 +1,101 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { LockRecord } from '../core/lock-inspector.ts'
+import { redact } from '../core/redact.ts'
+import type { CsrfTokens } from './auth.ts'
+import { FormTooLargeError, readForm, send, sendText } from './http.ts'
+import type { DashboardStore } from './snapshot.ts'
+
+/** The scope of the tokens of the main page's forms: they ask for a confirmation page, nothing more. */
+export const CONFIRM_SCOPE = 'confirm'
+
+/**
+ * The scope of the token of a confirmation page: the release of exactly this state of this lock
+ * of this store, so that a hand-made form with that token can release nothing else.
+ */
+export function releaseScope(store: number, lock: string, lockedBy: string, lockUntil: string): string {
+  return JSON.stringify(['release', store, lock, lockedBy, lockUntil])
+}
+
+/** What a release post needs of the handler. */
+export interface ReleaseContext {
+  readonly stores: readonly DashboardStore[]
+  readonly csrf: CsrfTokens
+  /** Who posts, as `authenticate()` names them. */
+  readonly who: string
+  /** Whether the post came from the dashboard's own page (its Origin or Referer). */
+  readonly sameOrigin: boolean
+  readonly audit: (line: string) => void
+  readonly nonce: string
+  /** The main page from the stores as they are now, with `notice` on top. */
+  page(notice: string): Promise<string>
+  /** The confirmation page of the release of `lock` (as just read) of store `store`. */
+  confirm(store: number, lock: LockRecord): Promise<string>
+}
+
+// The fields of the forms; each once: with two `lock` fields, which one was confirmed?
+const FIELDS = ['csrf', 'store', 'lock', 'lockedBy', 'lockUntil', 'step']
+
+/**
+ * Answers a release form: its first step (`step=confirm`) with the confirmation page, its second
+ * (`step=release`) by releasing the lock, if it is still in the state the page showed.
+ */
+export async function postRelease(
+  request: IncomingMessage,
+  response: ServerResponse,
+  ctx: ReleaseContext,
+): Promise<void> {
+  let form: URLSearchParams
+  try {
+    form = await readForm(request)
+  } catch (error) {
+    if (!(error instanceof FormTooLargeError)) throw error
+    // The rest of the body is not read: the connection cannot carry another request.
+    response.setHeader('connection', 'close')
+    return sendText(response, 413, error.message)
+  }
+  const twice = FIELDS.find((field) => form.getAll(field).length > 1)
+  if (twice !== undefined)
+    return sendText(
+      response,
+      400,
+      `shedlock dashboard: the form gives "${twice}" more than once; use the page's buttons\n`,
+    )
+  const index = Number(form.get('store'))
+  const name = form.get('lock') ?? ''
+  const lockedBy = form.get('lockedBy') ?? ''
+  const lockUntil = form.get('lockUntil') ?? ''
+  const step = form.get('step') === 'release' ? 'release' : 'confirm'
+  const scope = step === 'release' ? releaseScope(index, name, lockedBy, lockUntil) : CONFIRM_SCOPE
+  if (!ctx.sameOrigin || !ctx.csrf.take(ctx.who, form.get('csrf'), scope)) {
+    return sendText(
+      response,
+      403,
+      'shedlock dashboard: the form is stale, was used already or came from another site (CSRF check failed: a form is good once, for 5 minutes); reload the page and try again\n',
+    )
+  }
+  const store = Number.isInteger(index) ? ctx.stores[index] : undefined
+  if (store === undefined || name === '') return sendText(response, 400, 'shedlock dashboard: the form names no lock\n')
+  const current = await store.inspector.get(name)
+  const unchanged =
+    current?.held === true &&
+    (current.lockedBy ?? '') === lockedBy &&
+    (current.lockUntil?.toISOString() ?? '') === lockUntil
+  let notice: string
+  if (!unchanged || current === undefined)
+    notice = `Lock "${name}" changed since the page showed it (or is no longer held): nothing was released. Look again.`
+  else if (step === 'confirm')
+    return send(response, 200, 'text/html; charset=utf-8', await ctx.confirm(index, current), ctx.nonce)
+  else {
+    // Only the state read just now is released: if its holder extended it or another node took
+    // it since, release(record) changes nothing, and the old holder's late release cannot free
+    // the new holder either (the inspector's guarantee).
+    const released = await store.inspector.release(current)
+    ctx.audit(
+      `shedlock dashboard: ${new Date().toISOString()} ${ctx.who} ${released ? 'released' : 'tried to release'} lock "${name}" of ${redact(store.label)} (held by ${current.lockedBy ?? 'unknown'} until ${current.lockUntil?.toISOString() ?? 'unknown'})${released ? '' : ': it had changed, nothing released'}`,
+    )
+    notice = released
+      ? `Released lock "${name}" (held by ${current.lockedBy ?? 'unknown'}).`
+      : `Lock "${name}" changed meanwhile: nothing was released.`
+  }
+  send(response, 200, 'text/html; charset=utf-8', await ctx.page(notice), ctx.nonce)
+}
