@@ -44,6 +44,7 @@ export {
   type LockingTaskExecutorListener,
   type LockingTaskExecutorOptions,
   type LockRequest,
+  type OverlapPolicy,
   type SkipReason,
   type TaskContext,
   type TaskOutcome,
@@ -61,8 +62,17 @@ export {
   type RunRecord,
   type RunStart,
   type TaskHealth,
+  withAbandoned,
+  withLockState,
 } from './core/run-ledger.ts'
-export { DEFAULT_SLOT_RETENTION, parseSlotRecordName, slotRecordName } from './core/slots.ts'
+export { DEFAULT_LEASE } from './core/lease.ts'
+export {
+  DEFAULT_SLOT_RETENTION,
+  owedRecordName,
+  parseOwedRecordName,
+  parseSlotRecordName,
+  slotRecordName,
+} from './core/slots.ts'
 export {
   type InMemoryLockProvider,
   type InMemoryLockProviderOptions,

@@ -1,6 +1,7 @@
-import type { RunLedger, RunRecord, TaskHealth } from '../core/run-ledger.ts'
+import { type RunLedger, type RunRecord, type TaskHealth, withLockState } from '../core/run-ledger.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { CliError, type Command, EXIT_OK, integerOption, parseArguments, UsageError } from './command.ts'
+import { inert } from './inert.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
@@ -57,13 +58,15 @@ export const historyCommand: Command = {
       url,
       { table: stringOption(values.table), runsTable: stringOption(values['runs-table']) },
       async (store) => {
-        const runs = await readHistory(store, (ledger) => ledger.history(name, { limit }))
+        // A run still `running` whose lock its node no longer holds is read as abandoned.
+        const lock = await store.inspector.get(name).catch(() => undefined)
+        const runs = withLockState(await readHistory(store, (ledger) => ledger.history(name, { limit })), lock)
         if (values.json === true) {
           process.stdout.write(`${JSON.stringify({ task: name, runs: runs.map(runJson) }, null, 2)}\n`)
           return EXIT_OK
         }
         process.stdout.write(
-          `${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${name}", newest first\n`,
+          `${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${inert(name)}", newest first\n`,
         )
         if (runs.length > 0) {
           const now = Date.now()

@@ -42,8 +42,11 @@ after the start. If this host dies, the lock frees itself after
 Where the store hands out fencing tokens, COMMAND gets its lock's in the
 environment variable SHEDLOCK_FENCING_TOKEN (a decimal integer, greater than
 every earlier one for NAME): pass it with each write to a resource that
-checks it (docs/fencing.md). Where it hands out none, the variable is absent
-(removed if shedlock inherited one).
+checks it (docs/fencing.md). PostgreSQL, MySQL/MariaDB and SQLite hand them
+out when the lock table has the fencing_token column ("shedlock init
+--fencing-tokens" adds it; shedlock looks once per run), Redis always. Where
+the store hands out none, the variable is absent (removed if shedlock
+inherited one).
 
 Where the store keeps a run history for the URL (SQL: once "shedlock init"
 created its table; Redis: always), each run is recorded there, as executors
@@ -172,6 +175,9 @@ export const runCommand: Command = {
         const runLedger = history ? await readyLedger(store, runsTable, url.redacted, warn) : undefined
         const executor = createLockingTaskExecutor(provider, {
           runLedger,
+          // A crontab line's process ends with its command: a slot it owed would wait for a
+          // drain no later run of this command makes (they take the lock, not the owed slots).
+          overlap: 'skip',
           listener: {
             onRunLedgerFailed: (configuration, error) =>
               warn(

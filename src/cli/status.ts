@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { formatDuration, parseDuration } from '../core/duration.ts'
-import type { RunLedger, TaskHealth } from '../core/run-ledger.ts'
+import { healthWithLockState, type RunLedger, type TaskHealth } from '../core/run-ledger.ts'
 import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
 import { durationText, healthJson, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
@@ -36,10 +36,12 @@ ${URL_HELP}
   --stale S      [NAME=]AGE, as above; AGE like 90s, 30m, 26h, 7d or PT26H
   --ignore-older-than AGE
                  leave out tasks not run for AGE (default: 7d; 0: none)
-  --json         print JSON: { now, stale: [names], failing: [names],
-                 ignored: [names], tasks: [{ name, state, lastRun,
-                 lastSuccess, lastFailure, consecutiveFailures, maxAge }] },
-                 state being ok, failing or stale
+  --json         print JSON: { store, now, errors: [lines], stale: [names],
+                 failing: [names], ignored: [names], tasks: [{ name, state,
+                 lastRun, lastSuccess, lastFailure, consecutiveFailures,
+                 maxAge }] }, state being ok, failing or stale: as each
+                 store of the dashboard's /healthz; when the run history
+                 cannot be read, errors says why, and status exits 1
   -h, --help     show this help
 
 Exit codes: 0 no task checked is stale or failing, 1 a task checked is stale
@@ -92,19 +94,36 @@ export const statusCommand: Command = {
     const url = storeUrlOption({ url: values.url })
     return withStore(url, { table: values.table, runsTable: values['runs-table'] }, async (store) => {
       const now = Date.now()
-      const all = await readHistory(store, (l) => l.tasks())
-      const { rows, ignored, staleNames, failingNames } = await statusVerdict(
-        ledgerOf(store),
-        all,
-        stale,
-        ignoreOlderThan,
-        now,
-      )
+      // As the dashboard's /healthz names a store it opened from a URL.
+      const label = `${store.kind} ${store.where}`
+      let verdict: StatusVerdict
+      try {
+        // A run still `running` whose lock its node no longer holds is read as abandoned.
+        const tasks = await readHistory(store, (l) => l.tasks())
+        const all = await Promise.all(
+          tasks.map(async (task) =>
+            task.lastRun?.outcome === 'running'
+              ? healthWithLockState(ledgerOf(store), task, await store.inspector.get(task.name).catch(() => undefined))
+              : task,
+          ),
+        )
+        verdict = await statusVerdict(ledgerOf(store), all, stale, ignoreOlderThan, now)
+      } catch (error) {
+        // A probe reading --json gets a document even then, as /healthz's entry of the store.
+        if (values.json === true) {
+          const out = { store: label, now: isoUtc(now), errors: [`runs: ${oneLine(error)}`], ...NO_VERDICT }
+          process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
+        }
+        throw error
+      }
+      const { rows, ignored, staleNames, failingNames } = verdict
       const tasks = rows.map((row) => row.task)
       const code = staleNames.length + failingNames.length > 0 ? EXIT_FAILURE : EXIT_OK
       if (values.json === true) {
         const out = {
+          store: label,
           now: isoUtc(now),
+          errors: [],
           stale: staleNames,
           failing: failingNames,
           ignored,
@@ -144,6 +163,13 @@ export const statusCommand: Command = {
       return code
     })
   },
+}
+
+const NO_VERDICT = { stale: [], failing: [], ignored: [], tasks: [] } as const
+
+/** The whole message of an error on one line: a "Create it with:" hint and its statement included. */
+function oneLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ')
 }
 
 /** One task of `status`: its health, its maximum age (`--stale`, milliseconds) and its state. */

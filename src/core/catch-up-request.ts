@@ -1,6 +1,7 @@
 import type { CatchUpOptions, CatchUpResult, CatchUpRuntime } from './catch-up.ts'
 import { CatchUpRun, nothing } from './catch-up-run.ts'
 import { parseDuration } from './duration.ts'
+import type { OwedWaiters } from './owed-waiters.ts'
 import { LockConfigurationError } from './errors.ts'
 import { lockConfiguration } from './lock-configuration.ts'
 import { callerSignal, type LockedTask, type LockRequest } from './task.ts'
@@ -42,18 +43,18 @@ function validated<T>(runtime: CatchUpRuntime, task: LockedTask<T>, request: Loc
  * Runs the slots of `request.name` that every node missed, by `options.policy` (see
  * `LockingTaskExecutor.catchUp()` and docs/slots.md). In order:
  *
- * 1. the catch-up marker `<name>@catch-up`, then the task's lock: two catch-ups never run at once,
- *    and a node whose scheduler fires a slot meanwhile finds the marker and waits for the catch-up
- *    to end instead of recording its slot as skipped;
- * 2. the task's slot records that are held (a claim given back is not a run), and from the latest
- *    of them the missed fire times;
- * 3. each slot to run is claimed just before its run, with the lock made fresh first, so that
- *    neither many slots nor long runs eat the lock's lifetime: `'all'` claims each missed slot in
- *    turn, `'once'` only the latest (the older ones are recorded as skipped);
- * 4. the task's lock, then the marker, are released; the skipped records are written last.
+ * 1. the task's slot and owed records, in one listing; from the latest held slot record, the
+ *    missed fire times;
+ * 2. each missed slot to run is claimed and owed (`'all'` each, `'once'` the latest): from then
+ *    on the store remembers it, whatever happens to this node;
+ * 3. the catch-up marker `<name>@catch-up`, then the task's lock; under it every owed slot of the
+ *    task runs, oldest first (those owed before too), each on a lock made fresh; either held
+ *    elsewhere, this node waits for the lock in the background;
+ * 4. the lock and the marker are released; the skipped records of `'once'` are written last.
  */
 export async function catchUp<T>(
   runtime: CatchUpRuntime,
+  waiters: OwedWaiters,
   task: LockedTask<T>,
   request: LockRequest,
   options: CatchUpOptions,
@@ -69,6 +70,7 @@ export async function catchUp<T>(
   signal?.throwIfAborted()
   const run = new CatchUpRun(
     runtime,
+    waiters,
     inspector,
     task,
     configuration,

@@ -1,29 +1,19 @@
 import { debuglog } from 'node:util'
-import {
-  type CatchUpOptions,
-  CatchUpError,
-  type CatchUpResult,
-  type CatchUpRuntime,
-  type HeldTaskLock,
-} from './catch-up.ts'
+import { type CatchUpOptions, CatchUpError, type CatchUpResult, type CatchUpRuntime } from './catch-up.ts'
 import type { LockExecution } from './diagnostics.ts'
-import { LockLostError, LockProviderError } from './errors.ts'
-import { type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
-import { type ActiveLock, runWithActiveLock } from './lock-context.ts'
+import { LockProviderError } from './errors.ts'
+import { configurationOfChecked, type LockConfiguration } from './lock-configuration.ts'
 import type { LockInspector } from './lock-inspector.ts'
-import { isExtensibleLock, isKeepAliveLock, type SimpleLock } from './lock-provider.ts'
-import { catchUpMarkerName, parseSlotRecordName, slotRecordName } from './slots.ts'
-import { type LockedTask, messageOf, newExecution, RunContext } from './task.ts'
+import type { SimpleLock } from './lock-provider.ts'
+import { type DrainResult, oweSlot, readTaskRecords, type TaskRecords } from './owed.ts'
+import { drainHeld, type OwedWaiters } from './owed-waiters.ts'
+import { catchUpMarkerName } from './slots.ts'
+import { type LockedTask, messageOf, newExecution } from './task.ts'
 
 const debug = debuglog('shedlock')
 
-// Before each catch-up run the task's lock must have at least this share of lockAtMostFor left;
-// otherwise it is extended to a full lockAtMostFor (or, on a store that cannot extend, the
-// catch-up stops): a run never starts on a lock about to expire.
-const FRESH_SHARE = 0.9
-const MIN_SHARE_WITHOUT_EXTENSION = 0.5
-// How many skipped records of a 'once' catch-up are written at a time (a pool's worth).
-const SKIPPED_WRITES_AT_ONCE = 8
+// How many claims, or skipped records, are written at a time (a pool's worth).
+const WRITES_AT_ONCE = 8
 
 /** A catch-up result for a catch-up that ran nothing. */
 export function nothing(outcome: CatchUpResult['outcome']): CatchUpResult {
@@ -38,26 +28,27 @@ export interface Plan {
   readonly fireTimes: CatchUpOptions['fireTimes']
 }
 
-/** One catch-up: its locks, what it found missed and what it did about it. */
+/**
+ * One catch-up. Missed fire times become owed slots in the store first (claimed, then owed: two
+ * nodes catching up together owe each slot once), and are then run like every owed slot, under
+ * the task's lock, with the slots owed before (a run killed mid-catch-up, slots due while the lock
+ * was held). The store, not this process, remembers them: a catch-up that dies, or finds the lock
+ * held, leaves them owed, and the next holder of the lock runs them.
+ */
 export class CatchUpRun<T> {
   readonly #runtime: CatchUpRuntime
+  readonly #waiters: OwedWaiters
   readonly #inspector: LockInspector
   readonly #task: LockedTask<T>
   readonly #configuration: LockConfiguration
   readonly #plan: Plan
   readonly #signal: AbortSignal | undefined
   readonly #execution: LockExecution
-  #marker: SimpleLock | undefined
-  #owner = ''
-  readonly #missed: Date[] = []
-  readonly #ran: Date[] = []
-  readonly #failed: { slot: Date; error: unknown }[] = []
-  readonly #notRun: Date[] = []
-  #stoppedBy: unknown
-  #skipped: Date[] = []
+  #missed: Date[] = []
 
   constructor(
     runtime: CatchUpRuntime,
+    waiters: OwedWaiters,
     inspector: LockInspector,
     task: LockedTask<T>,
     configuration: LockConfiguration,
@@ -65,6 +56,7 @@ export class CatchUpRun<T> {
     signal: AbortSignal | undefined,
   ) {
     this.#runtime = runtime
+    this.#waiters = waiters
     this.#inspector = inspector
     this.#task = task
     this.#configuration = configuration
@@ -73,275 +65,200 @@ export class CatchUpRun<T> {
     this.#execution = newExecution(runtime.providerName, false)
   }
 
+  /**
+   * The catch-up: under the task's lock, or, with the lock held elsewhere, `'held'` at once while
+   * this node tries again in the background (a catch-up killed mid-way, a holder that died: its
+   * lease lapses, and this node then runs what is owed and missed).
+   */
   async run(): Promise<CatchUpResult> {
-    const runtime = this.#runtime
-    const configuration = this.#configuration
-    runtime.emit('onLockAttempt', this.#execution, configuration)
-    const held = await this.#lock()
-    if (!held) return nothing('held')
-    const { active } = held
-    let outcome: CatchUpResult['outcome'] = 'ran'
-    let failure: unknown
+    // A retry this node left in the background is done by this call instead.
+    await this.#waiters.takeOver(this.#configuration.name)
+    this.#runtime.emit('onLockAttempt', this.#execution, this.#configuration)
+    const result = await this.attempt()
+    if (result) return result
+    debug('Lock "%s": held elsewhere; this node catches up once it frees', this.#configuration.name)
+    this.#runtime.emit('onLockNotAcquired', this.#execution, this.#configuration)
+    this.#waiters.retry(this.#configuration.name, this.#again)
+    return nothing('held')
+  }
+
+  /** One attempt: `undefined` when the task's lock is held elsewhere. */
+  async attempt(): Promise<CatchUpResult | undefined> {
+    const { name } = this.#configuration
+    let drained: DrainResult | undefined
+    let records: TaskRecords | undefined
+    let folded: Date[] = []
     try {
-      // Closed, or aborted by the caller, while the locks were being taken: nothing starts.
-      this.#signal?.throwIfAborted()
-      if (runtime.closed()) return nothing('skipped')
-      const stopOnAbort = (): void => active.abort(this.#signal?.reason)
-      this.#signal?.addEventListener('abort', stopOnAbort, { once: true })
-      try {
-        outcome = await this.#catchUp(active)
-      } finally {
-        this.#signal?.removeEventListener('abort', stopOnAbort)
-      }
+      drained = await this.#drain(async () => {
+        records = await readTaskRecords(this.#inspector, name)
+        folded = await this.#oweMissed(records)
+      })
+      if (drained === undefined) return undefined
+      if (drained.failure) throw drained.failure
+      if (records?.latestHeld === undefined && records?.owed.length === 0 && drained.ran.length === 0)
+        return nothing('no-history')
+      if (this.#missed.length === 0 && drained.ran.length === 0 && drained.notRun.length === 0)
+        return nothing('nothing-missed')
+      // Folded slots are recorded after the lock is released: they never hold it.
+      await this.#recordSkipped(folded, drained.owner)
+      return this.#result('ran', drained)
     } catch (error) {
-      failure = error
-    } finally {
-      await held.done()
-      await runtime.release(active, this.#execution)
-      await this.#releaseMarker()
-    }
-    await this.#recordSkipped()
-    const result: CatchUpResult = {
-      outcome,
-      missed: this.#missed,
-      ran: this.#ran,
-      failed: this.#failed,
-      notRun: this.#notRun,
-      ...(this.#stoppedBy === undefined ? {} : { stoppedBy: this.#stoppedBy }),
-    }
-    if (failure === undefined) return result
-    if (failure instanceof LockProviderError) {
-      throw new CatchUpError(`Catch-up of lock "${configuration.name}" stopped: ${failure.message}`, result, {
-        cause: failure,
-        lockName: configuration.name,
-        provider: failure.provider,
+      if (!(error instanceof LockProviderError)) throw error
+      throw new CatchUpError(`Catch-up of lock "${name}" stopped: ${error.message}`, this.#result('ran', drained), {
+        cause: error,
+        lockName: name,
+        provider: error.provider,
       })
     }
-    throw failure
   }
 
-  /** The marker, then the task's lock; `undefined` (and nothing held) when another node has either. */
-  async #lock(): Promise<HeldTaskLock | undefined> {
-    const runtime = this.#runtime
-    const configuration = this.#configuration
-    const marker = lockConfiguration({
-      name: catchUpMarkerName(configuration.name),
-      lockAtMostFor: configuration.lockAtMostFor,
-      createdAt: configuration.createdAt,
-    })
-    this.#marker = await runtime.acquire(runtime.provider, marker, configuration, this.#execution)
-    let handle: SimpleLock | undefined
-    try {
-      if (this.#marker) handle = await runtime.acquire(runtime.provider, configuration, configuration, this.#execution)
-    } finally {
-      if (!handle) await this.#releaseMarker()
-    }
-    if (!handle) {
-      debug('Lock "%s": another node holds it or catches up; this catch-up runs nothing', configuration.name)
-      runtime.emit('onLockNotAcquired', this.#execution, configuration)
-      return undefined
-    }
-    this.#owner = runtime.ownerOf(handle)
-    return runtime.hold(configuration, handle, this.#execution)
+  // A later attempt, from the background: a catch-up of its own, on a configuration made now.
+  readonly #again = async (): Promise<boolean> => {
+    const { name, lockAtMostFor } = this.#configuration
+    const configuration = configurationOfChecked(name, this.#runtime.clock.now(), lockAtMostFor, 0)
+    const run = new CatchUpRun(
+      this.#runtime,
+      this.#waiters,
+      this.#inspector,
+      this.#task,
+      configuration,
+      this.#plan,
+      this.#signal,
+    )
+    const result = await run.attempt()
+    if (result) debug('Lock "%s": caught up later: %s, ran %d', name, result.outcome, result.ran.length)
+    return result !== undefined
   }
 
-  async #releaseMarker(): Promise<void> {
-    const marker = this.#marker
-    this.#marker = undefined
-    await marker
-      ?.unlock()
-      .catch((error: unknown) =>
-        debug(
-          'Lock "%s": could not release the catch-up marker (it expires by itself): %s',
-          this.#configuration.name,
-          messageOf(error),
-        ),
-      )
+  #result(outcome: CatchUpResult['outcome'], drained?: DrainResult): CatchUpResult {
+    const notRun = drained ? drained.notRun : outcome === 'held' ? this.#missed.slice(-this.#owedCount()) : []
+    return {
+      outcome,
+      missed: this.#missed,
+      ran: drained?.ran ?? [],
+      failed: drained?.failed ?? [],
+      notRun,
+      ...(drained?.stoppedBy === undefined ? {} : { stoppedBy: drained.stoppedBy }),
+    }
   }
 
-  async #catchUp(active: ActiveLock): Promise<CatchUpResult['outcome']> {
-    const found = await this.#findMissed()
-    if (found !== 'ran') return found
-    const missed = this.#missed
-    for (const slot of missed) this.#runtime.emit('onSlotMissed', this.#execution, this.#configuration, slot)
-    if (this.#plan.policy === 'once') {
-      // Its one run stands for every missed slot; the older ones need no claim, as a later
-      // catch-up only looks after the latest record.
-      if (await this.#runSlot(active, missed.at(-1)!)) this.#skipped = missed.slice(0, -1)
-      else this.#notRun.unshift(...missed.slice(0, -1))
-      return 'ran'
-    }
-    for (let i = 0; i < missed.length; i++) {
-      let goOn: boolean
-      try {
-        goOn = await this.#runSlot(active, missed[i]!)
-      } catch (error) {
-        this.#notRun.push(...missed.slice(i + 1))
-        throw error
-      }
-      if (!goOn) {
-        this.#notRun.push(...missed.slice(i + 1))
-        break
-      }
-    }
-    return 'ran'
+  #owedCount(): number {
+    return this.#plan.policy === 'once' ? Math.min(1, this.#missed.length) : this.#missed.length
   }
 
-  /** Reads the task's held slot records; fills `#missed` with the fire times after the latest. */
-  async #findMissed(): Promise<CatchUpResult['outcome']> {
-    const { name } = this.#configuration
-    const { locks } = await this.#inspector.list({ prefix: `${name}@` })
-    // Only held records count: a claim given back (the store failed, or the executor closed,
-    // before its run) is free again, and expired ones are past the retention. A loop, not
-    // Math.max(...): a task may have hundreds of thousands of records.
-    let latest = Number.NEGATIVE_INFINITY
-    for (const record of locks) {
-      if (!record.held) continue
-      const parsed = parseSlotRecordName(record.name)
-      if (parsed && parsed.name === name && parsed.slot.getTime() > latest) latest = parsed.slot.getTime()
-    }
-    if (latest === Number.NEGATIVE_INFINITY) return 'no-history'
+  /**
+   * Finds the fire times after the task's latest held slot record, within the window, and owes
+   * them: `'all'` each, `'once'` the latest (the older ones are returned, to be recorded as
+   * skipped). Each is claimed when it runs: a slot a scheduler fires late meanwhile runs once.
+   */
+  async #oweMissed(records: TaskRecords): Promise<Date[]> {
+    const latest = records.latestHeld
+    if (latest === undefined) return []
     const now = this.#runtime.clock.now()
     const fires: Date[] = []
     for (const fire of this.#plan.fireTimes(new Date(Math.max(now - this.#plan.within, latest + 1)), new Date(now))) {
       if (fire instanceof Date && fire.getTime() > latest && fire.getTime() <= now) fires.push(fire)
     }
     fires.sort((a, b) => a.getTime() - b.getTime())
-    this.#missed.push(...fires)
-    return fires.length === 0 ? 'nothing-missed' : 'ran'
+    this.#missed = fires
+    for (const slot of fires) this.#runtime.emit('onSlotMissed', this.#execution, this.#configuration, slot)
+    const toOwe = this.#plan.policy === 'once' ? fires.slice(-1) : fires
+    const owed = await this.#owe(toOwe)
+    // Folded into the latest, by the node that owes it only: recorded as skipped once.
+    return this.#plan.policy === 'once' && owed === 1 ? fires.slice(0, -1) : []
   }
 
   /**
-   * Claims `slot` and runs it, on a lock made fresh first. False when the catch-up must stop (the
-   * lock is lost or about to be, the executor closed, the caller aborted): `slot` is then in
-   * `notRun`, unclaimed. A slot another node claimed meanwhile is its (it runs it once this
-   * catch-up ends): true, not run here.
+   * Owes each of `slots` (oldest first), a few at a time; resolves to how many were owed here (a
+   * slot owed by another node already is that node's). Where the store fails, the owed records
+   * of the failing batch are given back and it throws: the slots before it stay owed, and the rest
+   * are still missed (no claim was taken), for a later catch-up.
    */
-  async #runSlot(active: ActiveLock, slot: Date): Promise<boolean> {
-    const stop = this.#stopReason(active)
-    if (stop !== undefined) return this.#stop(slot, stop)
+  async #owe(slots: readonly Date[]): Promise<number> {
+    let owed = 0
+    for (let i = 0; i < slots.length; i += WRITES_AT_ONCE) {
+      const batch = slots.slice(i, i + WRITES_AT_ONCE)
+      const settled = await Promise.allSettled(
+        batch.map((slot) => oweSlot(this.#runtime, this.#configuration, slot, this.#plan.retention, this.#execution)),
+      )
+      const failed = settled.find((one) => one.status === 'rejected')
+      if (failed) {
+        const taken = settled.flatMap((one) => (one.status === 'fulfilled' && one.value ? one.value : []))
+        await Promise.all(taken.map((handle) => this.#giveBack(handle)))
+        throw failed.reason
+      }
+      owed += settled.filter((one) => one.status === 'fulfilled' && one.value).length
+    }
+    return owed
+  }
+
+  async #giveBack(handle: SimpleLock): Promise<void> {
+    await handle
+      .unlock()
+      .catch((error: unknown) =>
+        debug('Lock "%s": could not give back a record: %s', this.#configuration.name, messageOf(error)),
+      )
+  }
+
+  /**
+   * Takes the task's lock, then the marker (`<name>@catch-up`, what `shedlock list` shows of a
+   * running catch-up), runs `owe` under the lock and then every owed slot of the task.
+   * `undefined` when the lock is held elsewhere.
+   */
+  async #drain(owe: () => Promise<void>): Promise<DrainResult | undefined> {
     const runtime = this.#runtime
     const configuration = this.#configuration
-    const claimConfiguration = lockConfiguration({
-      name: slotRecordName(configuration.name, slot),
-      lockAtMostFor: this.#plan.retention,
-      createdAt: new Date(runtime.clock.now()),
-    })
-    let claim: SimpleLock | undefined
-    try {
-      claim = await runtime.acquire(runtime.claimer, claimConfiguration, configuration, this.#execution)
-    } catch (error) {
-      this.#notRun.push(slot)
-      throw error
+    const request = {
+      task: this.#task,
+      configuration,
+      policy: 'all' as const,
+      retention: this.#plan.retention,
+      signal: this.#signal,
     }
-    if (!claim) {
-      debug(
-        'Lock "%s": slot %s was claimed by another node meanwhile; it runs there',
-        configuration.name,
-        slot.toISOString(),
-      )
-      return true
-    }
-    const fresh = await this.#refresh(active)
-    if (fresh !== undefined) {
-      await claim
-        .unlock()
-        .catch((error: unknown) =>
-          debug('Lock "%s": could not give back slot %s: %s', configuration.name, slot.toISOString(), messageOf(error)),
-        )
-      return this.#stop(slot, fresh)
-    }
-    await this.#runClaimed(active, slot)
-    return true
-  }
-
-  /** One run of a claimed missed slot, under the catch-up's lock, recorded in the ledger; its error goes to `failed`. */
-  async #runClaimed(active: ActiveLock, slot: Date): Promise<void> {
-    const runtime = this.#runtime
-    const current = active.configuration
-    const record = runtime.recorder.start(current, this.#execution, slot, this.#owner, active.fencingToken)
-    let failure: unknown
-    try {
-      const context = new RunContext(active, current, slot)
-      await runWithActiveLock(active, () => runtime.runTask(this.#task, context, this.#execution), context)
-    } catch (error) {
-      failure = error
-      this.#failed.push({ slot, error })
-    } finally {
-      this.#ran.push(slot)
-      runtime.emit('onSlotCaughtUp', this.#execution, current, slot)
-      await record?.end(active, failure)
-    }
-  }
-
-  #stop(slot: Date, reason: unknown): false {
-    this.#notRun.push(slot)
-    this.#stoppedBy = reason
-    debug(
-      'Lock "%s": catch-up stopped before slot %s: %s',
-      this.#configuration.name,
-      slot.toISOString(),
-      messageOf(reason),
+    const handle = await runtime.acquire(
+      runtime.provider,
+      runtime.taskLock(configuration),
+      configuration,
+      this.#execution,
     )
-    return false
-  }
-
-  /** Why no run may start now (the lock lost, the executor closed, the caller aborted), or `undefined`. */
-  #stopReason(active: ActiveLock): unknown {
-    if (active.signal.aborted) return active.signal.reason
-    return undefined
-  }
-
-  /**
-   * Makes the lock fresh for a run: extended to a full lockAtMostFor (the marker too) unless most of
-   * it is left. Returns why it cannot be, or `undefined`.
-   */
-  async #refresh(active: ActiveLock): Promise<unknown> {
-    const stop = this.#stopReason(active)
-    if (stop !== undefined) return stop
-    const { lockAtMostFor, name } = this.#configuration
-    const handle = active.handle
-    if (!handle || isKeepAliveLock(handle)) return undefined
-    const left = active.configuration.lockAtMostUntil.getTime() - this.#runtime.clock.now()
-    if (left >= lockAtMostFor * FRESH_SHARE) return undefined
-    if (!isExtensibleLock(handle)) {
-      if (left >= lockAtMostFor * MIN_SHARE_WITHOUT_EXTENSION) return undefined
-      return new LockLostError(
-        `Lock "${name}": the catch-up's lock has ${Math.max(0, left)} ms of its ${lockAtMostFor} ms left and its provider cannot extend it; the remaining missed slots are left to a later catch-up`,
+    if (!handle) return undefined
+    // A label only: one left by a catch-up that died must not stop this one.
+    const marker = await runtime
+      .acquire(
+        runtime.claimer,
+        configurationOfChecked(
+          catchUpMarkerName(configuration.name),
+          runtime.clock.now(),
+          Math.min(configuration.lockAtMostFor, runtime.leaseMs || configuration.lockAtMostFor),
+          0,
+        ),
+        configuration,
+        this.#execution,
       )
-    }
+      .catch(() => undefined)
     try {
-      await active.extend(lockAtMostFor, 0)
-      await this.#extendMarker()
-    } catch (error) {
-      if (error instanceof LockProviderError) throw error
-      return new LockLostError(`Lock "${name}": the catch-up's lock could not be extended before its next run`, {
-        cause: error,
-      })
+      return await drainHeld(runtime, this.#inspector, request, handle, this.#execution, owe)
+    } finally {
+      await marker
+        ?.unlock()
+        .catch((error: unknown) =>
+          debug(
+            'Lock "%s": could not release the catch-up marker (it expires by itself): %s',
+            configuration.name,
+            messageOf(error),
+          ),
+        )
     }
-    return this.#stopReason(active)
   }
 
-  async #extendMarker(): Promise<void> {
-    const marker = this.#marker
-    if (!marker || isKeepAliveLock(marker) || !isExtensibleLock(marker)) return
-    this.#marker = undefined
-    const extended = await marker.extend(this.#configuration.lockAtMostFor, 0)
-    if (!extended) throw new LockLostError(`Lock "${this.#configuration.name}": the catch-up marker expired`)
-    this.#marker = extended
-  }
-
-  /**
-   * `'once'`: the missed slots folded into its one run, recorded as skipped after the locks are
-   * released, a few writes at a time: thousands of them one by one took seconds on PostgreSQL.
-   */
-  async #recordSkipped(): Promise<void> {
+  /** `'once'`: the missed slots folded into its one run, recorded as skipped, a few writes at a time. */
+  async #recordSkipped(folded: readonly Date[], owner: string): Promise<void> {
     const { recorder, clock } = this.#runtime
-    if (!recorder.ledger || this.#skipped.length === 0) return
+    if (!recorder.ledger || folded.length === 0) return
     const at = new Date(clock.now())
-    const record = (slot: Date) => recorder.skipped(this.#configuration, this.#execution, slot, this.#owner, at)
-    for (let i = 0; i < this.#skipped.length; i += SKIPPED_WRITES_AT_ONCE) {
-      await Promise.all(this.#skipped.slice(i, i + SKIPPED_WRITES_AT_ONCE).map(record))
+    const record = (slot: Date) => recorder.skipped(this.#configuration, this.#execution, slot, owner, at)
+    for (let i = 0; i < folded.length; i += WRITES_AT_ONCE) {
+      await Promise.all(folded.slice(i, i + WRITES_AT_ONCE).map(record))
     }
   }
 }

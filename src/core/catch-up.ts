@@ -4,7 +4,7 @@ import type { Duration } from './duration.ts'
 import { LockProviderError, type LockProviderErrorOptions } from './errors.ts'
 import type { Emit } from './executor-events.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
-import type { ActiveLock } from './lock-context.ts'
+import type { ActiveLock } from './active-lock.ts'
 import type { LockInspector } from './lock-inspector.ts'
 import type { LockProvider, SimpleLock } from './lock-provider.ts'
 import type { RunRecorder } from './run-recorder.ts'
@@ -39,7 +39,8 @@ export interface CatchUpResult {
    * - `'nothing-missed'`: the task's latest slot is its schedule's latest fire time;
    * - `'no-history'`: no slot record of the task within the retention: a new task, or one stopped
    *   longer than the retention, has nothing to catch up;
-   * - `'held'`: another node holds the lock (it runs, or catches up, right now);
+   * - `'held'`: another node holds the lock (it runs, or catches up, right now): the missed slots
+   *   are owed in the store, and run when the lock frees (this node waits for it in the background);
    * - `'skipped'`: the policy is `'skip'`, or the executor is closed.
    */
   readonly outcome: 'ran' | 'nothing-missed' | 'no-history' | 'held' | 'skipped'
@@ -50,9 +51,9 @@ export interface CatchUpResult {
   /** The catch-up runs whose task failed, with the error (each recorded in the run ledger). */
   readonly failed: readonly { readonly slot: Date; readonly error: unknown }[]
   /**
-   * Missed slots this catch-up meant to run and did not, because it stopped first (`stoppedBy`
-   * says why); they are not claimed, so a later catch-up may still run them. Empty when it
-   * handled every missed slot.
+   * Owed slots this catch-up meant to run and did not, because it stopped first (`stoppedBy`
+   * says why) or another node held the lock (`outcome: 'held'`): they stay owed in the store, and
+   * the next node to take the task's lock runs them. Empty when it ran every one.
    */
   readonly notRun: readonly Date[]
   /**
@@ -83,8 +84,11 @@ export class CatchUpError extends LockProviderError {
 /** A task lock held by a catch-up, registered with the executor (close() aborts it) until `done()`. */
 export interface HeldTaskLock {
   readonly active: ActiveLock
-  /** The task ended: unregisters the lock; resolves once runs joined to it (re-entrant calls) settled. */
-  done(): Promise<void>
+  /**
+   * The task ended: unregisters the lock, at once, or, where runs joined to it (re-entrant calls)
+   * still run, through the promise it returns, once they settled.
+   */
+  done(): Promise<void> | undefined
 }
 
 /** What a catch-up needs of its executor: the same lock, run, release and recording steps as every run (run-steps.ts). */
@@ -97,6 +101,10 @@ export interface CatchUpRuntime {
   readonly clock: Clock
   /** The executor's slot retention, in milliseconds. */
   readonly defaultRetention: number
+  /** How long the store holds a task lock at a time, in milliseconds; 0: not leased. */
+  readonly leaseMs: number
+  /** What the store is asked for to take the task lock of `configuration` (a lease of it, where leases apply). */
+  taskLock(configuration: LockConfiguration): LockConfiguration
   readonly emit: Emit
   /** Where runs are recorded, if the executor has a ledger. */
   readonly recorder: RunRecorder

@@ -46,9 +46,11 @@ export const diagnosticsChannels = {
   slotDone: 'shedlock:slot:done',
   /** A slot run: this node claimed `slot`, but the lock was held; the slot is recorded as skipped. */
   slotSkipped: 'shedlock:slot:skipped',
+  /** A slot run: this node claimed `slot`, but the lock was held; the slot is owed and runs once the lock frees. */
+  slotOwed: 'shedlock:slot:owed',
   /** A catch-up found `slot` missed (every node was down when it was due). */
   slotMissed: 'shedlock:slot:missed',
-  /** A catch-up ran the missed `slot`. */
+  /** An owed `slot` ran late, under the lock of a catch-up or of the node that took the lock next. */
   slotCaughtUp: 'shedlock:slot:caughtUp',
   /** Writing the run ledger failed (`error`); the run went on. */
   runLedgerFailed: 'shedlock:ledger:failed',

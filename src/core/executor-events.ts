@@ -46,11 +46,13 @@ export interface LockingTaskExecutorListener {
   onSlotClaimed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
   /** A slot run: `slot` ran, or was skipped, on some node already; the task is skipped (`reason: 'slot-done'`). */
   onSlotDone?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A slot run: this node claimed `slot` but the lock was held (a long run of an earlier slot, not a catch-up, which the slot waits for); the slot is recorded as skipped and never runs. */
+  /** A slot run with `overlap: 'skip'`: this node claimed `slot` but the lock was held (a long run of an earlier slot, not a catch-up, which the slot waits for); the slot is recorded as skipped and never runs. */
   onSlotSkipped?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
+  /** A slot run: this node claimed `slot` but the lock was held; the slot is owed, and runs once the lock frees (`reason: 'owed'`). */
+  onSlotOwed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
   /** A catch-up found `slot` missed: every node was down when it was due. */
   onSlotMissed?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
-  /** A catch-up ran the missed `slot` (its task ended, failed or not). */
+  /** An owed `slot` (missed, or due while the lock was held) ran late, under a catch-up's lock or the next holder's (its task ended, failed or not). */
   onSlotCaughtUp?(configuration: LockConfiguration, slot: Date, execution: LockExecution): void
   /** Writing the run ledger failed; the run went on. */
   onRunLedgerFailed?(configuration: LockConfiguration, error: unknown, execution: LockExecution): void
@@ -84,6 +86,7 @@ const CHANNEL_OF: { readonly [K in EventHook]: LockEventName } = {
   onSlotClaimed: 'slotClaimed',
   onSlotDone: 'slotDone',
   onSlotSkipped: 'slotSkipped',
+  onSlotOwed: 'slotOwed',
   onSlotMissed: 'slotMissed',
   onSlotCaughtUp: 'slotCaughtUp',
   onRunLedgerFailed: 'runLedgerFailed',

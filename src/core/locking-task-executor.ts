@@ -9,6 +9,8 @@ import { configurationAt, isLockConfiguration, type LockConfiguration } from './
 import { findActiveLock, runWithTaskContext } from './lock-context.ts'
 import type { LockProvider } from './lock-provider.ts'
 import type { ShedlockLogger } from './logger.ts'
+import { DEFAULT_OVERLAP, isOverlapPolicy, type OverlapPolicy } from './overlap.ts'
+import { OwedWaiters } from './owed-waiters.ts'
 import type { RunLedger } from './run-ledger.ts'
 import { RunSteps } from './run-steps.ts'
 import { SlotRuns } from './slot-runs.ts'
@@ -24,6 +26,7 @@ import {
 } from './task.ts'
 
 export { type CatchUpOptions, type CatchUpPolicy, type CatchUpResult, CatchUpError } from './catch-up.ts'
+export type { OverlapPolicy } from './overlap.ts'
 export type { LockingTaskExecutorListener, TaskOutcome } from './executor-events.ts'
 export type { ExecutionOptions, LockedTask, LockRequest, SkipReason, TaskContext, TaskResult } from './task.ts'
 
@@ -61,6 +64,24 @@ export interface LockingTaskExecutorOptions {
   recordRunningAfter?: Duration
   /** How long slot records are kept, unless a call says otherwise. @default "24h" */
   slotRetention?: Duration
+  /**
+   * How long the store holds a running task's lock at a time, in milliseconds or a duration
+   * string: the executor renews it every third of that while the task runs, up to
+   * `lockAtMostFor`, so a node that dies frees its task's lock within a lease instead of after
+   * `lockAtMostFor` (and the fire times due meanwhile are owed, not lost). A lock whose
+   * `lockAtMostFor` is not longer than the lease (or whose `lockAtLeastFor` is) is held as before;
+   * so are locks of stores that cannot extend (memcached) and of `keepAliveLockProvider()`.
+   * Costs a long task one store write per third of a lease (6 a minute by default); a task
+   * shorter than that, none. `false`: every lock is held for its whole `lockAtMostFor`.
+   * @default "30s"
+   */
+  lease?: Duration | false
+  /**
+   * What a slot run does when the task's lock is held (see `ExecutionOptions.overlap`), unless a
+   * call says otherwise: `'all'` (every fire time runs, late), `'once'` or `'skip'`.
+   * @default "all"
+   */
+  overlap?: OverlapPolicy
   /** How this process names itself in the run ledger where the store keeps no holder. @default `<host>:<pid>` */
   node?: string
   /** Logs runs, skips, lock losses and store errors (`console`, or a pino logger), beside `listener`. @default no logging */
@@ -132,8 +153,10 @@ export function createLockingTaskExecutor(
     )
   }
   const steps = new RunSteps(provider, options)
-  const slots = new SlotRuns(steps)
+  const waiters = new OwedWaiters(steps)
+  const slots = new SlotRuns(steps, waiters)
   const { clock } = steps
+  const defaultOverlap = checkedOverlap(options.overlap ?? DEFAULT_OVERLAP, 'createLockingTaskExecutor()')
 
   async function execute<T>(
     task: LockedTask<T>,
@@ -159,6 +182,7 @@ export function createLockingTaskExecutor(
     const slotName = slot === undefined ? undefined : slotRecordName(name, slot)
     const retention =
       request.slotRetention === undefined ? steps.defaultRetention : parseDuration(request.slotRetention)
+    const overlap = request.overlap === undefined ? defaultOverlap : checkedOverlap(request.overlap, `Lock "${name}"`)
 
     const outer = findActiveLock(name)
     if (outer) {
@@ -183,19 +207,29 @@ export function createLockingTaskExecutor(
       )
     }
     // Tracked from here, so that close() also waits for calls still taking their lock.
-    return steps.track(
+    const call =
       slot === undefined
         ? steps.lockAndRun(task, configuration, signal)
-        : slots.run(task, configuration, signal, slot, slotName!, retention),
-    )
+        : slots.run(task, configuration, signal, { slot, recordName: slotName!, retention, overlap })
+    const entry = steps.begin(call)
+    try {
+      return await call
+    } finally {
+      steps.end(entry)
+    }
   }
 
   return {
     executeWithLock: execute,
-    catchUp: (task, request, catchUpOptions) => catchUp(steps, task, request, catchUpOptions),
+    catchUp: (task, request, catchUpOptions) => catchUp(steps, waiters, task, request, catchUpOptions),
     get closed() {
       return steps.closed()
     },
     close: (closeOptions: CloseOptions = {}) => steps.close(parseDuration(closeOptions.timeout ?? '10s')),
   }
+}
+
+function checkedOverlap(overlap: unknown, where: string): OverlapPolicy {
+  if (isOverlapPolicy(overlap)) return overlap
+  throw new LockConfigurationError(`${where}: overlap must be 'all', 'once' or 'skip', got ${JSON.stringify(overlap)}`)
 }

@@ -5,7 +5,7 @@ import type { LockExecution } from './diagnostics.ts'
 import { LockProviderError } from './errors.ts'
 import type { Emit, LockingTaskExecutorListener } from './executor-events.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
-import type { ActiveLock } from './lock-context.ts'
+import type { ActiveLock } from './active-lock.ts'
 import { messageOf } from './task.ts'
 
 const debug = debuglog('shedlock')
@@ -24,8 +24,27 @@ export async function releaseTaskLock(
   emit: Emit,
   listener: LockingTaskExecutorListener | undefined,
 ): Promise<void> {
-  const handle = active.handle
   const { configuration } = active
+  // A lease renewal in flight spends the handle: release the one it makes, unless the lock was
+  // lost meanwhile (a renewal that never answered), which leaves nothing of ours to release.
+  const pending = active.pendingExtension
+  if (pending && active.lost) {
+    debug('Lock "%s" not released: it was lost during the task', configuration.name)
+    return
+  }
+  try {
+    if (pending)
+      await beforeDeadline(pending, clock.now() + RELEASE_GRACE_MS, clock, () => {
+        return new LockProviderError(
+          `Could not release lock "${configuration.name}": its lease renewal got no answer from the store; the lock lapses at the end of its lease`,
+          { lockName: configuration.name },
+        )
+      })
+  } catch (error) {
+    releaseFailed(configuration, execution, error, emit, listener)
+    return
+  }
+  const handle = active.handle
   if (!handle) {
     debug('Lock "%s" not released: it was lost during the task', configuration.name)
     return

@@ -1,3 +1,4 @@
+import type { LockRecord } from './lock-inspector.ts'
 import { redact } from './redact.ts'
 
 /**
@@ -10,9 +11,15 @@ import { redact } from './redact.ts'
  * - `lock-lost`: the lock could no longer be trusted while the task ran (its signal aborted with
  *   `LockLostError`): another node may have run the task at the same time;
  * - `skipped`: a slot run that did not start because the task's lock was held (a long run of an
- *   earlier slot); recorded once, by the node that claimed the slot.
+ *   earlier slot, with `overlap: 'skip'`), or a missed or owed slot folded into a later one by the
+ *   `'once'` policy; recorded once;
+ * - `abandoned`: never written, only read: a `running` run that cannot be running any more, as
+ *   its node died (or was stopped) before it wrote the run's end. A run reads so once a later run
+ *   of the task started (runs of one task never overlap), and, where the reader sees the lock
+ *   (`shedlock history` and `status`, the dashboard), once its lock is no longer held by its node.
+ *   It counts as a failure.
  */
-export type RunOutcome = 'running' | 'ok' | 'failed' | 'lock-lost' | 'skipped'
+export type RunOutcome = 'running' | 'ok' | 'failed' | 'lock-lost' | 'skipped' | 'abandoned'
 
 /** What the ledger keeps of a failure: the error's class and the first line of its message (secrets redacted, at most 500 characters). */
 export interface RunError {
@@ -47,9 +54,9 @@ export interface TaskHealth {
   readonly lastRun: RunRecord | undefined
   /** The latest run that ended `ok`. */
   readonly lastSuccess: RunRecord | undefined
-  /** The latest run that ended `failed` or `lock-lost`. */
+  /** The latest run that ended `failed`, `lock-lost` or `abandoned`. */
   readonly lastFailure: RunRecord | undefined
-  /** Runs ended `failed` or `lock-lost` since the last `ok` (skipped and running ones do not count). */
+  /** Runs ended `failed`, `lock-lost` or `abandoned` since the last `ok` (skipped and running ones do not count). */
   readonly consecutiveFailures: number
 }
 
@@ -72,7 +79,7 @@ export interface RunStart {
 /** The end of a run. */
 export interface RunEnd {
   readonly finishedAt: Date
-  readonly outcome: Exclude<RunOutcome, 'running'>
+  readonly outcome: Exclude<RunOutcome, 'running' | 'abandoned'>
   readonly durationMs: number
   readonly error?: RunError | undefined
 }
@@ -128,17 +135,79 @@ export function healthOf(name: string, runs: readonly RunRecord[]): TaskHealth {
   let counting = true
   let lastSuccess: RunRecord | undefined
   let lastFailure: RunRecord | undefined
+  runs = withAbandoned(runs)
   for (const run of runs) {
     if (run.outcome === 'ok') {
       lastSuccess ??= run
       counting = false
-    } else if (run.outcome === 'failed' || run.outcome === 'lock-lost') {
+    } else if (run.outcome === 'failed' || run.outcome === 'lock-lost' || run.outcome === 'abandoned') {
       lastFailure ??= run
       if (counting) consecutiveFailures++
     }
     if (lastSuccess && lastFailure && !counting) break
   }
   return { name, lastRun: runs[0], lastSuccess, lastFailure, consecutiveFailures }
+}
+
+/**
+ * A task's runs, newest first, with every `running` run that a later run of the task followed
+ * read as `abandoned`: runs of one task never overlap, so its node died before writing its end.
+ * Every ledger's `history()`, `health()` and `tasks()` read runs through it.
+ */
+export function withAbandoned<R extends readonly RunRecord[]>(runs: R): R {
+  let changed: RunRecord[] | undefined
+  for (let i = 1; i < runs.length; i++) {
+    const run = runs[i]!
+    if (run.outcome !== 'running' || !startedLater(runs, i)) continue
+    changed ??= [...runs]
+    changed[i] = abandoned(run)
+  }
+  return (changed ?? runs) as unknown as R
+}
+
+/**
+ * `runs` (newest first) with the latest read as `abandoned` when it is `running` but `lock`, the
+ * task's lock as an inspector reads it now, is not held by its node: its node died, or its lock
+ * lapsed, before it wrote the run's end. Where the store keeps no holder, a held lock counts.
+ */
+export function withLockState(runs: readonly RunRecord[], lock: LockRecord | undefined): RunRecord[] {
+  const latest = runs[0]
+  const out = [...withAbandoned(runs)]
+  if (latest?.outcome !== 'running') return out
+  const live = lock?.held === true && (lock.lockedBy === undefined || lock.lockedBy === latest.node)
+  if (!live) out[0] = abandoned(latest)
+  return out
+}
+
+/**
+ * `health` as {@link withLockState} reads it: where its latest run is `running` but `lock` (the
+ * task's lock, read now) is not held by that run's node, it is read again from the task's recent
+ * runs with that run abandoned. Any other health is returned as it is, with no read.
+ */
+export async function healthWithLockState(
+  ledger: RunLedger,
+  health: TaskHealth,
+  lock: LockRecord | undefined,
+): Promise<TaskHealth> {
+  const latest = health.lastRun
+  if (latest?.outcome !== 'running') return health
+  if (lock?.held === true && (lock.lockedBy === undefined || lock.lockedBy === latest.node)) return health
+  return healthOf(health.name, withLockState(await ledger.history(health.name, { limit: 200 }), lock))
+}
+
+function startedLater(runs: readonly RunRecord[], index: number): boolean {
+  const started = runs[index]!.startedAt.getTime()
+  for (let j = 0; j < index; j++)
+    if (runs[j]!.startedAt.getTime() > started && runs[j]!.outcome !== 'skipped') return true
+  return false
+}
+
+function abandoned(run: RunRecord): RunRecord {
+  return {
+    ...run,
+    outcome: 'abandoned',
+    error: { type: 'Abandoned', message: 'its node stopped before it recorded the end of the run; its lock lapsed' },
+  }
 }
 
 /** What the ledger keeps of an error: its class and the first line of its message with its secrets redacted (`redact()`: URL passwords, `password=...`), at most 500 characters. */

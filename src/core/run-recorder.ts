@@ -5,7 +5,7 @@ import { beforeDeadline } from './deadline.ts'
 import type { LockExecution } from './diagnostics.ts'
 import type { Emit } from './executor-events.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
-import type { ActiveLock } from './lock-context.ts'
+import type { ActiveLock } from './active-lock.ts'
 import { type RunEnd, type RunHandle, type RunLedger, type RunStart, runErrorOf } from './run-ledger.ts'
 import { messageOf } from './task.ts'
 

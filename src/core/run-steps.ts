@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks'
 import { hostname } from 'node:os'
 import { debuglog } from 'node:util'
 import type { CatchUpRuntime, HeldTaskLock } from './catch-up.ts'
@@ -6,12 +5,18 @@ import { type Clock, systemClock } from './clock.ts'
 import type { LockExecution } from './diagnostics.ts'
 import { parseDuration, type Duration } from './duration.ts'
 import { LockProviderError } from './errors.ts'
-import { callHook, type Emit, eventEmitter, type LockingTaskExecutorListener } from './executor-events.ts'
+import { type Emit, eventEmitter, type LockingTaskExecutorListener } from './executor-events.ts'
+import { reportingEvents } from './lock-events.ts'
+import { runTask } from './task-start.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
-import { ActiveLock, runWithActiveLock } from './lock-context.ts'
+import { DEFAULT_LEASE, leasedConfiguration } from './lease.ts'
+import { ActiveLock } from './active-lock.ts'
+import { runWithActiveLock } from './lock-context.ts'
 import type { LockInspector } from './lock-inspector.ts'
 import { type ShedlockLogger, withLogger } from './logger.ts'
 import {
+  isExtensibleLock,
+  isKeepAliveLock,
   type LockPair,
   type LockProvider,
   type PairedLocks,
@@ -45,6 +50,7 @@ export interface RunStepsOptions {
   slotRetention?: Duration | undefined
   node?: string | undefined
   logger?: ShedlockLogger | undefined
+  lease?: Duration | false | undefined
 }
 
 /** A slot this node claimed; `decided` once it ran or was recorded as skipped. */
@@ -71,10 +77,15 @@ export class RunSteps implements CatchUpRuntime {
   readonly clock: Clock
   readonly node: string
   readonly defaultRetention: number
+  /** How long the store holds a task lock at a time, in milliseconds; 0: for the whole `lockAtMostFor`. */
+  readonly leaseMs: number
   readonly emit: Emit
   readonly recorder: RunRecorder
   readonly #listener: LockingTaskExecutorListener | undefined
   #inspector: LockInspector | undefined
+  // Whether the provider's task locks can be leased (renewed by extension, and not kept alive by
+  // a wrapper): learnt from the first one taken, which is held for its whole lockAtMostFor.
+  #leasable: boolean | undefined
   // Calls past their checks (taking a lock, running or releasing it), and the locks whose task
   // runs: what close() stops and waits for.
   readonly #inflight = new Registry<Promise<unknown>>()
@@ -88,6 +99,7 @@ export class RunSteps implements CatchUpRuntime {
     this.clock = options.clock ?? systemClock
     this.node = options.node ?? `${hostname()}:${process.pid}`
     this.defaultRetention = parseDuration(options.slotRetention ?? DEFAULT_SLOT_RETENTION)
+    this.leaseMs = options.lease === false ? 0 : parseDuration(options.lease ?? DEFAULT_LEASE)
     this.#listener = withLogger(options.listener, options.logger)
     this.emit = eventEmitter(this.#listener)
     this.recorder = new RunRecorder(
@@ -119,6 +131,24 @@ export class RunSteps implements CatchUpRuntime {
     }
   }
 
+  /**
+   * {@link track} in two steps, for a caller that awaits `call` itself: one async function fewer
+   * per execution (an async wrapper that returns a promise costs two promises and two turns).
+   */
+  begin(call: Promise<unknown>): unknown {
+    return this.#inflight.add(call)
+  }
+
+  /** Ends what {@link begin} tracked. */
+  end(entry: unknown): void {
+    this.#inflight.delete(entry as never)
+  }
+
+  /** What the store is asked for to take the task lock of `configuration`: a lease of it, where leases apply. */
+  taskLock(configuration: LockConfiguration): LockConfiguration {
+    return this.#leasable === true ? leasedConfiguration(configuration, this.leaseMs) : configuration
+  }
+
   /** Who holds `handle`, as the ledger names nodes: its `lockedBy` where the store keeps one, else this node. */
   ownerOf(handle: SimpleLock): string {
     const { lockedBy } = handle as { lockedBy?: unknown }
@@ -126,16 +156,20 @@ export class RunSteps implements CatchUpRuntime {
   }
 
   /** Asks `from` for `lock`; a store failure is reported as the failure of `configuration` (the caller's lock) and thrown. */
-  async acquire(
+  acquire(
     from: LockProvider,
     lock: LockConfiguration,
     configuration: LockConfiguration,
     execution: LockExecution,
   ): Promise<SimpleLock | undefined> {
-    try {
-      return await from.lock(lock)
-    } catch (error) {
+    // Not an async function: one promise (the catch's) per acquisition instead of two and a turn.
+    const failed = (error: unknown): never => {
       throw this.#acquireFailed(error, configuration, execution)
+    }
+    try {
+      return Promise.resolve(from.lock(lock)).catch(failed)
+    } catch (error) {
+      return Promise.reject(this.#acquireFailed(error, configuration, execution))
     }
   }
 
@@ -168,45 +202,41 @@ export class RunSteps implements CatchUpRuntime {
     return failure
   }
 
-  /** Takes the lock and runs `task` under it, recorded in the run ledger: a plain run. */
-  async lockAndRun<T>(
+  /**
+   * Takes the lock and runs `task` under it, recorded in the run ledger: a plain run. Not async:
+   * runLocked() awaits the acquisition itself (one async function fewer per execution, measured
+   * with scripts/instructions.mjs).
+   */
+  lockAndRun<T>(
     task: LockedTask<T>,
     configuration: LockConfiguration,
     signal: AbortSignal | undefined,
   ): Promise<TaskResult<T>> {
     const execution = newExecution(this.providerName, false)
     this.emit('onLockAttempt', execution, configuration)
-    const handle = await this.acquire(this.provider, configuration, configuration, execution)
-    if (!handle) {
-      debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
-      this.emit('onLockNotAcquired', execution, configuration)
-      return { executed: false, reason: 'held' }
-    }
-    return this.runLocked(task, configuration, handle, execution, signal, undefined)
+    const acquiring = this.acquire(this.provider, this.taskLock(configuration), configuration, execution)
+    return this.runLocked(task, configuration, acquiring, execution, signal, undefined)
   }
 
   /** Watches a task lock just taken: lock loss, close() (which aborts it), listener events. */
   hold(configuration: LockConfiguration, handle: SimpleLock, execution: LockExecution): HeldTaskLock {
     const emit = this.emit
+    // The first task lock, taken before the provider was known to extend, is held for its whole
+    // lockAtMostFor: it is renewed at once, down to a lease (one write, once per executor).
+    const first = this.#leasable === undefined
+    this.#leasable ??= this.leaseMs > 0 && isExtensibleLock(handle) && !isKeepAliveLock(handle)
+    const asked = this.taskLock(configuration)
     const active = new ActiveLock(configuration, handle, {
       clock: this.clock,
-      events: {
-        onExtended: (next) => {
-          if (debug.enabled)
-            debug('Lock "%s" extended: held at most until %s', next.name, next.lockAtMostUntil.toISOString())
-          emit('onLockExtended', execution, next)
-        },
-        onLost: (current, reason) => {
-          if (debug.enabled)
-            debug(
-              'Lock "%s" lost: %s%s',
-              current.name,
-              reason.message,
-              reason.cause === undefined ? '' : ` (${messageOf(reason.cause)})`,
-            )
-          emit('onLockLost', execution, current, reason)
-        },
-      },
+      lease:
+        this.#leasable && asked !== configuration
+          ? {
+              ms: asked.lockAtMostFor,
+              until: (first ? configuration : asked).lockAtMostUntil.getTime(),
+              renewNow: first,
+            }
+          : undefined,
+      events: reportingEvents(emit, execution),
     })
     lockTaken(execution, active.fencingToken)
     if (debug.enabled) {
@@ -224,29 +254,44 @@ export class RunSteps implements CatchUpRuntime {
     const entry = running.add(active)
     return {
       active,
-      done: async () => {
-        // Same-name calls the task started without awaiting them still run under this lock.
+      // Same-name calls the task started without awaiting them still run under this lock: a
+      // promise only when there are some (most runs have none, and an await costs a turn).
+      done: () => {
         const joined = active.finishAfterJoinedRuns()
-        if (joined) await joined
-        running.delete(entry)
+        if (!joined) {
+          running.delete(entry)
+          return undefined
+        }
+        return joined.then(() => void running.delete(entry))
       },
     }
   }
 
-  /** Runs `task` under the lock `handle` just taken (for `claimed`'s slot, if any), then releases it. */
+  /**
+   * Runs `task` under the lock `handle` just taken (for `claimed`'s slot, if any), then releases
+   * it; given the acquisition still under way, awaits it first, and skips the task (`'held'`)
+   * when it finds the lock held.
+   */
   async runLocked<T>(
     task: LockedTask<T>,
     configuration: LockConfiguration,
-    handle: SimpleLock,
+    taken: SimpleLock | Promise<SimpleLock | undefined>,
     execution: LockExecution,
     signal: AbortSignal | undefined,
     claimed: SlotClaim | undefined,
   ): Promise<TaskResult<T>> {
+    const handle = taken instanceof Promise ? await taken : taken
+    if (!handle) {
+      debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
+      this.emit('onLockNotAcquired', execution, configuration)
+      return { executed: false, reason: 'held' }
+    }
     const held = this.hold(configuration, handle, execution)
     const { active } = held
     // Closed, or aborted by the caller, while the lock was being taken: the task does not start.
     if (this.#closing || signal?.aborted) {
-      await held.done()
+      const joined = held.done()
+      if (joined) await joined
       await this.release(active, execution)
       signal?.throwIfAborted()
       return closedBeforeStart(configuration)
@@ -270,49 +315,16 @@ export class RunSteps implements CatchUpRuntime {
       throw error
     } finally {
       signal?.removeEventListener('abort', stopOnAbort)
-      await held.done()
+      const joined = held.done()
+      if (joined) await joined
       if (record) await Promise.all([this.release(active, execution), record.end(active, failure)])
       else await this.release(active, execution)
     }
   }
 
-  async runTask<T>(task: LockedTask<T>, context: TaskContext, execution: LockExecution): Promise<TaskResult<T>> {
-    const { configuration } = context
-    this.emit('onTaskStarted', execution, configuration)
-    const start = performance.now()
-    try {
-      const result = await this.#startTask(task, context, execution)
-      this.emit('onTaskFinished', execution, configuration, { durationMs: performance.now() - start, failed: false })
-      return { executed: true, result }
-    } catch (error) {
-      this.emit('onTaskFinished', execution, configuration, {
-        durationMs: performance.now() - start,
-        failed: true,
-        error,
-      })
-      throw error
-    }
-  }
-
-  // Runs the task, through the listener's aroundTask hook when it has one. Whatever the hook
-  // does, the task starts exactly once, and its own result or error is what counts.
-  #startTask<T>(task: LockedTask<T>, context: TaskContext, execution: LockExecution): T | Promise<T> {
-    const listener = this.#listener
-    const around = listener?.aroundTask
-    if (typeof around !== 'function') return task(context)
-    let result: { value: T | Promise<T> } | { error: unknown } | undefined
-    const start = (): void => {
-      if (result) return
-      try {
-        result = { value: task(context) }
-      } catch (error) {
-        result = { error }
-      }
-    }
-    callHook(listener, 'aroundTask', [context.configuration, start, execution])
-    if (!result) start()
-    if ('error' in result!) throw result.error
-    return result!.value
+  /** Runs `task` (through the listener's `aroundTask`), reporting its start and end. */
+  runTask<T>(task: LockedTask<T>, context: TaskContext, execution: LockExecution): Promise<TaskResult<T>> {
+    return runTask(this.#listener, this.emit, task, context, execution)
   }
 
   /** Releases a task lock, bounded in time; a failure is reported, never thrown. */

@@ -2,6 +2,9 @@ import { debuglog } from 'node:util'
 import type { LockExecution } from './diagnostics.ts'
 import { configurationOfChecked, type LockConfiguration, lockConfiguration } from './lock-configuration.ts'
 import { type LockPair, lockPairOf, type SimpleLock } from './lock-provider.ts'
+import { oweSlot } from './owed.ts'
+import type { OverlapPolicy } from './overlap.ts'
+import type { OwedWaiters } from './owed-waiters.ts'
 import { closedBeforeStart, type RunSteps, type SlotClaim } from './run-steps.ts'
 import { catchUpMarkerName } from './slots.ts'
 import { type LockedTask, messageOf, newExecution, type TaskResult } from './task.ts'
@@ -14,45 +17,58 @@ const CATCH_UP_POLL_MS = 250
 // How often, at most, a task's expired slot records are removed.
 const SWEEP_INTERVAL_MS = 10 * 60_000
 
+/** The slot of one slot run, validated. */
+export interface SlotRequest {
+  /** The scheduled fire time. */
+  readonly slot: Date
+  /** Its record's name, `<name>@<slot>`. */
+  readonly recordName: string
+  /** How long its record is kept, in milliseconds. */
+  readonly retention: number
+  /** What happens to it when the task's lock is held. */
+  readonly overlap: OverlapPolicy
+}
+
 /**
  * Slot runs: the slot's record is claimed first, so that exactly one node decides the slot (runs
- * it, or records it as skipped when the lock is held), whatever the nodes' clocks. See
+ * it, owes it, or records it as skipped when the lock is held), whatever the nodes' clocks. See
  * docs/slots.md.
  */
 export class SlotRuns {
   readonly #steps: RunSteps
+  readonly #waiters: OwedWaiters
   // When each task's expired slot records were last removed (epoch ms, this process's clock).
   readonly #swept = new Map<string, number>()
   // The provider's paired acquisition: the slot's record and the task's lock in one round trip.
   // Not through a wrapper (keep-alive), whose task locks must be its own.
   readonly #pair: LockPair | undefined
 
-  constructor(steps: RunSteps) {
+  constructor(steps: RunSteps, waiters: OwedWaiters) {
     this.#steps = steps
+    this.#waiters = waiters
     this.#pair = steps.provider === steps.claimer ? lockPairOf(steps.provider) : undefined
   }
 
-  /** Runs `task` for `slot`, unless some node claimed the slot already (`'slot-done'`). */
+  /** Runs `task` for `request.slot`, unless some node claimed the slot already (`'slot-done'`). */
   async run<T>(
     task: LockedTask<T>,
     configuration: LockConfiguration,
     signal: AbortSignal | undefined,
-    slot: Date,
-    slotName: string,
-    retention: number,
+    request: SlotRequest,
   ): Promise<TaskResult<T>> {
     const steps = this.#steps
+    const { slot } = request
     const execution = newExecution(steps.providerName, false)
     steps.emit('onLockAttempt', execution, configuration)
-    // slotName is the checked lock name with its slot's stamp.
-    const claim = configurationOfChecked(slotName, steps.clock.now(), retention, 0)
+    // recordName is the checked lock name with its slot's stamp.
+    const claim = configurationOfChecked(request.recordName, steps.clock.now(), request.retention, 0)
     // Once the slot is decided, the claim is never released: its record stays until the
     // retention ends, and tells every later attempt that the slot is done. With a paired
     // acquisition, the task's lock is asked for in the same round trip, once the claim is taken.
     let handle: SimpleLock | undefined
     let first: FirstAttempt | undefined
     if (this.#pair) {
-      const [claimed, locked] = await steps.acquirePair(this.#pair, claim, configuration, execution)
+      const [claimed, locked] = await steps.acquirePair(this.#pair, claim, steps.taskLock(configuration), execution)
       handle = claimed
       first = { handle: locked }
     } else {
@@ -71,6 +87,14 @@ export class SlotRuns {
     const claimed: SlotClaim = { slot, execution, owner: steps.ownerOf(handle), decided: false }
     try {
       // The paired acquisition's task lock, when it was taken: no further attempt to make.
+      if (!first?.handle && request.overlap !== 'skip') {
+        const taskHandle = first
+          ? undefined
+          : await steps.acquire(steps.provider, steps.taskLock(configuration), configuration, execution)
+        if (taskHandle) return await steps.runLocked(task, configuration, taskHandle, execution, signal, claimed)
+        if (steps.closed()) return closedBeforeStart(configuration)
+        return await this.#owe(task, configuration, request, claimed, handle)
+      }
       const locked = first?.handle
         ? { configuration, handle: first.handle }
         : await this.#lockForSlot(configuration, execution, signal, first)
@@ -116,7 +140,9 @@ export class SlotRuns {
     // between this node's attempt and its look at the marker.
     let lastChance = false
     for (;;) {
-      const handle = attempt ? attempt.handle : await steps.acquire(steps.provider, current, current, execution)
+      const handle = attempt
+        ? attempt.handle
+        : await steps.acquire(steps.provider, steps.taskLock(current), current, execution)
       attempt = undefined
       if (handle) return { configuration: current, handle }
       if (steps.closed()) return 'closed'
@@ -151,6 +177,43 @@ export class SlotRuns {
       debug('Lock "%s": could not look for a running catch-up: %s', name, messageOf(error))
       return false
     }
+  }
+
+  /**
+   * The slot could not run now: the lock is held (a run of an earlier slot, a catch-up, a holder
+   * that died and whose lease has not lapsed). It is owed: the claim is given back, then the owed
+   * record written, and this node waits for the lock in the background to run it, with every other
+   * owed slot of the task. The node that runs it claims it then: a drain that reads the owed record
+   * at once must find the slot unclaimed, and a late fire meanwhile finds the lock held and owes it
+   * too (or, the lock free, runs it, and the drain then finds it claimed).
+   */
+  async #owe<T>(
+    task: LockedTask<T>,
+    configuration: LockConfiguration,
+    request: SlotRequest,
+    claimed: SlotClaim,
+    claim: SimpleLock,
+  ): Promise<TaskResult<never>> {
+    const steps = this.#steps
+    const { execution, slot } = claimed
+    claimed.decided = true
+    try {
+      await claim.unlock()
+    } catch (error) {
+      claimed.decided = false
+      throw error
+    }
+    await oweSlot(steps, configuration, slot, request.retention, execution)
+    debug(
+      'Lock "%s": held elsewhere; slot %s is owed and runs once the lock frees',
+      configuration.name,
+      slot.toISOString(),
+    )
+    steps.emit('onLockNotAcquired', execution, configuration)
+    steps.emit('onSlotOwed', execution, configuration, slot)
+    const policy = request.overlap === 'once' ? 'once' : 'all'
+    this.#waiters.wait({ task, configuration, policy, retention: request.retention })
+    return { executed: false, reason: 'owed' }
   }
 
   /** The slot could not run: the lock is held by a run of an earlier slot. Recorded as skipped, once. */

@@ -53,3 +53,30 @@ export function parseSlotRecordName(recordName: string): { name: string; slot: D
 export function catchUpMarkerName(name: string): string {
   return `${name}@catch-up`
 }
+
+// `<name>@o<slot without its Z>`: as long as the slot's record (a name that fits one fits the
+// other), and not a slot record (its suffix does not start with a digit), so a catch-up's scan of
+// the task's slot records passes over it.
+const OWED_SUFFIX = /@o(\d{8}T\d{6}(?:\.\d{3})?)$/
+
+/**
+ * The name of the record that says slot `slot` of lock `name` is owed: it was due while the task's
+ * lock was held (by a run of an earlier slot, a catch-up, a holder that died) or every node missed
+ * it, and it runs once the lock frees, on whichever node takes it next (docs/slots.md).
+ * `<name>@o<slot>`, the slot in ISO-8601 basic format without its `Z` (it is UTC all the same),
+ * e.g. `nightly-report@o20261124T020000`: as long as the slot's own record. Held for the slot
+ * retention, removed once the slot ran.
+ *
+ * @throws LockConfigurationError for a slot that is not a valid Date.
+ */
+export function owedRecordName(name: string, slot: Date): string {
+  const record = slotRecordName(name, slot)
+  return `${name}@o${record.slice(name.length + 1, -1)}`
+}
+
+/** The lock name and slot of an owed record's name, or `undefined` when `recordName` is not one. */
+export function parseOwedRecordName(recordName: string): { name: string; slot: Date } | undefined {
+  const match = OWED_SUFFIX.exec(recordName)
+  if (!match) return undefined
+  return parseSlotRecordName(`${recordName.slice(0, match.index)}@${match[1]}Z`)
+}

@@ -2,7 +2,8 @@ import { ExecutorClosedError, LockConfigurationError } from './errors.ts'
 import type { LockExecution } from './diagnostics.ts'
 import type { Duration } from './duration.ts'
 import type { LockConfiguration, LockConfigurationOptions } from './lock-configuration.ts'
-import type { ActiveLock } from './lock-context.ts'
+import type { ActiveLock } from './active-lock.ts'
+import type { OverlapPolicy } from './overlap.ts'
 
 /** What a locked task receives. */
 export interface TaskContext {
@@ -31,9 +32,11 @@ export type LockedTask<T> = (context: TaskContext) => T | Promise<T>
  * Why `executeWithLock()` did not run the task:
  * - `'held'`: another node (or another call of this process) holds the lock;
  * - `'slot-done'`: a slot run (the `slot` option) that ran, or was skipped, on some node already;
+ * - `'owed'`: a slot run whose lock was held: the slot is owed, and runs once the lock frees, on
+ *   whichever node takes it next (this one polls for it in the background; see `overlap`);
  * - `'closed'`: the executor was closed (`close()`, on a shutdown) and runs nothing new.
  */
-export type SkipReason = 'held' | 'slot-done' | 'closed'
+export type SkipReason = 'held' | 'slot-done' | 'owed' | 'closed'
 
 /**
  * The outcome of `executeWithLock()`: the task's result, or `{ executed: false, reason }` when it
@@ -57,10 +60,18 @@ export interface ExecutionOptions {
    * once across all nodes, for as long as the slot's record is kept (`slotRetention`), whatever
    * the nodes' clocks, `lockAtLeastFor` or the task's duration: a later attempt resolves to
    * `{ executed: false, reason: 'slot-done' }`. The first node to claim the slot decides it: it
-   * runs the task, or records the slot as skipped when the lock is held (a long run of an earlier
-   * slot). A failed run counts as run. See docs/slots.md.
+   * runs the task, or, when the lock is held (a run of an earlier slot, a catch-up, a holder that
+   * died), owes it by `overlap`. A failed run counts as run. See docs/slots.md.
    */
   slot?: Date
+  /**
+   * A slot run whose lock is held: `'all'` owes the slot, which runs once the lock frees, after
+   * the slots owed before it (`{ executed: false, reason: 'owed' }` here); `'once'` owes it too,
+   * but only the latest owed slot runs then, the older ones are recorded as skipped; `'skip'`
+   * records it as skipped (`reason: 'held'`) and it never runs.
+   * @default the executor's `overlap`, else "all"
+   */
+  overlap?: OverlapPolicy
   /**
    * How long a slot's record is kept, in milliseconds or a duration string: longer than the worst
    * clock skew and scheduling delay between nodes, and than any catch-up window.

@@ -1,7 +1,14 @@
+import { LockProviderError } from '../core/errors.ts'
 import type { LockInspector, LockRecord } from '../core/lock-inspector.ts'
 import { redact } from '../core/redact.ts'
-import type { RunLedger, RunRecord } from '../core/run-ledger.ts'
-import { catchUpMarkerName, parseSlotRecordName } from '../core/slots.ts'
+import {
+  healthWithLockState,
+  type RunLedger,
+  type RunRecord,
+  type TaskHealth,
+  withLockState,
+} from '../core/run-ledger.ts'
+import { catchUpMarkerName, parseOwedRecordName, parseSlotRecordName } from '../core/slots.ts'
 import { type Staleness, type StatusRow, statusVerdict } from '../cli/status.ts'
 
 /**
@@ -53,7 +60,10 @@ export interface StoreSnapshot {
   readonly failingNames: readonly string[]
   /** Tasks left out: not run for the `ignoreOlderThan` age. */
   readonly ignored: readonly string[]
-  /** Why the locks or the runs could not be read, one line, secrets masked. */
+  /**
+   * Why the locks or the run history could not be read: `locks: ` or `runs: `, then the store's
+   * message with its whole advice (it may span lines), secrets masked.
+   */
   readonly errors: readonly string[]
 }
 
@@ -79,10 +89,12 @@ export async function readStore(
     now = listed.now
     records = listed.locks
   } catch (error) {
-    errors.push(`locks: ${oneLine(error)}`)
+    errors.push(`locks: ${errorText(error)}`)
   }
   const isSlot = (record: LockRecord): boolean =>
-    parseSlotRecordName(record.name) !== undefined || isCatchUpMarker(record)
+    parseSlotRecordName(record.name) !== undefined ||
+    parseOwedRecordName(record.name) !== undefined ||
+    isCatchUpMarker(record)
   const locks = records.filter((record) => !isSlot(record))
   const slotRecords = records.filter(isSlot)
   let tasks: TaskView[] | undefined
@@ -90,18 +102,24 @@ export async function readStore(
   if (store.runLedger) {
     const ledger = store.runLedger
     try {
-      const { rows, ...rest } = await statusVerdict(ledger, await ledger.tasks(), stale, ignoreOlderThan, now.getTime())
+      // A run still `running` whose lock its node no longer holds is read as abandoned.
+      const lockOf = (name: string) => locks.find((lock) => lock.name === name)
+      const healths = await Promise.all(
+        (await ledger.tasks()).map((task) => healthWithLockState(ledger, task, lockOf(task.name))),
+      )
+      const { rows, ...rest } = await statusVerdict(ledger, healths, stale, ignoreOlderThan, now.getTime())
       verdict = rest
       tasks = await Promise.all(
         rows.map(async (row) => {
-          const runs = (await ledger.history(row.task.name, { limit: RUNS_PER_TASK })).filter(
+          const lock = lockOf(row.task.name)
+          const runs = withLockState(await ledger.history(row.task.name, { limit: RUNS_PER_TASK }), lock).filter(
             (run) => run.startedAt.getTime() >= from,
           )
-          return { ...row, lock: locks.find((lock) => lock.name === row.task.name), runs }
+          return { ...row, task: maskHealth(row.task), lock, runs: runs.map(maskRun) }
         }),
       )
     } catch (error) {
-      errors.push(`runs: ${oneLine(error)}`)
+      errors.push(`runs: ${ledgerErrorText(error)}`)
     }
   }
   return {
@@ -122,7 +140,40 @@ export function isCatchUpMarker(record: LockRecord): boolean {
   return at > 0 && catchUpMarkerName(record.name.slice(0, at)) === record.name
 }
 
-function oneLine(error: unknown): string {
+// Ledger rows come from any writer (another version, Java's ShedLock, a hand-made INSERT), some
+// of which may not have masked what they stored: the page and /healthz mask them again.
+function maskRun(run: RunRecord): RunRecord {
+  const error = run.error && { type: redact(run.error.type), message: redact(run.error.message) }
+  return { ...run, node: redact(run.node), error }
+}
+
+function maskHealth(task: TaskHealth): TaskHealth {
+  const mask = (run: RunRecord | undefined): RunRecord | undefined => run && maskRun(run)
+  return {
+    ...task,
+    lastRun: mask(task.lastRun),
+    lastSuccess: mask(task.lastSuccess),
+    lastFailure: mask(task.lastFailure),
+  }
+}
+
+// Enough for a CREATE TABLE with its indexes, the longest advice a store gives.
+const MAX_ERROR_CHARS = 4000
+
+function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error)
-  return redact(text.split('\n')[0]!).slice(0, 300)
+  return redact(text).slice(0, MAX_ERROR_CHARS)
+}
+
+/**
+ * A run ledger's error, after `runs: `. Providers that report a failed `tasks()` as a failed
+ * listing of "the locks" (which it is not) are corrected; the advice after it (which table, how
+ * to create it) is kept whole.
+ */
+function ledgerErrorText(error: unknown): string {
+  const text = errorText(error)
+  const provider = error instanceof LockProviderError ? error.provider : undefined
+  const wrong = `${provider}: could not list the locks: `
+  if (provider === undefined || !text.startsWith(wrong)) return text
+  return `${provider}: could not read the run history: ${text.slice(wrong.length)}`
 }

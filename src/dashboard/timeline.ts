@@ -4,6 +4,7 @@ import { escapeHtml, timeText } from './escape.ts'
 /**
  * What a mark of the timeline stands for, read from the run ledger:
  * - `ok`, `failed`, `lock-lost`, `running`: a run, as the ledger recorded it;
+ * - `abandoned`: a run whose node stopped before it recorded its end (its lock lapsed);
  * - `caught-up`: a slot run that started more than {@link LATE_MS} after its slot: a catch-up ran
  *   it after every node missed it (it ended `ok`, `failed` or `lock-lost`: see `outcome`);
  * - `skipped`: a slot recorded as skipped at its fire time: the task's lock was held (a long run of
@@ -11,7 +12,7 @@ import { escapeHtml, timeText } from './escape.ts'
  * - `missed`: a slot recorded as skipped long after its fire time: every node missed it, and a
  *   catch-up (policy `'once'`) folded it into its one run.
  */
-export type MarkKind = 'ok' | 'failed' | 'lock-lost' | 'running' | 'caught-up' | 'skipped' | 'missed'
+export type MarkKind = 'ok' | 'failed' | 'lock-lost' | 'running' | 'abandoned' | 'caught-up' | 'skipped' | 'missed'
 
 /**
  * A slot run that starts later than this after its slot was run by a catch-up, not by a scheduler
@@ -46,6 +47,7 @@ export function markOf(run: RunRecord): Mark {
     failed: 'ran, failed',
     'lock-lost': 'ran, lock lost: another node may have run it too',
     running: 'running',
+    abandoned: 'abandoned: its node stopped before the run ended, and its lock lapsed',
   }[run.outcome]
   return { kind: run.outcome, run, why }
 }
@@ -55,6 +57,7 @@ const COLORS: Readonly<Record<MarkKind, string>> = {
   failed: '#cf222e',
   'lock-lost': '#bc4c00',
   running: '#0969da',
+  abandoned: '#953800',
   'caught-up': '#8250df',
   skipped: '#6e7781',
   missed: '#6e7781',
@@ -66,6 +69,7 @@ export const KIND_LABELS: Readonly<Record<MarkKind, string>> = {
   failed: 'failed',
   'lock-lost': 'lock lost',
   running: 'running',
+  abandoned: 'abandoned',
   'caught-up': 'caught up',
   skipped: 'skipped (lock held)',
   missed: 'missed',

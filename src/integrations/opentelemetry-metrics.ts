@@ -20,6 +20,7 @@ export type MetricsHooks = Required<
     | 'onSlotClaimed'
     | 'onSlotDone'
     | 'onSlotSkipped'
+    | 'onSlotOwed'
     | 'onSlotMissed'
     | 'onSlotCaughtUp'
     | 'onLockLost'
@@ -100,6 +101,10 @@ export function lockMetrics(meter: OpenTelemetryMeterLike, options: LockMetricsO
       claimed.delete(execution)
       slotOutcome(configuration, execution, 'skipped')
     },
+    onSlotOwed(configuration, _slot, execution) {
+      claimed.delete(execution)
+      slotOutcome(configuration, execution, 'owed')
+    },
     onSlotMissed(configuration, _slot, execution) {
       slotOutcome(configuration, execution, 'missed')
     },
@@ -143,7 +148,7 @@ function createInstruments(meter: OpenTelemetryMeterLike, java: boolean) {
     slots: meter.createCounter('shedlock.slot.outcomes', {
       unit: '{slot}',
       description:
-        'Slot runs, by outcome: run, done_elsewhere, skipped (lock held), missed (every node was down) or caught_up',
+        'Slot runs, by outcome: run, done_elsewhere, owed (lock held: runs later), skipped (lock held, overlap skip), missed (every node was down) or caught_up (an owed or missed slot ran late)',
     }),
   }
   // Java ShedLock's Micrometer counters (MicrometerLockingTaskExecutorListener), same names.

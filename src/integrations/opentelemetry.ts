@@ -146,6 +146,9 @@ export function openTelemetryListener(options: OpenTelemetryListenerOptions): Lo
     onSlotSkipped(configuration, slot, execution) {
       metrics?.onSlotSkipped(configuration, slot, execution)
     },
+    onSlotOwed(configuration, slot, execution) {
+      metrics?.onSlotOwed(configuration, slot, execution)
+    },
     onSlotMissed(configuration, slot, execution) {
       metrics?.onSlotMissed(configuration, slot, execution)
     },

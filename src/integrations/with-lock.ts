@@ -1,7 +1,7 @@
 import type { Duration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
-import type { CatchUpResult, CloseOptions, LockRequest } from '../core/locking-task-executor.ts'
+import type { CatchUpResult, CloseOptions, LockRequest, OverlapPolicy } from '../core/locking-task-executor.ts'
 import { fireTimesOf } from './fire-times.ts'
 import {
   type CatchUpSettings,
@@ -56,6 +56,12 @@ export interface WithLockOptions<This = unknown, Args extends unknown[] = unknow
   slot?: true | ((this: This, ...args: Args) => Date | undefined)
   /** How long a slot's record is kept (with `slot`). @default the executor's, else "24h" */
   slotRetention?: Duration
+  /**
+   * With `slot`: what happens to a fire time that comes while the task's lock is held: `'all'`
+   * owes it, and it runs once the lock frees; `'once'` owes it, but only the latest owed fire runs
+   * then; `'skip'` drops it (see docs/slots.md). @default the executor's, else "all"
+   */
+  overlap?: OverlapPolicy
   /**
    * A shutdown signal: once it aborts, new calls resolve to `undefined` without asking the store,
    * and running calls' task signals (see `taskContext()`) abort with its reason. A call that then
@@ -155,7 +161,9 @@ export function withLock<This, Args extends unknown[], R>(
     throw new LockConfigurationError(`${label}: the task must be a function, got ${typeof fn}`)
   if (onError !== undefined && typeof onError !== 'function')
     throw new LockConfigurationError(`${label}: onError must be a function, got ${typeof onError}`)
-  const { slot, signal } = options
+  const { slot, signal, overlap } = options
+  if (overlap !== undefined && overlap !== 'all' && overlap !== 'once' && overlap !== 'skip')
+    throw new LockConfigurationError(`${label}: overlap must be 'all', 'once' or 'skip', got ${kindOf(overlap)}`)
   if (slot !== undefined && slot !== true && typeof slot !== 'function') {
     throw new LockConfigurationError(
       `${label}: slot must be true (the scheduler's fire time) or a function that returns the slot, got ${kindOf(slot)}`,
@@ -182,6 +190,7 @@ export function withLock<This, Args extends unknown[], R>(
         lockAtLeastFor: durations.lockAtLeastFor ?? 0,
         slot: slot === undefined ? undefined : slotOf(self, args, lockName),
         slotRetention: settings.slotRetention,
+        overlap,
         signal,
       }
       const outcome = await executor.executeWithLock(

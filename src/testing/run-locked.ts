@@ -1,6 +1,7 @@
 import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
-import { ActiveLock, runWithActiveLock } from '../core/lock-context.ts'
+import { ActiveLock } from '../core/active-lock.ts'
+import { runWithActiveLock } from '../core/lock-context.ts'
 
 /** Options of {@link runLocked}. */
 export interface RunLockedOptions {

@@ -3,6 +3,7 @@ import { type LockProvider, lockPairOf } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { slotPairCases } from './slot-pair-cases.ts'
 import { slotRecordCases } from './slot-record-cases.ts'
+import { owedSlotCases } from './owed-cases.ts'
 import { catchUpCases, heldSlotCases, slotOnceCases } from './slot-run-cases.ts'
 import type { AddSlotCase, SlotSuiteContext } from './slot-support.ts'
 
@@ -72,6 +73,7 @@ export function slotCases(
 
   slotOnceCases(suite)
   heldSlotCases(suite)
+  owedSlotCases(suite)
   slotRecordCases(suite)
   catchUpCases(suite)
   slotPairCases(suite)

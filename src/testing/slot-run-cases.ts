@@ -102,7 +102,7 @@ export function heldSlotCases(suite: SlotSuiteContext): void {
 
   add(
     'slots',
-    "a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards",
+    "overlap 'skip': a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards",
     20_000,
     async () => {
       const name = lockName()
@@ -123,7 +123,7 @@ export function heldSlotCases(suite: SlotSuiteContext): void {
       const task = ({ slot }: { slot: Date | undefined }): void => void ran.push(slot!.getTime())
       let skipped: TaskResult<void>
       try {
-        skipped = await b.executeWithLock(task, slotRequest(name, second))
+        skipped = await b.executeWithLock(task, { ...slotRequest(name, second), overlap: 'skip' })
       } finally {
         finish()
       }

@@ -83,8 +83,11 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
       ),
     )
     expect(results.map((r) => r.outcome).sort()).toEqual(['held', 'ran'])
-    expect(observed).toHaveLength(1)
-    expect(observed[0]!.others).toBe(false)
+    // The node that found the lock held catches up again once it frees (issue 41): by then only
+    // the seconds since are missed. No run ever shares the lock.
+    await Promise.all(nodes.map((node) => node.close()))
+    expect(observed.length).toBeGreaterThanOrEqual(1)
+    for (const seen of observed) expect(seen.others).toBe(false)
     expect(observed[0]!.left).toBeGreaterThan(0)
     const ran = results.find((r) => r.outcome === 'ran')!
     expect(ran.missed.length).toBeGreaterThanOrEqual(3000)
@@ -114,7 +117,7 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
     expect(result.notRun.length).toBeGreaterThan(0)
   })
 
-  it('a slot fired during a catch-up waits for it and runs on the firing node, once', async () => {
+  it('a slot fired during a catch-up is owed and runs on the firing node once the catch-up ends, once', async () => {
     const name = 'fired-during'
     await ranAt(name, 4)
     let release!: () => void
@@ -138,10 +141,13 @@ describe.skipIf(!pool)('catchUp on PostgreSQL', () => {
       lockAtMostFor: '1m',
       slot,
     })
-    await new Promise((resolve) => setTimeout(resolve, 400))
+    // Owed, not skipped: it runs on the firing node once the catch-up releases the lock.
+    expect(await fired).toEqual({ executed: false, reason: 'owed' })
     release()
     await catchingUp
-    expect(await fired).toEqual({ executed: true, result: undefined })
+    for (let i = 0; i < 100 && !ran.includes(slot.getTime()); i++)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    await new Promise((resolve) => setTimeout(resolve, 300))
     expect(ran.filter((t) => t === slot.getTime())).toHaveLength(1)
   })
 

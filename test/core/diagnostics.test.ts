@@ -57,6 +57,7 @@ describe('diagnosticsChannels', () => {
       slotSkipped: 'shedlock:slot:skipped',
       slotMissed: 'shedlock:slot:missed',
       slotCaughtUp: 'shedlock:slot:caughtUp',
+      slotOwed: 'shedlock:slot:owed',
       runLedgerFailed: 'shedlock:ledger:failed',
     })
   })

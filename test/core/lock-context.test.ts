@@ -386,7 +386,8 @@ describe('extendActiveLock', () => {
     const gates = [deferred<boolean>(), deferred<boolean>()]
     let calls = 0
     const provider = numberedProvider(log, () => gates[calls++]!.promise)
-    const executor = createLockingTaskExecutor(provider)
+    // Unleased: the executor's first lock would otherwise be renewed down to a lease at once.
+    const executor = createLockingTaskExecutor(provider, { lease: false })
     const running = executor.executeWithLock(
       () => Promise.all([extendActiveLock('1m'), extendActiveLock('2m')]),
       opts(),

@@ -4,9 +4,9 @@ import { LockConfigurationError, LockProviderError } from '../../src/core/errors
 import { keepAliveLockProvider } from '../../src/core/keep-alive.ts'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
 import type { LockProvider, SimpleLock } from '../../src/core/lock-provider.ts'
-import { createLockingTaskExecutor, type LockRequest } from '../../src/core/locking-task-executor.ts'
+import { createLockingTaskExecutor, type LockRequest, type TaskContext } from '../../src/core/locking-task-executor.ts'
 import type { RunLedger } from '../../src/core/run-ledger.ts'
-import { parseSlotRecordName, slotRecordName } from '../../src/core/slots.ts'
+import { owedRecordName, parseOwedRecordName, parseSlotRecordName, slotRecordName } from '../../src/core/slots.ts'
 import { inMemoryLockProvider } from '../../src/providers/in-memory/provider.ts'
 import { inMemoryRunLedger } from '../../src/providers/in-memory/run-ledger.ts'
 import { deferred, manualClock, recordingListener } from '../helpers/fakes.ts'
@@ -79,7 +79,7 @@ describe('executeWithLock with a slot', () => {
     )
   })
 
-  it('a long run of slot T makes slot T+1 skip: the claiming node records the skip once, and T+1 never runs later', async () => {
+  it("overlap 'skip': a long run of slot T makes slot T+1 skip: the claiming node records the skip once, and T+1 never runs later", async () => {
     const provider = inMemoryLockProvider()
     const ledger = inMemoryRunLedger()
     const listener = recordingListener()
@@ -90,7 +90,7 @@ describe('executeWithLock with a slot', () => {
     const options: LockRequest = { name: 'report', lockAtMostFor: '1m' }
     const first = a!.executeWithLock(() => long.promise, { ...options, slot: T })
     await sleep(5)
-    expect(await b!.executeWithLock(() => 'T+1 on b', { ...options, slot: next(T) })).toEqual({
+    expect(await b!.executeWithLock(() => 'T+1 on b', { ...options, slot: next(T), overlap: 'skip' })).toEqual({
       executed: false,
       reason: 'held',
     })
@@ -118,7 +118,7 @@ describe('executeWithLock with a slot', () => {
     ])
   })
 
-  it('the skip is recorded under the node that claimed the slot, as the store names it (its lockedBy), like runs', async () => {
+  it("overlap 'skip': the skip is recorded under the node that claimed the slot, as the store names it (its lockedBy), like runs", async () => {
     const store = inMemoryLockProvider()
     // A store that keeps an owner per acquisition, as the real ones do.
     let taken = 0
@@ -136,7 +136,7 @@ describe('executeWithLock with a slot', () => {
     const options: LockRequest = { name: 'report', lockAtMostFor: '1m' }
     const first = a!.executeWithLock(() => long.promise, { ...options, slot: T })
     await sleep(5)
-    expect(await b!.executeWithLock(() => 'T+1', { ...options, slot: next(T) })).toEqual({
+    expect(await b!.executeWithLock(() => 'T+1', { ...options, slot: next(T), overlap: 'skip' })).toEqual({
       executed: false,
       reason: 'held',
     })
@@ -147,6 +147,76 @@ describe('executeWithLock with a slot', () => {
       ['skipped', 'host:1:3'],
       ['ok', 'host:1:2'],
     ])
+  })
+
+  it("overlap 'all' (the default): slots that come during a long run are owed, and run after it, once each, oldest first (issue 41, scenario 2)", async () => {
+    const provider = inMemoryLockProvider()
+    const ledger = inMemoryRunLedger()
+    const listener = recordingListener()
+    const [a, b, c] = [0, 1, 2].map(() => createLockingTaskExecutor(provider, { runLedger: ledger, listener }))
+    const long = deferred()
+    const ran: string[] = []
+    const task = ({ slot }: TaskContext) => void ran.push(slot!.toISOString())
+    const options: LockRequest = { name: 'report', lockAtMostFor: '1m' }
+    const first = a!.executeWithLock(() => long.promise, { ...options, slot: T })
+    await sleep(5)
+    const later = [next(T), next(next(T)), next(next(next(T)))]
+    // Three nodes fire the three next slots while the lock is held: each is owed, none is dropped.
+    const owed = await Promise.all(later.map((slot, i) => [b, c, b][i]!.executeWithLock(task, { ...options, slot })))
+    expect(owed).toEqual(Array(3).fill({ executed: false, reason: 'owed' }))
+    // A late fire of an owed slot while the lock is still held owes it again (one record: it runs once).
+    expect(await c!.executeWithLock(task, { ...options, slot: later[0] })).toEqual({
+      executed: false,
+      reason: 'owed',
+    })
+    long.resolve()
+    await first
+    await vi.waitFor(() => expect(ran).toHaveLength(3), { timeout: 5_000 })
+    await sleep(300)
+    expect(ran).toEqual(later.map((slot) => slot.toISOString()))
+    const history = await ledger.history('report')
+    expect(history.map((r) => [r.slot?.toISOString(), r.outcome]).sort()).toEqual(
+      [T, ...later].map((slot) => [slot.toISOString(), 'ok']).sort(),
+    )
+    expect(listener.log.filter((l) => l === 'onSlotOwed report')).toHaveLength(4)
+    expect(listener.log.filter((l) => l === 'onSlotCaughtUp report')).toHaveLength(3)
+    const inspector = provider.inspector!()
+    for (const slot of later) expect((await inspector.get(owedRecordName('report', slot)))?.held).not.toBe(true)
+  })
+
+  it("overlap 'once': of the slots owed during a long run only the latest runs; the others are recorded as skipped", async () => {
+    const provider = inMemoryLockProvider()
+    const ledger = inMemoryRunLedger()
+    const [a, b] = [0, 1].map(() => createLockingTaskExecutor(provider, { runLedger: ledger, overlap: 'once' }))
+    const long = deferred()
+    const ran: string[] = []
+    const options: LockRequest = { name: 'report', lockAtMostFor: '1m' }
+    const first = a!.executeWithLock(() => long.promise, { ...options, slot: T })
+    await sleep(5)
+    const later = [next(T), next(next(T))]
+    for (const slot of later)
+      expect(await b!.executeWithLock(({ slot }) => void ran.push(slot!.toISOString()), { ...options, slot })).toEqual({
+        executed: false,
+        reason: 'owed',
+      })
+    long.resolve()
+    await first
+    await vi.waitFor(() => expect(ran).toHaveLength(1), { timeout: 5_000 })
+    await sleep(300)
+    expect(ran).toEqual([later[1]!.toISOString()])
+    const outcomes = (await ledger.history('report')).map((r) => [r.slot?.toISOString(), r.outcome])
+    expect(outcomes).toContainEqual([later[0]!.toISOString(), 'skipped'])
+    expect(outcomes).toContainEqual([later[1]!.toISOString(), 'ok'])
+  })
+
+  it('refuses an unknown overlap policy, naming the lock', async () => {
+    const executor = createLockingTaskExecutor(inMemoryLockProvider())
+    await expect(
+      executor.executeWithLock(() => 1, { name: 'report', lockAtMostFor: '1m', slot: T, overlap: 'queue' as never }),
+    ).rejects.toThrow(/Lock "report": overlap must be 'all', 'once' or 'skip', got "queue"/)
+    expect(() => createLockingTaskExecutor(inMemoryLockProvider(), { overlap: 'x' as never })).toThrow(
+      LockConfigurationError,
+    )
   })
 
   it('a failed run counts as run, and the ledger says why it failed', async () => {
@@ -269,5 +339,19 @@ describe('the run ledger', () => {
       vi.useRealTimers()
     }
     expect(await provider.lock(lockConfiguration({ name: 'slow', lockAtMostFor: '1m' }))).toBeDefined()
+  })
+})
+
+describe('owed records', () => {
+  it('are named <name>@o<slot without Z>, as long as the slot record, and are no slot record', () => {
+    const slot = new Date(Date.UTC(2026, 10, 24, 2, 0, 0))
+    const withMs = new Date(Date.UTC(2026, 10, 24, 2, 0, 0, 250))
+    expect(owedRecordName('nightly-report', slot)).toBe('nightly-report@o20261124T020000')
+    expect(owedRecordName('a@b', withMs)).toBe('a@b@o20261124T020000.250')
+    expect(owedRecordName('nightly-report', slot)).toHaveLength(slotRecordName('nightly-report', slot).length)
+    expect(parseOwedRecordName('a@b@o20261124T020000.250')).toEqual({ name: 'a@b', slot: withMs })
+    expect(parseSlotRecordName(owedRecordName('x', slot))).toBeUndefined()
+    expect(parseOwedRecordName(slotRecordName('x', slot))).toBeUndefined()
+    expect(parseOwedRecordName('x@catch-up')).toBeUndefined()
   })
 })

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { markOf } from '../../src/dashboard/timeline.ts'
-import { parseSlotRecordName } from '../../src/core/slots.ts'
+import { parseOwedRecordName, parseSlotRecordName } from '../../src/core/slots.ts'
 import { cli, startCli, type StartedCli } from '../cli/support/cli.ts'
 import { waitFor } from '../helpers/processes.ts'
 import { SECRET, type SeededStore, seedMain, seedSecond } from './support/seed.ts'
@@ -170,7 +170,13 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
   it('lists the locks, held apart from expired, slot records apart from task locks, and filters them', async () => {
     const page = await openPage()
     const { locks } = await main.inspector.list()
-    const taskLocks = locks.filter((l) => parseSlotRecordName(l.name) === undefined && !l.name.endsWith('@catch-up'))
+    // Slot records, owed records and catch-up markers are listed apart from the task locks.
+    const taskLocks = locks.filter(
+      (l) =>
+        parseSlotRecordName(l.name) === undefined &&
+        parseOwedRecordName(l.name) === undefined &&
+        !l.name.endsWith('@catch-up'),
+    )
     const rows = page.locator('#store-0-locks tbody tr')
     expect(
       await rows.evaluateAll((trs) =>

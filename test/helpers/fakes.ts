@@ -54,6 +54,7 @@ const HOOKS = [
   'onSlotClaimed',
   'onSlotDone',
   'onSlotSkipped',
+  'onSlotOwed',
   'onSlotMissed',
   'onSlotCaughtUp',
   'onRunLedgerFailed',

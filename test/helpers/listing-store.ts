@@ -13,6 +13,8 @@ export interface ListingStore {
 export interface InMemoryLike {
   lock(configuration: never): Promise<SimpleLock | undefined>
   inspect(name: string): { readonly lockUntil: Date; readonly lockedAt: Date } | undefined
+  /** The provider's own inspector, where it has one: releases go through it (owed slots are taken by a checked release). */
+  inspector?(): LockInspector
 }
 
 /**
@@ -42,7 +44,8 @@ export function listingStore(
       remainingMs: Math.max(0, remaining),
     }
   }
-  const inspector: LockInspector = {
+  const real = inner.inspector?.()
+  const inspector: LockInspector = real ?? {
     name: 'in-memory',
     clock: 'this host',
     list: async (selection) => ({

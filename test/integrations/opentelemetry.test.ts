@@ -464,7 +464,7 @@ describe('openTelemetryListener', () => {
     expect(tracesOnly.spans().map((s) => s.name)).toEqual(['shedlock job'])
   })
 
-  it('slot outcomes: run here, done elsewhere, skipped behind a held lock, missed and caught up', async () => {
+  it('slot outcomes: run here, done elsewhere, owed and skipped behind a held lock, missed and caught up', async () => {
     const t = telemetry({ tracer: false, api: false })
     const provider = named(inMemoryLockProvider(), 'memory')
     const here = createLockingTaskExecutor(provider, { listener: t.listener })
@@ -480,7 +480,8 @@ describe('openTelemetryListener', () => {
       executed: false,
       reason: 'slot-done',
     })
-    // A long run of the next slot holds the lock: the one after is claimed, then skipped.
+    // A long run of the next slot holds the lock: the one after is claimed, then skipped
+    // (overlap 'skip'), and the next one owed (the default).
     const release = deferred()
     const long = here.executeWithLock(() => release.promise, {
       ...opts('tick'),
@@ -488,13 +489,23 @@ describe('openTelemetryListener', () => {
     })
     await vi.waitFor(async () => expect(await outcome('run')).toBe(2))
     expect(
-      await there.executeWithLock(() => 'ran', { ...opts('tick'), slot: new Date(slot.getTime() + 2_000) }),
+      await there.executeWithLock(() => 'ran', {
+        ...opts('tick'),
+        slot: new Date(slot.getTime() + 2_000),
+        overlap: 'skip',
+      }),
     ).toEqual({ executed: false, reason: 'held' })
+    expect(
+      await there.executeWithLock(() => 'ran', { ...opts('tick'), slot: new Date(slot.getTime() + 2_500) }),
+    ).toEqual({ executed: false, reason: 'owed' })
     release.resolve()
     await long
+    // The owed slot runs once the lock frees, on the node that owed it.
+    await vi.waitFor(async () => expect(await outcome('caught_up')).toBe(1), { timeout: 5_000 })
     expect(await outcome('run')).toBe(2)
     expect(await outcome('done_elsewhere')).toBe(1)
     expect(await outcome('skipped')).toBe(1)
+    expect(await outcome('owed')).toBe(1)
     // Three slots after the last one recorded, due while no node ran: a catch-up of all of them; one fails.
     const fires = [3, 4, 5].map((s) => new Date(slot.getTime() + s * 1_000))
     let runs = 0
@@ -507,7 +518,7 @@ describe('openTelemetryListener', () => {
     )
     expect(caught.ran).toEqual(fires)
     expect(await outcome('missed')).toBe(3)
-    expect(await outcome('caught_up')).toBe(3)
+    expect(await outcome('caught_up')).toBe(4)
     expect(await t.descriptor('shedlock.slot.outcomes')).toMatchObject({ unit: '{slot}' })
   })
 

@@ -162,7 +162,13 @@ const SLOT_ONCE =
 const SLOT_RACE = 'slots: of 8 attempts at one slot on two executors at once, one runs and seven find the slot done'
 const SLOT_FAILED = 'slots: a failed slot counts as run: no executor runs it again'
 const SLOT_HELD =
-  "slots: a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards"
+  "slots: overlap 'skip': a slot that comes while the task's lock is held is skipped (reason 'held') and never runs afterwards"
+const SLOT_OWED =
+  "slots: overlap 'all' (the default): slots that come while the lock is held are owed (reason 'owed') and each runs once the lock frees, oldest first"
+const SLOT_DEAD_HOLDER =
+  'slots: a holder that died (its lease not renewed) frees the lock within the lease, and the slots due meanwhile run, once'
+const SLOT_OWED_LEFT = 'slots: owed slots left by a node that died (owed, never run) are run by the next catch-up, once'
+const OWED = [SLOT_OWED, SLOT_DEAD_HOLDER, SLOT_OWED_LEFT]
 const SLOT_LISTED = "slots: the inspector lists a slot's record under '<name>@', held for the slot retention"
 const SLOT_REMOVE_EXPIRED =
   "slots: removeExpired({ prefix: '<name>@' }) removes the task's expired slot records and nothing else"
@@ -379,7 +385,7 @@ describe('lockProviderSuite catches broken providers', () => {
   })
 
   describe('slots', () => {
-    it('a correct provider with an inspector passes every slot case', { timeout: 30_000 }, async () => {
+    it('a correct provider with an inspector passes every slot case', { timeout: 60_000 }, async () => {
       const cases = slotSuite()
       expect(cases.map((c) => c.name)).toEqual([
         SLOT_DECLARED,
@@ -388,6 +394,7 @@ describe('lockProviderSuite catches broken providers', () => {
         SLOT_RACE,
         SLOT_FAILED,
         SLOT_HELD,
+        ...OWED,
         SLOT_LISTED,
         SLOT_REMOVE_EXPIRED,
         SLOT_CATCH_UP,
@@ -398,7 +405,7 @@ describe('lockProviderSuite catches broken providers', () => {
     })
 
     it('a correct paired acquisition passes every slot case, the paired ones included', {
-      timeout: 30_000,
+      timeout: 60_000,
     }, async () => {
       const cases = slotSuite(undefined, true, twoCalls)
       expect(cases.filter((c) => c.skip)).toEqual([])
@@ -428,6 +435,14 @@ describe('lockProviderSuite catches broken providers', () => {
       await mustFail(pick(cases, SLOT_RACE), /the slot ran [2-8] times/)
       await mustFail(pick(cases, SLOT_FAILED), /a failed slot ran again/)
       await mustFail(pick(cases, SLOT_HELD), /a slot ran while a run of an earlier slot held the lock/)
+    })
+
+    it('a provider whose inspector cannot release runs no owed slot: the owed cases fail', {
+      timeout: 60_000,
+    }, async () => {
+      const stuck = (real: LockInspector): LockInspector => ({ ...real, release: async () => false })
+      await mustFail(pick(slotSuite(stuck), SLOT_OWED), /the owed slots did not all run/)
+      await mustFail(pick(slotSuite(stuck), SLOT_OWED_LEFT), /the owed slots did not run/)
     })
 
     it('a provider declared with an inspector that has none, and the other way round', async () => {
@@ -544,7 +559,7 @@ describe('lockProviderSuite cases', () => {
   it('skip the slot cases that need an inspector for a provider declared without one, and run the others', () => {
     const cases = lockProviderSuite({ ...base, slots: { inspector: false } }).filter((c) => c.group === 'slots')
     const skipped = cases.filter((c) => c.skip && notPaired(c))
-    expect(skipped.map((c) => c.name)).toEqual([SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
+    expect(skipped.map((c) => c.name)).toEqual([...OWED, SLOT_LISTED, SLOT_REMOVE_EXPIRED, SLOT_CATCH_UP])
     for (const c of skipped) expect(c.skip).toBe('the provider has no inspector()')
   })
 

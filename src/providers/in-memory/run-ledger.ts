@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
-import { healthOf, type RunLedger, type RunRecord } from '../../core/run-ledger.ts'
+import { healthOf, type RunLedger, type RunRecord, withAbandoned } from '../../core/run-ledger.ts'
 
 /** Options of {@link inMemoryRunLedger}. */
 export interface InMemoryRunLedgerOptions {
@@ -98,7 +98,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
       )
     },
     async history(name, historyOptions = {}) {
-      return recent(name).slice(0, Math.max(0, historyOptions.limit ?? 50))
+      return withAbandoned(recent(name).slice(0, Math.max(0, historyOptions.limit ?? 50)))
     },
     async health(name) {
       return healthOf(name, recent(name))

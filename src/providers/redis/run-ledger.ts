@@ -3,6 +3,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import {
   healthOf,
+  withAbandoned,
   type RunEnd,
   type RunLedger,
   type RunOutcome,
@@ -157,8 +158,8 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
         else await bounded(records.add([space.prefix + run.name, id, JSON.stringify(stored(id, run, run))]))
       }),
     history: (name, historyOptions = {}) =>
-      guard('inspect', name, () => read(name, Math.max(0, historyOptions.limit ?? 50))),
-    health: (name) => guard('inspect', name, async () => healthOf(name, await read(name, keep))),
+      guard('history', name, async () => withAbandoned(await read(name, Math.max(0, historyOptions.limit ?? 50)))),
+    health: (name) => guard('history', name, async () => healthOf(name, await read(name, keep))),
     tasks: async () => {
       const command = commands.command?.bind(commands)
       if (typeof command !== 'function') {
@@ -166,7 +167,7 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
           `redis: tasks() SCANs for the run histories, which the ${commands.client} port passed as client cannot: give it a command(args) method, or pass an ioredis or node-redis client`,
         )
       }
-      return guard('list', '', async () => {
+      return guard('history', '', async () => {
         const clientPrefix = commands.keyPrefix ?? ''
         const nodes = await scanNodes(commands, command, bounded)
         const names = [...(await scanKeys(nodes, redisScanPattern(space, clientPrefix), clientPrefix, bounded))]

@@ -3,6 +3,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import {
   healthOf,
+  withAbandoned,
   type RunEnd,
   type RunLedger,
   type RunOutcome,
@@ -199,12 +200,12 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
         pruner.wrote(run.name)
       }),
     history: (name, historyOptions = {}) =>
-      guard('inspect', name, () =>
-        read(' WHERE name = ?', [name], Math.min(keep, Math.max(0, historyOptions.limit ?? 50))),
+      guard('history', name, async () =>
+        withAbandoned(await read(' WHERE name = ?', [name], Math.min(keep, Math.max(0, historyOptions.limit ?? 50)))),
       ),
-    health: (name) => guard('inspect', name, async () => healthOf(name, await read(' WHERE name = ?', [name], keep))),
+    health: (name) => guard('history', name, async () => healthOf(name, await read(' WHERE name = ?', [name], keep))),
     tasks: () =>
-      guard('list', '', async () => {
+      guard('history', '', async () => {
         const names = (
           await dialect.query(`SELECT DISTINCT name FROM ${table} WHERE started_at >= ${ts} ORDER BY name`, [
             utcTimestamp(Date.now() - maxAge),
