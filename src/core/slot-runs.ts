@@ -62,9 +62,10 @@ export class SlotRuns {
     steps.emit('onLockAttempt', execution, configuration)
     // recordName is the checked lock name with its slot's stamp.
     const claim = configurationOfChecked(request.recordName, steps.clock.now(), request.retention, 0)
-    // Once the slot is decided, the claim is never released: its record stays until the
-    // retention ends, and tells every later attempt that the slot is done. With a paired
-    // acquisition, the task's lock is asked for in the same round trip, once the claim is taken.
+    // Once the slot is run (or skipped), the claim is never released: its record stays until the
+    // retention ends, and tells every later attempt that the slot is done; a slot owed is given
+    // back, for the node that runs it to claim. With a paired acquisition, the task's lock is
+    // asked for in the same round trip, once the claim is taken.
     let handle: SimpleLock | undefined
     let first: FirstAttempt | undefined
     if (this.#pair) {
