@@ -95,9 +95,10 @@ const racer = async (provider) => {
     }
     if (rows[0].n + 1 >= ${options.acquisitions}) done = true
     if (!dying) await lock.unlock()
-    // As after a miss: a holder that tried again at once won its own released lock most times,
-    // and on a loaded machine a process could end the run without having held it once.
-    await sleep(Math.random() * 10)
+    // Longer than a loser's pause after a miss (up to 10 ms): a holder that tried again as soon
+    // as a loser won its own released lock most times; on Ceph RGW a process then went a whole
+    // run without holding it (1000 / 0 / 0 held per process, 2026-12-07).
+    await sleep(10 + Math.random() * 10)
   }
 }
 const providers = await Promise.all(Array.from({ length: ${options.providersPerProcess} }, () => makeProvider()))
