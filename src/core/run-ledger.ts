@@ -174,8 +174,7 @@ export function withLockState(runs: readonly RunRecord[], lock: LockRecord | und
   const latest = runs[0]
   const out = [...withAbandoned(runs)]
   if (latest?.outcome !== 'running') return out
-  const live = lock?.held === true && (lock.lockedBy === undefined || lock.lockedBy === latest.node)
-  if (!live) out[0] = abandoned(latest)
+  if (!stillHeldBy(lock, latest)) out[0] = abandoned(latest)
   return out
 }
 
@@ -191,8 +190,13 @@ export async function healthWithLockState(
 ): Promise<TaskHealth> {
   const latest = health.lastRun
   if (latest?.outcome !== 'running') return health
-  if (lock?.held === true && (lock.lockedBy === undefined || lock.lockedBy === latest.node)) return health
+  if (stillHeldBy(lock, latest)) return health
   return healthOf(health.name, withLockState(await ledger.history(health.name, { limit: 200 }), lock))
+}
+
+// True while `lock` is held by `run`'s node (by anyone, where the store keeps no holder).
+function stillHeldBy(lock: LockRecord | undefined, run: RunRecord): boolean {
+  return lock?.held === true && (lock.lockedBy === undefined || lock.lockedBy === run.node)
 }
 
 function startedLater(runs: readonly RunRecord[], index: number): boolean {

@@ -123,11 +123,11 @@ export class RunSteps implements CatchUpRuntime {
 
   /** `call`, tracked from now until it settles: close() waits for it. */
   async track<T>(call: Promise<T>): Promise<T> {
-    const entry = this.#inflight.add(call)
+    const entry = this.begin(call)
     try {
       return await call
     } finally {
-      this.#inflight.delete(entry)
+      this.end(entry)
     }
   }
 

@@ -3,8 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { owedRecordName } from '../core/slots.ts'
-import type { SlotSuiteContext } from './slot-support.ts'
-import { slotRequest, slotsFrom } from './slot-support.ts'
+import { holdingRun, type SlotSuiteContext, slotRequest, slotsFrom } from './slot-support.ts'
 import { lockName } from './suite-support.ts'
 
 // How long a case waits for owed slots to run once the lock frees: the waiters poll every 2 s at
@@ -34,18 +33,8 @@ export function owedSlotCases(suite: SlotSuiteContext): void {
       const name = lockName()
       const [a, b] = await executors()
       const [first, ...later] = slotsFrom(4) as [Date, Date, Date, Date]
-      let finish!: () => void
-      let started!: () => void
-      const running = new Promise<void>((resolve) => (started = resolve))
+      const { finish, run: long } = await holdingRun(a, name, first)
       const ran: number[] = []
-      const long = a.executeWithLock(
-        async () => {
-          started()
-          await new Promise<void>((resolve) => (finish = resolve))
-        },
-        slotRequest(name, first),
-      )
-      await running
       const task = ({ slot }: { slot: Date | undefined }): void => void ran.push(slot!.getTime())
       const answers = []
       try {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import type { TaskResult } from '../core/locking-task-executor.ts'
 import { FIVE_MINUTES, lockName } from './suite-support.ts'
-import { type SlotSuiteContext, slotRequest, slotsFrom } from './slot-support.ts'
+import { holdingRun, type SlotSuiteContext, slotRequest, slotsFrom } from './slot-support.ts'
 
 /** Each slot runs once across executors, at once or one after another, and a failed slot counts as run. */
 export function slotOnceCases(suite: SlotSuiteContext): void {
@@ -108,17 +108,7 @@ export function heldSlotCases(suite: SlotSuiteContext): void {
       const name = lockName()
       const [a, b] = await executors()
       const [first, second, third] = slotsFrom(3) as [Date, Date, Date]
-      let finish!: () => void
-      let started!: () => void
-      const running = new Promise<void>((resolve) => (started = resolve))
-      const long = a.executeWithLock(
-        async () => {
-          started()
-          await new Promise<void>((resolve) => (finish = resolve))
-        },
-        slotRequest(name, first),
-      )
-      await running
+      const { finish, run: long } = await holdingRun(a, name, first)
       const ran: number[] = []
       const task = ({ slot }: { slot: Date | undefined }): void => void ran.push(slot!.getTime())
       let skipped: TaskResult<void>

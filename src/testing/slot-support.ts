@@ -1,5 +1,5 @@
 import type { LockProvider } from '../core/lock-provider.ts'
-import type { LockingTaskExecutor } from '../core/locking-task-executor.ts'
+import type { LockingTaskExecutor, TaskResult } from '../core/locking-task-executor.ts'
 import { FIVE_MINUTES } from './suite-support.ts'
 
 /** How the `slots` group registers a case (the suite's own `add`). */
@@ -50,4 +50,27 @@ export function slotsFrom(count: number): Date[] {
 /** The names of `records`, in their order. */
 export function recordNames(records: readonly { name: string }[]): string[] {
   return records.map((r) => r.name)
+}
+
+/**
+ * A slot run of `name` on `executor` that holds the task's lock until `finish()`: resolves once
+ * its task has started. `run` settles with the run's outcome after `finish()`.
+ */
+export async function holdingRun(
+  executor: LockingTaskExecutor,
+  name: string,
+  slot: Date,
+): Promise<{ finish: () => void; run: Promise<TaskResult<void>> }> {
+  let finish!: () => void
+  let started!: () => void
+  const running = new Promise<void>((resolve) => (started = resolve))
+  const run = executor.executeWithLock(
+    async () => {
+      started()
+      await new Promise<void>((resolve) => (finish = resolve))
+    },
+    slotRequest(name, slot),
+  )
+  await running
+  return { finish, run }
 }
