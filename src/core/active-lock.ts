@@ -191,10 +191,20 @@ export class ActiveLock {
     return this.#tail
   }
 
+  #settled(tail: Promise<void>): void {
+    if (this.#tail === tail) this.#tail = undefined
+  }
+
   // Runs `step` after the extension asked for before it: each spends the handle the last made.
   #enqueue<T>(step: () => Promise<T>): Promise<T> {
     const run = this.#tail ? this.#tail.then(step) : step()
-    this.#tail = run.catch(() => undefined)
+    // Cleared once settled: a release after a renewal that failed (the store was down) still
+    // tries the handle it has, and reports what that gives, instead of taking it for in flight.
+    const tail: Promise<void> = run.then(
+      () => this.#settled(tail),
+      () => this.#settled(tail),
+    )
+    this.#tail = tail
     return run
   }
 

@@ -134,7 +134,9 @@ export class OwedWaiters {
       await sleep(delay, undefined, { ref: false })
       if (waiter.stopped || runtime.closed() || signal?.aborted) return
       try {
-        waiter.attempting = attempt()
+        // Tracked whole, the lock's acquisition included: close() waits for it, so that nothing
+        // reaches the store after the executor was closed (and the application closed its client).
+        waiter.attempting = runtime.track(attempt())
         if (await waiter.attempting) {
           if (!waiter.again) return
           waiter.again = false
@@ -155,7 +157,7 @@ export class OwedWaiters {
     const execution = newExecution(runtime.providerName, false)
     const handle = await runtime.acquire(runtime.provider, runtime.taskLock(configuration), configuration, execution)
     if (!handle) return false
-    const result = await runtime.track(drainHeld(runtime, inspector, { ...request, configuration }, handle, execution))
+    const result = await drainHeld(runtime, inspector, { ...request, configuration }, handle, execution)
     if (result.failure) throw result.failure
     debug(
       'Lock "%s": ran %d owed slot(s), folded %d, left %d',
