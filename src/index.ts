@@ -51,6 +51,7 @@ export {
   type TaskResult,
 } from './core/locking-task-executor.ts'
 export { type LogMethod, loggerListener, type ShedlockLogger } from './core/logger.ts'
+export { describePause, isPauseHolder, pauseHolder, pauseOf, type TaskPause } from './core/pause.ts'
 export {
   healthOf,
   type HistoryOptions,

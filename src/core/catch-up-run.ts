@@ -7,6 +7,7 @@ import type { LockInspector } from './lock-inspector.ts'
 import type { SimpleLock } from './lock-provider.ts'
 import { type DrainResult, oweSlot, readTaskRecords, type TaskRecords } from './owed.ts'
 import { drainHeld, type OwedWaiters } from './owed-waiters.ts'
+import { describePause, FOLDED_CAUSE, pauseOf, readHolder } from './pause.ts'
 import { catchUpMarkerName } from './slots.ts'
 import { type LockedTask, messageOf, newExecution } from './task.ts'
 
@@ -76,9 +77,18 @@ export class CatchUpRun<T> {
     this.#runtime.emit('onLockAttempt', this.#execution, this.#configuration)
     const result = await this.attempt()
     if (result) return result
-    debug('Lock "%s": held elsewhere; this node catches up once it frees', this.#configuration.name)
+    const { name } = this.#configuration
     this.#runtime.emit('onLockNotAcquired', this.#execution, this.#configuration)
-    this.#waiters.retry(this.#configuration.name, this.#again)
+    // A pause is not an outage: what fell due meanwhile is not owed, and polling would last as
+    // long as the pause.
+    const pause = pauseOf(await readHolder(() => this.#runtime.inspector(), name))
+    if (pause) {
+      debug('Lock "%s": %s; no catch-up', name, describePause(pause))
+      this.#runtime.emit('onTaskPaused', this.#execution, this.#configuration, pause)
+      return nothing('paused')
+    }
+    debug('Lock "%s": held elsewhere; this node catches up once it frees', name)
+    this.#waiters.retry(name, this.#again)
     return nothing('held')
   }
 
@@ -256,7 +266,7 @@ export class CatchUpRun<T> {
     const { recorder, clock } = this.#runtime
     if (!recorder.ledger || folded.length === 0) return
     const at = new Date(clock.now())
-    const record = (slot: Date) => recorder.skipped(this.#configuration, this.#execution, slot, owner, at)
+    const record = (slot: Date) => recorder.skipped(this.#configuration, this.#execution, slot, owner, FOLDED_CAUSE, at)
     for (let i = 0; i < folded.length; i += WRITES_AT_ONCE) {
       await Promise.all(folded.slice(i, i + WRITES_AT_ONCE).map(record))
     }

@@ -41,9 +41,11 @@ export interface CatchUpResult {
    *   longer than the retention, has nothing to catch up;
    * - `'held'`: another node holds the lock (it runs, or catches up, right now): the missed slots
    *   are owed in the store, and run when the lock frees (this node waits for it in the background);
+   * - `'paused'`: the task is paused (`shedlock pause`): nothing is owed or run, and this node
+   *   does not try again; call `catchUp()` after `shedlock resume` for fire times missed before it;
    * - `'skipped'`: the policy is `'skip'`, or the executor is closed.
    */
-  readonly outcome: 'ran' | 'nothing-missed' | 'no-history' | 'held' | 'skipped'
+  readonly outcome: 'ran' | 'nothing-missed' | 'no-history' | 'held' | 'paused' | 'skipped'
   /** The slots this node found missed, oldest first. */
   readonly missed: readonly Date[]
   /** The slots run by this catch-up, oldest first. */

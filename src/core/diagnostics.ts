@@ -1,5 +1,6 @@
 import { channel } from 'node:diagnostics_channel'
 import type { LockConfiguration } from './lock-configuration.ts'
+import type { TaskPause } from './pause.ts'
 
 /**
  * Names of the `node:diagnostics_channel` channels the executor publishes to, one per decision.
@@ -54,6 +55,8 @@ export const diagnosticsChannels = {
   slotCaughtUp: 'shedlock:slot:caughtUp',
   /** Writing the run ledger failed (`error`); the run went on. */
   runLedgerFailed: 'shedlock:ledger:failed',
+  /** The task is paused (`pause`: who, why, until when); it did not run, and a slot due is not owed. */
+  taskPaused: 'shedlock:task:paused',
 } as const
 
 /** A key of {@link diagnosticsChannels}. */
@@ -104,6 +107,8 @@ export interface LockEventMessage {
   readonly failed?: boolean
   /** The slot events: the slot. */
   readonly slot?: Date
+  /** `taskPaused` only: who paused the task, why, and until when. */
+  readonly pause?: TaskPause
 }
 
 const channels = Object.fromEntries(
@@ -123,7 +128,7 @@ export function publishLockEvent(
   event: LockEventName,
   execution: LockExecution,
   configuration: LockConfiguration,
-  details?: { error?: unknown; durationMs?: number; failed?: boolean; slot?: Date },
+  details?: { error?: unknown; durationMs?: number; failed?: boolean; slot?: Date; pause?: TaskPause },
 ): void {
   const target = channels[event]
   if (!target.hasSubscribers) return

@@ -2,6 +2,7 @@ import { debuglog } from 'node:util'
 import { hasSubscribers, type LockEventName, type LockExecution, publishLockEvent } from './diagnostics.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
 import type { LockLostError, LockProviderError } from './errors.ts'
+import type { TaskPause } from './pause.ts'
 import { messageOf } from './task.ts'
 
 const debug = debuglog('shedlock')
@@ -57,6 +58,11 @@ export interface LockingTaskExecutorListener {
   /** Writing the run ledger failed; the run went on. */
   onRunLedgerFailed?(configuration: LockConfiguration, error: unknown, execution: LockExecution): void
   /**
+   * The task is paused (`shedlock pause`): its lock is held by the pause, the task is skipped
+   * (`reason: 'paused'`), and a slot due meanwhile is recorded as skipped, not owed.
+   */
+  onTaskPaused?(configuration: LockConfiguration, pause: TaskPause, execution: LockExecution): void
+  /**
    * Wraps the start of the task, after `onTaskStarted`: call `start()` inside a context of your
    * own, e.g. an OpenTelemetry context with the lock's span active, and the task (with every
    * `await` in it) runs in that context. Call `start()` once and synchronously; it returns when
@@ -90,6 +96,7 @@ const CHANNEL_OF: { readonly [K in EventHook]: LockEventName } = {
   onSlotMissed: 'slotMissed',
   onSlotCaughtUp: 'slotCaughtUp',
   onRunLedgerFailed: 'runLedgerFailed',
+  onTaskPaused: 'taskPaused',
 }
 
 /** Reports one event to the listener's hook (if any) and to its diagnostics channel (if observed). */
@@ -109,6 +116,8 @@ export function eventEmitter(listener: LockingTaskExecutorListener | undefined) 
       publishLockEvent(CHANNEL_OF[hook], execution, configuration, detail[0] as TaskOutcome)
     else if (detail[0] instanceof Date)
       publishLockEvent(CHANNEL_OF[hook], execution, configuration, { slot: detail[0] })
+    else if (hook === 'onTaskPaused')
+      publishLockEvent(CHANNEL_OF[hook], execution, configuration, { pause: detail[0] as TaskPause })
     else publishLockEvent(CHANNEL_OF[hook], execution, configuration, { error: detail[0] })
   }
 }

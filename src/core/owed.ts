@@ -7,6 +7,7 @@ import type { ActiveLock } from './active-lock.ts'
 import { runWithActiveLock } from './lock-context.ts'
 import type { LockInspector, LockRecord } from './lock-inspector.ts'
 import { isExtensibleLock, isKeepAliveLock, type SimpleLock } from './lock-provider.ts'
+import { FOLDED_CAUSE } from './pause.ts'
 import { owedRecordName, parseOwedRecordName, parseSlotRecordName, slotRecordName } from './slots.ts'
 import { type LockedTask, messageOf, RunContext } from './task.ts'
 
@@ -211,7 +212,9 @@ export class OwedDrain<T> {
       this.result.folded.push(...mine)
       if (recorder.ledger) {
         const configuration = this.#request.configuration
-        await Promise.all(mine.map((slot) => recorder.skipped(configuration, this.#execution, slot, this.#owner, at)))
+        await Promise.all(
+          mine.map((slot) => recorder.skipped(configuration, this.#execution, slot, this.#owner, FOLDED_CAUSE, at)),
+        )
       }
     }
   }

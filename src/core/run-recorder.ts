@@ -6,7 +6,7 @@ import type { LockExecution } from './diagnostics.ts'
 import type { Emit } from './executor-events.ts'
 import type { LockConfiguration } from './lock-configuration.ts'
 import type { ActiveLock } from './active-lock.ts'
-import { type RunEnd, type RunHandle, type RunLedger, type RunStart, runErrorOf } from './run-ledger.ts'
+import { type RunEnd, type RunError, type RunHandle, type RunLedger, type RunStart, runErrorOf } from './run-ledger.ts'
 import { messageOf } from './task.ts'
 
 const debug = debuglog('shedlock')
@@ -103,12 +103,16 @@ export class RunRecorder {
     }
   }
 
-  /** Records `slot` as skipped (it ended without starting), in one write. */
+  /**
+   * Records `slot` as skipped (it ended without starting), in one write; `cause` says why, where
+   * it is not the plain "the lock was held" (a pause, a fold into a later slot's run).
+   */
   skipped(
     configuration: LockConfiguration,
     execution: LockExecution,
     slot: Date,
     owner: string,
+    cause?: RunError,
     at: Date = new Date(this.#clock.now()),
   ): Promise<void> {
     const ledger = this.#ledger
@@ -123,6 +127,7 @@ export class RunRecorder {
         finishedAt: at,
         outcome: 'skipped',
         durationMs: 0,
+        error: cause,
       }),
     )
   }

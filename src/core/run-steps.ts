@@ -23,6 +23,7 @@ import {
   type SimpleLock,
   unwrappedProvider,
 } from './lock-provider.ts'
+import { describePause, pauseOf, readHolder } from './pause.ts'
 import { Registry } from './registry.ts'
 import { DEFAULT_RECORD_RUNNING_AFTER_MS, RunRecorder } from './run-recorder.ts'
 import type { RunLedger } from './run-ledger.ts'
@@ -281,11 +282,7 @@ export class RunSteps implements CatchUpRuntime {
     claimed: SlotClaim | undefined,
   ): Promise<TaskResult<T>> {
     const handle = taken instanceof Promise ? await taken : taken
-    if (!handle) {
-      debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
-      this.emit('onLockNotAcquired', execution, configuration)
-      return { executed: false, reason: 'held' }
-    }
+    if (!handle) return this.#notAcquired(configuration, execution)
     const held = this.hold(configuration, handle, execution)
     const { active } = held
     // Closed, or aborted by the caller, while the lock was being taken: the task does not start.
@@ -320,6 +317,17 @@ export class RunSteps implements CatchUpRuntime {
       if (record) await Promise.all([this.release(active, execution), record.end(active, failure)])
       else await this.release(active, execution)
     }
+  }
+
+  // The lock was held: by a pause (one read tells), or by a run.
+  async #notAcquired(configuration: LockConfiguration, execution: LockExecution): Promise<TaskResult<never>> {
+    debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
+    this.emit('onLockNotAcquired', execution, configuration)
+    const pause = pauseOf(await readHolder(() => this.inspector(), configuration.name))
+    if (!pause) return { executed: false, reason: 'held' }
+    debug('Lock "%s": %s', configuration.name, describePause(pause))
+    this.emit('onTaskPaused', execution, configuration, pause)
+    return { executed: false, reason: 'paused' }
   }
 
   /** Runs `task` (through the listener's `aroundTask`), reporting its start and end. */

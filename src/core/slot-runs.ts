@@ -5,6 +5,7 @@ import { type LockPair, lockPairOf, type SimpleLock } from './lock-provider.ts'
 import { oweSlot } from './owed.ts'
 import type { OverlapPolicy } from './overlap.ts'
 import type { OwedWaiters } from './owed-waiters.ts'
+import { describePause, heldCause, pauseCause, pauseOf, readHolder, type TaskPause } from './pause.ts'
 import { closedBeforeStart, type RunSteps, type SlotClaim } from './run-steps.ts'
 import { catchUpMarkerName } from './slots.ts'
 import { type LockedTask, messageOf, newExecution, type TaskResult } from './task.ts'
@@ -94,13 +95,21 @@ export class SlotRuns {
           : await steps.acquire(steps.provider, steps.taskLock(configuration), configuration, execution)
         if (taskHandle) return await steps.runLocked(task, configuration, taskHandle, execution, signal, claimed)
         if (steps.closed()) return closedBeforeStart(configuration)
+        const pause = pauseOf(await readHolder(() => steps.inspector(), configuration.name))
+        if (pause) return await this.#paused(configuration, claimed, pause)
         return await this.#owe(task, configuration, request, claimed, handle)
       }
       const locked = first?.handle
         ? { configuration, handle: first.handle }
         : await this.#lockForSlot(configuration, execution, signal, first)
       if (locked === 'closed') return closedBeforeStart(configuration)
-      if (!locked) return await this.#skip(configuration, claimed)
+      if (!locked) {
+        const holder = await readHolder(() => steps.inspector(), configuration.name)
+        const pause = pauseOf(holder)
+        return await (pause
+          ? this.#paused(configuration, claimed, pause)
+          : this.#skip(configuration, claimed, holder?.held ? holder.lockedBy : undefined))
+      }
       return await steps.runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
     } finally {
       // After the run, not at the fire time, when every job of the tick asks the store at once.
@@ -217,15 +226,35 @@ export class SlotRuns {
     return { executed: false, reason: 'owed' }
   }
 
-  /** The slot could not run: the lock is held by a run of an earlier slot. Recorded as skipped, once. */
-  async #skip(configuration: LockConfiguration, claimed: SlotClaim): Promise<TaskResult<never>> {
+  /**
+   * The task is paused: the slot keeps its claim (no other node runs it) and is recorded as
+   * skipped, with the pause as its cause; it is not owed, as a pause is not an outage.
+   */
+  async #paused(configuration: LockConfiguration, claimed: SlotClaim, pause: TaskPause): Promise<TaskResult<never>> {
+    const steps = this.#steps
+    const { execution, slot } = claimed
+    debug('Lock "%s": %s; slot %s is skipped, not owed', configuration.name, describePause(pause), slot.toISOString())
+    claimed.decided = true
+    steps.emit('onLockNotAcquired', execution, configuration)
+    steps.emit('onTaskPaused', execution, configuration, pause)
+    steps.emit('onSlotSkipped', execution, configuration, slot)
+    await steps.recorder.skipped(configuration, execution, slot, claimed.owner, pauseCause(pause))
+    return { executed: false, reason: 'paused' }
+  }
+
+  /**
+   * The slot could not run: the lock is held by a run of an earlier slot. Recorded as skipped,
+   * once, with its holder (`lockedBy`) when the read after the attempt found it.
+   */
+  async #skip(configuration: LockConfiguration, claimed: SlotClaim, lockedBy?: string): Promise<TaskResult<never>> {
     const steps = this.#steps
     const { execution } = claimed
     debug('Lock "%s" not acquired: another node holds it; the task is skipped', configuration.name)
     steps.emit('onLockNotAcquired', execution, configuration)
     claimed.decided = true
     steps.emit('onSlotSkipped', execution, configuration, claimed.slot)
-    await steps.recorder.skipped(configuration, execution, claimed.slot, claimed.owner)
+    const cause = lockedBy === undefined ? undefined : heldCause(lockedBy)
+    await steps.recorder.skipped(configuration, execution, claimed.slot, claimed.owner, cause)
     return { executed: false, reason: 'held' }
   }
 

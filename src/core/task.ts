@@ -34,9 +34,11 @@ export type LockedTask<T> = (context: TaskContext) => T | Promise<T>
  * - `'slot-done'`: a slot run (the `slot` option) that ran, or was skipped, on some node already;
  * - `'owed'`: a slot run whose lock was held: the slot is owed, and runs once the lock frees, on
  *   whichever node takes it next (this one polls for it in the background; see `overlap`);
+ * - `'paused'`: an operator paused the task (`shedlock pause`): its lock is held by the pause
+ *   until it is resumed or its `--for` passes; a slot due meanwhile is not owed (see docs/cli.md);
  * - `'closed'`: the executor was closed (`close()`, on a shutdown) and runs nothing new.
  */
-export type SkipReason = 'held' | 'slot-done' | 'owed' | 'closed'
+export type SkipReason = 'held' | 'slot-done' | 'owed' | 'paused' | 'closed'
 
 /**
  * The outcome of `executeWithLock()`: the task's result, or `{ executed: false, reason }` when it

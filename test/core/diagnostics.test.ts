@@ -59,6 +59,7 @@ describe('diagnosticsChannels', () => {
       slotCaughtUp: 'shedlock:slot:caughtUp',
       slotOwed: 'shedlock:slot:owed',
       runLedgerFailed: 'shedlock:ledger:failed',
+      taskPaused: 'shedlock:task:paused',
     })
   })
 })
