@@ -1,4 +1,5 @@
-import { type RunLedger, type RunRecord, type TaskHealth, withLockState } from '../core/run-ledger.ts'
+import { type RunLedger, withLockState } from '../core/run-ledger.ts'
+import { runJson } from '../status/health-json.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { CliError, type Command, EXIT_OK, integerOption, parseArguments, UsageError } from './command.ts'
 import { inert } from './inert.ts'
@@ -116,34 +117,6 @@ export function ledgerOf(store: StoreAdmin): RunLedger {
       `${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`,
     )
   return store.runLedger
-}
-
-/** A run as the CLI's JSON prints it: times in ISO-8601 UTC, `null` for what is unknown. */
-export function runJson(run: RunRecord): Record<string, unknown> {
-  return {
-    id: run.id,
-    name: run.name,
-    slot: run.slot === undefined ? null : isoUtc(run.slot),
-    node: run.node,
-    startedAt: isoUtc(run.startedAt),
-    finishedAt: run.finishedAt === undefined ? null : isoUtc(run.finishedAt),
-    outcome: run.outcome,
-    durationMs: run.durationMs ?? null,
-    error: run.error ?? null,
-    // Text: JSON numbers lose a bigint's digits past 2^53.
-    fencingToken: run.fencingToken === undefined ? null : String(run.fencingToken),
-  }
-}
-
-/** A task's health as the CLI's JSON prints it. */
-export function healthJson(health: TaskHealth): Record<string, unknown> {
-  return {
-    name: health.name,
-    lastRun: health.lastRun ? runJson(health.lastRun) : null,
-    lastSuccess: health.lastSuccess ? runJson(health.lastSuccess) : null,
-    lastFailure: health.lastFailure ? runJson(health.lastFailure) : null,
-    consecutiveFailures: health.consecutiveFailures,
-  }
 }
 
 /** `1.2s`, `350ms`, `2m 5s`. */

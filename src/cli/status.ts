@@ -1,8 +1,11 @@
 import { parseArgs } from 'node:util'
 import { formatDuration, parseDuration } from '../core/duration.ts'
-import { healthWithLockState, type RunLedger, type TaskHealth } from '../core/run-ledger.ts'
+import { healthWithLockState } from '../core/run-ledger.ts'
+import { statusRowJson } from '../status/health-json.ts'
+import { staleness } from '../status/staleness.ts'
+import { DEFAULT_IGNORE_OLDER_THAN, type StatusVerdict, statusVerdict } from '../status/verdict.ts'
 import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
-import { durationText, healthJson, ledgerOf, readHistory } from './history.ts'
+import { durationText, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
@@ -47,15 +50,6 @@ ${URL_HELP}
 Exit codes: 0 no task checked is stale or failing, 1 a task checked is stale
             or failing, or the store failed, 2 usage error
 `
-
-/** `--ignore-older-than` when not given. */
-export const DEFAULT_IGNORE_OLDER_THAN = '7d'
-
-/** What `--stale` asks of the tasks: a maximum age in milliseconds per task name, and for every other task. */
-export interface Staleness {
-  readonly byName: ReadonlyMap<string, number>
-  readonly all: number | undefined
-}
 
 /** `shedlock status`. */
 export const statusCommand: Command = {
@@ -127,11 +121,7 @@ export const statusCommand: Command = {
           stale: staleNames,
           failing: failingNames,
           ignored,
-          tasks: rows.map(({ task, state, maxAge }) => ({
-            ...healthJson(task),
-            state,
-            maxAge: maxAge === undefined ? null : formatDuration(maxAge),
-          })),
+          tasks: rows.map(statusRowJson),
         }
         process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
         return code
@@ -172,66 +162,6 @@ function oneLine(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ')
 }
 
-/** One task of `status`: its health, its maximum age (`--stale`, milliseconds) and its state. */
-export interface StatusRow {
-  readonly task: TaskHealth
-  readonly maxAge: number | undefined
-  readonly state: 'ok' | 'failing' | 'stale'
-}
-
-/** The verdict of `status`: the tasks shown, and which of the tasks checked are stale or failing. */
-export interface StatusVerdict {
-  /** Sorted by name. */
-  readonly rows: StatusRow[]
-  /** Tasks left out: not run for `ignoreOlderThan`. */
-  readonly ignored: string[]
-  readonly staleNames: string[]
-  readonly failingNames: string[]
-}
-
-/**
- * The verdict of `status` on `tasks` (the ledger's `tasks()`) at `now` (epoch ms): exit 1 when
- * `staleNames` or `failingNames` is not empty. The dashboard's /healthz serves the same.
- */
-export async function statusVerdict(
-  ledger: RunLedger,
-  tasks: readonly TaskHealth[],
-  stale: Staleness,
-  ignoreOlderThan: number,
-  now: number,
-): Promise<StatusVerdict> {
-  const ignored: string[] = []
-  const kept = tasks.filter((task) => {
-    const keep = stale.byName.has(task.name) || !isIgnored(task, ignoreOlderThan, now)
-    if (!keep) ignored.push(task.name)
-    return keep
-  })
-  // A task --stale names must be there, even when it never ran: no run is no success.
-  for (const name of stale.byName.keys())
-    if (!kept.some((task) => task.name === name)) kept.push(await ledger.health(name))
-  kept.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-  const rows = kept.map((task) => ({
-    task,
-    maxAge: stale.byName.get(task.name) ?? stale.all,
-    state: stateOf(task, stale.byName.get(task.name) ?? stale.all, now),
-  }))
-  // Only NAME=AGE entries: a probe of those tasks, which another task's failure must not fail.
-  const checked =
-    stale.byName.size > 0 && stale.all === undefined ? rows.filter((row) => stale.byName.has(row.task.name)) : rows
-  const staleNames = checked.filter((row) => row.state === 'stale').map((row) => row.task.name)
-  const failingNames = checked.filter((row) => row.state === 'failing').map((row) => row.task.name)
-  return { rows, ignored, staleNames, failingNames }
-}
-
-/**
- * `stale` when a maximum age is set and the last success is older than it (or there is none);
- * else `failing` when the latest runs failed; else `ok` (a task whose only run is still running).
- */
-export function stateOf(task: TaskHealth, maxAge: number | undefined, now: number): 'ok' | 'failing' | 'stale' {
-  if (maxAge !== undefined && (!task.lastSuccess || now - task.lastSuccess.startedAt.getTime() > maxAge)) return 'stale'
-  return task.consecutiveFailures > 0 ? 'failing' : 'ok'
-}
-
 /** `--ignore-older-than`: milliseconds, `0` leaving no task out. */
 function ignoreBound(given: string): number {
   try {
@@ -241,38 +171,6 @@ function ignoreBound(given: string): number {
       `--ignore-older-than ${JSON.stringify(given)}: ${error instanceof Error ? error.message : String(error)}; use an AGE like 7d, or 0 to leave no task out`,
     )
   }
-}
-
-/** True when the task's last run started longer ago than `bound` (never with `bound` 0). */
-function isIgnored(task: TaskHealth, bound: number, now: number): boolean {
-  return bound > 0 && task.lastRun !== undefined && now - task.lastRun.startedAt.getTime() > bound
-}
-
-/**
- * Parses `--stale` values (`NAME=AGE` or `AGE`, AGE like 26h or PT26H).
- * @throws UsageError naming the bad entry.
- */
-export function staleness(given: readonly string[]): Staleness {
-  const byName = new Map<string, number>()
-  let all: number | undefined
-  for (const entry of given) {
-    const equals = entry.lastIndexOf('=')
-    const name = equals < 0 ? undefined : entry.slice(0, equals)
-    const age = equals < 0 ? entry : entry.slice(equals + 1)
-    let ms: number
-    try {
-      ms = parseDuration(age)
-    } catch (error) {
-      throw new UsageError(
-        `--stale ${JSON.stringify(entry)}: ${error instanceof Error ? error.message : String(error)}; use NAME=AGE or AGE, e.g. --stale report=26h`,
-      )
-    }
-    if (name === undefined) all = ms
-    else if (name === '')
-      throw new UsageError(`--stale ${JSON.stringify(entry)} names no task; use NAME=AGE, e.g. --stale report=26h`)
-    else byName.set(name, ms)
-  }
-  return { byName, all }
 }
 
 function ago(time: Date, now: number): string {

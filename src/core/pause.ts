@@ -1,7 +1,6 @@
 import { debuglog } from 'node:util'
 import type { LockInspector, LockRecord } from './lock-inspector.ts'
 import type { RunError } from './run-ledger.ts'
-import { messageOf } from './task.ts'
 
 const debug = debuglog('shedlock')
 
@@ -74,7 +73,7 @@ export async function readHolder(
   try {
     return await inspector()?.get(name)
   } catch (error) {
-    debug('Lock "%s": could not read its holder to tell a pause: %s', name, messageOf(error))
+    debug('Lock "%s": could not read its holder to tell a pause: %s', name, error instanceof Error ? error.message : error)
     return undefined
   }
 }

@@ -9,7 +9,8 @@ import {
   withLockState,
 } from '../core/run-ledger.ts'
 import { catchUpMarkerName, parseOwedRecordName, parseSlotRecordName } from '../core/slots.ts'
-import { type Staleness, type StatusRow, statusVerdict } from '../cli/status.ts'
+import type { Staleness } from '../status/staleness.ts'
+import { type StatusRow, statusVerdict } from '../status/verdict.ts'
 
 /**
  * One store the dashboard shows: its inspector (locks) and, where the store keeps one, its run

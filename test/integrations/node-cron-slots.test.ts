@@ -1,7 +1,7 @@
 import cron, { type RunCoordinator, type TaskContext } from 'node-cron'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { stateOf } from '../../src/cli/status.ts'
+import { stateOf } from '../../src/status/verdict.ts'
 import { LockConfigurationError } from '../../src/core/errors.ts'
 import { assertLocked } from '../../src/core/lock-context.ts'
 import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'

@@ -101,9 +101,9 @@ function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
   return found
 }
 
-/** Every value import from a file under `from` to a file under one of `to`. */
-function edges(from: string, to: readonly string[]): string[] {
-  return [...graph].flatMap(([file, targets]) =>
+/** Every value import (or, on `fullGraph`, every import) from a file under `from` to a file under one of `to`. */
+function edges(from: string, to: readonly string[], imports: ReadonlyMap<string, readonly string[]> = graph): string[] {
+  return [...imports].flatMap(([file, targets]) =>
     file.startsWith(from)
       ? targets.filter((t) => to.some((prefix) => t.startsWith(prefix))).map((t) => `${file} -> ${t}`)
       : [],
@@ -121,17 +121,29 @@ describe('imports of src/', () => {
   })
 
   it('core depends on nothing but core', () => {
-    expect(edges('core/', ['support/', 'providers/', 'integrations/', 'cli/', 'testing/'])).toEqual([])
+    expect(
+      edges('core/', ['support/', 'providers/', 'integrations/', 'cli/', 'testing/', 'status/', 'dashboard/']),
+    ).toEqual([])
   })
 
-  it('support code depends on no store, integration, CLI or test kit', () => {
-    expect(edges('support/', ['providers/', 'integrations/', 'cli/', 'testing/'])).toEqual([])
+  it('support code depends on no store, integration, CLI, status model, dashboard or test kit', () => {
+    expect(edges('support/', ['providers/', 'integrations/', 'cli/', 'testing/', 'status/', 'dashboard/'])).toEqual([])
   })
 
   it('integrations and the test kit use no store', () => {
     expect([...edges('integrations/', ['providers/', 'cli/']), ...edges('testing/', ['providers/', 'cli/'])]).toEqual(
       [],
     )
+  })
+
+  // Type-only imports count here: the dashboard is a public entry, and its .d.ts must not reach into the CLI.
+  it('the status model reads core and support only; the dashboard no CLI code, type-only imports included', () => {
+    const status = [...fullGraph].flatMap(([file, targets]) =>
+      file.startsWith('status/')
+        ? targets.filter((t) => !/^(core|support|status)\//.test(t)).map((t) => `${file} -> ${t}`)
+        : [],
+    )
+    expect([...status, ...edges('dashboard/', ['cli/'], fullGraph)]).toEqual([])
   })
 
   it('a store imports no other store (each has one home)', () => {

@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest'
+import type { RunRecord } from '../../src/core/run-ledger.ts'
+import { healthJson, runJson, statusRowJson } from '../../src/status/health-json.ts'
+
+const run: RunRecord = {
+  id: 'r1',
+  name: 'report',
+  slot: new Date('2030-01-01T00:00:00Z'),
+  node: 'n1',
+  startedAt: new Date('2030-01-01T00:00:01Z'),
+  finishedAt: new Date('2030-01-01T00:00:02.5Z'),
+  outcome: 'failed',
+  durationMs: 1500,
+  error: { type: 'Error', message: 'boom' },
+  fencingToken: 2n ** 53n + 1n,
+}
+
+describe('health JSON', () => {
+  it('a run: ISO-8601 UTC times, the fencing token as decimal text, null for what is unknown', () => {
+    expect(runJson(run)).toEqual({
+      id: 'r1',
+      name: 'report',
+      slot: '2030-01-01T00:00:00.000Z',
+      node: 'n1',
+      startedAt: '2030-01-01T00:00:01.000Z',
+      finishedAt: '2030-01-01T00:00:02.500Z',
+      outcome: 'failed',
+      durationMs: 1500,
+      error: { type: 'Error', message: 'boom' },
+      fencingToken: '9007199254740993',
+    })
+    const running = {
+      ...run,
+      slot: undefined,
+      finishedAt: undefined,
+      outcome: 'running',
+      durationMs: undefined,
+      error: undefined,
+      fencingToken: undefined,
+    } as const
+    expect(runJson(running)).toMatchObject({
+      slot: null,
+      finishedAt: null,
+      durationMs: null,
+      error: null,
+      fencingToken: null,
+    })
+  })
+
+  it('a row of the verdict: the health, then its state and maximum age, in the order status --json prints them', () => {
+    const task = { name: 'report', lastRun: run, lastSuccess: undefined, lastFailure: run, consecutiveFailures: 1 }
+    expect(healthJson(task)).toEqual({
+      name: 'report',
+      lastRun: runJson(run),
+      lastSuccess: null,
+      lastFailure: runJson(run),
+      consecutiveFailures: 1,
+    })
+    const row = statusRowJson({ task, state: 'stale', maxAge: 93_600_000 })
+    expect(JSON.stringify(row)).toBe(JSON.stringify({ ...healthJson(task), state: 'stale', maxAge: '26h' }))
+    expect(statusRowJson({ task, state: 'failing', maxAge: undefined })).toMatchObject({ maxAge: null })
+  })
+})
