@@ -2,23 +2,26 @@ import { parseArgs } from 'node:util'
 import { authFromEnv } from '../dashboard/auth.ts'
 import { maxAgeOfStale } from '../dashboard/handler.ts'
 import { startDashboard } from '../dashboard/server.ts'
-import type { StoreAdmin } from '../support/store-admin.ts'
+import { type DashboardWindow, WINDOWS, windowOf } from '../dashboard/window.ts'
 import { type Command, EXIT_INTERRUPTED, EXIT_OK, integerOption, UsageError } from './command.ts'
-import { openStore } from './open-store.ts'
+import { DashboardStores } from './dashboard-stores.ts'
 import { parseStoreUrl, storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
                           [--port N] [--host ADDR] [--stale [NAME=]AGE]...
                           [--public-url URL]... [--allow-release] [--refresh S]
+                          [--window W]
 
 Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
 lock (held by whom, since, until), last run, last success, last failure and
 failures in a row, STALE when it has not succeeded within its --stale age;
-a timeline per task, one lane per node (runs ok, failed or lock lost, slots
-skipped, missed or caught up) over the last hour, day or week; every lock,
-held or expired, slot records apart. Give --url several times for several
-stores on one page. It also answers GET /healthz with JSON: HTTP 200, or 503
-when a task is stale (the verdict of "shedlock status --stale").
+a timeline per task, one lane per host (runs ok, failed or lock lost, slots
+skipped, folded or caught up), over a window fitted to the tasks' period or
+the last hour, day or week; every lock, held or expired, slot records apart.
+Give --url several times for several stores on one page: a store that cannot
+be reached is shown as an error, and tried again every 30 s. It also answers
+GET /healthz with JSON: HTTP 200, or 503 when a task is stale (the verdict of
+"shedlock status --stale") or a store cannot be read.
 
 It listens on 127.0.0.1 and is read-only by default. Any other --host needs
 authentication, from the environment: SHEDLOCK_DASHBOARD_USER and
@@ -43,10 +46,13 @@ ${URL_HELP}
                    release prints an audit line (who, when, which lock)
   --refresh S      seconds between live refreshes of the page (default: 5;
                    0 for none)
+  --window W       the timeline's window: auto (default: about the last 40
+                   runs of the busiest task, 1 hour to 1 day), hour, day or
+                   week
   -h, --help       show this help
 
-Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 a store failed to open or the
-            port is taken, 2 usage error
+Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 the port is taken, 2 usage
+            error
 `
 
 /** `shedlock dashboard`. */
@@ -65,6 +71,7 @@ export const dashboardCommand: Command = {
       stale?: string[]
       'allow-release'?: boolean
       refresh?: string
+      window?: string
     }
     try {
       ;({ values } = parseArgs({
@@ -79,6 +86,7 @@ export const dashboardCommand: Command = {
           stale: { type: 'string', multiple: true },
           'allow-release': { type: 'boolean' },
           refresh: { type: 'string' },
+          window: { type: 'string' },
         },
         strict: true,
         allowPositionals: false,
@@ -89,6 +97,9 @@ export const dashboardCommand: Command = {
     const port = integerOption({ port: values.port }, 'port', 7070, 0, 65_535)
     const refreshSeconds = integerOption({ refresh: values.refresh }, 'refresh', 5, 0, 3600)
     const maxAge = maxAgeOfStale(values.stale ?? [])
+    const window: DashboardWindow | undefined = windowOf(values.window ?? 'auto')
+    if (window === undefined)
+      throw new UsageError(`--window ${JSON.stringify(values.window)} is not one of ${WINDOWS.join(', ')}`)
     const publicUrl = values['public-url'] ?? []
     for (const given of publicUrl) {
       if (!/^https?:\/\/[^/\s]/i.test(given) || !URL.canParse(given))
@@ -97,27 +108,24 @@ export const dashboardCommand: Command = {
         )
     }
     const urls = values.url && values.url.length > 0 ? values.url.map(parseStoreUrl) : [storeUrlOption({})]
-    const opened: StoreAdmin[] = []
+    const opened = await DashboardStores.open(urls, { table: values.table, runsTable: values['runs-table'] }, (line) =>
+      process.stderr.write(`${line}\n`),
+    )
     try {
-      for (const url of urls)
-        opened.push(await openStore(url, { table: values.table, runsTable: values['runs-table'] }))
       const dashboard = await startDashboard({
-        stores: opened.map((store) => ({
-          label: `${store.kind} ${store.where}`,
-          inspector: store.inspector,
-          runLedger: store.runLedger,
-        })),
+        stores: opened.stores,
         maxAge,
         auth: authFromEnv(),
         publicUrl,
         allowRelease: values['allow-release'] === true,
         audit: (line) => process.stderr.write(`${line}\n`),
         refreshSeconds,
+        window,
         port,
         host: values.host ?? '127.0.0.1',
       })
       process.stdout.write(
-        `shedlock dashboard on ${dashboard.url} (${opened.length} store${opened.length === 1 ? '' : 's'}, ${values['allow-release'] === true ? 'releases allowed' : 'read-only'}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
+        `shedlock dashboard on ${dashboard.url} (${urls.length} store${urls.length === 1 ? '' : 's'}${opened.unreachable > 0 ? `, ${opened.unreachable} unreachable` : ''}, ${values['allow-release'] === true ? 'releases allowed' : 'read-only'}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
       )
       const signal = await new Promise<NodeJS.Signals>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
@@ -126,7 +134,7 @@ export const dashboardCommand: Command = {
       await dashboard.close()
       return signal === 'SIGINT' ? EXIT_INTERRUPTED : EXIT_OK
     } finally {
-      await Promise.all(opened.map((store) => store.close().catch(() => {})))
+      await opened.close()
     }
   },
 }

@@ -11,7 +11,8 @@ import { methodNotAllowed, send, sendText } from './http.ts'
 import { audienceOf, foreignHostMessage, hostAllowed, originAllowed, publicUrlsOf } from './origin.ts'
 import { type PageInput, renderConfirm, renderMain, renderPage } from './page.ts'
 import { CONFIRM_SCOPE, postRelease, releaseScope } from './release.ts'
-import { type DashboardStore, type DashboardWindow, readStore, type StoreSnapshot, WINDOW_MS } from './snapshot.ts'
+import { type DashboardStore, readStore, type StoreSnapshot } from './snapshot.ts'
+import { type DashboardWindow, readSpanMs, windowMs, windowOf } from './window.ts'
 
 /** Options of {@link createDashboard}. */
 export interface DashboardOptions {
@@ -51,6 +52,12 @@ export interface DashboardOptions {
   refreshSeconds?: number
   /** The page's title. @default "shedlock" */
   title?: string
+  /**
+   * The timeline's window when the page's address names none (its links add `?window=`): `'auto'`
+   * fits it to the tasks' period, as long as the busiest task's last 40 runs take, between 1 hour
+   * and 1 day; `'hour'`, `'day'` or `'week'` fix it. @default "auto"
+   */
+  window?: DashboardWindow
   /**
    * Tasks whose last run is older than this are left out (as `shedlock status --ignore-older-than`),
    * unless `maxAge` names them; 0 leaves none out. @default "7d"
@@ -142,6 +149,7 @@ interface Settings {
   readonly refreshSeconds: number
   readonly title: string
   readonly ignoreOlderThan: number
+  readonly window: DashboardWindow
 }
 
 function validate(options: DashboardOptions): Settings {
@@ -162,6 +170,11 @@ function validate(options: DashboardOptions): Settings {
       )
     }
   }
+  const window = windowOf(options.window ?? 'auto')
+  if (window === undefined)
+    throw new LockConfigurationError(
+      `createDashboard(): window must be 'auto', 'hour', 'day' or 'week', got ${JSON.stringify(options.window)}`,
+    )
   const refreshSeconds = options.refreshSeconds ?? 5
   if (!Number.isFinite(refreshSeconds) || refreshSeconds < 0)
     throw new LockConfigurationError(`createDashboard(): refreshSeconds must be 0 or more, got ${refreshSeconds}`)
@@ -175,6 +188,7 @@ function validate(options: DashboardOptions): Settings {
     refreshSeconds,
     title: options.title ?? 'shedlock',
     ignoreOlderThan: parseDuration(options.ignoreOlderThan ?? DEFAULT_IGNORE_OLDER_THAN),
+    window,
   }
 }
 
@@ -254,19 +268,21 @@ async function serve(
     )
     return
   }
-  const window = (['hour', 'day', 'week'] as const).find((w) => w === url.searchParams.get('window')) ?? 'day'
+  const window = windowOf(url.searchParams.get('window')) ?? settings.window
   const filter = (url.searchParams.get('q') ?? '').slice(0, 200)
   const nonce = randomBytes(16).toString('base64')
   const read = (): Promise<StoreSnapshot[]> =>
     Promise.all(
       settings.stores.map((store) =>
-        readStore(store, settings.stale, settings.ignoreOlderThan, Date.now() - WINDOW_MS[window]),
+        readStore(store, settings.stale, settings.ignoreOlderThan, Date.now() - readSpanMs(window)),
       ),
     )
   const input = (stores: readonly StoreSnapshot[], token: string | undefined, notice?: string): PageInput => ({
     title: settings.title,
     stores,
     window,
+    windowMs: windowMs(window, stores),
+    healthHref: healthHrefOf(request),
     filter,
     csrf: token,
     refreshSeconds: settings.refreshSeconds,
@@ -302,6 +318,18 @@ async function serve(
   if (url.searchParams.get('fragment') === 'main')
     return send(response, 200, 'text/html; charset=utf-8', renderMain(page), nonce)
   send(response, 200, 'text/html; charset=utf-8', renderPage(page), nonce)
+}
+
+/**
+ * The health endpoint relative to the page the browser shows. The page's path is the request's,
+ * or, where a framework mounted the handler and cut its prefix from `url` (Express), its
+ * `originalUrl`: `/shedlock` needs `./shedlock/healthz`, as a bare `healthz` would go to `/healthz`.
+ */
+function healthHrefOf(request: IncomingMessage): string {
+  const original = (request as IncomingMessage & { originalUrl?: unknown }).originalUrl
+  const path = new URL(typeof original === 'string' ? original : (request.url ?? '/'), 'http://dashboard.invalid')
+    .pathname
+  return path.endsWith('/') ? 'healthz' : `./${path.slice(path.lastIndexOf('/') + 1)}/healthz`
 }
 
 function messageOf(error: unknown): string {

@@ -2,14 +2,23 @@ import { formatDuration } from '../core/duration.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import type { RunRecord } from '../core/run-ledger.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
-import { type DashboardWindow, type StoreSnapshot, type TaskView, WINDOW_MS } from './snapshot.ts'
-import { KIND_LABELS, type MarkKind, timelineSvg } from './timeline.ts'
+import { CSS, SCRIPT } from './page-assets.ts'
+import type { StoreSnapshot, TaskView } from './snapshot.ts'
+import { inWindow, KIND_LABELS, type MarkKind, markOf, timelineSvg } from './timeline.ts'
+import { type DashboardWindow, WINDOWS, windowText } from './window.ts'
 
 /** What the page is rendered from. */
 export interface PageInput {
   readonly title: string
   readonly stores: readonly StoreSnapshot[]
   readonly window: DashboardWindow
+  /** The timeline window's length in milliseconds (fitted, for `'auto'`). */
+  readonly windowMs: number
+  /**
+   * The health endpoint, relative to the page's own address: `healthz` on a page whose path ends
+   * in `/`, `./<last segment>/healthz` on one that does not (`/shedlock` gives `./shedlock/healthz`).
+   */
+  readonly healthHref: string
   /** The lock filter (`?q=`): a substring of the name or holder. */
   readonly filter: string
   /** The CSRF token of the release forms; `undefined` when releasing is off. */
@@ -21,8 +30,6 @@ export interface PageInput {
   /** A line shown on top, e.g. the outcome of a release. */
   readonly notice?: string | undefined
 }
-
-const WINDOWS: readonly DashboardWindow[] = ['hour', 'day', 'week']
 
 /**
  * The whole page, with `main` (by default the stores) in `<main>`. Readable without JavaScript;
@@ -43,7 +50,7 @@ export function renderPage(input: PageInput, main: string = renderMain(input)): 
 <h1>${escapeHtml(input.title)}</h1>
 <nav aria-label="Time window">Timeline window: ${WINDOWS.map((w) =>
     w === input.window
-      ? `<strong aria-current="page">${w}</strong>`
+      ? `<strong aria-current="page">${w === 'auto' && input.stores.length > 0 ? `auto (${windowText(input.windowMs)})` : w}</strong>`
       : `<a href="${query({ window: w, q: input.filter })}">${w}</a>`,
   ).join(' · ')}</nav>
 </header>
@@ -66,7 +73,7 @@ export function renderMain(input: PageInput): string {
   return `${input.notice ? `<p class="notice" role="status">${escapeHtml(input.notice)}</p>` : ''}
 <p id="summary" class="${stale + failing > 0 ? 'bad' : 'good'}">${escapeHtml(summary)}</p>
 ${input.stores.map((store, index) => renderStore(store, index, input)).join('\n')}
-<footer>Times are the stores' (UTC); hover one for your local time. Updated ${timeHtml(new Date())}.${input.refreshSeconds > 0 ? ` Refreshes every ${input.refreshSeconds} s.` : ''} <a href="healthz">/healthz</a></footer>`
+<footer>Times are the stores' (UTC); hover one for your local time. Updated ${timeHtml(new Date())}.${input.refreshSeconds > 0 ? ` Refreshes every ${input.refreshSeconds} s.` : ''} Health: <a href="${escapeHtml(input.healthHref)}">healthz</a> (JSON).</footer>`
 }
 
 function renderStore(store: StoreSnapshot, index: number, input: PageInput): string {
@@ -88,6 +95,8 @@ function errorHtml(error: string): string {
 }
 
 function renderTasks(store: StoreSnapshot, id: string): string {
+  // A store that could not be read is its error panel, not a store without history.
+  if (store.tasks === undefined && store.errors.length > 0) return ''
   if (store.tasks === undefined)
     return `<p class="muted">This store keeps no run history: tasks and runs are shown for PostgreSQL, MySQL/MariaDB, SQLite and Redis.</p>`
   if (store.tasks.length === 0)
@@ -97,12 +106,12 @@ function renderTasks(store: StoreSnapshot, id: string): string {
     const failure = task.task.lastFailure
     return `<tr class="task state-${task.state}" data-task="${escapeHtml(task.task.name)}" data-state="${task.state}">
 <th scope="row"><a href="#${id}-timeline-${slug(task.task.name)}">${escapeHtml(task.task.name)}</a></th>
-<td>${stateBadge(task)}</td>
-<td>${lockCell(task.lock)}</td>
-<td>${last ? `${outcomeBadge(last)} ${timeHtml(last.startedAt)}<br><span class="muted">on ${escapeHtml(last.node)}${durationOf(last)}</span>` : '<span class="muted">never</span>'}</td>
-<td>${task.task.lastSuccess ? `${timeHtml(task.task.lastSuccess.startedAt)}<span class="muted">${durationOf(task.task.lastSuccess)}</span>` : '<span class="muted">never</span>'}</td>
-<td>${failure ? `${timeHtml(failure.startedAt)}<br>${failure.error ? `<span class="err">${escapeHtml(failure.error.type)}: ${escapeHtml(failure.error.message)}</span>` : escapeHtml(failure.outcome)}` : '<span class="muted">-</span>'}</td>
-<td class="num">${task.task.consecutiveFailures}</td>
+<td data-label="State">${stateBadge(task)}</td>
+<td data-label="Lock">${lockCell(task.lock)}</td>
+<td data-label="Last run">${last ? `${outcomeBadge(last)} ${timeHtml(last.startedAt)}<br><span class="muted">on ${escapeHtml(last.node)}${durationOf(last)}</span>${skippedWhy(last, task)}` : '<span class="muted">never</span>'}</td>
+<td data-label="Last success">${task.task.lastSuccess ? `${timeHtml(task.task.lastSuccess.startedAt)}<span class="muted">${durationOf(task.task.lastSuccess)}</span>` : '<span class="muted">never</span>'}</td>
+<td data-label="Last failure">${failure ? `${timeHtml(failure.startedAt)}<br>${failure.error ? `<span class="err">${escapeHtml(failure.error.type)}: ${escapeHtml(failure.error.message)}</span>` : escapeHtml(failure.outcome)}` : '<span class="muted">-</span>'}</td>
+<td class="num" data-label="Failed in a row">${task.task.consecutiveFailures}</td>
 </tr>`
   })
   return `<h3>Tasks</h3>
@@ -114,17 +123,19 @@ function renderTasks(store: StoreSnapshot, id: string): string {
 function renderTimelines(store: StoreSnapshot, id: string, input: PageInput): string {
   if (!store.tasks || store.tasks.length === 0) return ''
   const to = store.now.getTime()
-  const from = to - WINDOW_MS[input.window]
+  const from = to - input.windowMs
   const legend = (Object.keys(KIND_LABELS) as MarkKind[])
     .map((kind) => `<li class="k-${kind}">${KIND_LABELS[kind]}</li>`)
     .join('')
-  return `<h3>Timeline, last ${input.window}</h3>
+  const fitted =
+    input.window === 'auto' ? ' <span class="muted">(fitted to the busiest task\'s latest runs)</span>' : ''
+  return `<h3>Timeline, last ${windowText(input.windowMs)}${fitted}</h3>
 <ul class="legend" aria-label="Legend">${legend}</ul>
 ${store.tasks
   .map(
     (
       task: TaskView,
-    ) => `<figure id="${id}-timeline-${slug(task.task.name)}"><figcaption>${escapeHtml(task.task.name)} <span class="muted">(${counts(task.runs)})</span></figcaption>
+    ) => `<figure id="${id}-timeline-${slug(task.task.name)}"><figcaption>${escapeHtml(task.task.name)} <span class="muted">(${counts(task.runs.filter((run) => inWindow(run, from, to)))})</span></figcaption>
 ${timelineSvg(task.task.name, task.runs, from, to)}</figure>`,
   )
   .join('\n')}`
@@ -158,9 +169,9 @@ function lockTable(
   const release = input.csrf !== undefined
   const rows = locks.map(
     (l) => `<tr class="${l.held ? 'held' : 'expired'}" data-lock="${escapeHtml(l.name)}" data-held="${l.held}">
-<th scope="row">${escapeHtml(l.name)}</th><td>${l.held ? '<span class="badge held">held</span>' : '<span class="badge free">expired</span>'}</td>
-<td>${escapeHtml(l.lockedBy ?? '-')}</td><td>${timeHtml(l.lockedAt)}</td><td>${timeHtml(l.lockUntil)}</td>
-<td class="num">${l.remainingMs === undefined ? '-' : l.held ? escapeHtml(formatDuration(Math.floor(l.remainingMs / 1000) * 1000 || 0)) : '0'}</td>
+<th scope="row">${escapeHtml(l.name)}</th><td data-label="State">${l.held ? '<span class="badge held">held</span>' : '<span class="badge free">expired</span>'}</td>
+<td data-label="Held by">${escapeHtml(l.lockedBy ?? '-')}</td><td data-label="Since">${timeHtml(l.lockedAt)}</td><td data-label="Until">${timeHtml(l.lockUntil)}</td>
+<td class="num" data-label="Left">${l.remainingMs === undefined ? '-' : l.held ? escapeHtml(formatDuration(Math.floor(l.remainingMs / 1000) * 1000 || 0)) : '0'}</td>
 ${release ? `<td>${l.held ? releaseForm(l, store, input.csrf!, input) : ''}</td>` : ''}</tr>`,
   )
   return `<table class="locks" id="${tableId}"><caption class="visually-hidden">${escapeHtml(caption)}</caption>
@@ -208,8 +219,15 @@ function stateBadge(task: TaskView): string {
 function lockCell(lock: LockRecord | undefined): string {
   if (!lock) return '<span class="muted">no record</span>'
   if (!lock.held)
-    return `<span class="badge free">free</span> <span class="muted">until ${timeHtml(lock.lockUntil)}</span>`
+    // lockUntil of a lock not held is when it expired or was released: free since then.
+    return `<span class="badge free">free</span> <span class="muted">since ${timeHtml(lock.lockUntil)}</span>`
   return `<span class="badge held">held</span> by ${escapeHtml(lock.lockedBy ?? 'unknown')}<br><span class="muted">since ${timeHtml(lock.lockedAt)} until ${timeHtml(lock.lockUntil)}</span>`
+}
+
+/** Why a skipped last run did not run (what held the lock, or the run it was folded into). */
+function skippedWhy(run: RunRecord, task: TaskView): string {
+  if (run.outcome !== 'skipped') return ''
+  return `<br><span class="muted why">${escapeHtml(markOf(run, task.runs).why)}</span>`
 }
 
 function outcomeBadge(run: RunRecord): string {
@@ -241,49 +259,3 @@ function slug(name: string): string {
 function plural(n: number): string {
   return n === 1 ? '' : 's'
 }
-
-const CSS = `
-:root{color-scheme:light;font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#24292f}
-body{margin:0 auto;max-width:1200px;padding:0 16px 32px}
-header{display:flex;flex-wrap:wrap;align-items:baseline;justify-content:space-between;border-bottom:1px solid #d0d7de;margin-bottom:8px}
-h1{font-size:20px;margin:12px 0}h2{font-size:18px;margin:24px 0 4px}h3{font-size:15px;margin:18px 0 6px}
-table{border-collapse:collapse;width:100%;margin:4px 0 8px}th,td{text-align:left;vertical-align:top;padding:5px 8px;border-bottom:1px solid #eaeef2}
-thead th{background:#f6f8fa;font-weight:600}td.num{text-align:right}
-.muted{color:#57606a}.err{color:#a40e26}.error{background:#ffebe9;padding:6px 10px;border-radius:6px}
-.error p{margin:0}.error pre{margin:6px 0 0;white-space:pre-wrap;font-size:12px}
-.notice{background:#ddf4ff;padding:6px 10px;border-radius:6px}
-#summary{font-weight:600;padding:6px 10px;border-radius:6px}#summary.bad{background:#ffebe9}#summary.good{background:#dafbe1}
-.badge{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;font-weight:600;border:1px solid transparent}
-.s-ok,.o-ok{background:#dafbe1;color:#116329}.s-failing,.o-failed{background:#ffebe9;color:#a40e26}.s-stale{background:#a40e26;color:#fff}
-.o-lock-lost{background:#fff1e5;color:#953800}.o-running{background:#ddf4ff;color:#0550ae}.o-skipped{background:#eaeef2;color:#424a53}
-.held{background:#fff8c5}.badge.held{color:#7d4e00}.badge.free{background:#eaeef2;color:#424a53}
-tr.held{background:none}tr.expired th,tr.expired td{color:#57606a}
-figure{margin:8px 0 14px}figcaption{font-weight:600;margin-bottom:2px}
-svg.timeline{border:1px solid #d0d7de;border-radius:6px;background:#fff;max-width:100%}
-.legend{list-style:none;padding:0;margin:0 0 6px;display:flex;gap:14px;flex-wrap:wrap;font-size:12px}
-.legend li::before{content:"";display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px;vertical-align:-1px}
-.k-ok::before{background:#1a7f37}.k-failed::before{background:#cf222e}.k-lock-lost::before{background:#bc4c00}.k-running::before{background:#0969da}
-.k-caught-up::before{background:#fff;border:2px solid #8250df}.k-skipped::before{background:#fff;border:2px solid #6e7781;transform:rotate(45deg)}.k-missed::before{content:"✕";width:auto;height:auto;color:#6e7781}
-form.release{margin:0}button{font:inherit;padding:2px 10px;border:1px solid #d0d7de;border-radius:6px;background:#f6f8fa;cursor:pointer}
-button.danger{background:#cf222e;color:#fff;border-color:#a40e26}
-a:focus,button:focus,input:focus,summary:focus,main:focus{outline:2px solid #0969da;outline-offset:2px}
-.skip{position:absolute;left:-999px}.skip:focus{left:8px;top:8px;background:#fff;padding:4px}
-.visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-footer{margin-top:24px;color:#57606a;font-size:12px}
-`
-
-// Adds the reader's local time to every <time>'s tooltip, filters the lock tables as one types,
-// and replaces <main> every few seconds (kept while the reader is typing or a form is focused).
-const SCRIPT = `(function(){
-var main=document.getElementById('main');
-function local(){document.querySelectorAll('time[datetime]').forEach(function(t){var d=new Date(t.getAttribute('datetime'));t.title='Your local time: '+d.toLocaleString()})}
-function filter(){document.querySelectorAll('input[data-filter]').forEach(function(i){var q=i.value.toLowerCase();var t=document.getElementById(i.getAttribute('data-filter'));if(!t||!t.tBodies)return;Array.prototype.forEach.call(t.tBodies[0].rows,function(r){r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0})})}
-document.addEventListener('input',function(e){if(e.target.matches&&e.target.matches('input[data-filter]'))filter()});
-local();
-var every=Number(main.getAttribute('data-refresh'))||0;
-if(every>0)setInterval(function(){
-var a=document.activeElement;if(a&&a!==document.body&&main.contains(a)&&a.tagName!=='A')return;
-var u=new URL(location.href);u.searchParams.set('fragment','main');
-fetch(u,{headers:{accept:'text/html'},credentials:'same-origin'}).then(function(r){return r.ok?r.text():null}).then(function(h){if(h===null)return;var focused=a&&a.id;main.innerHTML=h;local();filter();if(focused){var f=document.getElementById(focused);if(f)f.focus()}}).catch(function(){})
-},every*1000);
-})();`

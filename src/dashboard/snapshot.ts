@@ -12,6 +12,8 @@ import { catchUpMarkerName, parseOwedRecordName, parseSlotRecordName } from '../
 import type { Staleness } from '../status/staleness.ts'
 import { type StatusRow, statusVerdict } from '../status/verdict.ts'
 
+export type { DashboardWindow } from './window.ts'
+
 /**
  * One store the dashboard shows: its inspector (locks) and, where the store keeps one, its run
  * ledger (tasks, runs, health). Build it from the store's subpath, e.g.
@@ -25,21 +27,14 @@ export interface DashboardStore {
   readonly runLedger?: RunLedger | undefined
 }
 
-/** The time window of the timeline. */
-export type DashboardWindow = 'hour' | 'day' | 'week'
-
-/** Each window's length in milliseconds. */
-export const WINDOW_MS: Readonly<Record<DashboardWindow, number>> = {
-  hour: 3_600_000,
-  day: 86_400_000,
-  week: 604_800_000,
-}
-
 /** A task as the page shows it: the verdict of `shedlock status`, its lock, and its runs within the window. */
 export interface TaskView extends StatusRow {
   /** The task's lock record, when the store has one. */
   readonly lock: LockRecord | undefined
-  /** Runs that started within the window, newest first (at most {@link RUNS_PER_TASK}). */
+  /**
+   * The task's runs since the read's `from` (started, ended or still running after it), newest
+   * first (at most {@link RUNS_PER_TASK}): the timeline draws those within its window.
+   */
   readonly runs: readonly RunRecord[]
 }
 
@@ -73,7 +68,7 @@ export const RUNS_PER_TASK = 1000
 
 /**
  * Reads one store: its locks, the health of its tasks (the verdict of `shedlock status` with
- * `stale`), and each task's runs since `from`. A failing read becomes an entry of `errors`, never
+ * `stale`), and each task's runs since `from` (epoch milliseconds). A failing read becomes an entry of `errors`, never
  * an exception: one broken store does not hide the others.
  */
 export async function readStore(
@@ -114,7 +109,7 @@ export async function readStore(
         rows.map(async (row) => {
           const lock = lockOf(row.task.name)
           const runs = withLockState(await ledger.history(row.task.name, { limit: RUNS_PER_TASK }), lock).filter(
-            (run) => run.startedAt.getTime() >= from,
+            (run) => (run.outcome === 'running' ? Number.POSITIVE_INFINITY : endOf(run)) >= from,
           )
           return { ...row, task: maskHealth(row.task), lock, runs: runs.map(maskRun) }
         }),
@@ -133,6 +128,10 @@ export async function readStore(
     ...verdict,
     errors,
   }
+}
+
+function endOf(run: RunRecord): number {
+  return run.finishedAt?.getTime() ?? run.startedAt.getTime()
 }
 
 /** True when `record` is the catch-up marker of some task (`<name>@catch-up`). */

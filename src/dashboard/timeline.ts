@@ -1,56 +1,8 @@
 import type { RunRecord } from '../core/run-ledger.ts'
 import { escapeHtml, timeText } from './escape.ts'
+import { LATE_MS, type Mark, type MarkKind, markOf } from './marks.ts'
 
-/**
- * What a mark of the timeline stands for, read from the run ledger:
- * - `ok`, `failed`, `lock-lost`, `running`: a run, as the ledger recorded it;
- * - `abandoned`: a run whose node stopped before it recorded its end (its lock lapsed);
- * - `caught-up`: a slot run that started more than {@link LATE_MS} after its slot: a catch-up ran
- *   it after every node missed it (it ended `ok`, `failed` or `lock-lost`: see `outcome`);
- * - `skipped`: a slot recorded as skipped at its fire time: the task's lock was held (a long run of
- *   an earlier slot);
- * - `missed`: a slot recorded as skipped long after its fire time: every node missed it, and a
- *   catch-up (policy `'once'`) folded it into its one run.
- */
-export type MarkKind = 'ok' | 'failed' | 'lock-lost' | 'running' | 'abandoned' | 'caught-up' | 'skipped' | 'missed'
-
-/**
- * A slot run that starts later than this after its slot was run by a catch-up, not by a scheduler
- * firing on time: schedulers fire within a second or two, a catch-up when a node starts.
- */
-export const LATE_MS = 60_000
-
-/** One mark: a run or a slot, on the lane of its node. */
-export interface Mark {
-  readonly kind: MarkKind
-  readonly run: RunRecord
-  /** Why, in words, for the tooltip and the legend. */
-  readonly why: string
-}
-
-/** The kind of mark a ledger entry makes. */
-export function markOf(run: RunRecord): Mark {
-  const late = run.slot !== undefined && run.startedAt.getTime() - run.slot.getTime() > LATE_MS
-  if (run.outcome === 'skipped') {
-    return late
-      ? { kind: 'missed', run, why: 'missed: every node was down at its fire time; a catch-up ran a later slot for it' }
-      : { kind: 'skipped', run, why: 'skipped: the lock was held (a run of an earlier slot)' }
-  }
-  if (late && run.outcome !== 'running')
-    return {
-      kind: 'caught-up',
-      run,
-      why: `caught up: missed at its fire time, run later by a catch-up (${run.outcome})`,
-    }
-  const why = {
-    ok: 'ran, ok',
-    failed: 'ran, failed',
-    'lock-lost': 'ran, lock lost: another node may have run it too',
-    running: 'running',
-    abandoned: 'abandoned: its node stopped before the run ended, and its lock lapsed',
-  }[run.outcome]
-  return { kind: run.outcome, run, why }
-}
+export { LATE_MS, type Mark, type MarkKind, markOf }
 
 const COLORS: Readonly<Record<MarkKind, string>> = {
   ok: '#1a7f37',
@@ -72,91 +24,127 @@ export const KIND_LABELS: Readonly<Record<MarkKind, string>> = {
   abandoned: 'abandoned',
   'caught-up': 'caught up',
   skipped: 'skipped (lock held)',
-  missed: 'missed',
+  missed: 'folded into a later run (once)',
 }
 
-const WIDTH = 960
-const LEFT = 170
-const LANE = 26
+// Heights in CSS pixels. Widths are percentages of the SVG's width, which is the page's: the SVG
+// has no viewBox, so its text keeps its size on a phone instead of shrinking with the drawing.
 const AXIS = 22
+const LANE = 38
+const LEFT = 1.5
+const RIGHT = 98.5
 
 /**
- * The timeline of one task as SVG: one lane per node, runs as bars from start to end (at least
- * 3 px), skipped slots as hollow diamonds, missed ones as crosses, caught-up runs with a dotted
- * line back to their slot. Each mark has a `<title>` (its tooltip) and `data-*` attributes.
+ * The timeline of one task as SVG: one lane per node (its name above its marks), runs as bars from
+ * start to end (at least 3 px), skipped slots as hollow diamonds, folded ones as crosses, caught-up
+ * runs with a dotted line back to their slot. Each mark has a `<title>` (its tooltip, from
+ * {@link markOf} over `runs`) and `data-*` attributes. Runs outside `from`..`to` are not drawn.
  */
 export function timelineSvg(task: string, runs: readonly RunRecord[], from: number, to: number): string {
-  const nodes = [...new Set(runs.map((run) => laneOf(run.node)))].sort()
+  const shown = runs.filter((run) => inWindow(run, from, to))
+  const nodes = [...new Set(shown.map((run) => laneOf(run.node)))].sort()
   const height = AXIS + Math.max(1, nodes.length) * LANE + 4
   const span = Math.max(1, to - from)
-  const x = (t: number): number => LEFT + ((Math.min(Math.max(t, from), to) - from) / span) * (WIDTH - LEFT - 10)
+  const x = (t: number): number => LEFT + ((Math.min(Math.max(t, from), to) - from) / span) * (RIGHT - LEFT)
   const parts: string[] = []
-  // Axis: five ticks, store time (UTC).
+  // Axis: five ticks, store time (UTC); the phone layout keeps the first, middle and last.
   for (let i = 0; i <= 4; i++) {
     const t = from + (span * i) / 4
-    const at = x(t).toFixed(1)
+    const at = pct(x(t))
     parts.push(`<line x1="${at}" y1="${AXIS - 4}" x2="${at}" y2="${height}" stroke="#d0d7de" stroke-width="1"/>`)
     const anchor = i === 0 ? 'start' : i === 4 ? 'end' : 'middle'
     parts.push(
-      `<text x="${at}" y="12" font-size="11" text-anchor="${anchor}" fill="#57606a">${escapeHtml(tickText(t, span))}</text>`,
+      `<text class="tick${i % 2 === 1 ? ' minor' : ''}" x="${at}" y="13" font-size="11" text-anchor="${anchor}" fill="#57606a">${escapeHtml(tickText(t, span))}</text>`,
     )
   }
   if (nodes.length === 0)
-    parts.push(`<text x="${LEFT}" y="${AXIS + 17}" font-size="12" fill="#57606a">no runs in this window</text>`)
+    parts.push(
+      `<text class="label" x="${pct(LEFT)}" y="${AXIS + 17}" font-size="12" fill="#57606a">no runs in this window</text>`,
+    )
   nodes.forEach((node, lane) => {
     const y = AXIS + lane * LANE
+    const onLane = shown.filter((r) => laneOf(r.node) === node)
+    const processes = [...new Set(onLane.map((r) => processOf(r.node)))].sort()
+    const more = processes.length > 1 ? `<tspan fill="#57606a"> (${processes.length} processes)</tspan>` : ''
     parts.push(
-      `<text x="4" y="${y + 17}" font-size="12" fill="#24292f">${escapeHtml(shorten(node, 26))}<title>${escapeHtml(node)}</title></text>`,
+      `<text class="label" x="${pct(LEFT)}" y="${y + 12}" font-size="12" fill="#24292f">${escapeHtml(shorten(node, 40))}${more}<title>${escapeHtml(`${node}: ${processes.join(', ')}`)}</title></text>`,
     )
-    parts.push(`<line x1="${LEFT}" y1="${y + LANE / 2}" x2="${WIDTH - 10}" y2="${y + LANE / 2}" stroke="#eaeef2"/>`)
-    for (const run of runs.filter((r) => laneOf(r.node) === node)) parts.push(markSvg(markOf(run), y, x, to))
+    parts.push(`<line x1="${pct(LEFT)}" y1="${y + 26}" x2="${pct(RIGHT)}" y2="${y + 26}" stroke="#eaeef2"/>`)
+    for (const run of onLane) parts.push(markSvg(markOf(run, runs), y + 26, x, to))
   })
-  const label = `Timeline of ${task}: ${runs.length} run${runs.length === 1 ? '' : 's'} on ${nodes.length} node${nodes.length === 1 ? '' : 's'}`
-  return `<svg class="timeline" role="img" aria-label="${escapeHtml(label)}" viewBox="0 0 ${WIDTH} ${height}" width="100%" data-task="${escapeHtml(task)}" xmlns="http://www.w3.org/2000/svg">${parts.join('')}</svg>`
+  const label = `Timeline of ${task}: ${shown.length} run${shown.length === 1 ? '' : 's'} on ${nodes.length} node${nodes.length === 1 ? '' : 's'}`
+  return `<svg class="timeline" role="img" aria-label="${escapeHtml(label)}" width="100%" height="${height}" data-task="${escapeHtml(task)}" xmlns="http://www.w3.org/2000/svg">${parts.join('')}</svg>`
 }
 
-function markSvg(mark: Mark, y: number, x: (t: number) => number, to: number): string {
+/** True when `run` shows in `from`..`to`: it started or ended there, or ran across it. */
+export function inWindow(run: RunRecord, from: number, to: number): boolean {
+  const start = run.startedAt.getTime()
+  const end = run.finishedAt?.getTime() ?? (run.outcome === 'running' ? to : start)
+  return start <= to && end >= from
+}
+
+function markSvg(mark: Mark, mid: number, x: (t: number) => number, to: number): string {
   const { run, kind } = mark
   const color = COLORS[kind]
-  const mid = y + LANE / 2
   const title = `<title>${escapeHtml(tooltip(mark))}</title>`
   const data = `class="mark" data-kind="${kind}" data-run="${escapeHtml(run.id)}" data-lane="${escapeHtml(laneOf(run.node))}"`
+  // A shape of fixed size at a percentage: an inner <svg> placed there, drawn around its origin.
+  const at = (t: number, shape: string): string => `<svg x="${pct(x(t))}" y="${mid}" overflow="visible">${shape}</svg>`
   if (kind === 'skipped' || kind === 'missed') {
-    const cx = x((run.slot ?? run.startedAt).getTime())
-    if (kind === 'skipped') {
-      return `<g ${data}><path d="M${cx.toFixed(1)} ${mid - 6}l6 6l-6 6l-6 -6z" fill="#fff" stroke="${color}" stroke-width="2"/>${title}</g>`
-    }
-    return `<g ${data}><path d="M${(cx - 5).toFixed(1)} ${mid - 5}l10 10m0 -10l-10 10" stroke="${color}" stroke-width="2"/>${title}</g>`
+    const t = (run.slot ?? run.startedAt).getTime()
+    const shape =
+      kind === 'skipped'
+        ? `<path d="M0 -6l6 6l-6 6l-6 -6z" fill="#fff" stroke="${color}" stroke-width="2"/>`
+        : `<path d="M-5 -5l10 10m0 -10l-10 10" stroke="${color}" stroke-width="2"/>`
+    return `<g ${data}>${at(t, shape)}${title}</g>`
   }
-  const start = x(run.startedAt.getTime())
-  const end = x(
-    run.finishedAt?.getTime() ?? (kind === 'running' ? to : run.startedAt.getTime() + (run.durationMs ?? 0)),
-  )
-  const width = Math.max(3, end - start)
+  const startT = run.startedAt.getTime()
+  const endT = run.finishedAt?.getTime() ?? (kind === 'running' ? to : startT + (run.durationMs ?? 0))
+  const start = x(startT)
   const back =
     kind === 'caught-up' && run.slot
-      ? `<line x1="${x(run.slot.getTime()).toFixed(1)}" y1="${mid}" x2="${start.toFixed(1)}" y2="${mid}" stroke="${color}" stroke-dasharray="2 3"/><circle cx="${x(run.slot.getTime()).toFixed(1)}" cy="${mid}" r="3" fill="${color}"/>`
+      ? `<line x1="${pct(x(run.slot.getTime()))}" y1="${mid}" x2="${pct(start)}" y2="${mid}" stroke="${color}" stroke-dasharray="2 3"/><circle cx="${pct(x(run.slot.getTime()))}" cy="${mid}" r="3" fill="${color}"/>`
       : ''
   const fill =
     kind === 'caught-up' && run.outcome !== 'ok' ? COLORS[run.outcome === 'lock-lost' ? 'lock-lost' : 'failed'] : color
-  return `<g ${data} data-outcome="${run.outcome}">${back}<rect x="${start.toFixed(1)}" y="${mid - 7}" width="${width.toFixed(1)}" height="14" rx="2" fill="${fill}"${kind === 'caught-up' ? ` stroke="${color}" stroke-width="2"` : ''}/>${title}</g>`
+  const edge = kind === 'caught-up' ? ` stroke="${color}" stroke-width="2"` : ''
+  // The bar as long as the run, and at least 3 px wide at its start, whatever the page's width.
+  const bar = `<rect x="${pct(start)}" y="${mid - 7}" width="${pct(Math.max(0, x(endT) - start))}" height="14" rx="2" fill="${fill}"${edge}/>`
+  const least = at(startT, `<rect x="0" y="-7" width="3" height="14" fill="${fill}"/>`)
+  return `<g ${data} data-outcome="${run.outcome}">${back}${bar}${least}${title}</g>`
 }
 
 /**
- * The lane of a run: its node without the per-acquisition suffix shedlock's owners end with
- * (`<host>:<pid>:<12 hex digits>`), so that one process is one lane.
+ * The lane of a run: the node that survives its restarts. A node is recorded as its lock's owner,
+ * `<name>:<pid>:<12 hex digits>` (the name is the provider's `lockedBy`, by default the host name),
+ * or as the executor's `node`, by default `<host name>:<pid>`; the lane is the name before the
+ * `:<pid>`, so that each restart of a process stays on its host's lane. A name that ends in
+ * `:<digits>` itself loses that part too.
  */
 export function laneOf(node: string): string {
+  return processOf(node).replace(/:\d+$/, '')
+}
+
+/** The process of a run: its node without the per-acquisition suffix (`<name>:<pid>`). */
+function processOf(node: string): string {
   return node.replace(/:[0-9a-f]{12}$/, '')
 }
 
 function tooltip(mark: Mark): string {
   const { run } = mark
-  const lines = [`${run.name} on ${run.node}: ${mark.why}`, `started ${timeText(run.startedAt)}`]
+  const lines = [
+    `${run.name} on ${run.node}: ${mark.why}`,
+    `${run.outcome === 'skipped' ? 'recorded' : 'started'} ${timeText(run.startedAt)}`,
+  ]
   if (run.slot) lines.push(`slot ${timeText(run.slot)}`)
   if (run.durationMs !== undefined && run.outcome !== 'skipped') lines.push(`took ${Math.round(run.durationMs)} ms`)
-  if (run.error) lines.push(`${run.error.type}: ${run.error.message}`)
+  // A skipped entry's `error` is its cause, which `why` says already.
+  if (run.error && run.outcome !== 'skipped') lines.push(`${run.error.type}: ${run.error.message}`)
   return lines.join('\n')
+}
+
+function pct(value: number): string {
+  return `${value.toFixed(2)}%`
 }
 
 function tickText(t: number, span: number): string {
