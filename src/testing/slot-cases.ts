@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { type LockProvider, lockPairOf } from '../core/lock-provider.ts'
-import { createLockingTaskExecutor, type LockingTaskExecutor } from '../core/locking-task-executor.ts'
+import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { slotPairCases } from './slot-pair-cases.ts'
 import { slotRecordCases } from './slot-record-cases.ts'
 import { owedSlotCases } from './owed-cases.ts'
@@ -26,32 +26,10 @@ export function slotCases(
   const g = Math.max(1, options.timeGranularityMs ?? 1)
   const declared = options.slots
   const noSlots = declared ? undefined : 'no slots option given'
-  // Executors a case made, closed when it ends: a catch-up that found the lock held keeps
-  // retrying in the background, and must not reach the store after the suite has closed it.
-  const open: LockingTaskExecutor[] = []
-  const executor = async (): Promise<LockingTaskExecutor> => {
-    const made = createLockingTaskExecutor(await node())
-    open.push(made)
-    return made
-  }
-  const closing: AddSlotCase = (group, what, timeoutMs, run, skip) =>
-    add(
-      group,
-      what,
-      timeoutMs,
-      async () => {
-        try {
-          await run()
-        } finally {
-          await Promise.all(open.splice(0).map((made) => made.close()))
-        }
-      },
-      skip,
-    )
   const suite: SlotSuiteContext = {
-    add: closing,
+    add,
     node,
-    executors: async () => [await executor(), await executor()] as const,
+    executors: async () => [createLockingTaskExecutor(await node()), createLockingTaskExecutor(await node())] as const,
     noSlots,
     noInspector: noSlots ?? (declared!.inspector ? undefined : 'the provider has no inspector()'),
     noPair: noSlots ?? (declared!.paired ? undefined : 'no paired acquisition declared (slots: { paired })'),

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import type { TaskResult } from '../core/locking-task-executor.ts'
+import type { LockingTaskExecutor, TaskResult } from '../core/locking-task-executor.ts'
 import { FIVE_MINUTES, lockName } from './suite-support.ts'
 import { holdingRun, type SlotSuiteContext, slotRequest, slotsFrom } from './slot-support.ts'
 
@@ -149,39 +149,49 @@ export function catchUpCases(suite: SlotSuiteContext): void {
     "catchUp with policy 'all' on two executors at once runs each missed slot once, oldest first; a later catch-up finds nothing missed",
     20_000,
     async () => {
-      const name = lockName()
       const [a, b] = await executors()
-      const schedule = slotsFrom(4)
-      const fireTimes = (from: Date, to: Date): Date[] => schedule.filter((slot) => slot >= from && slot <= to)
-      assert.equal((await a.executeWithLock(() => {}, slotRequest(name, schedule[0]!))).executed, true)
-      const ran: number[] = []
-      const task = ({ slot }: { slot: Date | undefined }): void => void ran.push(slot!.getTime())
-      const catchUp = { policy: 'all' as const, within: '1h' as const, fireTimes }
-      const lock = { name, lockAtMostFor: FIVE_MINUTES }
-      const results = await Promise.all([a.catchUp(task, lock, catchUp), b.catchUp(task, lock, catchUp)])
-      const missed = schedule.slice(1).map((slot) => slot.getTime())
-      assert.deepEqual(ran, missed, 'the missed slots, each once, oldest first')
-      const caughtUp = results.filter((result) => result.outcome === 'ran')
-      assert.equal(caughtUp.length, 1, `catch-up outcomes: ${results.map((r) => r.outcome).join(', ')}`)
-      assert.deepEqual(
-        caughtUp[0]!.ran.map((slot) => slot.getTime()),
-        missed,
-      )
-      // The other found the lock held (they overlapped), or nothing left to run (it came after).
-      const other = results.find((result) => result !== caughtUp[0])!
-      assert.ok(other.outcome === 'held' || other.outcome === 'nothing-missed', `the other catch-up: ${other.outcome}`)
-      // Asked of the one that did not catch up: a catch-up that found the lock held retries in the
-      // background, and its retry (which finds nothing) may hold the lock at this moment; asking
-      // that executor again takes its retry over instead of contending with it.
-      const later = results[0] === caughtUp[0] ? b : a
-      assert.equal((await later.catchUp(task, lock, catchUp)).outcome, 'nothing-missed')
-      assert.deepEqual(
-        await a.executeWithLock(task, slotRequest(name, schedule[2]!)),
-        { executed: false, reason: 'slot-done' },
-        'a caught-up slot ran again',
-      )
-      assert.deepEqual(ran, missed)
+      // Closed at the end: a catch-up that found the lock held retries in the background, and
+      // must not reach the store after the suite has closed its client.
+      try {
+        await twoCatchUps(a, b)
+      } finally {
+        await Promise.all([a.close(), b.close()])
+      }
     },
     noInspector,
   )
+
+  async function twoCatchUps(a: LockingTaskExecutor, b: LockingTaskExecutor): Promise<void> {
+    const name = lockName()
+    const schedule = slotsFrom(4)
+    const fireTimes = (from: Date, to: Date): Date[] => schedule.filter((slot) => slot >= from && slot <= to)
+    assert.equal((await a.executeWithLock(() => {}, slotRequest(name, schedule[0]!))).executed, true)
+    const ran: number[] = []
+    const task = ({ slot }: { slot: Date | undefined }): void => void ran.push(slot!.getTime())
+    const catchUp = { policy: 'all' as const, within: '1h' as const, fireTimes }
+    const lock = { name, lockAtMostFor: FIVE_MINUTES }
+    const results = await Promise.all([a.catchUp(task, lock, catchUp), b.catchUp(task, lock, catchUp)])
+    const missed = schedule.slice(1).map((slot) => slot.getTime())
+    assert.deepEqual(ran, missed, 'the missed slots, each once, oldest first')
+    const caughtUp = results.filter((result) => result.outcome === 'ran')
+    assert.equal(caughtUp.length, 1, `catch-up outcomes: ${results.map((r) => r.outcome).join(', ')}`)
+    assert.deepEqual(
+      caughtUp[0]!.ran.map((slot) => slot.getTime()),
+      missed,
+    )
+    // The other found the lock held (they overlapped), or nothing left to run (it came after).
+    const other = results.find((result) => result !== caughtUp[0])!
+    assert.ok(other.outcome === 'held' || other.outcome === 'nothing-missed', `the other catch-up: ${other.outcome}`)
+    // Asked of the one that did not catch up: a catch-up that found the lock held retries in the
+    // background, and its retry (which finds nothing) may hold the lock at this moment; asking
+    // that executor again takes its retry over instead of contending with it.
+    const later = results[0] === caughtUp[0] ? b : a
+    assert.equal((await later.catchUp(task, lock, catchUp)).outcome, 'nothing-missed')
+    assert.deepEqual(
+      await a.executeWithLock(task, slotRequest(name, schedule[2]!)),
+      { executed: false, reason: 'slot-done' },
+      'a caught-up slot ran again',
+    )
+    assert.deepEqual(ran, missed)
+  }
 }
