@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util'
+import { nearest } from './nearest.ts'
 
 /** Exit codes of every command; `shedlock --help` documents them. */
 export const EXIT_OK = 0
@@ -38,8 +39,7 @@ export function parseOptions(args: string[], options: OptionSpec): OptionValues 
     const { values } = parseArgs({ args, options, strict: true, allowPositionals: false })
     return values as OptionValues
   } catch (error) {
-    const message = error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error)
-    throw new UsageError(message)
+    throw usageErrorOf(error, args, options, false)
   }
 }
 
@@ -53,9 +53,42 @@ export function parseArguments(args: string[], options: OptionSpec): { values: O
     const { values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: true })
     return { values: values as OptionValues, positionals }
   } catch (error) {
-    const message = error instanceof Error ? error.message.split('\n')[0]!.replace(/\.$/, '') : String(error)
-    throw new UsageError(message)
+    throw usageErrorOf(error, args, options, true)
   }
+}
+
+/**
+ * parseArgs' error in the words of the CLI's other messages (`unknown option "--jsn"; did you mean
+ * "--json"?`), naming the argument as typed: parseArgs names `-o` for `-odd`.
+ */
+function usageErrorOf(error: unknown, args: string[], options: OptionSpec, positionals: boolean): UsageError {
+  const { code, message = String(error) } = (error ?? {}) as { code?: unknown; message?: string }
+  const quoted = /'([^']*)'/.exec(message)?.[1] ?? ''
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const end = args.indexOf('--')
+    const typed =
+      args
+        .slice(0, end === -1 ? args.length : end)
+        .find((arg) => arg === quoted || arg.startsWith(quoted.startsWith('--') ? `${quoted}=` : quoted))
+        ?.replace(/=.*$/, '') ?? quoted
+    const meant = nearest(typed, [...Object.keys(options).map((name) => `--${name}`), '--help'])
+    const hint = meant
+      ? `; did you mean "${meant}"?`
+      : positionals && !typed.startsWith('--')
+        ? '; a name that starts with "-" goes after "--"'
+        : ''
+    return new UsageError(`unknown option ${JSON.stringify(typed)}${hint}`)
+  }
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL')
+    return new UsageError(`unexpected argument ${JSON.stringify(quoted)}: this command takes options only`)
+  const missing = /^Option '(?:-\w, )?(--[\w-]+) <value>' argument missing/.exec(message)?.[1]
+  if (missing !== undefined) return new UsageError(`${missing} needs a value`)
+  const valued = /^Option '(?:-\w, )?(--[\w-]+)' does not take an argument/.exec(message)?.[1]
+  if (valued !== undefined) return new UsageError(`${valued} takes no value`)
+  const ambiguous = /^Option '(?:-\w, )?(--[\w-]+)' argument is ambiguous/.exec(message)?.[1]
+  if (ambiguous !== undefined)
+    return new UsageError(`${ambiguous} needs a value; one that starts with "-" is written ${ambiguous}=-VALUE`)
+  return new UsageError(message.split('\n')[0]!.replace(/\.$/, ''))
 }
 
 /**

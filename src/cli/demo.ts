@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { loadSqliteDriver, type SqliteConnection, type SqliteDriver } from '../providers/sqlite/driver.ts'
@@ -37,8 +37,9 @@ which skipped it; the summary checks that no tick ran twice and that no two
 runs overlapped in time.
 
 Options:
-  --db PATH      SQLite file to use, created if missing
-                 (default: a new file in a new temporary folder)
+  --db PATH      SQLite file to use, created if missing, kept at the end
+                 (default: a new file in a temporary folder, removed when
+                 the demo exits)
   --seconds N    how long to run, in seconds (default: 15)
   --nodes N      how many worker processes (default: 3)
   -h, --help     show this help
@@ -74,10 +75,30 @@ async function runDemo(args: string[]): Promise<number> {
     throw new UsageError('--db needs a file path')
 
   const driver = await loadSqliteDriver()
-  const dbPath =
-    typeof values.db === 'string' ? resolve(values.db) : join(mkdtempSync(join(tmpdir(), 'shedlock-demo-')), 'demo.db')
-  prepareDatabase(driver, dbPath)
+  const folder = typeof values.db === 'string' ? undefined : mkdtempSync(join(tmpdir(), 'shedlock-demo-'))
+  const dbPath = folder === undefined ? resolve(values.db as string) : join(folder, 'demo.db')
+  try {
+    prepareDatabase(driver, dbPath)
+    return await runNodes({ driver, dbPath, temporary: folder !== undefined, seconds, nodeCount, useLock })
+  } finally {
+    // The demo's own folder goes with it (after its end, Ctrl-C, SIGTERM or a failure); a --db file stays.
+    if (folder !== undefined) rmSync(folder, { recursive: true, force: true })
+  }
+}
 
+/** What the demo runs with, once its arguments are checked and its database is ready. */
+interface DemoRun {
+  readonly driver: SqliteDriver
+  readonly dbPath: string
+  /** Whether dbPath is in the demo's own folder, removed when it ends. */
+  readonly temporary: boolean
+  readonly seconds: number
+  readonly nodeCount: number
+  readonly useLock: boolean
+}
+
+/** Starts the nodes, has them run the ticks, prints what they report; resolves to the exit code. */
+async function runNodes({ driver, dbPath, temporary, seconds, nodeCount, useLock }: DemoRun): Promise<number> {
   const out = (line = ''): void => void process.stdout.write(`${line}\n`)
   out(
     `shedlock demo: ${nodeCount} node${nodeCount === 1 ? '' : 's'} (processes) share the SQLite file ${dbPath} (${driver.name}).`,
@@ -166,7 +187,7 @@ async function runDemo(args: string[]): Promise<number> {
   printTicks(span, true)
 
   const summary = summarize(reports, span, failures.length)
-  printSummary(out, summary, dbPath, failures)
+  printSummary(out, summary, temporary ? `${dbPath} (temporary: removed as the demo exits)` : dbPath, failures)
   return verdict(out, summary, interrupted, useLock, nodeCount)
 }
 

@@ -1,9 +1,10 @@
-import { type RunLedger, withLockState } from '../core/run-ledger.ts'
+import { pauseOf } from '../core/pause.ts'
+import { type RunLedger, type RunRecord, withLockState } from '../core/run-ledger.ts'
 import { runJson } from '../status/health-json.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { CliError, type Command, EXIT_OK, integerOption, parseArguments, UsageError } from './command.ts'
 import { inert } from './inert.ts'
-import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
+import { describeHolder, formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
@@ -69,18 +70,23 @@ export const historyCommand: Command = {
         process.stdout.write(
           `${store.kind} ${store.where}: ${runs.length === 0 ? 'no runs' : `${runs.length} run${runs.length === 1 ? '' : 's'}`} of "${inert(name)}", newest first\n`,
         )
+        if (pauseOf(lock)) process.stdout.write(`now ${describeHolder(lock!)}: shedlock resume ends it\n`)
         if (runs.length > 0) {
           const now = Date.now()
           const rows = runs.map((run) => [
             isoUtc(run.startedAt),
             run.slot === undefined ? '-' : isoUtc(run.slot),
             run.node,
-            run.outcome === 'running' ? `running (${humanDuration(now - run.startedAt.getTime())})` : run.outcome,
+            run.outcome === 'running' ? `running (${humanDuration(now - run.startedAt.getTime())})` : outcomeText(run),
             run.durationMs === undefined ? '-' : durationText(run.durationMs),
-            run.error === undefined ? '' : `${run.error.type}: ${run.error.message}`,
+            run.error === undefined
+              ? ''
+              : run.outcome === 'skipped'
+                ? run.error.message
+                : `${run.error.type}: ${run.error.message}`,
           ])
           process.stdout.write(
-            `\n${formatTable(['STARTED (UTC)', 'SLOT (UTC)', 'NODE', 'OUTCOME', 'DURATION', 'ERROR'], rows)}\n`,
+            `\n${formatTable(['STARTED (UTC)', 'SLOT (UTC)', 'NODE', 'OUTCOME', 'DURATION', 'ERROR OR CAUSE'], rows)}\n`,
           )
         }
         return EXIT_OK
@@ -117,6 +123,15 @@ export function ledgerOf(store: StoreAdmin): RunLedger {
       `${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`,
     )
   return store.runLedger
+}
+
+// Why a slot was skipped, as the executor records it in a skipped run's error.
+const SKIP_CAUSES: Readonly<Record<string, string>> = { Paused: 'paused', LockHeld: 'lock held', Folded: 'folded' }
+
+/** The outcome, with a skipped run's cause: `skipped (paused)`. */
+function outcomeText(run: RunRecord): string {
+  const cause = run.outcome === 'skipped' && run.error ? SKIP_CAUSES[run.error.type] : undefined
+  return cause ? `skipped (${cause})` : run.outcome
 }
 
 /** `1.2s`, `350ms`, `2m 5s`. */

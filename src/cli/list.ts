@@ -1,17 +1,18 @@
 import { parseSlotRecordName } from '../core/slots.ts'
 import { type Command, EXIT_OK, parseOptions, UsageError } from './command.ts'
-import { formatLocks, isoUtc, lockJson } from './lock-table.ts'
+import { formatLocks, isoUtc, lockJson, stateOf } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock list [--url URL] [--table NAME] [--prefix P] [--slots]
                      [--json | --format table|json]
 
-Shows every lock in the store: its name, state (held or free), who holds or
-last held it, when it was taken, until when it is held, and the time left.
-"Now" is the store's clock where expiry is decided on it (PostgreSQL, MySQL,
-Redis; etcd gives remaining lease time), else this host's (SQLite, and
-MongoDB, whose locks expire on each node's clock); the first line says which.
+Shows every lock in the store: its name, state (held, free, or paused by
+"shedlock pause"), who holds or last held it, when it was taken, until when
+it is held, and the time left. "Now" is the store's clock where expiry is
+decided on it (PostgreSQL, MySQL, Redis; etcd gives remaining lease time),
+else this host's (SQLite, and MongoDB, whose locks expire on each node's
+clock); the first line says which.
 
 A lock whose task finished but whose lockAtLeastFor has not passed shows as
 held: the storage format, shared with Java ShedLock, does not record whether
@@ -33,7 +34,7 @@ ${URL_HELP}
   -h, --help     show this help
 
 memcached cannot enumerate its keys: list fails there (exit 1); use
-"shedlock unlock --name NAME" to see one lock.
+"shedlock unlock NAME" to see one lock.
 
 Exit codes: 0 listed, 1 the store failed or cannot list, 2 usage error
 `
@@ -80,12 +81,13 @@ export const listCommand: Command = {
         return EXIT_OK
       }
       const held = records.filter((record) => record.held).length
+      const paused = records.filter((record) => stateOf(record) === 'paused').length
       const hidden =
         values.slots === true || slotRecords === 0
           ? ''
           : ` (${slotRecords} slot record${slotRecords === 1 ? '' : 's'} hidden: --slots)`
       process.stdout.write(
-        `${store.kind} ${store.where}: ${records.length} lock${records.length === 1 ? '' : 's'}, ${held} held${hidden}; now ${isoUtc(now)} on ${clock}\n`,
+        `${store.kind} ${store.where}: ${records.length} lock${records.length === 1 ? '' : 's'}, ${held} held${paused === 0 ? '' : ` (${paused} paused)`}${hidden}; now ${isoUtc(now)} on ${clock}\n`,
       )
       if (records.length > 0) process.stdout.write(`\n${formatLocks(records, now)}\n`)
       return EXIT_OK

@@ -1,10 +1,12 @@
 import type { LockRecord } from '../core/lock-inspector.ts'
+import { pauseOf } from '../core/pause.ts'
 import { inert } from './inert.ts'
 
 /** One lock as `shedlock list --json` prints it. Times are ISO-8601 UTC, `null` when the store does not keep them. */
 export interface LockJson {
   name: string
-  state: 'held' | 'free'
+  /** `paused`: held by a pause (`shedlock pause`), whose holder says who paused it and why. */
+  state: 'held' | 'free' | 'paused'
   lockedBy: string | null
   lockedAt: string | null
   lockUntil: string | null
@@ -12,9 +14,9 @@ export interface LockJson {
   remainingMs: number | null
 }
 
-/** `held` or `free`, as `list` shows a record. */
-export function stateOf(record: LockRecord): 'held' | 'free' {
-  return record.held ? 'held' : 'free'
+/** `held`, `free`, or `paused` (held by a pause), as `list` shows a record. */
+export function stateOf(record: LockRecord): 'held' | 'free' | 'paused' {
+  return pauseOf(record) ? 'paused' : record.held ? 'held' : 'free'
 }
 
 /** The JSON form of a record. */
@@ -94,13 +96,21 @@ export function formatLocks(records: readonly LockRecord[], now: Date): string {
   )
 }
 
-/** `held by X since T until U (9m 58s left)`, X {@link inert}: what unlock and a skipped run say about a lock. */
+/**
+ * `held by X since T until U (9m 58s left)`, X {@link inert}: what unlock and a skipped run say
+ * about a lock; `paused by W (reason) since …` for a pause.
+ */
 export function describeHolder(record: LockRecord): string {
-  const by = record.lockedBy === undefined ? 'an unknown holder (the store does not record it)' : inert(record.lockedBy)
+  const pause = pauseOf(record)
+  const by = pause
+    ? `paused by ${inert(pause.by)}${pause.reason ? ` (${inert(pause.reason)})` : ''}`
+    : record.lockedBy === undefined
+      ? 'held by an unknown holder (the store does not record it)'
+      : `held by ${inert(record.lockedBy)}`
   const since = record.lockedAt === undefined ? '' : ` since ${isoUtc(record.lockedAt)}`
   const until =
     record.lockUntil === undefined
       ? ' until an expiry the store does not reveal'
       : ` until ${isoUtc(record.lockUntil)} (${humanDuration(record.remainingMs ?? 0)} left)`
-  return `held by ${by}${since}${until}`
+  return `${by}${since}${until}`
 }

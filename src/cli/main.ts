@@ -10,7 +10,9 @@ import { doctorCommand } from './doctor.ts'
 import { historyCommand } from './history.ts'
 import { inertOutput } from './inert.ts'
 import { initCommand } from './init.ts'
+import { nearest } from './nearest.ts'
 import { listCommand } from './list.ts'
+import { pauseCommand, resumeCommand } from './pause.ts'
 import { runCommand } from './run.ts'
 import { schemaCommand } from './schema.ts'
 import { statusCommand } from './status.ts'
@@ -24,6 +26,8 @@ const commands: readonly Command[] = [
   runCommand,
   listCommand,
   unlockCommand,
+  pauseCommand,
+  resumeCommand,
   historyCommand,
   statusCommand,
   dashboardCommand,
@@ -118,8 +122,8 @@ async function main(argv: string[]): Promise<number> {
     const what = first.startsWith('-')
       ? `unknown option ${JSON.stringify(first)}`
       : `unknown command ${JSON.stringify(first)}`
-    const nearest = first.startsWith('-') ? undefined : nearestCommand(first)
-    process.stderr.write(`shedlock: ${what}${nearest ? `; did you mean "${nearest}"?` : ''} (see shedlock --help)\n`)
+    const meant = nearestCommand(first)
+    process.stderr.write(`shedlock: ${what}${meant ? `; did you mean "${meant}"?` : ''} (see shedlock --help)\n`)
     return EXIT_USAGE
   }
   if (wantsHelp(rest)) {
@@ -152,32 +156,11 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** The visible command nearest to a mistyped one (at most 2 edits, a swap of two letters being one), if any. */
+/** The visible command, or the option of `shedlock --help`, nearest to a mistyped one, if any. */
 function nearestCommand(typed: string): string | undefined {
-  let best: { name: string; distance: number } | undefined
-  for (const { name, hidden } of commands) {
-    if (hidden) continue
-    const distance = editDistance(typed.toLowerCase(), name)
-    if (distance <= 2 && distance < name.length && (!best || distance < best.distance)) best = { name, distance }
-  }
-  return best?.name
-}
-
-/** Levenshtein distance with adjacent transpositions (optimal string alignment). */
-function editDistance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-  )
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1
-      let value = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
-        value = Math.min(value, d[i - 2]![j - 2]! + 1)
-      d[i]![j] = value
-    }
-  }
-  return d[a.length]![b.length]!
+  if (typed.startsWith('-')) return nearest(typed.replace(/=.*$/, ''), ['--help', '--version'])
+  const visible = commands.filter((c) => !c.hidden).map((c) => c.name)
+  return nearest(typed, visible)
 }
 
 /** The library's option names, as the command-line flags that set them. */

@@ -8,6 +8,7 @@ import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
 import { durationText, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
+import { pausesOf, withPause } from './pause.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock status [--url URL] [--table NAME] [--runs-table T]
@@ -27,6 +28,10 @@ with no runs at all, included) is STALE, and status exits 1.
 Give --stale several times; a NAME=AGE beats a bare AGE for its task. With
 only NAME=AGE entries, only those tasks decide the exit code (a failing task
 of another job does not fail the probe of this one).
+
+A task paused by "shedlock pause" shows as paused, by whom, why and until
+when; it still turns STALE once its last success is older than its AGE: a
+forgotten pause is what --stale is there to catch.
 
 A task whose last run started longer ago than --ignore-older-than (7d by
 default) is left out: one renamed or removed runs no more, and its old runs
@@ -130,13 +135,21 @@ export const statusCommand: Command = {
       const failing = rows.filter((row) => row.state === 'failing').length
       const left =
         ignored.length === 0 ? '' : `, ${ignored.length} not run for ${formatDuration(ignoreOlderThan)} left out`
+      const pauses = await pausesOf(
+        store,
+        tasks.map((task) => task.name),
+      )
+      const paused = pauses.size === 0 ? '' : `, ${pauses.size} paused`
       process.stdout.write(
-        `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing${left}; now ${isoUtc(now)}\n`,
+        `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing${paused}${left}; now ${isoUtc(now)}\n`,
       )
       if (rows.length > 0) {
         const table = rows.map(({ task, state, maxAge }) => [
           task.name,
-          `${state === 'failing' ? `failing (${task.consecutiveFailures} in a row)` : state}${maxAge === undefined ? '' : ` (max ${formatDuration(maxAge)})`}`,
+          withPause(
+            `${state === 'failing' ? `failing (${task.consecutiveFailures} in a row)` : state}${maxAge === undefined ? '' : ` (max ${formatDuration(maxAge)})`}`,
+            pauses.get(task.name),
+          ),
           task.lastRun ? `${ago(task.lastRun.startedAt, now)} ${task.lastRun.outcome}` : 'never',
           task.lastSuccess
             ? `${ago(task.lastSuccess.startedAt, now)}${task.lastSuccess.durationMs === undefined ? '' : ` (${durationText(task.lastSuccess.durationMs)})`}`

@@ -1,11 +1,12 @@
 import { createInterface } from 'node:readline/promises'
-import { CliError, type Command, EXIT_FAILURE, EXIT_OK, parseOptions, UsageError } from './command.ts'
+import { CliError, type Command, EXIT_FAILURE, EXIT_OK, parseArguments, UsageError } from './command.ts'
 import { describeHolder, isoUtc, lockJson } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
-const HELP = `Usage: shedlock unlock [--url URL] [--table NAME] --name NAME [--yes]
-                      [--json]
+const HELP = `Usage: shedlock unlock NAME [--url URL] [--table NAME] [--yes] [--json]
+       shedlock unlock --name NAME [options]
+       shedlock unlock [options] -- NAME   (a NAME that starts with -)
 
 Force-releases one lock, for a holder that died or hangs. Shows who holds it,
 then asks for confirmation (unless --yes). Only the lock as shown is released:
@@ -20,7 +21,7 @@ task at once.
 
 Options:
 ${URL_HELP}
-  --name NAME    the lock to release
+  --name NAME    the lock to release, as the NAME argument
   --yes          release without asking (needed when stdin is not a terminal)
   --json         print one JSON document instead: { name, result, lock },
                  result being released or not-held, lock the record as list
@@ -39,15 +40,14 @@ export const unlockCommand: Command = {
   summary: 'force-release one lock, after showing its holder and asking',
   help: HELP,
   async run(args) {
-    const values = parseOptions(args, {
+    const { values, positionals } = parseArguments(args, {
       url: { type: 'string' },
       table: { type: 'string' },
       name: { type: 'string' },
       yes: { type: 'boolean' },
       json: { type: 'boolean' },
     })
-    const name = values.name
-    if (typeof name !== 'string' || name === '') throw new UsageError('--name NAME is required: the lock to release')
+    const name = lockName(positionals, values.name)
     const url = storeUrlOption(values)
     const confirmed = values.yes === true
     const json = values.json === true
@@ -94,6 +94,16 @@ export const unlockCommand: Command = {
       )
     })
   },
+}
+
+/** The lock to release: NAME, as history takes its task, or `--name NAME`, as before; one of them, once. */
+function lockName(positionals: string[], flag: string | boolean | undefined): string {
+  const given = [...positionals, ...(typeof flag === 'string' ? [flag] : [])]
+  if (given.length === 0 || given.some((name) => name === ''))
+    throw new UsageError('name the lock: shedlock unlock NAME [--url URL] (after --, a name may start with -)')
+  if (new Set(given).size > 1)
+    throw new UsageError(`one lock at a time: got ${given.map((name) => JSON.stringify(name)).join(', ')}`)
+  return given[0]!
 }
 
 async function ask(question: string): Promise<boolean> {

@@ -35,8 +35,12 @@ export interface StoreAdmin {
   readonly where: string
   /** True when the provider's locks can be extended, which `run --keep-alive` needs. */
   readonly extensible: boolean
-  /** A provider over this connection, with the URL's options (table, environment...). */
-  provider(): LockProvider
+  /**
+   * A provider over this connection, with the URL's options (table, environment...) and
+   * `options.lockedBy` (what `shedlock pause` takes a lock as).
+   * @throws CliError for a `lockedBy` on a store that cannot keep it with the lock (see {@link cannotHoldPause}).
+   */
+  provider(options?: AdminProviderOptions): LockProvider
   /** The store's public inspector over this connection: list, get and force-release. */
   readonly inspector: LockInspector
   /** The store's run history over this connection, where the store has one (`shedlock history`, `status`). */
@@ -62,6 +66,20 @@ export interface StoreAdmin {
   /** How this store's locks depend on the clocks of the hosts, for doctor's clock line. */
   readonly clockDependence: string
   close(): Promise<void>
+}
+
+/** Options of {@link StoreAdmin.provider}. */
+export interface AdminProviderOptions {
+  /** The `lockedBy` prefix of the provider's locks. @default the host name */
+  readonly lockedBy?: string | undefined
+}
+
+/**
+ * The refusal of `provider({ lockedBy })` by a store that cannot keep a holder's name with a lock
+ * (`why`): a pause (a lock held by "paused by …") would read there as any held lock.
+ */
+export function cannotHoldPause(kind: string, why: string): CliError {
+  return new CliError(`${kind} cannot hold a pause: ${why}; pause the task where it is scheduled instead`)
 }
 
 /** The run history's table of a SQL store, for `history`, `status` and `doctor`. */
@@ -109,18 +127,19 @@ export async function timed(source: string, resolutionMs: number, fn: () => Prom
 /**
  * `inspector`, with a missing table, collection or bucket reported as the CLI reports it: a
  * `CliError` with `advice` (naming the `shedlock init` command that creates it) when `isMissing`
- * recognises the store error's cause. The inspector's own advice is for programs.
+ * recognises the store error's cause, or finds out by asking the store (SQL: its catalog). The
+ * inspector's own advice is for programs.
  */
 export function withInitAdvice(
   inspector: LockInspector,
-  isMissing: (error: unknown) => boolean,
+  isMissing: (error: unknown) => boolean | Promise<boolean>,
   advice: string,
 ): LockInspector {
   const translated = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
       return await run()
     } catch (error) {
-      if (isMissing((error as { cause?: unknown } | null)?.cause)) throw new CliError(advice, { cause: error })
+      if (await isMissing((error as { cause?: unknown } | null)?.cause)) throw new CliError(advice, { cause: error })
       throw error
     }
   }

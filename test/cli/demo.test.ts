@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
-import { dirname } from 'node:path'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { noDoubleRunInAnyAttempt } from '../helpers/double-runs.ts'
 import { startCli, waitFor } from './support/cli.ts'
@@ -20,15 +21,21 @@ afterAll(() => {
   for (const dir of dbDirs) rmSync(dir, { recursive: true, force: true })
 })
 
+/** The demo's own temporary folder, named in its first line; undefined for a --db file. */
+function demoFolder(stdout: string): string | undefined {
+  const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(
+    stdout,
+  )?.[1]
+  return db?.includes('shedlock-demo-') ? dirname(db) : undefined
+}
+
 /** Starts `node dist/cli/main.js ...args`; `output()` is what it printed so far. */
 function start(args: string[]): { child: ChildProcess; done: Promise<Run>; output: () => string } {
   const started = startCli(args)
   const done = started.done.then((run) => {
-    // The demo's own temporary folder, named in its first line.
-    const db = /^shedlock demo: .* share the SQLite file (.+) \((?:node:sqlite|better-sqlite3|libsql)\)\.$/m.exec(
-      run.stdout,
-    )?.[1]
-    if (db?.includes('shedlock-demo-')) dbDirs.push(dirname(db))
+    // Removed by the demo; by the tests too when a demo killed with SIGKILL could not.
+    const folder = demoFolder(run.stdout)
+    if (folder !== undefined) dbDirs.push(folder)
     return run
   })
   return { child: started.child, done, output: started.stdout }
@@ -92,7 +99,18 @@ describe('shedlock demo', () => {
     expect(summaryNumber(run.stdout, 'skips')).toBe(8)
     expect(summaryNumber(run.stdout, 'missed ticks')).toBe(0)
     expect(summaryNumber(run.stdout, 'errors')).toBe(0)
-    expect(run.stdout).toMatch(/^ +db: .+demo\.db$/m)
+    expect(run.stdout).toMatch(/^ +db: .+demo\.db \(temporary: removed as the demo exits\)$/m)
+    expect(existsSync(demoFolder(run.stdout)!)).toBe(false)
+  }, 30_000)
+
+  it('--db PATH: the file is kept, and named without "temporary" in the summary', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'shedlock-test-demo-db-'))
+    dbDirs.push(folder)
+    const db = join(folder, 'mine.db')
+    const run = await cli('demo', '--seconds', '1', '--nodes', '2', '--db', db)
+    expect(run.code, run.stdout).toBe(0)
+    expect(run.stdout.split('\n')).toContain(`${'db'.padStart(14)}: ${db}`)
+    expect(existsSync(db)).toBe(true)
   }, 30_000)
 
   it('--no-lock runs the task without shedlock: the checker reports duplicates and exits 1', async () => {
@@ -116,6 +134,19 @@ describe('shedlock demo', () => {
     expect(run.stdout).toContain('Interrupted')
     expect(run.stdout).toContain('duplicates: 0')
     expect(pids.filter(isAlive)).toEqual([])
+    expect(existsSync(demoFolder(run.stdout)!), 'the temporary folder is removed').toBe(false)
+  }, 30_000)
+
+  it('SIGTERM stops it as Ctrl-C does: exit 143, its temporary folder removed', async () => {
+    const { child, done, output } = start(['demo', '--seconds', '60'])
+    expect(await waitFor(() => HAS_TICK.test(output()) || child.exitCode !== null, 15_000), output()).toBe(true)
+    const folder = demoFolder(output())
+    expect(folder !== undefined && existsSync(folder), output()).toBe(true)
+    child.kill('SIGTERM')
+    const run = await done
+    expect(run.code, run.stdout).toBe(143)
+    expect(run.stdout).toContain('Interrupted')
+    expect(existsSync(folder!)).toBe(false)
   }, 30_000)
 
   it('a node whose parent dies (kill -9) stops by itself', async () => {
@@ -156,12 +187,14 @@ describe('shedlock command line', () => {
   })
 
   it.each([
-    [['demo', '--bogus'], /^shedlock demo: Unknown option '--bogus'/],
+    [['demo', '--bogus'], /^shedlock demo: unknown option "--bogus" \(see shedlock demo --help\)\n$/],
+    [['demo', '--secnds', '3'], /^shedlock demo: unknown option "--secnds"; did you mean "--seconds"\?/],
     [['demo', '--seconds', 'abc'], /^shedlock demo: --seconds must be a whole number/],
     [['demo', '--nodes', '0'], /^shedlock demo: --nodes must be a whole number from 1/],
-    [['demo', 'extra'], /^shedlock demo: Unexpected argument 'extra'/],
+    [['demo', 'extra'], /^shedlock demo: unexpected argument "extra": this command takes options only/],
     [['frobnicate'], /^shedlock: unknown command "frobnicate"/],
-    [['--frobnicate'], /^shedlock: unknown option "--frobnicate"/],
+    [['--frobnicate'], /^shedlock: unknown option "--frobnicate" \(see shedlock --help\)\n$/],
+    [['--hlep'], /^shedlock: unknown option "--hlep"; did you mean "--help"\? \(see shedlock --help\)\n$/],
   ])('%j is a usage error: one line on stderr, exit 2', async (args, message) => {
     const run = await cli(...args)
     expect(run.code).toBe(2)

@@ -88,7 +88,19 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
       /^shedlock list: unknown store URL "ftp:\/\/user:\*\*\*@host\/x": use postgres:\/\//,
     ],
     [['list', '--url', nowhere, '--format', 'xml'], /^shedlock list: --format must be table or json/],
-    [['list', '--url', nowhere, '--bogus'], /^shedlock list: Unknown option '--bogus'/],
+    [['list', '--url', nowhere, '--bogus'], /^shedlock list: unknown option "--bogus" \(see/],
+    [['list', '--url', nowhere, '--jsn'], /^shedlock list: unknown option "--jsn"; did you mean "--json"\? \(see/],
+    [['list', '--url', nowhere, '--Prefx=a'], /^shedlock list: unknown option "--Prefx"; did you mean "--prefix"\?/],
+    [
+      ['list', '--url', nowhere, 'extra'],
+      /^shedlock list: unexpected argument "extra": this command takes options only/,
+    ],
+    [['list', '--url'], /^shedlock list: --url needs a value/],
+    [['list', '--url', nowhere, '--slots=yes'], /^shedlock list: --slots takes no value/],
+    [
+      ['history', '--url', nowhere, '-odd'],
+      /^shedlock history: unknown option "-odd"; a name that starts with "-" goes after "--" \(see/,
+    ],
     [
       ['list', '--url', 'postgres://u@127.0.0.1:1/db', '--table', 'locks; DROP TABLE x'],
       /^shedlock list: postgres: --table "locks; DROP TABLE x" is not a plain SQL identifier/,
@@ -102,7 +114,15 @@ describe('usage errors: one line on stderr, exit 2, before any store is touched'
       ['list', '--url', 'redis://127.0.0.1:1?environment=a:b'],
       /^shedlock list: redis: environment must be a non-empty string without ':'/,
     ],
-    [['unlock', '--url', nowhere], /^shedlock unlock: --name NAME is required/],
+    [['unlock', '--url', nowhere], /^shedlock unlock: name the lock: shedlock unlock NAME \[--url URL\]/],
+    [['unlock', '--url', nowhere, '--name', ''], /^shedlock unlock: name the lock/],
+    [['unlock', 'a', 'b', '--url', nowhere], /^shedlock unlock: one lock at a time: got "a", "b"/],
+    [['unlock', 'a', '--url', nowhere, '--name', 'b'], /^shedlock unlock: one lock at a time: got "a", "b"/],
+    [
+      ['run', '--url', nowhere, '--name', '-odd', '--lock-at-most-for', '1m', '--', 'true'],
+      /^shedlock run: --name needs a value; one that starts with "-" is written --name=-VALUE/,
+    ],
+    [['unlock', 'a', '--url', nowhere], /^shedlock unlock: refusing to release lock "a" without confirmation/],
     [
       ['run', '--url', nowhere, '--name', 'a', '--lock-at-most-for', '10m'],
       /^shedlock run: give the command to run after --/,

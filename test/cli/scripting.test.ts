@@ -10,7 +10,20 @@ import { cli } from './support/cli.ts'
 const temp = mkdtempSync(join(tmpdir(), 'shedlock-cli-scripting-'))
 afterAll(() => rmSync(temp, { recursive: true, force: true }))
 const noUrl = { SHEDLOCK_URL: undefined }
-const COMMANDS = ['run', 'list', 'unlock', 'history', 'status', 'dashboard', 'doctor', 'init', 'schema', 'demo']
+const COMMANDS = [
+  'run',
+  'list',
+  'unlock',
+  'pause',
+  'resume',
+  'history',
+  'status',
+  'dashboard',
+  'doctor',
+  'init',
+  'schema',
+  'demo',
+]
 
 async function sqliteStore(name: string): Promise<string> {
   const url = `sqlite:${join(temp, `${name}.db`)}`
@@ -244,6 +257,33 @@ describe('shedlock unlock --json', () => {
     const again = await cli(['unlock', '--url', url, '--name', 'nightly', '--yes', '--json'])
     expect(again.code, again.stderr).toBe(0)
     expect(JSON.parse(again.stdout)).toMatchObject({ name: 'nightly', result: 'not-held', lock: { state: 'free' } })
+  })
+
+  it('takes the lock as NAME, as history takes its task (--name NAME works too; after --, a NAME may start with -)', async () => {
+    const url = await sqliteStore('unlock-positional')
+    for (const name of ['nightly', '-odd']) {
+      const hold = await cli([
+        'run',
+        '--url',
+        url,
+        `--name=${name}`,
+        '--lock-at-most-for',
+        '2h',
+        '--lock-at-least-for',
+        '1h',
+        '--',
+        'true',
+      ])
+      expect(hold.code, hold.stderr).toBe(0)
+    }
+    const byName = await cli(['unlock', 'nightly', '--url', url, '--yes', '--json'])
+    expect(byName.code, byName.stderr).toBe(0)
+    expect(JSON.parse(byName.stdout)).toMatchObject({ name: 'nightly', result: 'released', lock: { state: 'held' } })
+    const odd = await cli(['unlock', '--url', url, '--yes', '--', '-odd'])
+    expect(odd.code, odd.stderr).toBe(0)
+    expect(odd.stdout).toMatch(/^lock "-odd" is held by .*\nreleased lock "-odd"\n$/)
+    const flag = await cli(['unlock', '--url', url, '--name', 'nightly', '--yes', '--json'])
+    expect(JSON.parse(flag.stdout)).toMatchObject({ name: 'nightly', result: 'not-held' })
   })
 
   it('a missing lock is an error on stderr, exit 1, nothing on stdout', async () => {

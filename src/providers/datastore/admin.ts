@@ -91,7 +91,13 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     kind: 'Datastore',
     where,
     extensible: true,
-    provider: () => datastoreLockProvider({ datastore, kind, ...(namespace === undefined ? {} : { namespace }) }),
+    provider: (options) =>
+      datastoreLockProvider({
+        datastore,
+        kind,
+        ...(namespace === undefined ? {} : { namespace }),
+        lockedBy: options?.lockedBy,
+      }),
     inspector: datastoreLockInspector({ datastore, kind, ...(namespace === undefined ? {} : { namespace }) }),
     init: async () => [`nothing to create: Datastore creates kind ${kind} with its first lock`],
     ping: async () => {

@@ -100,7 +100,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     kind: 'DynamoDB',
     where: `${url.redacted} (table ${tableName})`,
     extensible: true,
-    provider: () => dynamoDBLockProvider({ client, tableName, lib: sdk }),
+    provider: (options) => dynamoDBLockProvider({ client, tableName, lib: sdk, lockedBy: options?.lockedBy }),
     inspector: withInitAdvice(
       dynamoDBLockInspector({ client, tableName, lib: sdk }),
       (error) => nameOf(error) === 'ResourceNotFoundException',

@@ -64,7 +64,10 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     kind: 'etcd',
     where: `${url.redacted} (keys ${space.prefix}*)`,
     extensible: true,
-    provider: () => provider,
+    provider: (options) =>
+      options?.lockedBy === undefined
+        ? provider
+        : etcdLockProvider({ client, environment: space.environment, lockedBy: options.lockedBy }),
     inspector,
     init: async () => [`etcd needs no setup: each lock is a key ${space.prefix}<name>, created when the lock is taken`],
     ping: async () => `etcd ${version}`,

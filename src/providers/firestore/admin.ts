@@ -76,7 +76,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     kind: 'Firestore',
     where: `${url.redacted} (${database}, collection ${collectionName})`,
     extensible: true,
-    provider: () => firestoreLockProvider({ collection }),
+    provider: (options) => firestoreLockProvider({ collection, lockedBy: options?.lockedBy }),
     inspector: firestoreLockInspector({ collection }),
     init: async () => [
       `Firestore needs nothing created: collection ${collectionName} appears with the first lock, and no index is needed`,

@@ -1,6 +1,6 @@
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
 import { importDriver } from '../../support/import-driver.ts'
-import type { StoreAdmin, StoreOptions } from '../../support/store-admin.ts'
+import { cannotHoldPause, type StoreAdmin, type StoreOptions } from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { DEFAULT_ENVIRONMENT, memcachedKeyPrefix, memcachedLockKey } from './format.ts'
@@ -74,7 +74,14 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     kind: 'memcached',
     where: `${url.redacted} (keys ${prefix}*)`,
     extensible: false,
-    provider: () => provider,
+    provider: (options) => {
+      if (options?.lockedBy !== undefined)
+        throw cannotHoldPause(
+          'memcached',
+          "its provider takes no holder name, so no node could tell a paused lock from a run's (and memcached may evict a key, ending a pause unseen)",
+        )
+      return provider
+    },
     inspector: {
       ...inspector,
       // The inspector's refusal, with the command that does what can be done.

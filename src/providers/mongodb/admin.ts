@@ -58,7 +58,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     kind: 'MongoDB',
     where: `${url.redacted} (collection ${db.databaseName}.${collectionName})`,
     extensible: true,
-    provider: () => mongoLockProvider({ collection }),
+    provider: (options) => mongoLockProvider({ collection, lockedBy: options?.lockedBy }),
     inspector: mongoLockInspector({ collection }),
     async init() {
       if (await exists()) return [`collection ${collectionName} already exists: nothing to do`]

@@ -105,7 +105,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     schema: () => mysqlSchema({ tableName: table.table, fencingTokens: table.fencing }),
     fencingColumnDdl: () => mysqlFencingColumnDdl({ tableName: table.table }),
     initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}${table.fencing ? ' --fencing-tokens' : ''}`,
-    provider: (fencingTokens) => mysqlLockProvider({ client: pool, tableName: table.table, fencingTokens }),
+    provider: (fencingTokens, lockedBy) =>
+      mysqlLockProvider({ client: pool, tableName: table.table, fencingTokens, lockedBy }),
     version: async () =>
       `${kind} ${String((await rows('SELECT VERSION() AS version', []))[0]?.version ?? '?').replace(/-MariaDB.*$/i, '')}`,
     readClock: () =>

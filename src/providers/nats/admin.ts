@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
 import { importDriver } from '../../support/import-driver.ts'
-import { type Check, type StoreAdmin, type StoreOptions, timed, withInitAdvice } from '../../support/store-admin.ts'
+import {
+  type Check,
+  cannotHoldPause,
+  type StoreAdmin,
+  type StoreOptions,
+  timed,
+  withInitAdvice,
+} from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { isStreamNotFound, NATS_LOCK_BUCKET, natsLockKey, natsSchema } from './format.ts'
 import { natsLockInspector } from './inspector.ts'
@@ -112,7 +119,14 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     kind: 'NATS',
     where: `${url.redacted} (bucket ${bucketName})`,
     extensible: true,
-    provider: () => natsLockProvider({ kv: bucket }),
+    provider: (options) => {
+      if (options?.lockedBy !== undefined)
+        throw cannotHoldPause(
+          'NATS',
+          "a lock's value is its lockUntil alone (Java ShedLock's format), so no node could tell a paused lock from a run's",
+        )
+      return natsLockProvider({ kv: bucket })
+    },
     inspector: withInitAdvice(natsLockInspector({ kv: bucket }), isStreamNotFound, missingBucket),
     async init() {
       if (await exists()) return [`bucket ${bucketName} already exists: nothing to do`]

@@ -95,7 +95,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     schema: () => postgresSchema({ tableName: table.table, fencingTokens: table.fencing }),
     fencingColumnDdl: () => postgresFencingColumnDdl({ tableName: table.table }),
     initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}${table.fencing ? ' --fencing-tokens' : ''}`,
-    provider: (fencingTokens) => postgresLockProvider({ client: pool, tableName: table.table, fencingTokens }),
+    provider: (fencingTokens, lockedBy) =>
+      postgresLockProvider({ client: pool, tableName: table.table, fencingTokens, lockedBy }),
     version: async () => `PostgreSQL ${String((await query('SHOW server_version', []))[0]?.server_version ?? '?')}`,
     readClock: () =>
       timed('SELECT clock_timestamp()', 1, async () =>

@@ -53,7 +53,10 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     kind: 'Redis',
     where: `${url.redacted} (keys ${space.prefix}*)`,
     extensible: true,
-    provider: () => provider,
+    provider: (holder) =>
+      holder?.lockedBy === undefined
+        ? provider
+        : redisLockProvider({ client: redis.client, ...options, fencingTokens: true, lockedBy: holder.lockedBy }),
     inspector,
     runLedger: redisRunLedger({ client: redis.client, environment: space.environment }),
     // Streams are created by the first run, capped and expired by the ledger itself.

@@ -1,7 +1,7 @@
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
 import { type AwsAdminClient, adminRegion, replyDateClock } from '../../support/aws-sdk.ts'
 import { importDriver } from '../../support/import-driver.ts'
-import type { Check, StoreAdmin, StoreOptions } from '../../support/store-admin.ts'
+import type { AdminProviderOptions, Check, StoreAdmin, StoreOptions } from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { DEFAULT_PREFIX, META } from './format.ts'
 import { s3LockInspector } from './inspector.ts'
@@ -89,7 +89,15 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     )
   }
   const where = `s3://${bucket}/${prefix}${endpoint ? ` at ${endpoint}` : ''}`
-  const provider = () => s3LockProvider({ client, bucket, prefix, lib: sdk })
+  const provider = (options?: AdminProviderOptions) => {
+    const lockedBy = options?.lockedBy
+    // User metadata travels in HTTP headers, which take ASCII only (a pause's reason comes after " — ").
+    if (lockedBy !== undefined && !/^[\x20-\x7e]*$/.test(lockedBy))
+      throw new CliError(
+        `S3 keeps a lock's holder in object metadata, which takes ASCII only: ${JSON.stringify(lockedBy)} is not; pause without --reason, with an ASCII --by`,
+      )
+    return s3LockProvider({ client, bucket, prefix, lib: sdk, lockedBy })
+  }
 
   return {
     kind: 'S3',

@@ -125,7 +125,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     schema: () => spannerSchema({ tableName: table.table, fencingTokens: table.fencing }),
     fencingColumnDdl: () => spannerFencingColumnDdl({ tableName: table.table }),
     initCommand: `shedlock init --url ${url.redacted}${options.table === undefined ? '' : ` --table ${table.table}`}${table.fencing ? ' --fencing-tokens' : ''}`,
-    provider: () => spannerLockProvider({ database, tableName: table.table, fencingTokens: table.fencing }),
+    provider: (_fencingTokens, lockedBy) =>
+      spannerLockProvider({ database, tableName: table.table, fencingTokens: table.fencing, lockedBy }),
     version: async () => `Cloud Spanner (${where})`,
     readClock: () =>
       timed('SELECT CURRENT_TIMESTAMP()', 1, async () =>

@@ -106,7 +106,8 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     schema: () => sqliteSchema({ tableName: table.table, fencingTokens: table.fencing }),
     fencingColumnDdl: () => sqliteFencingColumnDdl({ tableName: table.table }),
     initCommand,
-    provider: (fencingTokens) => sqliteLockProvider({ database, tableName: table.table, fencingTokens }),
+    provider: (fencingTokens, lockedBy) =>
+      sqliteLockProvider({ database, tableName: table.table, fencingTokens, lockedBy }),
     version: async () =>
       `SQLite ${String((await rows('SELECT sqlite_version() AS version', []))[0]?.version ?? '?')} (${driver.name}), file ${resolve(path)}`,
     // SQLite's 'now' is this host's clock: a second reading of the same clock would measure nothing.

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { CliError, firstLine, UsageError } from '../../support/admin-errors.ts'
 import { importDriver } from '../../support/import-driver.ts'
-import { type Check, type StoreAdmin, type StoreOptions, timed } from '../../support/store-admin.ts'
+import { type Check, cannotHoldPause, type StoreAdmin, type StoreOptions, timed } from '../../support/store-admin.ts'
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { CODE, DEFAULT_ROOT, hasCode, lockNodePath, validRoot, zookeeperSchema } from './format.ts'
@@ -95,7 +95,14 @@ export async function open(url: StoreUrl, _options: StoreOptions): Promise<Store
     kind: 'ZooKeeper',
     where: `${url.redacted} (nodes ${root}/*)`,
     extensible: true,
-    provider: () => zookeeperLockProvider({ client, path: root }),
+    provider: (options) => {
+      if (options?.lockedBy !== undefined)
+        throw cannotHoldPause(
+          'ZooKeeper',
+          "a lock node holds its lockUntil alone (Java ShedLock's format), so no node could tell a paused lock from a run's",
+        )
+      return zookeeperLockProvider({ client, path: root })
+    },
     inspector: zookeeperLockInspector({ client, path: root, timeout: TIMEOUT_MS }),
     async init() {
       if (await rootExists()) return [`node ${root} already exists: nothing to do`]

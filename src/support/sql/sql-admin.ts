@@ -1,7 +1,7 @@
 import type { LockInspector } from '../../core/lock-inspector.ts'
 import { type ExtensibleLockProvider, type LockProvider, lockPairOf, withLockPair } from '../../core/lock-provider.ts'
 import type { RunLedger } from '../../core/run-ledger.ts'
-import type { Check, ClockReading, StoreAdmin } from '../store-admin.ts'
+import { type Check, type ClockReading, type StoreAdmin, withInitAdvice } from '../store-admin.ts'
 import type { SqlTable } from './sql-table.ts'
 
 /** A column of the lock table as the database's catalog describes it. */
@@ -29,8 +29,11 @@ export interface SqlAdminDialect {
   runsTableExists(): Promise<boolean>
   /** The DDL of the runs table (one or more statements, each ending with `;`). */
   runsSchema(): string
-  /** The table's provider; `fencingTokens`: whether it counts tokens in the fencing column (see `fencingTokens`). */
-  provider(fencingTokens: boolean): LockProvider
+  /**
+   * The table's provider; `fencingTokens`: whether it counts tokens in the fencing column (see
+   * `fencingTokens`); `lockedBy`: its holders' prefix (default: the host name).
+   */
+  provider(fencingTokens: boolean, lockedBy: string | undefined): LockProvider
   /** Rows of a `SELECT`. */
   query(sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>
   /** Rows matched by an `UPDATE` or `DELETE`, or 0 for DDL. */
@@ -63,12 +66,16 @@ export interface SqlAdminDialect {
  * the first `lock()` (one catalog query); a failed read counts as no column, and the acquire
  * statement then reports what is wrong with the table.
  */
-function tokensWhereCounted(dialect: SqlAdminDialect, hasColumn: () => Promise<boolean>): ExtensibleLockProvider {
-  const plain = dialect.provider(false) as ExtensibleLockProvider
+function tokensWhereCounted(
+  dialect: SqlAdminDialect,
+  hasColumn: () => Promise<boolean>,
+  lockedBy: string | undefined,
+): ExtensibleLockProvider {
+  const plain = dialect.provider(false, lockedBy) as ExtensibleLockProvider
   let chosen: Promise<ExtensibleLockProvider> | undefined
   const choose = (): Promise<ExtensibleLockProvider> =>
     (chosen ??= hasColumn().then(
-      (present) => (present ? (dialect.provider(true) as ExtensibleLockProvider) : plain),
+      (present) => (present ? (dialect.provider(true, lockedBy) as ExtensibleLockProvider) : plain),
       () => plain,
     ))
   const provider: ExtensibleLockProvider = {
@@ -94,8 +101,16 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
     extensible: true,
     // Tokens wherever the table can count them: asked for (--fencing-tokens), or the column is
     // there (shedlock init --fencing-tokens made it), so that shedlock run hands them out.
-    provider: () => (t.fencing ? dialect.provider(true) : tokensWhereCounted(dialect, hasFencingColumn)),
-    inspector: dialect.inspector,
+    provider: (options) =>
+      t.fencing
+        ? dialect.provider(true, options?.lockedBy)
+        : tokensWhereCounted(dialect, hasFencingColumn, options?.lockedBy),
+    // A missing table gets doctor's advice (shedlock init), not the provider's CREATE TABLE.
+    inspector: withInitAdvice(
+      dialect.inspector,
+      async () => !(await dialect.tableExists().catch(() => true)),
+      `table ${t.table} does not exist; create it with: ${dialect.initCommand}`,
+    ),
     runLedger: dialect.runLedger,
     runLedgerReady: () => dialect.runsTableExists(),
     runsTable: {

@@ -1,0 +1,270 @@
+import { hostname, userInfo } from 'node:os'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { formatDuration, parseDuration } from '../core/duration.ts'
+import { LockConfigurationError } from '../core/errors.ts'
+import { lockConfiguration } from '../core/lock-configuration.ts'
+import type { LockRecord } from '../core/lock-inspector.ts'
+import { describePause, pauseHolder, pauseOf, type TaskPause } from '../core/pause.ts'
+import type { StoreAdmin } from '../support/store-admin.ts'
+import { CliError, type Command, EXIT_OK, type OptionValues, parseArguments, UsageError } from './command.ts'
+import { describeHolder, isoUtc } from './lock-table.ts'
+import { withStore } from './open-store.ts'
+import { storeUrlOption, URL_HELP } from './store-url.ts'
+
+// A pause "until resumed" still needs a lock_until every store can hold: MySQL/MariaDB TIMESTAMP
+// columns (Java ShedLock's DDL) end on 2038-01-19, so 2038-01-01, or 10 years when that is sooner.
+const UNTIL_RESUMED_END = Date.UTC(2038, 0, 1)
+const UNTIL_RESUMED_MS = 10 * 365 * 86_400_000
+// How often --wait reads the lock of a run it waits for.
+const WAIT_POLL_MS = 1_000
+// Reads that found the lock free, then lost it to another node before the pause took it.
+const MAX_RACES = 3
+
+const PAUSE_HELP = `Usage: shedlock pause NAME [--for D] [--reason TEXT] [--by WHO] [--wait D]
+                      [--url URL] [--table NAME] [--json]
+       shedlock pause [options] -- NAME   (a NAME that starts with -)
+
+Pauses task NAME on every node: takes its lock as "paused by WHO — REASON"
+and keeps it, so that every node, Java ShedLock's too, finds it held and
+skips the task (shedlock's executors report the skip as paused). Fire times
+that pass during a pause are not owed: nothing runs them after the resume.
+
+A run that holds the lock is never cut short: pause refuses (exit 1) and
+names its holder; --wait D tries again until the run ends, for at most D.
+A task already paused stays as it is (exit 0): resume it first to change
+who, why or how long.
+
+Options:
+${URL_HELP}
+  --for D        end the pause by itself after D (90s, 30m, 8h, 7d or PT8H);
+                 default: until "shedlock resume" (the lock is held 10 years,
+                 or until 2038-01-01 if sooner: MySQL TIMESTAMPs end in 2038)
+  --reason TEXT  why, shown by list, status, history and the executors
+  --by WHO       who paused it (default: USER@HOST of this shell)
+  --wait D       while a run holds the lock, try again until it ends, for at
+                 most D (default: do not wait)
+  --json         print JSON: { name, result, pause: { by, reason, until } },
+                 result being paused or already-paused
+  -h, --help     show this help
+
+NATS, ZooKeeper and memcached cannot hold a pause (their locks keep no
+holder name); S3 takes ASCII only, so no --reason there.
+
+Exit codes: 0 paused, or already paused; 1 a run holds the lock, the store
+            cannot hold a pause, or it failed; 2 usage error
+`
+
+const RESUME_HELP = `Usage: shedlock resume NAME [--url URL] [--table NAME] [--json]
+       shedlock resume [options] -- NAME   (a NAME that starts with -)
+
+Ends a pause ("shedlock pause"): releases the lock of task NAME if, and only
+if, a pause holds it (as it was read: a lock taken since is left alone). The
+task runs again at its next fire time; those passed during the pause are not
+run. A lock held by a run is refused (exit 1): "shedlock unlock NAME"
+force-releases that.
+
+Options:
+${URL_HELP}
+  --json         print JSON: { name, result, pause }, result being resumed
+                 or not-paused, pause the one ended ({ by, reason, until })
+                 or null
+  -h, --help     show this help
+
+Exit codes: 0 resumed, or not paused; 1 a run holds the lock, the lock
+            changed meanwhile, or the store failed; 2 usage error
+`
+
+const STORE_OPTIONS = { url: { type: 'string' }, table: { type: 'string' }, json: { type: 'boolean' } } as const
+
+/** `shedlock pause`. */
+export const pauseCommand: Command = {
+  name: 'pause',
+  summary: 'pause a task on every node, until resumed or for a while',
+  help: PAUSE_HELP,
+  async run(args) {
+    const { values, positionals } = parseArguments(args, {
+      ...STORE_OPTIONS,
+      for: { type: 'string' },
+      reason: { type: 'string' },
+      by: { type: 'string' },
+      wait: { type: 'string' },
+    })
+    const name = taskName('pause', positionals)
+    const forMs = values.for === undefined ? undefined : durationOption('--for', values.for, false)
+    const waitMs = values.wait === undefined ? 0 : durationOption('--wait', values.wait, true)
+    const by = typeof values.by === 'string' ? values.by.trim() : operator()
+    if (by === '') throw new UsageError('--by needs a name: who paused the task')
+    const reason = typeof values.reason === 'string' && values.reason.trim() !== '' ? values.reason : undefined
+    const url = storeUrlOption(values)
+    return withStore(url, { table: tableOption(values) }, async (store) => {
+      const { result, pause } = await takePause(store, name, pauseHolder(by, reason), forMs, waitMs)
+      if (values.json === true)
+        process.stdout.write(`${JSON.stringify({ name, result, pause: pauseJson(pause) }, null, 2)}\n`)
+      else if (result === 'paused') process.stdout.write(`paused ${name} ${pauseText(pause)}\n`)
+      else
+        process.stdout.write(
+          `${name} is already paused ${pauseText(pause)}; left as it is (shedlock resume ${name} first to change it)\n`,
+        )
+      return EXIT_OK
+    })
+  },
+}
+
+/** `shedlock resume`. */
+export const resumeCommand: Command = {
+  name: 'resume',
+  summary: 'end the pause of a task (never a run: see unlock)',
+  help: RESUME_HELP,
+  async run(args) {
+    const { values, positionals } = parseArguments(args, STORE_OPTIONS)
+    const name = taskName('resume', positionals)
+    const url = storeUrlOption(values)
+    return withStore(url, { table: tableOption(values) }, async (store) => {
+      const record = await store.inspector.get(name)
+      const pause = pauseOf(record)
+      const report = (result: 'resumed' | 'not-paused', line: string): number => {
+        const out =
+          values.json === true ? `${JSON.stringify({ name, result, pause: pauseJson(pause) }, null, 2)}` : line
+        process.stdout.write(`${out}\n`)
+        return EXIT_OK
+      }
+      if (record?.held && !pause)
+        throw new CliError(
+          `lock ${JSON.stringify(name)} is ${describeHolder(record)}: a run holds it, not a pause, so nothing was resumed; "shedlock unlock ${name}" force-releases a run's lock`,
+        )
+      if (!pause) return report('not-paused', `${name} is not paused; nothing to resume`)
+      if (await store.inspector.release(record!))
+        return report(
+          'resumed',
+          `resumed ${name} (was paused by ${pause.by}${pause.reason ? `: ${pause.reason}` : ''})`,
+        )
+      const now = await store.inspector.get(name)
+      throw new CliError(
+        `lock ${JSON.stringify(name)} changed after it was read (${now?.held ? `it is now ${describeHolder(now)}` : 'it is free now'}); nothing was released. Run shedlock resume again to see it`,
+      )
+    })
+  },
+}
+
+/**
+ * The pauses among the locks of `names` (one read each), for `status`; a lock that cannot be read
+ * counts as no pause.
+ */
+export async function pausesOf(store: StoreAdmin, names: readonly string[]): Promise<Map<string, TaskPause>> {
+  const read = await Promise.all(
+    names.map(async (name) => [name, pauseOf(await store.inspector.get(name).catch(() => undefined))] as const),
+  )
+  return new Map(read.filter((entry): entry is readonly [string, TaskPause] => entry[1] !== undefined))
+}
+
+/** A task's state in `status`, with its pause: `paused by alice (deploy) until …`, or `stale (max 1h), paused by …`. */
+export function withPause(state: string, pause: TaskPause | undefined): string {
+  if (!pause) return state
+  return state === 'ok' ? describePause(pause) : `${state}, ${describePause(pause)}`
+}
+
+/**
+ * Takes the lock of `name` as `holder` for `forMs` (default: until resumed), unless a pause holds
+ * it already; while a run holds it, reads it again every second for up to `waitMs`.
+ * @throws CliError when a run still holds the lock.
+ */
+async function takePause(
+  store: StoreAdmin,
+  name: string,
+  holder: string,
+  forMs: number | undefined,
+  waitMs: number,
+): Promise<{ result: 'paused' | 'already-paused'; pause: TaskPause }> {
+  const provider = store.provider({ lockedBy: holder })
+  const deadline = Date.now() + waitMs
+  for (let races = 0; ; ) {
+    const record = await store.inspector.get(name)
+    const existing = pauseOf(record)
+    if (existing) return { result: 'already-paused', pause: existing }
+    if (record?.held) {
+      const left = deadline - Date.now()
+      if (left <= 0) throw heldByRun(name, record, waitMs)
+      await sleep(Math.min(WAIT_POLL_MS, left))
+      continue
+    }
+    const lockAtMostFor = forMs ?? Math.min(UNTIL_RESUMED_MS, UNTIL_RESUMED_END - Date.now())
+    const configuration = lockConfiguration({ name, lockAtMostFor, lockAtLeastFor: lockAtMostFor })
+    // Never unlocked: the lock is the pause, until resume releases it or lockAtMostFor passes.
+    if (await provider.lock(configuration).catch(inFlags)) {
+      const taken = pauseOf(await store.inspector.get(name))
+      return {
+        result: 'paused',
+        pause: taken ?? { ...pauseOf(asHeld(name, holder))!, until: configuration.lockAtMostUntil },
+      }
+    }
+    if (++races >= MAX_RACES)
+      throw new CliError(`lock ${JSON.stringify(name)} was taken by another node each time it was free; try again`)
+  }
+}
+
+function heldByRun(name: string, record: LockRecord, waitedMs: number): CliError {
+  const waited = waitedMs > 0 ? ` after waiting ${formatDuration(waitedMs)}` : ''
+  const advice =
+    waitedMs > 0
+      ? 'try again later, or with a longer --wait'
+      : 'pass --wait D to pause once the run ends (waiting at most D)'
+  return new CliError(
+    `lock ${JSON.stringify(name)} is ${describeHolder(record)}${waited}: a run holds it, and a pause never cuts one short; not paused: ${advice}`,
+  )
+}
+
+/** A provider's refusal of the pause's duration, in the words of the command line. */
+function inFlags(error: unknown): never {
+  if (error instanceof LockConfigurationError) throw new UsageError(error.message.replaceAll('lockAtMostFor', '--for'))
+  throw error
+}
+
+/** The record a pause by `holder` would read as: what pauseOf() makes of the holder alone. */
+function asHeld(name: string, holder: string): LockRecord {
+  return { name, lockedBy: holder, held: true, lockUntil: undefined, lockedAt: undefined, remainingMs: undefined }
+}
+
+/** `until 2030-01-01T00:00:00.000Z (by alice@ops: deploy)`. */
+function pauseText(pause: TaskPause): string {
+  const until = pause.until ? `until ${isoUtc(pause.until)}` : 'until an expiry the store does not reveal'
+  return `${until} (by ${pause.by}${pause.reason ? `: ${pause.reason}` : ''})`
+}
+
+function pauseJson(pause: TaskPause | undefined): Record<string, unknown> | null {
+  if (!pause) return null
+  return { by: pause.by, reason: pause.reason ?? null, until: pause.until ? isoUtc(pause.until) : null }
+}
+
+/** Who pauses by default: `user@host` of this shell (the host alone where the user has no name). */
+function operator(): string {
+  let user: string | undefined
+  try {
+    user = userInfo().username
+  } catch {
+    user = process.env.USER ?? process.env.USERNAME
+  }
+  return user ? `${user}@${hostname()}` : hostname()
+}
+
+function taskName(command: string, positionals: string[]): string {
+  if (positionals.length === 0 || positionals[0] === '')
+    throw new UsageError(`name the task: shedlock ${command} NAME [--url URL] (after --, a name may start with -)`)
+  if (positionals.length > 1)
+    throw new UsageError(`one task at a time: got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
+  return positionals[0]!
+}
+
+function durationOption(flag: string, value: string | boolean, zero: boolean): number {
+  let ms: number
+  try {
+    ms = parseDuration(String(value))
+  } catch (error) {
+    throw new UsageError(`${flag}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  if (ms === 0 && !zero) throw new UsageError(`${flag} must be longer than 0, got ${JSON.stringify(value)}`)
+  return ms
+}
+
+function tableOption(values: OptionValues): string | undefined {
+  return typeof values.table === 'string' ? values.table : undefined
+}

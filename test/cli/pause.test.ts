@@ -1,0 +1,270 @@
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { lockConfiguration } from '../../src/core/lock-configuration.ts'
+import type { LockInspector } from '../../src/core/lock-inspector.ts'
+import type { LockProvider } from '../../src/core/lock-provider.ts'
+import type { RunLedger } from '../../src/core/run-ledger.ts'
+import { createLockingTaskExecutor, type LockingTaskExecutorListener } from '../../src/index.ts'
+import { postgresLockInspector, postgresLockProvider, postgresRunLedger } from '../../src/providers/postgres/index.ts'
+import { redisLockInspector, redisLockProvider, redisRunLedger } from '../../src/providers/redis/index.ts'
+import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
+import { sqliteLockInspector, sqliteLockProvider, sqliteRunLedger } from '../../src/providers/sqlite/index.ts'
+import { uniqueTable } from '../helpers/backends.ts'
+import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
+import { portOpen } from '../helpers/processes.ts'
+import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
+import { cli, startCli } from './support/cli.ts'
+
+// shedlock pause and resume (issue 46), the built bin against real stores: a pause is the task's
+// lock held by "paused by …", which executors over the same store report as 'paused'.
+
+/** One store, as the CLI opens it (`args`) and as an application's executor reaches it. */
+interface Store {
+  readonly args: readonly string[]
+  /** `args` for history and status: with the runs table, where it has its own. */
+  readonly historyArgs?: readonly string[]
+  provider(lockedBy?: string): LockProvider
+  readonly inspector: LockInspector
+  readonly ledger: RunLedger
+}
+
+const request = { lockAtMostFor: '10s' } as const
+let counter = 0
+const fresh = (): string => `pause-${process.pid}-${++counter}`
+
+function pauseCases(store: () => Store): void {
+  const pause = (name: string, ...extra: string[]) => cli(['pause', name, ...store().args, ...extra])
+  const resume = (name: string, ...extra: string[]) => cli(['resume', name, ...store().args, ...extra])
+
+  /** An executor over the store, and what its listener heard. */
+  function executor() {
+    const events: string[] = []
+    const listener: LockingTaskExecutorListener = {
+      onTaskPaused: (_, pause) => void events.push(`paused by ${pause.by}${pause.reason ? `: ${pause.reason}` : ''}`),
+    }
+    return { events, executor: createLockingTaskExecutor(store().provider(), { listener, runLedger: store().ledger }) }
+  }
+
+  it("pause: an executor over the store skips the task with reason 'paused'; list says paused; resume: it runs", async () => {
+    const name = fresh()
+    const paused = await pause(name, '--reason', 'deploy 4.2', '--by', 'alice@ops')
+    expect(paused.code, paused.stderr).toBe(0)
+    expect(paused.stdout).toMatch(
+      new RegExp(`^paused ${name} until 20\\d\\d-\\S+Z \\(by alice@ops: deploy 4\\.2\\)\\n$`),
+    )
+    // Until resumed: years ahead, and never past what a MySQL TIMESTAMP holds.
+    const until = (await store().inspector.get(name))!.lockUntil!.getTime()
+    expect(until).toBeGreaterThan(Date.now() + 365 * 86_400_000)
+    expect(until).toBeLessThanOrEqual(Date.UTC(2038, 0, 1))
+
+    const { events, executor: app } = executor()
+    let ran = 0
+    expect(await app.executeWithLock(() => ran++, { name, ...request })).toEqual({ executed: false, reason: 'paused' })
+    expect(events).toEqual(['paused by alice@ops: deploy 4.2'])
+    const list = await cli(['list', ...store().args, '--prefix', name, '--json'])
+    expect(JSON.parse(list.stdout).locks).toMatchObject([{ name, state: 'paused' }])
+
+    const again = await pause(name, '--reason', 'other', '--json')
+    expect(again.code, again.stderr).toBe(0)
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      name,
+      result: 'already-paused',
+      pause: { by: 'alice@ops', reason: 'deploy 4.2' },
+    })
+
+    const resumed = await resume(name)
+    expect(resumed).toMatchObject({ code: 0, stderr: '' })
+    expect(resumed.stdout).toBe(`resumed ${name} (was paused by alice@ops: deploy 4.2)\n`)
+    expect(await app.executeWithLock(() => ran++, { name, ...request })).toEqual({ executed: true, result: 0 })
+    expect(await resume(name)).toMatchObject({ code: 0, stdout: `${name} is not paused; nothing to resume\n` })
+    await app.close()
+  })
+
+  it('a slot due during a pause is recorded skipped with the pause as its cause: history and status show it', async () => {
+    const name = fresh()
+    expect((await pause(name, '--reason', 'maintenance', '--by', 'bob')).code).toBe(0)
+    const { executor: app } = executor()
+    const slot = new Date(Math.floor(Date.now() / 1000) * 1000)
+    expect(await app.executeWithLock(() => 1, { name, ...request, slot })).toEqual({
+      executed: false,
+      reason: 'paused',
+    })
+    await app.close()
+    const history = await cli(['history', name, ...(store().historyArgs ?? store().args)])
+    expect(history.code, history.stderr).toBe(0)
+    expect(history.stdout).toMatch(
+      /^now paused by bob \(maintenance\) since \S+ until \S+ \(.+ left\): shedlock resume/m,
+    )
+    expect(history.stdout).toMatch(/ skipped \(paused\) .* {2}paused by bob \(maintenance\) until \S+$/m)
+    const status = await cli(['status', ...(store().historyArgs ?? store().args)])
+    expect(status.stdout).toMatch(new RegExp(`^${name} +paused by bob \\(maintenance\\) until \\S+ `, 'm'))
+    expect(status.stdout).toMatch(/, \d+ paused; now /)
+    expect((await resume(name)).code).toBe(0)
+  })
+
+  it('a run holds the lock: pause refuses and names it (exit 1), resume refuses too; --wait pauses once the run ends', async () => {
+    const name = fresh()
+    const run = await store()
+      .provider('worker-7')
+      .lock(lockConfiguration({ name, lockAtMostFor: '1m' }))
+    expect(run).toBeDefined()
+    const refused = await pause(name)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(
+      new RegExp(
+        `^shedlock pause: lock "${name}" is held by worker-7:\\d+:[0-9a-f]{12} since \\S+ until \\S+ \\(\\d+s left\\): a run holds it, and a pause never cuts one short; not paused: pass --wait D`,
+      ),
+    )
+    const notRun = await resume(name)
+    expect(notRun.code).toBe(1)
+    expect(notRun.stderr).toMatch(
+      /a run holds it, not a pause, so nothing was resumed; "shedlock unlock .+" force-releases/,
+    )
+    expect((await store().inspector.get(name))?.lockedBy).toMatch(/^worker-7:/)
+
+    const waiting = startCli(['pause', name, ...store().args, '--wait', '20s', '--by', 'carol'])
+    await sleep(1_500)
+    expect(waiting.stdout()).toBe('')
+    await run!.unlock()
+    const waited = await waiting.done
+    expect(waited.code, waited.stderr).toBe(0)
+    expect(waited.stdout).toMatch(new RegExp(`^paused ${name} until \\S+ \\(by carol\\)\\n$`))
+    expect((await resume(name)).code).toBe(0)
+  })
+
+  it('--for 2s ends the pause by itself', async () => {
+    const name = fresh()
+    const paused = await pause(name, '--for', '2s', '--json')
+    expect(paused.code, paused.stderr).toBe(0)
+    const { until } = JSON.parse(paused.stdout).pause as { until: string }
+    expect(Date.parse(until) - Date.now()).toBeLessThanOrEqual(2_000)
+    const { executor: app } = executor()
+    expect(await app.executeWithLock(() => 1, { name, ...request })).toEqual({ executed: false, reason: 'paused' })
+    await sleep(Math.max(0, Date.parse(until) - Date.now()) + 100)
+    expect(await app.executeWithLock(() => 2, { name, ...request })).toEqual({ executed: true, result: 2 })
+    await app.close()
+  })
+}
+
+const pool = await postgresPoolOrSkip(2)
+
+describe.skipIf(!pool)('shedlock pause and resume on PostgreSQL', () => {
+  const db = pool!
+  const table = uniqueTable('cli_pause')
+  const runs = `${table}_runs`
+  const args = ['--url', POSTGRES_URL, '--table', table]
+  const store: Store = {
+    args,
+    historyArgs: [...args, '--runs-table', runs],
+    provider: (lockedBy) => postgresLockProvider({ client: db, tableName: table, lockedBy }),
+    inspector: postgresLockInspector({ client: db, tableName: table }),
+    ledger: postgresRunLedger({ client: db, tableName: runs }),
+  }
+  beforeAll(async () => {
+    const init = await cli(['init', ...args, '--runs-table', runs])
+    expect(init.code, init.stderr).toBe(0)
+  })
+  afterAll(async () => {
+    await db.query(`DROP TABLE IF EXISTS ${table}`)
+    await db.query(`DROP TABLE IF EXISTS ${runs}`)
+    await db.end()
+  })
+  pauseCases(() => store)
+
+  it("Java ShedLock's own acquire statements find a paused task's lock held, and take it once resumed", async () => {
+    const name = fresh()
+    expect((await cli(['pause', name, ...args, '--reason', 'deploy'])).code).toBe(0)
+    // Java ShedLock's PostgreSQL statements (shedlock-provider-jdbc-template), parameters as it
+    // binds them: PostgresSqlStatementsSource's insert-or-take-over, SqlStatementsSource's update
+    // (its fallback after a duplicate key), and PostgresSqlServerTimeStatementsSource's
+    // (usingDbTime()) insert-or-take-over.
+    const javaInsert = () => {
+      const now = new Date()
+      return db.query(
+        `INSERT INTO ${table}(name, lock_until, locked_at, locked_by) VALUES($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET lock_until = $2, locked_at = $3, locked_by = $4 WHERE ${table}.lock_until <= $3`,
+        [name, new Date(now.getTime() + 60_000), now, 'java-host'],
+      )
+    }
+    const javaUpdate = () => {
+      const now = new Date()
+      return db.query(
+        `UPDATE ${table} SET lock_until = $1, locked_at = $2, locked_by = $3 WHERE name = $4 AND lock_until <= $2`,
+        [new Date(now.getTime() + 60_000), now, 'java-host', name],
+      )
+    }
+    const javaNow = "timezone('utc', CURRENT_TIMESTAMP)"
+    const javaDbTime = () =>
+      db.query(
+        `INSERT INTO ${table}(name, lock_until, locked_at, locked_by) VALUES($1, ${javaNow} + make_interval(secs => $2), ${javaNow}, 'java-host') ON CONFLICT (name) DO UPDATE SET lock_until = ${javaNow} + make_interval(secs => $2), locked_at = ${javaNow}, locked_by = 'java-host' WHERE ${table}.name = $1 AND ${table}.lock_until <= ${javaNow}`,
+        [name, 60],
+      )
+    expect((await javaInsert()).rowCount).toBe(0)
+    expect((await javaUpdate()).rowCount).toBe(0)
+    expect((await javaDbTime()).rowCount).toBe(0)
+    const { rows } = await db.query(`SELECT locked_by FROM ${table} WHERE name = $1`, [name])
+    expect(rows[0].locked_by).toMatch(/^paused by \S+ — deploy:\d+:[0-9a-f]{12}$/)
+    expect((await cli(['resume', name, ...args])).code).toBe(0)
+    expect((await javaInsert()).rowCount).toBe(1)
+  })
+})
+
+const redis = await redisOrSkip()
+
+describe.skipIf(!redis)('shedlock pause and resume on Redis', () => {
+  // Every key of this file lives under its own environment, deleted at the end.
+  const environment = `cli-pause-${process.pid}-${randomBytes(3).toString('hex')}`
+  const client = redis!
+  const store: Store = {
+    args: ['--url', `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}environment=${environment}`],
+    provider: (lockedBy) => redisLockProvider({ client, environment, lockedBy }),
+    inspector: redisLockInspector({ client, environment }),
+    ledger: redisRunLedger({ client, environment }),
+  }
+  afterAll(async () => {
+    const keys = [
+      ...(await client.keys(`job-lock:${environment}:*`)),
+      ...(await client.keys(`shedlock-runs:${environment}:*`)),
+    ]
+    if (keys.length > 0) await client.del(...keys)
+    client.disconnect()
+  })
+  pauseCases(() => store)
+})
+
+const driver = await loadSqliteDriver()
+
+describe('shedlock pause and resume on SQLite', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'shedlock-cli-pause-'))
+  const file = join(dir, 'locks.db')
+  const database = driver.open(file)
+  const args = ['--url', `sqlite:${file}`]
+  const store: Store = {
+    args,
+    provider: (lockedBy) => sqliteLockProvider({ database, lockedBy }),
+    inspector: sqliteLockInspector({ database }),
+    ledger: sqliteRunLedger({ database }),
+  }
+  afterAll(() => {
+    database.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  beforeAll(async () => {
+    const init = await cli(['init', ...args])
+    expect(init.code, init.stderr).toBe(0)
+  })
+  pauseCases(() => store)
+})
+
+const memcachedUp = await portOpen(11211)
+
+describe.skipIf(!memcachedUp)('a store that cannot hold a pause', () => {
+  it('memcached: pause fails with the reason (exit 1), before writing anything', async () => {
+    const run = await cli(['pause', 'report', '--url', 'memcached://127.0.0.1:11211'])
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(run.stderr).toMatch(/^shedlock pause: memcached cannot hold a pause: its provider takes no holder name/)
+  })
+})
