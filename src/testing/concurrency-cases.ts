@@ -1,20 +1,11 @@
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
-import { FIVE_MINUTES, fuzz, lockName, type SuiteContext, suiteConfiguration as config } from './suite-support.ts'
+import { FIVE_MINUTES, fuzz, lockName, type SuiteContext } from './suite-support.ts'
 
-/** The `concurrency` group: racing contenders, a same-name call left running, and ShedLock's fuzz test. */
+/** The `concurrency` group: a same-name call left running, and ShedLock's fuzz test. */
 export function concurrencyCases(suite: SuiteContext, fuzzIterations: number): void {
   const { add, node, g } = suite
-  add('concurrency', 'of 16 contenders racing on two nodes exactly one wins', 20_000, async () => {
-    const name = lockName()
-    const nodes = [await node(), await node()]
-    const results = await Promise.all(Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(config(name))))
-    const winners = results.filter((lock) => lock !== undefined)
-    assert.equal(winners.length, 1, `${winners.length} contenders got the lock`)
-    await winners[0]!.unlock()
-  })
-
   add(
     'concurrency',
     'a same-name call a task left running keeps the lock until it ends, though the task returned',

@@ -7,6 +7,7 @@ import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import { basicCases } from './basic-cases.ts'
 import { fencingCases } from './fencing-cases.ts'
 import { concurrencyCases } from './concurrency-cases.ts'
+import { contentionCases } from './contention-cases.ts'
 import { extensionCases } from './extension-cases.ts'
 import { recordCases } from './record-cases.ts'
 import { slotCases } from './slot-cases.ts'
@@ -42,6 +43,13 @@ export interface LockProviderSuiteOptions {
   expiryLagMs?: number
   /** Executions per fuzz worker (the short worker does a fifth). @default 25 */
   fuzzIterations?: number
+  /**
+   * How hard the `contention` group races: `contenders` calls at once on one name, spread over two
+   * nodes; `rounds` races per case. Raise them where the store has conflict paths to exercise (SQL
+   * isolation levels), lower them where it runs one write at a time (an emulator).
+   * @default { contenders: 16, rounds: 10 }
+   */
+  contention?: { contenders?: number; rounds?: number }
   /**
    * Declared, not sniffed: the provider serves slot runs (`executeWithLock(task, { slot })`), and
    * whether it has `inspector()`. Enables the `slots` group: a slot runs once across executors,
@@ -82,7 +90,8 @@ export interface LockProviderTestCase {
  * storage-based and fuzz groups) and adds shedlock's own: stale holders cannot release or extend
  * a newer holder's lock, deleted records are recreated, unusual names work, declared
  * capabilities match, a dead store rejects with `LockProviderError`, two nodes never hold
- * one lock at once, and (with the `slots` option) slot runs and catch-up through executors.
+ * one lock at once, of many racing calls exactly one wins and none rejects, and (with the
+ * `slots` option) slot runs and catch-up through executors.
  * Asserts with `node:assert`, so any runner can register the cases:
  *
  * ```ts
@@ -209,6 +218,7 @@ export function lockProviderSuite(options: LockProviderSuiteOptions): LockProvid
   )
 
   concurrencyCases(suite, fuzzIterations)
+  contentionCases(suite, options.extensible, options.contention?.contenders ?? 16, options.contention?.rounds ?? 10)
 
   slotCases({ slots: options.slots, timeGranularityMs: options.timeGranularityMs }, add, node, lag)
   fencingCases(

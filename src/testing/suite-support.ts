@@ -72,6 +72,7 @@ export type CaseGroup =
   | 'names'
   | 'failure'
   | 'concurrency'
+  | 'contention'
   | 'slots'
   | 'fencing'
 

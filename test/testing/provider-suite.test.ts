@@ -124,7 +124,10 @@ const AT_LEAST = 'basic: an early unlock keeps the lock until lockAtLeastFor'
 const EXTENSION_AT_LEAST = "extension: an extension's lockAtLeastFor holds the lock after unlock"
 const SECOND_LOCK = 'basic: refuses a second lock on the same name, from the same and from another node'
 const FRESH_NODE = 'record: a lock held by one node is refused to a fresh node'
-const RACE = 'concurrency: of 16 contenders racing on two nodes exactly one wins'
+const RACE =
+  'contention: contenders racing on two nodes: exactly one wins each round, on a new, a released and an expired lock, and none rejects'
+const EXTEND_RACE =
+  'contention: holders extend and release while the other contenders keep racing for their lock: never two holders, and none rejects'
 const FUZZ = 'concurrency: fuzz: two nodes, eight workers, two names, no lost update'
 const DECLARED = 'basic: the declared extensibility matches the locks'
 const EXTENDS = 'extension: extends a lock past its first lockAtMostFor'
@@ -226,6 +229,7 @@ describe('lockProviderSuite catches broken providers', () => {
       SECOND_LOCK,
       FRESH_NODE,
       RACE,
+      EXTEND_RACE,
       FUZZ,
       DECLARED,
       EXTENDS,
@@ -253,7 +257,8 @@ describe('lockProviderSuite catches broken providers', () => {
     const cases = suiteFor({ grantsEverything: true })
     await mustFail(pick(cases, SECOND_LOCK), /got the lock twice/)
     await mustFail(pick(cases, FRESH_NODE))
-    await mustFail(pick(cases, RACE), /16 contenders got the lock/)
+    await mustFail(pick(cases, RACE), /16 of 16 contenders got the lock/)
+    await mustFail(pick(cases, EXTEND_RACE), /a contender got the lock while another held it/)
     await mustFail(pick(cases, FUZZ), /lost updates/)
   })
 
@@ -519,7 +524,18 @@ describe('lockProviderSuite cases', () => {
     expect(names.length).toBeGreaterThanOrEqual(20)
     for (const c of cases) expect(c.name.startsWith(`${c.group}: `)).toBe(true)
     expect(new Set(cases.map((c) => c.group))).toEqual(
-      new Set(['basic', 'extension', 'record', 'ownership', 'names', 'failure', 'concurrency', 'slots', 'fencing']),
+      new Set([
+        'basic',
+        'extension',
+        'record',
+        'ownership',
+        'names',
+        'failure',
+        'concurrency',
+        'contention',
+        'slots',
+        'fencing',
+      ]),
     )
   })
 

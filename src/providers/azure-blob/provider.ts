@@ -32,18 +32,10 @@ export interface AzureBlobLockProviderOptions {
 }
 
 /**
- * Locks in an Azure Storage container: one block blob per lock, name = prefix + lock name, the
- * lock in metadata `lockUntil`, `lockedAt` (ISO-8601 UTC) and `lockedBy`, an empty body; the
- * shape of Java ShedLock's S3 objects (Java ShedLock has no Azure Blob store).
- *
- * Acquire is a HEAD (`getProperties`), then one conditional upload: `If-None-Match: *` when
- * there is no blob (409 `BlobAlreadyExists` when another node was first), or `If-Match: <etag
- * read>` when its `lockUntil` has passed on this node's clock (412 when another node was
- * first). Two requests to take a lock, one to find it held. Release (to `lockAtLeastUntil`, or
- * now) and extend are one upload on `If-Match: <etag of our write>`: Azure gives every write a
- * new ETag, so a holder whose lock was taken over changes nothing. Blobs are never deleted by the
- * provider; a deleted blob is recreated by the next acquire, and a release never recreates one.
- * Azure Storage is strongly consistent; a blob's conditional writes are atomic.
+ * Locks as block blobs of an Azure Storage container (prefix + lock name, the lock in blob
+ * metadata; the shape of Java ShedLock's S3 objects), through your `ContainerClient`, taken and
+ * released by conditional uploads on ETags. Extensible; expiry is decided on each node's `clock`;
+ * every lock carries a `fencingToken` at no extra request.
  *
  * ```ts
  * import { BlobServiceClient } from '@azure/storage-blob'
@@ -53,10 +45,7 @@ export interface AzureBlobLockProviderOptions {
  * const provider = azureBlobLockProvider({ containerClient })
  * ```
  *
- * Each handle's `lockedBy` is the owner this acquisition stored. `provider.inspector()` is
- * {@link azureBlobLockInspector} over the same container, prefix and clock. A blob under the
- * prefix without a valid `lockUntil` was not written by shedlock: `lock()` rejects with
- * `LockProviderError` naming it.
+ * The container must exist. See docs/providers/azure-blob.md.
  *
  * @throws LockConfigurationError for a missing or wrong client, a prefix that is not a string or
  *   too long, or an empty `lockedBy`.

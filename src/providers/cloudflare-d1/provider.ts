@@ -14,24 +14,11 @@ export interface D1LockProviderOptions extends SqlLockProviderOptions {
 }
 
 /**
- * Locks in a Cloudflare D1 table in Java ShedLock's layout (create it with {@link d1Schema}):
- * the SQL of `shedlock/sqlite`, sent to D1. Extensible.
- *
- * One `INSERT … ON CONFLICT(name) DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
- * `UPDATE` per release and per extend; unlock and extend only touch the row this acquisition
- * holds (`locked_by` is unique per acquisition). Each is one round trip from the Worker to the
- * database. With `fencingTokens: true`, the acquire statement also counts the row's
- * `fencing_token` up and returns it (`RETURNING`): each lock's `fencingToken`, in the same trip. D1 runs every write on the database's primary, one at a time, so exactly one of
- * several Workers (or isolates, or locations) that race for a free lock gets it.
- *
- * With `useDbTime` (the default), expiry is decided on SQLite's `'now'` inside D1: the clock of
- * the machine that runs the database's primary, one clock for every Worker. Keep it: in a Worker,
- * `Date.now()` stands still while code runs and only moves on I/O, and each isolate's clock is
- * its own location's. `useDbTime: false` uses `clock` (this isolate's), stored as UTC text.
- *
- * Write only through the binding itself, not through a D1 session with read replication
- * (`withSession()`): the provider's statements are all writes, which D1 sends to the primary
- * anyway, but the inspector's reads could be answered by a lagging replica.
+ * Locks in a Cloudflare D1 table in Java ShedLock's layout (create it with {@link d1Schema}),
+ * the SQL of `shedlock/sqlite` sent to D1 through your binding: one round trip from the Worker
+ * per acquire, release or extend. Extensible; with `useDbTime` (the default) expiry is decided on
+ * SQLite's `'now'` on D1's primary, one clock for every Worker (keep it: a Worker's `Date.now()`
+ * stands still while code runs). Pass the binding itself, not a `withSession()` session.
  *
  * ```ts
  * import { d1LockProvider } from 'shedlock/cloudflare-d1'
@@ -44,6 +31,8 @@ export interface D1LockProviderOptions extends SqlLockProviderOptions {
  *   },
  * }
  * ```
+ *
+ * See docs/providers/cloudflare-d1.md.
  *
  * @throws LockConfigurationError when `database` is not a D1 binding, for an empty `lockedBy`,
  *   or for table or column names that are not plain SQL identifiers.

@@ -19,20 +19,10 @@ export interface DurableObjectLockProviderOptions extends DurableObjectLockOptio
 }
 
 /**
- * Locks in a Durable Object: export {@link ShedLockDurableObject} from your Worker, bind it
- * (`env.LOCKS`), and every Worker that uses the binding shares its locks. Extensible.
- *
- * The object (one instance per `objectName`, wherever it runs) serves one request at a time, and
- * each request reads and writes the lock in its storage with only storage calls in between, so
- * exactly one of several racing Workers takes a free lock. One request per acquire, release and
- * extend; release and extend only touch the lock this acquisition holds. Expiry is decided on the
- * object's clock, one for every Worker; `lockAtLeastFor` counts from the object's `lockedAt`.
- *
- * Fencing tokens, always on: the object keeps one counter in its storage for all its locks and
- * counts every acquisition in the same atomic write that takes the lock; the reply carries it, so
- * each handle's `fencingToken` costs no request. It survives `removeExpired()`, restarts and
- * moves of the object. (An object still running a shedlock without tokens answers none: the
- * handle's `fencingToken` is then `undefined` until the new class is deployed.)
+ * Locks held by a Durable Object: export {@link ShedLockDurableObject} from your Worker, bind it
+ * (`env.LOCKS`), and every Worker that uses the binding shares its locks. One request per
+ * acquire, release and extend. Extensible; expiry is decided on the object's clock, one for every
+ * Worker; every lock carries a `fencingToken` at no extra request.
  *
  * ```ts
  * import { durableObjectLockProvider, type DurableObjectLockNamespace } from 'shedlock/cloudflare-do'
@@ -40,6 +30,8 @@ export interface DurableObjectLockProviderOptions extends DurableObjectLockOptio
  * declare const env: { LOCKS: DurableObjectLockNamespace }
  * const provider = durableObjectLockProvider({ namespace: env.LOCKS })
  * ```
+ *
+ * See docs/providers/cloudflare-do.md.
  *
  * @throws LockConfigurationError when `namespace` is not a Durable Object namespace, or for an empty `objectName` or `lockedBy`.
  */

@@ -49,26 +49,11 @@ export interface DatastoreLockProviderOptions {
 }
 
 /**
- * Locks in Google Cloud Datastore (or Firestore in Datastore mode) in Java ShedLock's format: one
- * entity of kind `lock` per lock, keyed by the lock name, with the timestamps `lock_until` and
- * `locked_at` and the string `locked_by`. Extensible.
- *
- * Acquire is one optimistic transaction: it looks the entity up, inserts it when it is missing,
- * or rewrites it when its `lock_until` is not after now, keeping any other property, as Java
- * ShedLock does. An entity held, or without a `lock_until` timestamp, means "held". Two nodes that
- * race commit in turn; the loser's commit fails with ABORTED, and it reads again (at most five
- * attempts), to find the lock held. Unlock and extend rewrite only the entity this acquisition
- * still holds (its own `locked_by`), and never recreate a deleted one; Java ShedLock checks only
- * the host name. A lock name over 1500 bytes of UTF-8, or of the reserved form `__…__`, rejects
- * with `LockConfigurationError` before anything is sent.
- *
- * Expiry is decided on this process's clock (see `clock`), as Java ShedLock's: keep the nodes'
- * clocks in sync, and use `lockAtLeastFor` to absorb small differences.
- *
- * Fencing tokens, always on: the acquiring transaction also counts in the integer property
- * `fencing_token`, so each handle's `fencingToken` costs no request. An entity without one (new,
- * recreated after a delete, or only ever taken by Java) starts from this node's clock in
- * microseconds; Java ShedLock's updates keep the property and do not advance it.
+ * Locks as entities of Google Cloud Datastore (or Firestore in Datastore mode) in Java ShedLock's
+ * format (kind `lock`, keyed by the lock name), through your `@google-cloud/datastore` client,
+ * so Java and Node nodes exclude each other: one optimistic transaction per acquisition.
+ * Extensible; expiry is decided on each node's `clock`, as in Java; every lock carries a
+ * `fencingToken` at no extra request. Nothing needs creating.
  *
  * ```ts
  * import { Datastore } from '@google-cloud/datastore'
@@ -76,7 +61,7 @@ export interface DatastoreLockProviderOptions {
  * const provider = datastoreLockProvider({ datastore: new Datastore({ projectId: 'my-project' }) })
  * ```
  *
- * `provider.inspector()` is {@link datastoreLockInspector} over the same client, kind, namespace and clock.
+ * See docs/providers/datastore.md.
  *
  * @throws LockConfigurationError for a missing client, an invalid kind or namespace, or an empty `lockedBy`.
  */

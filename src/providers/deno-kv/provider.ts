@@ -51,37 +51,19 @@ export interface DenoKvLockProviderOptions {
 const RETRIES = 8
 
 /**
- * Locks in Deno KV (`Deno.openKv()`: a SQLite file locally, FoundationDB on Deno Deploy): one
- * entry per lock, key `[keyPrefix, name]`, value `{ lockUntil: Date, lockedAt: Date, lockedBy }`.
- * Extensible.
- *
- * Acquire reads the entry, and if it is missing or expired on this node's clock, writes it in an
- * atomic operation that checks the versionstamp it read (`null` for a missing entry): of several
- * nodes that race, the first commit wins and the others' checks fail. Two round trips per acquire
- * attempt (one for a held lock), two per release and per extend, which check `lockedBy` and the
- * versionstamp, so they never touch a lock another acquisition holds. An entry that is not a
- * lock value of this provider (no `lockUntil` Date) is never taken over: delete it by hand.
- *
- * Fencing tokens, always on: each handle's `fencingToken` is the versionstamp of the commit that
- * took the lock, read as a number (`BigInt('0x' + versionstamp)`). Versionstamps increase with
- * every commit to the database, so tokens increase per name across releases, expiries, deleted
- * entries and restarts, at no extra request. A versionstamp has 80 bits, so on Deno Deploy a
- * token may not fit a signed 64-bit integer: fence with a `numeric(25)` column (or compare the
- * 20-digit hex strings), not a `bigint` one.
- *
- * Several processes on one KV file (SQLite) make Deno KV fail a checked commit with
- * `database is locked` when they write at once; the provider runs the operation again, for up
- * to 2 s, before it rejects.
- *
- * Expiry is decided on each node's clock (see `clock`); use `lockAtLeastFor` to absorb small
- * differences. A key holds at most 2048 bytes: a longer name rejects with
- * `LockConfigurationError` before anything is sent.
+ * Locks in Deno KV (`Deno.openKv()`: a SQLite file locally, FoundationDB on Deno Deploy): one entry
+ * per lock, key `[keyPrefix, name]`, taken by an atomic operation that checks the versionstamp it
+ * read. Extensible; expiry is decided on each node's `clock`; a lock's `fencingToken` is the
+ * versionstamp of the commit that took it (80 bits: fence with a `numeric(25)` column, not a
+ * `bigint` one).
  *
  * ```ts
  * import { denoKvLockProvider, type DenoKvLockDatabase } from 'shedlock/deno-kv'
  * declare const kv: DenoKvLockDatabase // in Deno: const kv = await Deno.openKv()
  * const provider = denoKvLockProvider({ kv })
  * ```
+ *
+ * See docs/providers/deno-kv.md.
  *
  * @throws LockConfigurationError when `kv` is not a `Deno.Kv`, or for an empty `keyPrefix` or `lockedBy`, or a bad `expireAfter`.
  */

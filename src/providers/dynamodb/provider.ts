@@ -75,32 +75,10 @@ export interface CreateDynamoDBLockTableOptions {
 const TABLE_WAIT_MS = 5 * 60_000
 
 /**
- * Locks in a DynamoDB table in Java ShedLock's format: one item per lock, all attributes of type
- * S: the partition key (`_id`) holds the name, `lockUntil` and `lockedAt` are ISO-8601 UTC with
- * exactly three fraction digits (`2030-01-01T00:00:00.000Z`), `lockedBy` names the holder.
- * Extensible (Java ShedLock's DynamoDB provider is not).
- *
- * Acquire is one `UpdateItem` `SET lockUntil = :lockUntil, lockedAt = :now, lockedBy = :owner`
- * with the condition `attribute_not_exists(lockUntil) OR lockUntil <= :now`: it creates the item
- * or takes over an expired one, and a failed condition (`ConditionalCheckFailedException`) means
- * "held". Unlock (`lockedBy = :owner`) and extend (`lockedBy = :owner AND lockUntil > :now`) only
- * touch the lock this acquisition holds; Java ShedLock's unlock does not check the holder. An
- * item deleted by hand is recreated by the next acquire, and an unlock never recreates one. Lock
- * names are stored as they are: a partition key takes any string of 1 to 2048 bytes of UTF-8; a
- * longer name rejects with `LockConfigurationError` before anything is sent. Java ShedLock's
- * optional sort key is not supported.
- *
- * Fencing tokens, always on: the acquiring update also counts in a number attribute
- * `fencingToken` (`if_not_exists(fencingToken, :floor) + 1`) and returns it (`ReturnValues:
- * UPDATED_NEW`), so each handle's `fencingToken` costs no request. An item without the attribute
- * (new, recreated after a delete, or only ever taken by Java) starts from this node's clock in
- * microseconds; Java ShedLock's updates leave the attribute alone and do not advance it.
- *
- * `@aws-sdk/client-dynamodb` is imported on the first lock attempt, unless you pass `lib`; if it
- * cannot be loaded, `lock()` rejects with `LockProviderError` saying to install it or pass `lib`.
- *
- * Expiry is decided on this process's clock (see `clock`): keep the nodes' clocks in sync, and
- * use `lockAtLeastFor` to absorb small differences.
+ * Locks as items of a DynamoDB table in Java ShedLock's format, through your `DynamoDBClient`.
+ * Extensible (Java ShedLock's DynamoDB provider is not); expiry is decided on each node's `clock`,
+ * so keep node clocks in sync; every lock carries a `fencingToken` at no extra request.
+ * `@aws-sdk/client-dynamodb` is imported on the first lock attempt unless you pass `lib`.
  *
  * ```ts
  * import { DynamoDBClient } from '@aws-sdk/client-dynamodb'
@@ -110,9 +88,8 @@ const TABLE_WAIT_MS = 5 * 60_000
  * const provider = dynamoDBLockProvider({ client, tableName: 'Shedlock' })
  * ```
  *
- * Each handle's `lockedBy` is the owner this acquisition stored. `provider.inspector()` is
- * {@link dynamoDBLockInspector} over the same client, table, partition key, clock and `lib` (it
- * throws `LockConfigurationError` for a `lib` without the inspector's command classes).
+ * Give the client request timeouts that throw (`throwOnRequestTimeout: true`), or a lock attempt
+ * waits as long as the network does. See docs/providers/dynamodb.md.
  *
  * @throws LockConfigurationError for a missing client, an invalid table name, a `partitionKey`
  *   that is empty or one of the lock attributes, an empty `lockedBy`, or a `lib` without the

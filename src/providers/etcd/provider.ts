@@ -49,50 +49,11 @@ const NO_KEEP_ALIVE = Object.freeze({ autoKeepAlive: false })
 const MAX_LEASE_TTL_S = 9_000_000_000
 
 /**
- * Locks in etcd keys in Java ShedLock's format (its `EtcdLockProvider`), so Java and Node nodes
- * can share locks: the key is `shedlock:<environment>:<name>`, the value
- * `ADDED:<ISO-8601 time, 3 fraction digits>@<owner>`, and the key is attached to a lease whose
- * TTL is the lock's remaining duration; etcd deletes the key when the lease expires.
- *
- * - acquire: grant a lease of `lockAtMostUntil - now` (no keep-alive), then one transaction
- *   `If(version(key) == 0) Then put(key, value, lease)`; when the key exists the lease is revoked
- *   and `lock()` resolves to `undefined`;
- * - unlock: when `lockAtLeastUntil` has passed, `If(value == mine) Then delete(key)`; otherwise
- *   the key moves to a new lease of what remains of `lockAtLeastFor`,
- *   `If(value == mine) Then put(key, value, newLease)`. The old lease is revoked either way;
- * - extend: the key moves to a new lease of `lockAtMostFor`, `If(value == mine) Then put(...)`.
- *   Resolves to `undefined` when the key expired or another acquisition holds it.
- *
- * Fencing: each lock's `fencingToken` is the revision of the transaction that took it (etcd's
- * cluster-wide revision, which every write raises), so it is greater than the token of every
- * earlier acquisition, of this name or any other, Java's included; no extra request. An extension
- * keeps it. A cluster restored from a snapshot must be restored with `--bump-revision` (and
- * `--mark-compacted`), as etcd advises, or its revisions, and so tokens, go back.
- *
- * Unlike Java's provider, unlock and extend are owner-checked: the value is unique to each
- * acquisition, so a holder whose lock expired touches nothing of the next holder's. A key Java
- * wrote (`ADDED:<time>@<host>`) counts as held as long as it exists.
- *
- * Durations: etcd leases have whole-second TTLs, so every duration rounds up to whole seconds
- * (a `lockAtMostFor` of 1.2 s holds the key 2 s), and etcd raises TTLs below its minimum to that
- * minimum (`ceil(1.5 × election timeout)`: 2 s with the default 1 s election timeout), so no
- * lock, and no `lockAtLeastFor` after an unlock, lasts less than 2 s. etcd also deletes expired
- * leases' keys in a background pass every 500 ms, so a key may outlive its lease by up to about
- * half a second. Expiry runs on the etcd leader's clock; the app clock only measures durations.
- *
- * Lock names go into keys as they are: etcd keys are arbitrary bytes and `environment` cannot
- * contain `:`, so every name (with `:`, `/`, spaces, any Unicode) has its own key, the key Java
- * uses. A key is at most 512 KiB of UTF-8: etcd refuses requests over 1.5 MiB by default (the
- * transactions carry the key twice), and an oversized request also trips etcd3's circuit breaker
- * for every other call of the client, so a longer name is refused with `LockConfigurationError`
- * before anything is sent.
- *
- * Lease TTLs end at 9,000,000,000 s (about 285 years, etcd's `MaxLeaseTTL`): a `lockAtMostFor`
- * longer than that, on `lock()` or `extend()`, is refused with `LockConfigurationError`.
- *
- * Leases: each acquire attempt grants one; an attempt that finds the lock held revokes it at once.
- * After a timeout or a lost connection a lease may stay behind, without keys or with the key it
- * was meant for, until its TTL ends (never longer than the lock's own duration).
+ * Locks as etcd keys on leases in Java ShedLock's format (`shedlock:<environment>:<name>`, its
+ * `EtcdLockProvider`), through your `etcd3` client, so Java and Node nodes share locks.
+ * Extensible; the etcd server decides expiry; a lock's `fencingToken` is the revision of the
+ * transaction that took it. Leases have whole-second TTLs of at least etcd's minimum (2 s by
+ * default): every duration rounds up to them.
  *
  * ```ts
  * import { Etcd3 } from 'etcd3'
@@ -100,8 +61,7 @@ const MAX_LEASE_TTL_S = 9_000_000_000
  * const provider = etcdLockProvider({ client: new Etcd3({ hosts: 'http://127.0.0.1:2379' }), environment: 'production' })
  * ```
  *
- * `provider.inspector()` is {@link etcdLockInspector} over the same client, key space and timeout;
- * handles carry `lockedBy`, the owner written in the lock's value.
+ * See docs/providers/etcd.md.
  *
  * @throws LockConfigurationError for a missing client, an empty `environment` or `lockedBy`, an
  *   `environment` containing `:`, or a `timeout` that is not a positive duration.

@@ -55,32 +55,10 @@ export interface FirestoreLockProviderOptions {
 const ROUNDS = 3
 
 /**
- * Locks in a Firestore collection in Java ShedLock's format: one document per lock, its id the
- * lock name, with `lockUntil` and `lockedAt` (Timestamps) and `lockedBy` (a string). Extensible.
- *
- * Acquire reads the document and writes it back only if nobody wrote it since: `create()` when
- * it is missing (`ALREADY_EXISTS` when another node created it first), else, when `lockUntil` has
- * passed, `update()` with the `lastUpdateTime` precondition of the read (`FAILED_PRECONDITION`
- * when another node wrote first). The loser re-reads, and finds the lock held. One read when the
- * lock is held, a read and a write otherwise; no transaction, so no contention retries. Java
- * ShedLock does the same reads and writes inside `runTransaction()`; both serialize on the
- * document, so Java and Node nodes exclude each other. A document whose `lockUntil` is missing or
- * not a Timestamp is never taken over (Java's rule too). Unlock and extend write only while
- * `lockedBy` is this acquisition's owner (extend: also not yet expired), with the same precondition;
- * Java's unlock checks only the host name, so a Java node never releases a Node node's lock.
- *
- * Names: every name Firestore takes as a document id is its own id (Java's). A name with `/`,
- * the names `.` and `..`, ids of the reserved form `__…__` and lone surrogates are escaped (see
- * {@link firestoreDocumentId}); an id over 1,500 bytes rejects with `LockConfigurationError`
- * before anything is sent.
- *
- * Expiry is decided on this process's clock (see `clock`), as Java ShedLock does: keep the nodes'
- * clocks in sync, and use `lockAtLeastFor` to absorb small differences.
- *
- * Fencing tokens, always on: the acquiring write also sets the document's integer `fencingToken`
- * to one more than the value read (or than this node's clock in microseconds, on a document
- * without one), under the same precondition, so each handle's `fencingToken` costs no request.
- * Java ShedLock's writes leave the field alone and do not advance it.
+ * Locks as documents of a Firestore collection in Java ShedLock's format (one document per lock,
+ * its id the lock name), through your `@google-cloud/firestore` client, so Java and Node nodes
+ * exclude each other. Extensible; expiry is decided on each node's `clock`, as in Java; every lock
+ * carries a `fencingToken` at no extra request. Nothing needs creating.
  *
  * ```ts
  * import { Firestore } from '@google-cloud/firestore'
@@ -88,7 +66,7 @@ const ROUNDS = 3
  * const provider = firestoreLockProvider({ collection: new Firestore().collection('shedlock') })
  * ```
  *
- * `provider.inspector()` is {@link firestoreLockInspector} over the same collection, clock and timeout.
+ * See docs/providers/firestore.md.
  *
  * @throws LockConfigurationError when `collection` is not a CollectionReference, `lockedBy` is
  *   empty, or `timeout` is not a positive duration.

@@ -15,14 +15,16 @@ export interface InMemoryLockProviderOptions {
 
 /**
  * Locks held in this process's memory: for tests, and for a single process that must not run a
- * task twice at once. It coordinates nothing across processes. Extensible; unlock and extend
- * only touch the acquisition that owns the lock. Fencing tokens count from 1 per name, per provider. `inMemoryLockInspector(provider)` lists and
- * force-releases its locks.
+ * task twice at once. It coordinates nothing across processes. Extensible; fencing tokens count
+ * from 1 per name, per provider. `inMemoryLockInspector(provider)` lists and force-releases its
+ * locks.
  *
  * ```ts
  * import { inMemoryLockProvider } from 'shedlock'
  * const provider = inMemoryLockProvider()
  * ```
+ *
+ * See docs/providers/in-memory.md.
  */
 export function inMemoryLockProvider(options: InMemoryLockProviderOptions = {}): InMemoryLockProvider {
   const clock = options.clock ?? systemClock

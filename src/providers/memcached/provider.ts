@@ -83,14 +83,10 @@ function expiration(untilMs: number, nowMs: number): number {
 }
 
 /**
- * Locks in memcached, in Java ShedLock's format: key `shedlock:<environment>:<name>` (see
- * {@link memcachedLockKey}), value `ADDED:<ISO-8601 time>@<owner>`, expiry set on the record.
- * Not extensible, like Java's.
- *
- * `add` takes the lock, so of several nodes exactly one gets a missing key; memcached expires it
- * after `lockAtMostFor`, rounded up to whole seconds. Unlock deletes the record, or shortens its
- * expiry to what remains of `lockAtLeastFor`, after checking that the stored value is still this
- * acquisition's (`<owner>` is `<host>:<pid>:<random>`, unique per acquisition).
+ * Locks as memcached keys in Java ShedLock's format (`shedlock:<environment>:<name>`, one `add`
+ * per acquisition), through your memjs client. Not extensible, like Java's; no fencing tokens.
+ * memcached may evict a held lock or lose it on a restart, and expires in whole seconds (a lock
+ * may end up to 1 s early): use it only where an occasional double run is acceptable.
  *
  * ```ts
  * import memjs from 'memjs'
@@ -98,24 +94,7 @@ function expiration(untilMs: number, nowMs: number): number {
  * const provider = memcachedLockProvider({ client: memjs.Client.create('127.0.0.1:11211') })
  * ```
  *
- * What memcached cannot do, and what it means for you:
- * - It may evict a held lock under memory pressure (LRU) or lose it on restart, releasing it
- *   early: another node may then run the task while the first still runs. Do not use it for
- *   locks that must not be lost.
- * - Its clock ticks in whole seconds: a lock may expire up to 1 s before `lockAtMostUntil` (and
- *   before `lockAtLeastUntil`). Keep `lockAtMostFor` well above the task's duration.
- * - No compare-and-swap in memjs 1.3: unlock reads the value, then deletes or replaces it. A lock
- *   released within 2 s of `lockAtMostUntil` is left to expire by itself, so that the gap between
- *   the read and the write cannot delete a lock another node took after this one expired.
- * - Beyond 30 days an expiry is sent as an absolute Unix time, read on memcached's clock. Those
- *   are 32-bit: a `lockAtMostUntil` after 2106-02-07T06:28:15Z rejects with
- *   `LockConfigurationError`.
- * - No fencing tokens (`fencingToken` is `undefined`): memcached could count with `incr`, but as
- *   a second request beside the `add`, not atomic with it (a holder paused between the two would
- *   get a greater token than the node that took its expired lock), and it evicts and forgets keys
- *   (LRU, restarts), so a counter could start over and hand out tokens a resource has seen.
- * - Keys are at most 250 bytes (memcached's limit; a longer one also stalls the connection): a
- *   longer name rejects with `LockConfigurationError` before anything is sent.
+ * See docs/providers/memcached.md.
  *
  * @throws LockConfigurationError for a missing client, an invalid `environment` or `timeout`.
  */
@@ -136,8 +115,8 @@ export function memcachedLockProvider(options: MemcachedLockProviderOptions): Lo
   if (typeof clock?.now !== 'function')
     throw new LockConfigurationError('memcached: clock must have a now() method returning epoch milliseconds')
 
-  // One promise per operation, its timeout in the shared queue of its duration (measured in
-  // support/deadline-queue.ts), and the error mapping folded in.
+  // One promise per operation, its timeout in the shared heap of pending calls (measured in
+  // core/deadline.ts), and the error mapping folded in.
   const call: TimedStoreCall<unknown> = {
     store: 'memcached',
     timeoutMs,

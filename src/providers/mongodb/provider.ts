@@ -55,27 +55,11 @@ export interface MongoLockProviderOptions {
 }
 
 /**
- * Locks in a MongoDB collection in Java ShedLock's format:
- * `{ _id: <name>, lockUntil: Date, lockedAt: Date, lockedBy: string }`. Extensible.
- *
- * Acquire is one `findOneAndUpdate({ _id: name, lockUntil: { $lte: now } }, { $set: … }, { upsert: true })`:
- * a missing document is inserted, an expired one taken over, and a held one makes the upsert try
- * to insert a second document with the same `_id`, which fails with duplicate key error 11000:
- * "held" (also what the loser of two concurrent upserts of a new name gets). Unlock and extend
- * update only the document this acquisition still holds (`lockedBy` filter); Java ShedLock's
- * unlock does not check the holder (its issue #74). A document deleted by hand is recreated by
- * the next acquire (see fencing tokens below). Any lock name works as it is: `_id` accepts every string, up to the 16 MiB
- * a document holds; a name over 16 MiB − 64 KiB of UTF-8 rejects with `LockConfigurationError`
- * before anything is sent.
- *
- * Expiry is decided on this process's clock (see `clock`): keep the nodes' clocks in sync, and
- * use `lockAtLeastFor` to absorb small differences.
- *
- * Fencing tokens, always on: the acquiring update (an update pipeline, MongoDB 4.2+) also counts
- * in the document's `fencingToken` (a number) and returns the document (`returnDocument:
- * 'after'`), so each handle's `fencingToken` costs no request. A document without the field
- * (new, recreated after a delete, or only ever taken by Java) starts from this node's clock in
- * microseconds; Java ShedLock's `$set` updates leave the field alone and do not advance it.
+ * Locks as documents of a MongoDB collection in Java ShedLock's format
+ * (`{ _id: <name>, lockUntil, lockedAt, lockedBy }`), through a `Collection` of your `mongodb`
+ * driver: one `findOneAndUpdate` upsert per acquisition. Extensible; expiry is decided on each
+ * node's `clock`, so keep node clocks in sync; every lock carries a `fencingToken` at no extra
+ * request (MongoDB 4.2+). On a replica set use `w: 'majority'`, as Java does.
  *
  * ```ts
  * import { MongoClient } from 'mongodb'
@@ -84,9 +68,7 @@ export interface MongoLockProviderOptions {
  * const provider = mongoLockProvider({ collection: client.db('app').collection('shedLock', { writeConcern: { w: 'majority' } }) })
  * ```
  *
- * Each handle's `lockedBy` is the owner this acquisition stored. `provider.inspector()` is
- * {@link mongoLockInspector} over the same collection and clock (it throws
- * `LockConfigurationError` for a collection without `find`, `findOne`, `updateOne` and `deleteMany`).
+ * See docs/providers/mongodb.md.
  *
  * @throws LockConfigurationError when `collection` is not a driver Collection or `lockedBy` is empty.
  */

@@ -62,35 +62,9 @@ export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
 
 /**
  * Locks in a MySQL 8 or MariaDB 10.5+ table in Java ShedLock's format (create it with
- * {@link mysqlSchema}; a table Java ShedLock created, with `TIMESTAMP(3)` columns, also works).
- * The `name` column must be the table's primary key: the upsert relies on it to find the row.
- *
- * One `INSERT … ON DUPLICATE KEY UPDATE` per acquire attempt that takes the row over only if it
- * expired, one `UPDATE` per release; unlock and extend only touch the row this acquisition holds.
- * Extensible. Uses `query` (text protocol, one round trip per statement), not `execute`.
- *
- * The first acquire of a provider also reads the types of the `name` and `lock_until` columns
- * from `information_schema.COLUMNS` (one more query, once; not kept while the table is missing;
- * skipped when `columnType` is given). `DATETIME` columns get UTC values; `TIMESTAMP` columns get
- * the session's now, which MySQL stores as the true instant, so nodes whose sessions are in
- * different time zones exclude each other on both (see {@link MysqlColumnType}). On a `TIMESTAMP`
- * column, a `lockAtMostUntil` after 2038-01-19T03:14:07.999Z rejects with `LockConfigurationError`.
- * Caveat: a session time zone with daylight saving reads and writes `TIMESTAMP` values in its
- * repeated autumn hour ambiguously (and rejects values in its spring gap): use `DATETIME(3)`
- * columns or sessions at `+00:00`.
- *
- * A lock name longer than the `name` column (in characters) rejects with `LockConfigurationError`
- * before the acquire statement is sent, in strict SQL mode or not (without strict mode, MySQL
- * would silently truncate it, so that two names sharing their first 64 characters became one
- * lock). A name ending with a space rejects with `LockConfigurationError`: MySQL compares
- * `VARCHAR` values without trailing spaces (PAD SPACE collations such as `utf8mb4_bin`), so it
- * would share the row of the name without them.
- *
- * Deadlocks and lock wait timeouts on acquire mean "not acquired" (another contender is writing
- * the row); unlock and extend retry them up to 5 times (jittered backoff, at most 310 ms in all).
- *
- * Pass a promise client: a mysql2 callback-API pool or connection (`createPool()` from `mysql2`)
- * rejects with `LockConfigurationError` when the provider is created; use `pool.promise()`.
+ * {@link mysqlSchema}; a table Java ShedLock created, with `TIMESTAMP(3)` columns, also works),
+ * through your mysql2 promise Pool: one statement per acquire attempt and per release. Extensible;
+ * the database clock decides expiry unless `useDbTime: false`.
  *
  * ```ts
  * import mysql from 'mysql2/promise'
@@ -98,9 +72,12 @@ export interface MysqlLockProviderOptions extends SqlLockProviderOptions {
  * const provider = mysqlLockProvider({ client: mysql.createPool({ uri }) })
  * ```
  *
+ * A name longer than the `name` column, or ending with a space, rejects with
+ * `LockConfigurationError` before anything is sent. See docs/providers/mysql.md.
+ *
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers,
- *   for a client of mysql2's callback API (or any `query(sql, values, callback)`), and for a
- *   `columnType` or `maxNameLength` that is not one of the values above.
+ *   for a client of mysql2's callback API (or any `query(sql, values, callback)`; use
+ *   `pool.promise()`), and for a `columnType` or `maxNameLength` that is not one of its values.
  */
 export function mysqlLockProvider(options: MysqlLockProviderOptions): ExtensibleLockProvider & InspectableLockProvider {
   return createMysqlLockProvider(options, 'upsert')

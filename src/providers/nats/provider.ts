@@ -46,32 +46,12 @@ export interface NatsLockProviderOptions {
 }
 
 /**
- * Locks in a NATS JetStream KV bucket, in Java ShedLock's format: the key is the lock name (see
- * {@link natsLockKey}), the value `lockUntil` as an 8-byte big-endian count of epoch
- * milliseconds, nothing else. Extensible.
+ * Locks as keys of a NATS JetStream KV bucket in Java ShedLock's format (the value is the 8-byte
+ * `lockUntil`, nothing else), so Java and Node nodes share locks. Extensible; expiry is decided on
+ * each node's `clock`; a lock's `fencingToken` is the revision of the write that took it.
  *
- * Keys are at most 3,812 characters minus twice the bucket name's length (3,784 in
- * `shedlock-locks`; counted on the key, so a name that needs encoding gets less). The server
- * closes the whole connection on a subject that overflows its 4 KB `max_control_line`, failing
- * every lock on it, so a longer name is refused with `LockConfigurationError` before anything is
- * sent. The limit keeps 256 bytes of the line for the command, the reply inbox and the sizes: a
- * custom inbox prefix or JetStream domain should stay well below that. A `kv` without a `bucket`
- * name counts as a bucket of 255 characters.
- *
- * Every write is conditional on the entry's revision, so of several nodes exactly one takes a
- * free or expired lock. The provider remembers the revision of its own write and makes unlock and
- * extend conditional on it: a node whose lock expired and was taken by another cannot release or
- * prolong the newer lock, although no owner is stored (Java ShedLock compares `lockUntil`
- * values instead). Expiry is decided on this process's clock (`clock`), as Java does: keep the
- * clocks of all nodes in sync.
- *
- * Fencing: each lock's `fencingToken` is the revision of the write that took it (`create` or
- * `update`), the sequence number the bucket's stream gave it. Every write to the bucket gets a
- * greater one, so a token is greater than that of every earlier acquisition, of this name or any
- * other, Java's included; no extra request. An extension keeps it. A bucket deleted and created
- * again starts its sequence over, and so tokens.
- *
- * Create the bucket once, with one value per key (the default) and no TTL:
+ * Create the bucket once, with one value per key (the default) and no TTL, and connect with
+ * `maxReconnectAttempts: -1` (by default the client stops reconnecting after 10 attempts):
  *
  * ```ts
  * import { connect } from '@nats-io/transport-node'
@@ -81,19 +61,8 @@ export interface NatsLockProviderOptions {
  * const provider = natsLockProvider({ kv: await new Kvm(nc).create(NATS_LOCK_BUCKET) })
  * ```
  *
- * - A bucket `ttl` (stream `max_age`) shorter than `lockAtMostFor` deletes held locks early, and
- *   another node may then run the task: leave it unset. History above 1 is never read.
- * - Each call waits at most the JetStream client's timeout (5 s by default; pass
- *   `jetstream(nc, { timeout })` to `new Kvm()` to change it), then rejects with
- *   `LockProviderError`. Connect with `maxReconnectAttempts: -1`: by default the client gives up
- *   reconnecting after 10 attempts and closes, and the provider would then fail until restarted.
- * - A write whose reply is lost (timeout) may still have been stored: an acquisition then stays
- *   held until `lockAtMostFor`, and an unlock or extension that timed out leaves the lock as the
- *   server has it (the handle can be unlocked again, which does nothing if the revision moved).
- * - Reads may come from a stale replica (direct get); the conditional writes make that safe.
- *
- * `provider.inspector()` is {@link natsLockInspector} over the same bucket and clock (it throws
- * `LockConfigurationError` for a `kv` without `keys()`).
+ * Each call waits at most the JetStream client's timeout (5 s by default), then rejects with
+ * `LockProviderError`. See docs/providers/nats.md.
  *
  * @throws LockConfigurationError when `kv` lacks `get`, `create`, `update` or `delete`, or its
  *   bucket name is so long (over 1,905 characters) that no key fits in a subject.

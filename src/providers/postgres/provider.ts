@@ -49,35 +49,20 @@ export interface PostgresLockProviderOptions extends SqlLockProviderOptions {
 }
 
 /**
- * Locks in a PostgreSQL table in Java ShedLock's format (create it with {@link postgresSchema}).
- *
- * One `INSERT … ON CONFLICT DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
- * `UPDATE` per release; unlock and extend only touch the row this acquisition holds. Extensible.
- * With `fencingTokens: true`, the acquire statement also counts the row's `fencing_token` up and
- * returns it (`RETURNING`): each lock's `fencingToken`, no extra round trip.
- *
- * A slot run (`executeWithLock(task, { slot })`) takes the slot's record and the task's lock in
- * one statement (two upserts in a `WITH`, the second only from the first's returned row): one
- * round trip before the task starts instead of two.
- *
- * The first acquire of a provider also reads the declared length of the `name` column from
- * `pg_attribute` (one more query, once; not kept while the table is missing): a longer name
- * rejects with `LockConfigurationError` before the acquire statement is sent.
- *
- * Sessions at `repeatable read` or `serializable` (`default_transaction_isolation`) are fine: an
- * acquire that meets a serialization failure (SQLSTATE 40001) or a deadlock (40P01) did not get
- * the lock (the statement rolled back; another contender is writing the row), so `lock()`
- * resolves to `undefined`, as Java ShedLock answers. Unlock and extend retry such failures up to 5
- * times (jittered backoff, at most 310 ms in all) before they reject. An acquire that meets a row
- * another transaction is still writing (a contender whose commit waits for a synchronous standby)
- * waits at most `LOCK_WAIT_MS` (1 s: `lock_timeout`, set for that statement alone) and resolves to
- * `undefined` too, freeing its connection.
+ * Locks in a PostgreSQL table in Java ShedLock's format (create it with {@link postgresSchema}),
+ * through your `pg` Pool: one upsert per acquire attempt, one `UPDATE` per release, and a slot
+ * run's record and task lock in one statement. Extensible; the database clock decides expiry
+ * unless `useDbTime: false`. Sessions at `repeatable read` or `serializable` work: a
+ * serialization failure or deadlock on acquire means "not acquired".
  *
  * ```ts
  * import pg from 'pg'
  * import { postgresLockProvider } from 'shedlock/postgres'
  * const provider = postgresLockProvider({ client: new pg.Pool({ connectionString }) })
  * ```
+ *
+ * A name longer than the `name` column rejects with `LockConfigurationError` before the acquire
+ * statement is sent. See docs/providers/postgres.md.
  *
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
  */

@@ -40,32 +40,10 @@ export interface S3LockProviderOptions {
 }
 
 /**
- * Locks in an S3 bucket in Java ShedLock's format (its `S3LockProvider`): one object per lock, key
- * = prefix + name, the lock in user metadata `lock-until`, `locked-at` (ISO-8601 UTC instants)
- * and `locked-by`, and a body of 16 random bytes so that every write gets a new ETag. Java and
- * Node fleets can share a bucket. Works with AWS S3 and with Ceph RGW (tested on 16.2); needs a
- * server that honours `If-None-Match: *` and `If-Match` on PutObject (AWS since 2024).
- *
- * Acquire is a HEAD, then one conditional PutObject: `If-None-Match: *` when there is no
- * object, or `If-Match: <etag read>` when its `lock-until` has passed (on this node's clock); a
- * 412 or 409 means another node was first. A 5xx on a conditional write (Ceph RGW answers a
- * contended one with 500 now and then) is decided by a HEAD: our write, another's, or none, then
- * sent again. Two requests to take a lock, one (the HEAD) to find
- * it held. Release (to `lockAtLeastUntil`, or now) and extend are one PutObject with `If-Match:
- * <etag of our write>`, so they only touch the version this acquisition wrote: a holder whose
- * lock was taken over finds another ETag and changes nothing. Java ShedLock's extend and release
- * do the same after a HEAD. Objects are never deleted by the provider; a deleted object is
- * recreated by the next acquire, and a release never recreates one.
- *
- * The ETag goes quoted, as S3 returns it; Ceph RGW refuses the quoted form with 412, so after a
- * 412 on an object that a HEAD shows unchanged, the client's requests go unquoted from then on.
- *
- * S3 has been strongly consistent (read-after-write, and for HEAD and List) since December
- * 2020, and conditional writes on one key are atomic: one of concurrent `If-None-Match: *` puts
- * wins. Expiry is decided on this process's clock (see `clock`).
- *
- * An object under the prefix without a valid `lock-until` was not written by ShedLock: `lock()`
- * rejects with `LockProviderError` naming it rather than take it over or wait for ever.
+ * Locks as objects of an S3 bucket in Java ShedLock's format (its `S3LockProvider`), through your
+ * `S3Client`, so Java and Node fleets can share a bucket. Extensible; expiry is decided on each
+ * node's `clock`; every lock carries a `fencingToken` at no extra request. Needs a server that
+ * honours `If-None-Match: *` and `If-Match` on PutObject (AWS S3, Ceph RGW).
  *
  * ```ts
  * import { S3Client } from '@aws-sdk/client-s3'
@@ -73,8 +51,8 @@ export interface S3LockProviderOptions {
  * const provider = s3LockProvider({ client: new S3Client({}), bucket: 'my-app-locks' })
  * ```
  *
- * Each handle's `lockedBy` is the owner this acquisition stored. `provider.inspector()` is
- * {@link s3LockInspector} over the same client, bucket, prefix, clock and `lib`.
+ * The bucket must exist. Give the client request timeouts, or a lock attempt waits as long as the
+ * network does. See docs/providers/s3.md.
  *
  * @throws LockConfigurationError for a missing client, an invalid bucket name or prefix, an
  *   empty `lockedBy`, or a `lib` without the command classes.

@@ -44,25 +44,11 @@ interface Row {
 }
 
 /**
- * Locks in a Cloud Spanner table in Java ShedLock's format (create it with {@link spannerSchema}
- * or `shedlock init`): `name STRING(64)` primary key, `lock_until` and `locked_at` `TIMESTAMP`,
- * `locked_by STRING(255)`, so that Java and Node services share one table. Extensible.
- *
- * Every acquire, extend and release is one read-write transaction, as Java ShedLock's: a query
- * reads the row and `CURRENT_TIMESTAMP()`, then an insert or update mutation is committed only if
- * the row is absent or expired (acquire), or still this acquisition's (`locked_by` is unique per
- * acquisition: extend and release never touch another holder's row; Java's release checks only
- * the host name). Spanner's locking makes a second transaction that read the row abort or wait,
- * so one contender wins. A transaction Spanner aborts is run again (10 ms apart at first, at most
- * 200 ms) until `timeout`.
- *
- * Expiry is decided on Spanner's clock (`CURRENT_TIMESTAMP()`, TrueTime on the real service) by
- * default; Java ShedLock decides on each node's clock (`useDbTime: false` does the same). With
- * `fencingTokens: true` the transaction also counts up the row's nullable `fencing_token INT64`
- * (Java ignores the column; a row without it starts from the clock in microseconds).
- *
- * The first acquire reads the `name` column's declared length from `INFORMATION_SCHEMA.COLUMNS`
- * (once): a longer name rejects with `LockConfigurationError` before anything is written.
+ * Locks as rows of a Cloud Spanner table in Java ShedLock's format (create it with
+ * {@link spannerSchema} or `shedlock init`), through your `@google-cloud/spanner` `Database`, so
+ * Java and Node services share one table: one read-write transaction per acquire, extend and
+ * release, run again after an abort until `timeout`. Extensible; Spanner's `CURRENT_TIMESTAMP()`
+ * decides expiry unless `useDbTime: false`.
  *
  * ```ts
  * import { Spanner } from '@google-cloud/spanner'
@@ -70,6 +56,9 @@ interface Row {
  * const database = new Spanner({ projectId: 'my-project' }).instance('my-instance').database('my-db')
  * const provider = spannerLockProvider({ database })
  * ```
+ *
+ * A name longer than the `name` column rejects with `LockConfigurationError` before anything is
+ * written. See docs/providers/spanner.md.
  *
  * @throws LockConfigurationError for a missing database, table or column names that are not
  *   plain identifiers, or a bad `timeout`.

@@ -32,32 +32,14 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
 }
 
 /**
- * Locks in a SQLite table in Java ShedLock's layout (create it with {@link sqliteSchema}).
+ * Locks in a SQLite table in Java ShedLock's layout (create it with {@link sqliteSchema}), for
+ * processes of one host sharing a database file: one upsert per acquire attempt, one `UPDATE` per
+ * release. Extensible; with `useDbTime` (the default) SQLite's `'now'`, this host's clock,
+ * decides expiry.
  *
- * One `INSERT … ON CONFLICT(name) DO UPDATE … WHERE lock_until <= now` per acquire attempt, one
- * `UPDATE` per release; unlock and extend only touch the row this acquisition holds. Extensible.
- * Each statement is prepared once per provider, on first use. With `fencingTokens: true`, the
- * acquire statement also counts the row's `fencing_token` up and returns it (`RETURNING`, SQLite
- * 3.35+): each lock's `fencingToken`.
- *
- * Safe across processes that share one database file: SQLite's write lock serialises the upserts,
- * so exactly one of them takes a free lock. Use WAL (`PRAGMA journal_mode = WAL`) and a busy
- * timeout, so that a process that meets another's write waits for it instead of failing with
- * `SQLITE_BUSY`: better-sqlite3 waits 5 s by default, `node:sqlite` and libsql wait 0 ms unless
- * opened with `{ timeout: 5000 }` (or after `PRAGMA busy_timeout = 5000`). libsql is
- * better-sqlite3's API over a prebuilt binary: nothing to compile on install, on any Node line.
- * The drivers are synchronous: while a statement waits for the write lock, it blocks the event loop.
- *
- * With `node:sqlite` and libsql, also set `PRAGMA synchronous = NORMAL` (better-sqlite3 is built
- * with it as the WAL default): under `FULL`, every commit waits for an fsync, which made an
- * acquire and release 14 times slower (300 µs against 21 µs, Node 24). `NORMAL` in WAL mode loses
- * no commit when a process crashes, only on a power loss or OS crash, which also ends every
- * process of the host that could hold a lock; at worst, a tick run just before it may run again
- * after the reboot.
- *
- * With `useDbTime` (the default), "database time" is SQLite's `'now'`: this host's clock, read by
- * SQLite. Every process on the host shares it, so they agree on expiry; it protects nothing
- * against clock changes of the host itself. A `schema.table` name refers to an attached database.
+ * Use WAL and a busy timeout, so that a process that meets another's write waits for it instead
+ * of failing with `SQLITE_BUSY` (`node:sqlite` and libsql wait 0 ms unless opened with `timeout`);
+ * the drivers are synchronous, so that wait blocks the event loop:
  *
  * ```ts
  * import { DatabaseSync } from 'node:sqlite' // or: import Database from 'better-sqlite3'
@@ -68,6 +50,8 @@ export interface SqliteLockProviderOptions extends SqlLockProviderOptions {
  * database.exec(sqliteSchema())
  * const provider = sqliteLockProvider({ database })
  * ```
+ *
+ * See docs/providers/sqlite.md.
  *
  * @throws LockConfigurationError for table or column names that are not plain SQL identifiers.
  */

@@ -77,54 +77,10 @@ export interface ZooKeeperLockProviderOptions {
 }
 
 /**
- * Locks in ZooKeeper nodes in Java ShedLock's format (its `ZookeeperCuratorLockProvider`), so
- * Java and Node nodes can share locks: one PERSISTENT node `<path>/<name>` per lock, whose data is
- * the UTF-8 ISO-8601 `lockUntil` with 3 fraction digits (`2024-05-01T10:00:00.000Z`). No owner
- * is stored.
- *
- * - acquire: read the node; a missing node is created (with its parents); an existing one is
- *   taken over only when its `lockUntil` has passed, with a `setData` conditioned on the version
- *   just read, so that of two contenders one wins. A node with empty or unreadable data (left by
- *   ShedLock before 2.5, which used ephemeral nodes) counts as held, as in Java: delete it by hand;
- * - unlock: writes `max(now, lockAtLeastUntil)`; extend writes the new `lockAtMostUntil` (and
- *   resolves to `undefined` once the lock has expired).
- *
- * Owner check without changing Java's format: the provider remembers the node version its own
- * write produced, and unlock and extend write only at that version. Another acquisition's write
- * (by this provider or by Java) changes the version, so a holder whose lock expired and was taken
- * touches nothing. Java's provider unlocks without this check. One gap remains: a node deleted by
- * hand and created again by this provider has version 1 again, so the acquisition that had
- * created the old node could release the new one.
- *
- * Fencing: each lock's `fencingToken` is the zxid of the write that took it (the `mzxid` in the
- * Stat the write returns). ZooKeeper orders every write of the ensemble by zxid, so a token is
- * greater than that of every earlier acquisition, of this name or any other, Java's included; no
- * extra request. A new node is created in a multi with a `setData` of the same data (a create
- * reports no Stat in node-zookeeper-client's protocol), so new nodes start at version 1. An
- * extension keeps the token. An ensemble rebuilt from scratch (not restored from its snapshots
- * and logs) starts its zxids over, and so tokens.
- *
- * Expiry is decided on the app clock (`clock`) of the node that tries to acquire, as in Java:
- * keep node clocks in sync.
- *
- * Lock names are path segments. Every name ZooKeeper accepts as a node name is used as it is,
- * the node Java uses (`100%` too); the others are escaped, one-to-one, as described at
- * {@link zookeeperNodeName} (`a/b` becomes `a%2Fb`, where Java would create the nested node
- * `a/b`), and a name spelled like another name's escaped node (`a%2Fb`) is refused with
- * `LockConfigurationError`.
- *
- * A node's path, `<path>/<node name>`, is at most 500,000 bytes of UTF-8. ZooKeeper closes the
- * connection on a request larger than its `jute.maxbuffer` (1 MB by default), failing every
- * request in flight on it, and the multi that creates a lock node carries its path twice; a
- * longer name is refused with `LockConfigurationError` before anything is sent. (Measured on
- * ZooKeeper 3.8 with the default setting: a plain create breaks from a path of 1,048,505 bytes.)
- * A server with a smaller `jute.maxbuffer` needs shorter names.
- *
- * After a dropped connection node-zookeeper-client reconnects by itself, and the provider works
- * again with it. Two cases need a new client, which a `client` function can hand over without
- * a new provider: an expired session (every request then fails with SESSION_EXPIRED; the client
- * emits `expired`), and a reconnection whose handshake never completes (node-zookeeper-client
- * 1.1 has no timeout for it: the client stays disconnected and every lock operation times out).
+ * Locks as persistent ZooKeeper nodes in Java ShedLock's format (`<path>/<name>` holding the
+ * ISO-8601 `lockUntil`), through your `node-zookeeper-client` client, so Java and Node nodes share
+ * locks. Extensible; expiry is decided on each node's `clock`; a lock's `fencingToken` is the zxid
+ * of the write that took it.
  *
  * ```ts
  * import zookeeper from 'node-zookeeper-client'
@@ -132,20 +88,10 @@ export interface ZooKeeperLockProviderOptions {
  * const client = zookeeper.createClient('127.0.0.1:2181')
  * client.connect()
  * const provider = zookeeperLockProvider({ client })
- *
- * // or, to replace the client when its session expires:
- * let current = connect()
- * function connect() {
- *   const next = zookeeper.createClient('127.0.0.1:2181')
- *   next.once('expired', () => { next.close(); current = connect() })
- *   next.connect()
- *   return next
- * }
- * const replaceable = zookeeperLockProvider({ client: () => current })
  * ```
  *
- * `provider.inspector()` is {@link zookeeperLockInspector} over the same client, path, timeout
- * and clock (it throws `LockConfigurationError` for a client without `getChildren` and `remove`).
+ * Pass `client` as a function returning the current client to replace one whose session expired
+ * or whose handshake hangs, without a new provider. See docs/providers/zookeeper.md.
  *
  * @throws LockConfigurationError for a missing client, a `path` that is not an absolute
  *   ZooKeeper path below the root, or a `timeout` that is not a positive duration.

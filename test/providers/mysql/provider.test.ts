@@ -152,6 +152,8 @@ describe.skipIf(!pool)('mysql', () => {
           slots: { inspector: true },
           maxNameLength: 64,
           fencing,
+          // A held row is told by the LAST_INSERT_ID marker, with and without CLIENT_FOUND_ROWS: race it.
+          contention: { rounds: 20 },
         }),
       )
     })
@@ -395,23 +397,6 @@ describe.skipIf(!pool)('mysql', () => {
         assert.ok(twice, 'an extension that wrote an unchanged value was reported as lost')
         await twice.unlock()
       })
-
-      it(`${label}: of 16 contenders racing on an absent row exactly one wins, 20 times`, {
-        timeout: 60_000,
-      }, async () => {
-        const table = await newTable()
-        const client = flags ? await connect({ flags }) : db
-        const nodes = [mysqlLockProvider({ client, tableName: table }), mysqlLockProvider({ client, tableName: table })]
-        for (let round = 0; round < 20; round++) {
-          const name = `race-${round}`
-          const results = await Promise.all(
-            Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
-          )
-          const winners = results.filter((lock) => lock !== undefined)
-          expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
-          await winners[0]!.unlock()
-        }
-      })
     }
   })
 
@@ -450,6 +435,8 @@ describe.skipIf(!pool)('mysql', () => {
               extensible: true,
               slots: { inspector: true },
               maxNameLength: 64,
+              // Half the races on a new row (INSERT), half on a released or expired one (UPDATE).
+              contention: { rounds: 20 },
             }),
           )
         })
@@ -472,30 +459,6 @@ describe.skipIf(!pool)('mysql', () => {
         assert.ok(twice, 'an extension that wrote an unchanged value was reported as lost')
         await db.query(`UPDATE ${table} SET locked_by = 'another node' WHERE name = 'same-instant'`)
         expect(await twice.extend('2m', 0)).toBeUndefined()
-      })
-
-      it(`${label}: of 16 contenders racing on an absent row, then on an expired one, exactly one wins, 20 times`, {
-        timeout: 60_000,
-      }, async () => {
-        const table = await newTable()
-        const client = countOnly(flags ? await connect({ flags }) : db)
-        const nodes = [
-          createMysqlLockProvider({ client, tableName: table }, 'countOnly'),
-          createMysqlLockProvider({ client, tableName: table }, 'countOnly'),
-        ]
-        for (let round = 0; round < 20; round++) {
-          const name = `race-${round % 10}`
-          // Rounds 10-19 find the rows of rounds 0-9, expired by hand.
-          if (round >= 10)
-            await db.query(`UPDATE ${table} SET lock_until = TIMESTAMPADD(SECOND, -1, ${NOW}) WHERE name = ?`, [name])
-          const results = await Promise.all(
-            Array.from({ length: 16 }, (_, i) => nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' }))),
-          )
-          const winners = results.filter((lock) => lock !== undefined)
-          expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
-          if (round < 10) continue
-          await winners[0]!.unlock()
-        }
       })
     }
 
@@ -594,75 +557,30 @@ describe.skipIf(!pool)('mysql', () => {
     })
   })
 
+  // At REPEATABLE READ and SERIALIZABLE, contenders meet deadlocks and lock wait timeouts: 16 of
+  // them race 25 rounds there, on both DDLs, and none may reject.
   describe('isolation levels: deadlocks and lock wait timeouts under contention', () => {
     for (const level of ['REPEATABLE READ', 'SERIALIZABLE']) {
       for (const java of [false, true]) {
-        const ddl = java ? "Java's TIMESTAMP(3) table" : 'mysqlSchema table'
-        it(`${level}, ${ddl}: of 16 contenders racing on one name exactly one wins, 25 rounds, and none rejects`, {
-          timeout: 60_000,
-        }, async () => {
-          const table = java ? await newJavaTable() : await newTable()
-          const client = await connectWith(`SET SESSION TRANSACTION ISOLATION LEVEL ${level}`)
-          onTestFinished(() => dispose(client))
-          expect((await client.query<mysql.RowDataPacket[]>('SELECT @@tx_isolation AS level'))[0][0]?.level).toBe(
-            level.replace(' ', '-'),
-          )
-          const nodes = [
-            mysqlLockProvider({ client, tableName: table }),
-            mysqlLockProvider({ client, tableName: table, useDbTime: false }),
-          ]
-          for (let round = 0; round < 25; round++) {
-            const name = round % 2 === 0 ? 'contended' : `fresh-${round}`
-            const results = await Promise.allSettled(
-              Array.from({ length: 16 }, (_, i) =>
-                nodes[i % 2]!.lock(lockConfiguration({ name, lockAtMostFor: '1m' })),
-              ),
+        describe(`${level}, ${java ? "Java's TIMESTAMP(3) table" : 'mysqlSchema table'}`, () => {
+          let table = ''
+          let client: mysql.Pool = db
+          beforeAll(async () => {
+            table = java ? await newJavaTable() : await newTable()
+            client = await connectWith(`SET SESSION TRANSACTION ISOLATION LEVEL ${level}`)
+            expect((await client.query<mysql.RowDataPacket[]>('SELECT @@tx_isolation AS level'))[0][0]?.level).toBe(
+              level.replace(' ', '-'),
             )
-            expect(
-              results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
-              `round ${round}`,
-            ).toEqual([])
-            const winners = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
-            expect(winners.length, `round ${round}: ${winners.length} winners`).toBe(1)
-            await winners[0]!.unlock()
-          }
-        })
-
-        it(`${level}, ${ddl}: holders extend and release while 15 contenders keep racing for their lock: no rejection, never two holders`, {
-          timeout: 60_000,
-        }, async () => {
-          const table = java ? await newJavaTable() : await newTable()
-          const client = await connectWith(`SET SESSION TRANSACTION ISOLATION LEVEL ${level}`)
-          onTestFinished(() => dispose(client))
-          const provider = mysqlLockProvider({ client, tableName: table })
-          const failures: string[] = []
-          let holders = 0
-          let overlaps = 0
-          let wins = 0
-          const until = Date.now() + 2_000
-          await Promise.all(
-            Array.from({ length: 16 }, async () => {
-              while (Date.now() < until) {
-                try {
-                  const lock = (await provider.lock(lockConfiguration({ name: 'hot', lockAtMostFor: '1m' }))) as
-                    | ExtensibleLock
-                    | undefined
-                  if (!lock) continue
-                  wins++
-                  if (holders++ > 0) overlaps++
-                  const extended = await lock.extend('1m', 0)
-                  holders--
-                  assert.ok(extended, 'a held lock was not extended')
-                  await extended.unlock()
-                } catch (error) {
-                  failures.push(String(error))
-                }
-              }
-            }),
+          })
+          afterAll(() => dispose(client))
+          registerSuite(
+            lockProviderSuite({
+              provider: () => mysqlLockProvider({ client, tableName: table }),
+              isLocked: (name) => isLocked(table, name),
+              extensible: true,
+              contention: { rounds: 25 },
+            }).filter((c) => c.group === 'contention'),
           )
-          expect(failures).toEqual([])
-          expect(overlaps).toBe(0)
-          expect(wins).toBeGreaterThan(5)
         })
       }
     }

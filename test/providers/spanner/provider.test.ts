@@ -52,7 +52,8 @@ describe.skipIf(!emulatorSpanner)('spanner (emulator)', () => {
   }
 
   // The emulator runs one read-write transaction at a time and aborts the others, which retry:
-  // 16 racing contenders take seconds, so the suite's providers get 30 s. The full suite runs once
+  // racing contenders take seconds, so the suite's providers get 30 s, and the contention group
+  // races 8 of them, 6 rounds (16 and 10 took 7 and 13 s). The full suite runs once
   // (database time, fencing tokens); Java's own table and the app clock run the groups they change.
   const variants = [
     { title: 'database time, fencing tokens', table: 'shedlock_fenced', useDbTime: true, fencing: true },
@@ -85,6 +86,7 @@ describe.skipIf(!emulatorSpanner)('spanner (emulator)', () => {
         maxNameLength: 64,
         // The fuzz's 16 workers queue on the emulator's one transaction at a time: 25 runs each take minutes.
         fuzzIterations: 5,
+        contention: { contenders: 8, rounds: 6 },
       })
       registerSuite(groups ? cases.filter((c) => groups.includes(c.group)) : cases)
     })
