@@ -1,4 +1,4 @@
-import { type DeadlineQueue, deadlines, PENDING, Watched } from './deadline-queue.ts'
+import { type Deadline, Deadlines } from '../core/deadline.ts'
 import { asStoreError, type DescribeStoreError, type StoreAction } from './store-errors.ts'
 
 /** A store gave no reply within a provider's `timeout`. */
@@ -13,15 +13,6 @@ export class OperationTimeoutError extends Error {
   }
 }
 
-// One executor for every promise made here: it runs synchronously inside `new Promise`, so it
-// hands the resolving functions to the call set just before, and no closure is built per call.
-let capturing: { resolve: (value: never) => void; reject: (error: unknown) => void } | undefined
-function capture(resolve: (value: never) => void, reject: (error: unknown) => void): void {
-  capturing!.resolve = resolve
-  capturing!.reject = reject
-  capturing = undefined
-}
-
 /** What {@link withTimeout} does around the timeout. */
 export interface WithTimeoutOptions<T> {
   /** The store's name, for the error message. */
@@ -32,32 +23,45 @@ export interface WithTimeoutOptions<T> {
   late?: (value: T) => void
 }
 
+// The timeout of every pending call, in one heap on one timer (its cost measured in
+// core/deadline.ts) that keeps the process alive while a call is pending, as a timer per call
+// did. The global performance, not node:perf_hooks': fake timers replace both it and setTimeout.
+const calls = new Deadlines({ now: () => performance.now() }, true)
+
+/** A call that is its own deadline: pending until it settles (`calls.cancel()`) or `fire()` runs. */
+abstract class Watched implements Deadline {
+  at = 0
+  index = -1
+  order = 0
+
+  /** Runs once, when the call is still pending at its deadline. */
+  abstract fire(): void
+}
+
 class TimedPromise<T> extends Watched {
   resolve!: (value: T) => void
   reject!: (error: unknown) => void
-  readonly queue: DeadlineQueue
   readonly ms: number
   readonly options: WithTimeoutOptions<T>
 
-  constructor(queue: DeadlineQueue, ms: number, options: WithTimeoutOptions<T>) {
+  constructor(ms: number, options: WithTimeoutOptions<T>) {
     super()
-    this.queue = queue
     this.ms = ms
     this.options = options
   }
 
-  expire(): void {
+  fire(): void {
     this.options.onTimeout?.()
     this.reject(new OperationTimeoutError(this.options.store, this.ms))
   }
 
   fulfilled(value: T): void {
-    if (this.queue.settle(this)) this.resolve(value)
+    if (calls.cancel(this)) this.resolve(value)
     else this.options.late?.(value)
   }
 
   rejected(error: unknown): void {
-    if (this.queue.settle(this)) this.reject(error)
+    if (calls.cancel(this)) this.reject(error)
   }
 }
 
@@ -67,11 +71,13 @@ class TimedPromise<T> extends Watched {
  * end; `promise` itself keeps running, which is why `late` exists.
  */
 export function withTimeout<T>(promise: PromiseLike<T>, ms: number, options: WithTimeoutOptions<T>): Promise<T> {
-  const queue = deadlines(ms)
-  const timed = new TimedPromise(queue, ms, options)
-  capturing = timed
-  const result = new Promise<T>(capture)
-  queue.watch(timed)
+  const timed = new TimedPromise(ms, options)
+  const result = new Promise<T>((resolve, reject) => {
+    timed.resolve = resolve
+    timed.reject = reject
+  })
+  timed.at = performance.now() + ms
+  calls.add(timed)
   promise.then(
     (value) => timed.fulfilled(value),
     (error: unknown) => timed.rejected(error),
@@ -116,28 +122,25 @@ export interface TimedStoreCallSteps<T, R> {
 class StoreCall<T, R> extends Watched {
   resolve!: (value: R) => void
   reject!: (error: unknown) => void
-  readonly queue: DeadlineQueue
   readonly call: TimedStoreCall<T>
   readonly action: StoreAction
   readonly lockName: string
   readonly steps: TimedStoreCallSteps<T, R> | undefined
 
   constructor(
-    queue: DeadlineQueue,
     call: TimedStoreCall<T>,
     action: StoreAction,
     lockName: string,
     steps: TimedStoreCallSteps<T, R> | undefined,
   ) {
     super()
-    this.queue = queue
     this.call = call
     this.action = action
     this.lockName = lockName
     this.steps = steps
   }
 
-  expire(): void {
+  fire(): void {
     this.call.onTimeout?.()
     this.steps?.onTimeout?.()
     this.fail(new OperationTimeoutError(this.call.store, this.call.timeoutMs))
@@ -157,7 +160,7 @@ class StoreCall<T, R> extends Watched {
   // The steps' functions are called on `steps`, which may be an object with methods.
   fulfilled(value: T): void {
     const { steps } = this
-    if (!this.queue.settle(this)) {
+    if (!calls.cancel(this)) {
       steps?.late?.(value)
       return
     }
@@ -176,7 +179,8 @@ class StoreCall<T, R> extends Watched {
   }
 
   rejected(error: unknown): void {
-    if (this.state !== PENDING) return
+    // Timed out already.
+    if (this.index < 0) return
     const { steps } = this
     if (steps?.recover !== undefined) {
       let retry: PromiseLike<T> | undefined
@@ -190,7 +194,7 @@ class StoreCall<T, R> extends Watched {
         return
       }
     }
-    this.queue.settle(this)
+    calls.cancel(this)
     this.fail(error)
   }
 }
@@ -203,8 +207,8 @@ export interface StartingSteps<T, R> extends TimedStoreCallSteps<T, R> {
 
 /**
  * `storeGuard(describe)(action, lockName, () => withTimeout(run(), ...))` in one promise and no
- * timer of its own (its deadline in the shared queue of deadline-queue.ts, measured there): the
- * shape of every call a provider makes to take or release a lock. A `LockProviderError` passes as it is; anything else (a synchronous
+ * timer of its own (its deadline in the heap of every pending call): the shape of every call a
+ * provider makes to take or release a lock. A `LockProviderError` passes as it is; anything else (a synchronous
  * throw of `run`, a rejection, an {@link OperationTimeoutError}) goes through `describe`. `steps`
  * maps the reply, retries after an error, or takes a value that arrives after the timeout; steps
  * with a `start()` method stand for `run` too.
@@ -229,10 +233,11 @@ export function timedStoreCall<T, R>(
   run: (() => PromiseLike<T>) | StartingSteps<T, R>,
   steps?: TimedStoreCallSteps<T, R>,
 ): Promise<R> {
-  const queue = deadlines(call.timeoutMs)
-  const pending = new StoreCall(queue, call, action, lockName, typeof run === 'function' ? steps : run)
-  capturing = pending
-  const result = new Promise<R>(capture)
+  const pending = new StoreCall(call, action, lockName, typeof run === 'function' ? steps : run)
+  const result = new Promise<R>((resolve, reject) => {
+    pending.resolve = resolve
+    pending.reject = reject
+  })
   let reply: PromiseLike<T>
   try {
     reply = typeof run === 'function' ? run() : run.start()
@@ -242,7 +247,8 @@ export function timedStoreCall<T, R>(
   }
   // A client's own promise as it is; a plain value (a test double's) as a resolved one.
   if (typeof (reply as { then?: unknown } | null)?.then !== 'function') reply = Promise.resolve(reply as T)
-  queue.watch(pending)
+  pending.at = performance.now() + call.timeoutMs
+  calls.add(pending)
   pending.await(reply)
   return result
 }

@@ -67,6 +67,15 @@ describe('the deadlines of one clock (one timer)', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('fires deadlines of one time in the order they were set', () => {
+    vi.useFakeTimers()
+    const start = Date.now()
+    const fired: number[] = []
+    for (let i = 0; i < 20; i++) atDeadline(start + 10 + (i % 2) * 10, dateClock, () => fired.push(i))
+    vi.advanceTimersByTime(20)
+    expect(fired).toEqual([0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19])
+  })
+
   it('fires a deadline set earlier than the one the timer waits for at its own time', () => {
     vi.useFakeTimers()
     const start = Date.now()
