@@ -56,12 +56,17 @@ export interface LockInspector {
    * Force-releases a lock, for a holder that died or hangs: the lock is free at once, and its
    * holder can no longer release, extend or re-hold it: when the holder's task ends within its
    * `lockAtLeastFor`, its own owner-checked release finds another owner and changes nothing (the
-   * operator wins). Given a record read by this inspector, releases only that state of the lock:
-   * if another node took it since, nothing changes.
+   * operator wins). Given a record read by this inspector, releases only the acquisition it was
+   * read from, however often its holder extended it since (a lease renews its lock every few
+   * seconds): the holder and the time it took the lock, or the store's value for one
+   * acquisition, must still be the same. If the lock was released and taken again since, by
+   * another node or by the same one, nothing changes. NATS and ZooKeeper keep nothing but the
+   * expiry, which cannot tell an extension from a new acquisition: there any write since the
+   * read, an extension included, makes the record release nothing; read the lock again.
    *
    * Resolves to `true` when it released a held lock, `false` when the lock was not held, is
-   * gone, or changed since `lock` was read. Another node may start the task at once: release
-   * only locks whose holder is dead or stuck.
+   * gone, or was taken again since `lock` was read. Another node may start the task at once:
+   * release only locks whose holder is dead or stuck.
    */
   release(lock: string | LockRecord): Promise<boolean>
   /**

@@ -197,18 +197,36 @@ export interface ConditionalInspectorOptions {
   readonly canRemove?: () => Promise<boolean>
 }
 
-/** What a record held when it was read: release(record) matches exactly that version. */
+/** What a record held when it was read: its version, and the acquisition it holds (release(record) matches that). */
 interface ReadState {
   readonly etag: string
   readonly lockedAt: string | undefined
+  readonly lockedBy: string | undefined
   readonly fencingToken: string | undefined
+}
+
+/**
+ * Whether `now` holds the acquisition `asRead` held: the same holder, taken at the same instant,
+ * with the same fencing token (an extension rewrites all three as they were, with a new ETag).
+ * A record without a holder or a time tells no acquisition from another: only its ETag counts.
+ */
+function sameAcquisition(asRead: ReadState, now: ReadState): boolean {
+  return (
+    asRead.lockedBy !== undefined &&
+    asRead.lockedAt !== undefined &&
+    now.lockedBy === asRead.lockedBy &&
+    now.lockedAt === asRead.lockedAt &&
+    now.fencingToken === asRead.fencingToken
+  )
 }
 
 /**
  * The inspector of an ETag-conditional store. A record without a valid lock-until is held, with
  * an unknown `lockUntil`, as the provider never takes it over. A force-release overwrites the
- * record on `If-Match` of the version read with lock-until now and locked-by `"released"`;
- * `removeExpired()` deletes the records not held, each on `If-Match` of the version read.
+ * record on `If-Match` of the version read with lock-until now and locked-by `"released"`; given a
+ * record whose ETag moved on (its holder extended it), it reads the record again and, if it still
+ * holds the acquisition read (locked-by, locked-at, fencing counter), writes on `If-Match` of the
+ * new ETag. `removeExpired()` deletes the records not held, each on `If-Match` of the version read.
  */
 export function conditionalInspector(options: ConditionalInspectorOptions): LockInspector {
   const { store, keys, clock, guard, checkName } = options
@@ -225,7 +243,12 @@ export function conditionalInspector(options: ConditionalInspectorOptions): Lock
       held: Number.isNaN(untilMs) ? true : untilMs > now,
       remainingMs: Number.isNaN(untilMs) ? undefined : Math.max(0, untilMs - now),
     })
-    readAs.set(record, { etag: stored.etag, lockedAt: stored.lockedAt, fencingToken: stored.fencingToken })
+    readAs.set(record, {
+      etag: stored.etag,
+      lockedAt: stored.lockedAt,
+      lockedBy: stored.lockedBy,
+      fencingToken: stored.fencingToken,
+    })
     return record
   }
 
@@ -265,6 +288,7 @@ export function conditionalInspector(options: ConditionalInspectorOptions): Lock
               // The counter stays, so that the next acquisition counts on from it.
               writeLockMetadata(keys, clock.now(), state.lockedAt ?? clock.now(), RELEASED_BY, state.fencingToken),
             )) !== undefined,
+          sameAcquisition,
         ),
       )
     },

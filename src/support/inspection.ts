@@ -14,21 +14,30 @@ export function byName(a: LockRecord, b: LockRecord): number {
  * revision, a version); given a name, the state it is in now (read afresh). A record that is not
  * held is left alone. `remove(token)` deletes or frees the record only if it still holds `token`,
  * and resolves to whether it did.
+ *
+ * Where every write makes a new version (an ETag, a versionstamp, an update time), the holder's
+ * extension makes the record's version stale: with `sameAcquisition`, a record whose version
+ * moved on is read again, and released at its new version if `sameAcquisition(asRead, now)` finds
+ * it the same acquisition (its holder and the time it took the lock): one conditional write
+ * still decides, so a lock taken again in between is left alone.
  */
 export async function releaseAsRead<T>(
   lock: string | LockRecord,
   readAs: WeakMap<LockRecord, T>,
   readNow: () => Promise<LockRecord | undefined>,
   remove: (token: T) => Promise<boolean>,
+  sameAcquisition?: (asRead: T, now: T) => boolean,
 ): Promise<boolean> {
   if (typeof lock !== 'string' && !lock.held) return false
-  let token = typeof lock === 'string' ? undefined : readAs.get(lock)
-  if (token === undefined) {
-    const current = await readNow()
-    if (!current?.held) return false
-    token = readAs.get(current)
-    if (token === undefined) return false
+  const asRead = typeof lock === 'string' ? undefined : readAs.get(lock)
+  if (asRead !== undefined) {
+    if (await remove(asRead)) return true
+    if (!sameAcquisition) return false
   }
+  const current = await readNow()
+  if (!current?.held) return false
+  const token = readAs.get(current)
+  if (token === undefined || (asRead !== undefined && !sameAcquisition?.(asRead, token))) return false
   return remove(token)
 }
 
@@ -37,7 +46,7 @@ export async function releaseAsRead<T>(
  * as read ({@link releaseAsRead}). `keyOf` builds and checks a name's key outside `guard`: a name
  * no key can hold is the caller's to fix, not a store failure. `read` reads the record under a
  * key (and notes its token in `readAs`); `remove(key, token)` deletes it only while it holds
- * `token`, resolving to whether it did.
+ * `token`, resolving to whether it did; `sameAcquisition` as in {@link releaseAsRead}.
  */
 export function keyedGetAndRelease<T>(
   guard: <R>(action: StoreAction, lockName: string, run: () => Promise<R>) => Promise<R>,
@@ -45,6 +54,7 @@ export function keyedGetAndRelease<T>(
   read: (name: string, key: string) => Promise<LockRecord | undefined>,
   readAs: WeakMap<LockRecord, T>,
   remove: (key: string, token: T) => Promise<boolean>,
+  sameAcquisition?: (asRead: T, now: T) => boolean,
 ): Pick<LockInspector, 'get' | 'release'> {
   return {
     get: async (name) => {
@@ -60,6 +70,7 @@ export function keyedGetAndRelease<T>(
           readAs,
           () => read(name, key),
           (token) => remove(key, token),
+          sameAcquisition,
         ),
       )
     },

@@ -1,5 +1,6 @@
 import type { LockInspector } from '../core/lock-inspector.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
+import { inspectorAcquisitionCases } from './inspector-acquisition-cases.ts'
 import { inspectorReadCases } from './inspector-read-cases.ts'
 import { inspectorReleaseCases } from './inspector-release-cases.ts'
 import type { InspectorSuiteContext } from './inspector-support.ts'
@@ -16,6 +17,13 @@ export interface LockInspectorSuiteOptions {
   keepsLockedBy?: boolean
   /** Whether the store reveals `lockUntil` (memcached does not). @default true */
   keepsLockUntil?: boolean
+  /**
+   * Whether the store keeps what tells one acquisition from another (its holder and the time it
+   * was taken, or a value per acquisition), so that a record read before its holder extended the
+   * lock still releases it; `false` for NATS and ZooKeeper, which keep only the expiry: there the
+   * record must release nothing. @default true
+   */
+  keepsAcquisition?: boolean
   /** Smallest duration the store honours, in ms (memcached: 1000; etcd: 2000). @default 1 */
   timeGranularityMs?: number
   /** How far `lockUntil` may be from the holder's `lockAtMostUntil`, in ms: clock offset and rounding. @default 2000 plus the granularity */
@@ -33,7 +41,7 @@ export interface LockInspectorTestCase {
  * The contract of a `LockInspector`, as test cases against a real store: it reads what the
  * provider wrote (held, holder, expiry), lists it, and force-releases so that another node takes
  * the lock at once while the holder's own later release does not take it back (the operator
- * wins), and a release of a record that changed since it was read changes nothing.
+ * wins), and a release of a record releases that acquisition, extended or not, and never a later one.
  */
 export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInspectorTestCase[] {
   const g = Math.max(1, options.timeGranularityMs ?? 1)
@@ -45,10 +53,12 @@ export function lockInspectorSuite(options: LockInspectorSuiteOptions): LockInsp
     canList: options.canList ?? true,
     keepsLockedBy: options.keepsLockedBy ?? true,
     keepsLockUntil: options.keepsLockUntil ?? true,
+    keepsAcquisition: options.keepsAcquisition ?? true,
     g,
     tolerance: options.toleranceMs ?? 2_000 + g,
   }
   inspectorReadCases(suite)
   inspectorReleaseCases(suite)
+  inspectorAcquisitionCases(suite)
   return cases
 }

@@ -13,6 +13,8 @@ export interface InspectorSuiteContext {
   readonly canList: boolean
   readonly keepsLockedBy: boolean
   readonly keepsLockUntil: boolean
+  /** Whether a record read before its holder's extensions still releases it (all but NATS and ZooKeeper). */
+  readonly keepsAcquisition: boolean
   /** The store's time granularity. */
   readonly g: number
   /** How far `lockUntil` may be from the holder's `lockAtMostUntil`. */

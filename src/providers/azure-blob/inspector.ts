@@ -23,7 +23,8 @@ export interface AzureBlobLockInspectorOptions {
  * Reads and force-releases the locks of an Azure Storage container, in the provider's format:
  * one blob per lock under the prefix, the lock in metadata. For dashboards, health endpoints and
  * operators. `list()` is one blob listing with metadata (5,000 blobs a page); `get()` one HEAD;
- * `release()` one upload on `If-Match` (plus a HEAD given a name).
+ * `release()` one upload on `If-Match` (plus a HEAD given a name, or a record whose holder
+ * extended it since).
  *
  * Expiry is decided on each node's clock, so `now`, `held` and `remainingMs` are read on
  * `clock`, this host's by default. A blob without a valid `lockUntil` (not written by shedlock)
@@ -31,9 +32,11 @@ export interface AzureBlobLockInspectorOptions {
  *
  * A force-release overwrites the blob, on `If-Match` of the version read, with `lockUntil` now
  * and `lockedBy` `"released"`: the lock is free at once, and the holder's release or extension,
- * conditional on the ETag of its own write, change nothing. `removeExpired()` deletes the blobs
- * that are not held, each on `If-Match` of the version read: a blob another node took meanwhile
- * stays (and does not count).
+ * conditional on the ETag of its own write, change nothing. Given a record whose holder extended
+ * it since (a new ETag), it reads the blob again and writes on its new ETag if it still holds the
+ * acquisition read (`lockedBy`, `lockedAt` and the fencing counter unchanged).
+ * `removeExpired()` deletes the blobs that are not held, each on `If-Match` of the version read:
+ * a blob another node took meanwhile stays (and does not count).
  *
  * ```ts
  * import { BlobServiceClient } from '@azure/storage-blob'

@@ -10,7 +10,8 @@ export type DurableObjectLockInspectorOptions = DurableObjectLockOptions
 /**
  * Reads and force-releases the locks of a {@link ShedLockDurableObject}: one request per call,
  * read on the object's clock. A force-release sets `lockUntil` to now and `lockedBy` to
- * `"released"`; given a record, only if the lock is still as read.
+ * `"released"`; given a record, only if the lock still holds the acquisition read (its
+ * `lockedBy` and `lockedAt`, which the holder's extensions keep).
  *
  * ```ts
  * import { durableObjectLockInspector, type DurableObjectLockNamespace } from 'shedlock/cloudflare-do'
@@ -23,7 +24,8 @@ export type DurableObjectLockInspectorOptions = DurableObjectLockOptions
 export function durableObjectLockInspector(options: DurableObjectLockInspectorOptions): LockInspector {
   const send = lockObject(options)
   const guard = storeGuard(describeObjectError)
-  const readAs = new WeakMap<LockRecord, { lockedBy: string; lockUntil: number }>()
+  // lockUntil too, for an object of an earlier shedlock, which matches the expiry read.
+  const readAs = new WeakMap<LockRecord, { lockedBy: string; lockedAt: number; lockUntil: number }>()
   const toRecord = (lock: LockReply, now: number): LockRecord => {
     const record: LockRecord = Object.freeze({
       name: lock.name,
@@ -33,7 +35,7 @@ export function durableObjectLockInspector(options: DurableObjectLockInspectorOp
       held: lock.lockUntil > now,
       remainingMs: Math.max(0, lock.lockUntil - now),
     })
-    readAs.set(record, { lockedBy: lock.lockedBy, lockUntil: lock.lockUntil })
+    readAs.set(record, { lockedBy: lock.lockedBy, lockedAt: lock.lockedAt, lockUntil: lock.lockUntil })
     return record
   }
   return {

@@ -30,7 +30,7 @@ export type LockRequest =
   | { op: 'unlock'; name: string; owner: string; from: 'lockedAt' | 'now'; ms: number }
   | { op: 'list'; prefix: string }
   | { op: 'get'; name: string }
-  | { op: 'release'; name: string; expect?: { lockedBy: string; lockUntil: number } }
+  | { op: 'release'; name: string; expect?: { lockedBy: string; lockedAt?: number; lockUntil: number } }
   | { op: 'removeExpired'; prefix: string }
 
 /** A lock as the object answers it. */
@@ -118,7 +118,16 @@ export class ShedLockDurableObject {
       case 'release': {
         const current = await read(r.name)
         if (!current || current.lockUntil <= now) return { ok: false }
-        if (r.expect && (current.lockedBy !== r.expect.lockedBy || current.lockUntil !== r.expect.lockUntil))
+        // Given a record, only the acquisition read: its holder and lockedAt (extensions move only
+        // lockUntil). An earlier shedlock's inspector sends no lockedAt: the expiry read, then.
+        const expect = r.expect
+        if (
+          expect &&
+          (current.lockedBy !== expect.lockedBy ||
+            (expect.lockedAt === undefined
+              ? current.lockUntil !== expect.lockUntil
+              : current.lockedAt !== expect.lockedAt))
+        )
           return { ok: false }
         await s.put(KEY + r.name, { ...current, lockUntil: now, lockedBy: RELEASED_BY })
         return { ok: true }

@@ -35,9 +35,10 @@ export interface DatastoreLockInspectorOptions {
   clock?: Clock
 }
 
-/** What an entity held when it was read: release(record) changes only that state. */
+/** The acquisition an entity held when it was read: release(record) changes only that one. */
 interface ReadState {
   readonly lockedBy: unknown
+  readonly lockedAt: number | undefined
   readonly lockUntil: number | undefined
 }
 
@@ -58,7 +59,8 @@ const PAGE = 500
  * A force-release sets `lock_until` to now and `locked_by` to `"released"` and keeps the entity:
  * the lock is free at once, and the holder's release or extension, which match its own
  * `locked_by`, change nothing. Given a record, it changes the entity only while it holds the
- * `locked_by` and `lock_until` read, so a lock another node took since is left alone.
+ * `locked_by` and `locked_at` read (the holder's extensions move only `lock_until`), so a lock
+ * released and taken again since is left alone.
  *
  * ```ts
  * import { datastoreLockInspector } from 'shedlock/datastore'
@@ -88,7 +90,7 @@ export function datastoreLockInspector(options: DatastoreLockInspectorOptions): 
       held: until === undefined || until > now,
       remainingMs: until === undefined ? undefined : Math.max(0, until - now),
     })
-    readAs.set(record, { lockedBy: entity[LOCKED_BY], lockUntil: until })
+    readAs.set(record, { lockedBy: entity[LOCKED_BY], lockedAt: at, lockUntil: until })
     return record
   }
 
@@ -126,9 +128,10 @@ export function datastoreLockInspector(options: DatastoreLockInspectorOptions): 
           name,
           (entity, now) => {
             const until = timeOf(entity[LOCK_UNTIL])
-            // Only a held lock; given a record, only the holder and expiry it was read with.
+            // Only a held lock; given a record, only the acquisition it was read from: the same
+            // holder, taken at the same time (without a locked_at, the same expiry too).
             if (until !== undefined && until <= now) return undefined
-            if (expected && (entity[LOCKED_BY] !== expected.lockedBy || until !== expected.lockUntil)) return undefined
+            if (expected && !sameAcquisition(expected, entity, until)) return undefined
             return { ...propertiesOf(entity), [LOCK_UNTIL]: new Date(now), [LOCKED_BY]: RELEASED_BY }
           },
           clock,
@@ -154,6 +157,13 @@ export function datastoreLockInspector(options: DatastoreLockInspectorOptions): 
         return removed.filter(Boolean).length
       }),
   }
+}
+
+/** Whether `entity` (whose `lock_until` is `until`) holds the acquisition `expected` was read from. */
+function sameAcquisition(expected: ReadState, entity: Record<string, unknown>, until: number | undefined): boolean {
+  if (entity[LOCKED_BY] !== expected.lockedBy) return false
+  const at = timeOf(entity[LOCKED_AT])
+  return expected.lockedAt === undefined ? at === undefined && until === expected.lockUntil : at === expected.lockedAt
 }
 
 /**

@@ -34,10 +34,27 @@ interface ReadAs {
 }
 
 /**
+ * Whether `now` holds the acquisition `asRead` held: the same holder, taken at the same time (an
+ * extension rewrites only `lockUntil`, with a new versionstamp).
+ */
+function sameAcquisition(asRead: ReadAs, now: ReadAs): boolean {
+  const [before, after] = [lockValue(asRead.value), lockValue(now.value)]
+  return (
+    typeof before?.lockedBy === 'string' &&
+    before.lockedAt instanceof Date &&
+    after?.lockedBy === before.lockedBy &&
+    after.lockedAt instanceof Date &&
+    after.lockedAt.getTime() === before.lockedAt.getTime()
+  )
+}
+
+/**
  * Reads and force-releases the locks of Deno KV, in the provider's format: for dashboards, health
  * endpoints and operators. `list()` reads every entry under `[keyPrefix]`; a force-release
  * writes `lockUntil` now and `lockedBy` `"released"` in an atomic operation that checks the
- * versionstamp read, so it never changes a lock taken since. An entry that is not a lock value
+ * versionstamp read, so it never changes a lock taken since. Given a record whose holder extended
+ * it since (a new versionstamp), it reads the entry again and writes at the new versionstamp if
+ * `lockedBy` and `lockedAt` are still those read. An entry that is not a lock value
  * reads as held with an unknown `lockUntil`, as the provider never takes it over.
  *
  * ```ts
@@ -104,7 +121,9 @@ export function denoKvLockInspector(options: DenoKvLockInspectorOptions): LockIn
         return (await kv.atomic().check({ key, versionstamp }).set(key, released).commit()).ok
       }
       const readNow = async (): Promise<LockRecord | undefined> => toRecord(await kv.get(key), clock.now())
-      return guard('release', name, () => retryBusy(() => releaseAsRead(lock, readAs, readNow, remove)))
+      return guard('release', name, () =>
+        retryBusy(() => releaseAsRead(lock, readAs, readNow, remove, sameAcquisition)),
+      )
     },
     removeExpired: (selection) =>
       guard('list', '', async () => {

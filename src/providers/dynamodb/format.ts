@@ -66,9 +66,14 @@ export const RELEASE: Statement = {
   update: 'SET lockUntil = :now, lockedBy = :released',
   condition: 'lockUntil > :now',
 }
-/** Added to {@link RELEASE}'s condition for a record: the holder and expiry read, where it had a holder. */
+/**
+ * Added to {@link RELEASE}'s condition for a record: the acquisition read, its holder and the time
+ * it was taken (an extension moves only `lockUntil`). An item without `lockedAt` (not written by
+ * shedlock or Java ShedLock) has only its expiry to tell, and one without a holder too.
+ */
 export const READ_STATE = {
-  held: 'lockUntil = :until AND lockedBy = :by',
+  held: 'lockedBy = :by AND lockedAt = :at',
+  heldSinceUnknown: 'lockedBy = :by AND attribute_not_exists(lockedAt) AND lockUntil = :until',
   heldByNobody: 'lockUntil = :until AND attribute_not_exists(lockedBy)',
 } as const
 /**

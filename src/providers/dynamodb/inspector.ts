@@ -46,9 +46,10 @@ export interface DynamoDBLockInspectorOptions {
 /** An item as the SDK returns it: attribute name to attribute value. */
 type Item = Record<string, Record<string, unknown> | undefined>
 
-/** What an item held when it was read: release(record) matches exactly that; `undefined` strings were absent. */
+/** What an item held when it was read: release(record) matches its acquisition; `undefined` strings were absent. */
 interface ReadState {
   readonly lockUntil: string | undefined
+  readonly lockedAt: string | undefined
   readonly lockedBy: string | undefined
   /** An attribute of another type than S: not written by shedlock or Java ShedLock, never matched. */
   readonly foreign: boolean
@@ -69,7 +70,8 @@ interface ReadState {
  * with an unknown `lockUntil`, and only deleting it frees it.
  *
  * A force-release sets `lockUntil` to now and `lockedBy` to `"released"`, on condition
- * `lockUntil > now` (and, given a record, that `lockUntil` and `lockedBy` are still as read), and
+ * `lockUntil > now` (and, given a record, that `lockedBy` and `lockedAt` are still as read: the
+ * same acquisition, however often its holder extended it), and
  * keeps the item, as released locks stay: the lock is free at once, and the holder's release or
  * extension, conditional on its own `lockedBy`, fail and change nothing.
  *
@@ -177,7 +179,8 @@ function toRecord(item: Item, partitionKey: string, now: number, readAs: WeakMap
   const lockUntil = stringOf(until)
   const lockedBy = stringOf(item.lockedBy)
   const untilMs = lockUntil === undefined ? Number.NaN : Date.parse(lockUntil)
-  const atMs = Date.parse(stringOf(item.lockedAt) ?? '')
+  const lockedAt = stringOf(item.lockedAt)
+  const atMs = Date.parse(lockedAt ?? '')
   const record: LockRecord = Object.freeze({
     name: stringOf(item[partitionKey]) ?? '',
     lockUntil: Number.isNaN(untilMs) ? undefined : new Date(untilMs),
@@ -189,9 +192,12 @@ function toRecord(item: Item, partitionKey: string, now: number, readAs: WeakMap
   })
   readAs.set(record, {
     lockUntil,
+    lockedAt,
     lockedBy,
     foreign:
-      (until !== undefined && lockUntil === undefined) || (item.lockedBy !== undefined && lockedBy === undefined),
+      (until !== undefined && lockUntil === undefined) ||
+      (item.lockedBy !== undefined && lockedBy === undefined) ||
+      (item.lockedAt !== undefined && lockedAt === undefined),
   })
   return record
 }
@@ -249,12 +255,15 @@ async function forceRelease(
   }
   let condition = RELEASE.condition
   if (expected) {
-    // Only the state the record was read in: same expiry, same holder (or none).
-    values[':until'] = { S: expected.lockUntil! }
-    if (expected.lockedBy === undefined) condition += ` AND ${READ_STATE.heldByNobody}`
-    else {
+    // Only the acquisition the record was read from: same holder, taken at the same time.
+    const { lockedBy, lockedAt } = expected
+    if (lockedBy !== undefined) values[':by'] = { S: lockedBy }
+    if (lockedBy !== undefined && lockedAt !== undefined) {
       condition += ` AND ${READ_STATE.held}`
-      values[':by'] = { S: expected.lockedBy }
+      values[':at'] = { S: lockedAt }
+    } else {
+      condition += ` AND ${lockedBy === undefined ? READ_STATE.heldByNobody : READ_STATE.heldSinceUnknown}`
+      values[':until'] = { S: expected.lockUntil! }
     }
   }
   return conditionally(() =>

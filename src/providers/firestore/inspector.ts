@@ -34,10 +34,26 @@ export interface FirestoreLockInspectorOptions {
   timeout?: Duration
 }
 
-/** The version a record was read at, for a release "as read": its `updateTime` and `lockUntil`. */
+/** The version a record was read at (its `updateTime` and `lockUntil`), and the acquisition it held. */
 interface ReadState {
   readonly updateTime: unknown
   readonly until: number | undefined
+  readonly lockedBy: unknown
+  readonly lockedAt: number | undefined
+}
+
+/**
+ * Whether `now` holds the acquisition `asRead` held: the same holder, taken at the same time (an
+ * extension moves only `lockUntil`, and the `updateTime`). A document without both tells no
+ * acquisition from another: only its `updateTime` counts.
+ */
+function sameAcquisition(asRead: ReadState, now: ReadState): boolean {
+  return (
+    typeof asRead.lockedBy === 'string' &&
+    asRead.lockedAt !== undefined &&
+    now.lockedBy === asRead.lockedBy &&
+    now.lockedAt === asRead.lockedAt
+  )
 }
 
 /**
@@ -51,7 +67,9 @@ interface ReadState {
  * A force-release sets `lockUntil` to now and `lockedBy` to `"released"` and keeps the document:
  * the lock is free at once, and its holder's release or extension, which check `lockedBy`, change
  * nothing. Given a record, it writes only if the document is still as read (`lastUpdateTime`
- * precondition), so a lock another node took since is left alone. `removeExpired()` deletes the
+ * precondition); if its holder extended it since, it reads it again and writes at the new
+ * `updateTime` if `lockedBy` and `lockedAt` are still those read. A lock released and taken again
+ * since is left alone. `removeExpired()` deletes the
  * documents whose `lockUntil` has passed on `clock`, each only if unchanged since the listing.
  *
  * ```ts
@@ -87,7 +105,7 @@ export function firestoreLockInspector(options: FirestoreLockInspectorOptions): 
       held: until === undefined || until > now,
       remainingMs: until === undefined ? undefined : Math.max(0, until - now),
     })
-    readAs.set(record, { updateTime: snapshot.updateTime, until })
+    readAs.set(record, { updateTime: snapshot.updateTime, until, lockedBy, lockedAt })
     return record
   }
 
@@ -127,6 +145,7 @@ export function firestoreLockInspector(options: FirestoreLockInspectorOptions): 
           .update({ [LOCK_UNTIL]: new Date(now), [LOCKED_BY]: RELEASED_BY }, { lastUpdateTime: state.updateTime }),
       )
     },
+    sameAcquisition,
   )
 
   return {

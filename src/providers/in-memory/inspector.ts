@@ -10,7 +10,8 @@ import { type InMemoryEntry, type InMemoryLockProvider, inMemoryStoreOf } from '
  *
  * A force-release sets the lock's expiry to now and takes it from its holder (the entry stays, so
  * `provider.inspect(name)` still finds it), so that the holder can no longer release, extend or
- * re-hold it. Everything runs synchronously: no other call can come between a read and a release.
+ * re-hold it; given a record, only while the lock is still held by the acquisition read, extended
+ * or not. Everything runs synchronously: no other call can come between a read and a release.
  *
  * ```ts
  * import { inMemoryLockInspector, inMemoryLockProvider } from 'shedlock'
@@ -30,8 +31,8 @@ export function inMemoryLockInspector(provider: InMemoryLockProvider): LockInspe
     )
   }
   const { entries, clock } = store
-  // What a record was read as: release(record) changes the entry only if it still holds that.
-  const readAs = new WeakMap<LockRecord, { owner: symbol; lockUntil: number }>()
+  // The acquisition a record was read from: release(record) changes the entry only while it is that one's.
+  const readAs = new WeakMap<LockRecord, symbol>()
   const toRecord = (name: string, entry: InMemoryEntry, now: number): LockRecord => {
     const record: LockRecord = Object.freeze({
       name,
@@ -41,7 +42,7 @@ export function inMemoryLockInspector(provider: InMemoryLockProvider): LockInspe
       held: entry.lockUntil > now,
       remainingMs: Math.max(0, entry.lockUntil - now),
     })
-    readAs.set(record, { owner: entry.owner, lockUntil: entry.lockUntil })
+    readAs.set(record, entry.owner)
     return record
   }
 
@@ -66,9 +67,9 @@ export function inMemoryLockInspector(provider: InMemoryLockProvider): LockInspe
       const entry = entries.get(name)
       const now = clock.now()
       if (!entry || entry.lockUntil <= now) return false
-      // Given a record, only the state it was read in: the same acquisition, the same expiry.
+      // Given a record, only the acquisition it was read from, however often its holder extended it.
       const seen = typeof lock === 'string' ? undefined : readAs.get(lock)
-      if (seen && (seen.owner !== entry.owner || seen.lockUntil !== entry.lockUntil)) return false
+      if (seen && seen !== entry.owner) return false
       entry.lockUntil = now
       // Another owner than any acquisition's: the holder's unlock and extend find the entry no longer theirs.
       entry.owner = Symbol('released')

@@ -34,10 +34,11 @@ export interface MongoLockInspectorOptions {
   clock?: Clock
 }
 
-/** What a document held when it was read, as stored: release(record) matches exactly that. */
+/** The acquisition a document held when it was read, as stored: release(record) matches that. */
 interface ReadState {
   readonly id: unknown
   readonly lockedBy: unknown
+  readonly lockedAt: unknown
   readonly lockUntil: unknown
 }
 
@@ -56,7 +57,8 @@ interface ReadState {
  * A force-release sets `lockUntil` to now and `lockedBy` to `"released"` and keeps the document,
  * as released locks stay: the lock is free at once, and the holder's release or extension, which
  * match its own `lockedBy`, change nothing. Given a record, it matches the `lockedBy` and
- * `lockUntil` read, so a lock another node took since is left alone.
+ * `lockedAt` read, which the holder's extensions keep (they move only `lockUntil`), so a lock
+ * released and taken again since is left alone.
  *
  * ```ts
  * import { mongoLockInspector } from 'shedlock/mongodb'
@@ -97,7 +99,12 @@ export function mongoLockInspector(options: MongoLockInspectorOptions): LockInsp
       held: until === undefined || until > now,
       remainingMs: until === undefined ? undefined : Math.max(0, until - now),
     })
-    readAs.set(record, { id: document._id, lockedBy: document.lockedBy, lockUntil: document.lockUntil })
+    readAs.set(record, {
+      id: document._id,
+      lockedBy: document.lockedBy,
+      lockedAt: document.lockedAt,
+      lockUntil: document.lockUntil,
+    })
     return record
   }
 
@@ -126,16 +133,16 @@ export function mongoLockInspector(options: MongoLockInspectorOptions): LockInsp
         // A record read as free has nothing to release.
         if (record && expected && !record.held) return false
         const now = new Date(clock.now())
-        // Only a held lock; given a record, only the state it was read in (same holder, same
-        // expiry). Equality with null also matches a missing field.
+        // Only a held lock; given a record, only the acquisition it was read from (same holder,
+        // same lockedAt), whatever its lockUntil is now. A lockUntil that is no Date is held for
+        // ever (no node extends or takes it): it must still be the one read. Equality with null
+        // also matches a missing field.
         const filter: Record<string, unknown> = expected
           ? {
               _id: expected.id,
               lockedBy: expected.lockedBy ?? null,
-              lockUntil:
-                expected.lockUntil instanceof Date
-                  ? { $gt: now, $eq: expected.lockUntil }
-                  : (expected.lockUntil ?? null),
+              lockedAt: expected.lockedAt ?? null,
+              lockUntil: expected.lockUntil instanceof Date ? { $gt: now } : (expected.lockUntil ?? null),
             }
           : { _id: name, lockUntil: { $gt: now } }
         const { matchedCount } = await collection.updateOne(filter, { $set: { lockUntil: now, lockedBy: RELEASED_BY } })

@@ -38,7 +38,8 @@ export interface S3LockInspectorOptions {
  * format: one object per lock under the prefix, the lock in user metadata. For dashboards, health
  * endpoints and operators. `list()` is a ListObjectsV2 of the prefix (1,000 keys a page) and a
  * HEAD of each object (16 at a time), as the listing carries no user metadata; `get()` is one HEAD;
- * `release()` one PutObject with `If-Match` (plus a HEAD given a name).
+ * `release()` one PutObject with `If-Match` (plus a HEAD given a name, or a record whose holder
+ * extended it since).
  *
  * Expiry is decided on each node's clock, so `now`, `held` and `remainingMs` are read on
  * `clock`, this host's by default. An object without a valid `lock-until` (not written by
@@ -46,7 +47,9 @@ export interface S3LockInspectorOptions {
  *
  * A force-release overwrites the object, on `If-Match` of the version read, with `lock-until`
  * now and `locked-by` `"released"`: the lock is free at once, and the holder's release or
- * extension, conditional on the ETag of its own write, change nothing.
+ * extension, conditional on the ETag of its own write, change nothing. Given a record whose holder
+ * extended it since (a new ETag), it reads the object again and writes on its new ETag if it still
+ * holds the acquisition read (`locked-by`, `locked-at` and the fencing counter unchanged).
  *
  * `removeExpired()` deletes the objects that are not held, each with a DeleteObject on `If-Match`
  * of the version read, so that an object another node took meanwhile stays; on a server that

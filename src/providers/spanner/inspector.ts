@@ -69,7 +69,8 @@ export function spannerQuery(database: SpannerDatabase) {
  * single-use queries; times are read on Spanner's clock (`CURRENT_TIMESTAMP()`), the one the
  * provider decides expiry on by default. A force-release (one DML `UPDATE` in a read-write
  * transaction) sets `lock_until` to now and `locked_by` to `"released"`, and keeps the row, so the
- * holder can no longer touch it; given a record, only while the row is still as read.
+ * holder can no longer touch it; given a record, only while the row holds the acquisition read
+ * (its `locked_by` and `locked_at`; extensions move only `lock_until`).
  *
  * ```ts
  * import { spannerLockInspector } from 'shedlock/spanner'

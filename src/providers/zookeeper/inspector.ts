@@ -85,7 +85,10 @@ const RELEASE_ATTEMPTS = 3
  * A force-release writes `lockUntil` = now into the node at the version read and keeps the node
  * (deleting it would restart its version at 0, which an earlier holder's version could match).
  * The lock is free at once, and the holder's release or extension, conditional on the version it
- * wrote, fails with BADVERSION and changes nothing.
+ * wrote, fails with BADVERSION and changes nothing. Given a record, it writes at the version read
+ * only: a node keeps no holder and no time it was taken, so a write by the holder (an extension,
+ * a lease's renewal) cannot be told from another node's acquisition, and after either the record
+ * releases nothing (`false`); read the lock again, or release it by name.
  *
  * `removeExpired()` deletes only expired slot records (`<name>@<slot>`, see `slotRecordName`),
  * each at the version read (a node written since is kept), and keeps every other node, expired

@@ -41,6 +41,8 @@ export const RELEASED_BY = 'released'
  * The {@link LockInspector} of Java ShedLock's lock table, for the SQL providers: one `SELECT` per
  * read, one `UPDATE` per release. A force-release sets `lock_until` to the database's now and
  * `locked_by` to {@link RELEASED_BY}, and keeps the row, as the providers keep released rows.
+ * Given a record, the `UPDATE` also matches the `locked_by` and `locked_at` read (the text of
+ * `locked_at` as stored): the acquisition read, however often its holder extended it since.
  *
  * `removeExpired(selection)` is one `DELETE` of every row of the table whose name starts with
  * `selection.prefix` (no prefix: every row of the table, whichever task or node wrote it, Java
@@ -55,12 +57,15 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
   const { table: t } = dialect
   const { name, lockUntil, lockedAt, lockedBy } = t.columns
   const guard = storeGuard(dialect.describe)
-  // What a record was read as: release(record) changes the row only if it still holds that.
-  const readAs = new WeakMap<LockRecord, { lockedBy: unknown; lockUntil: unknown }>()
+  // The acquisition a record was read from: its holder and when it was taken, as stored. An
+  // extension moves only lock_until, so release(record) still finds them after renewals, and a
+  // new acquisition writes both (Java ShedLock's locked_by is the bare host name: locked_at tells
+  // a re-acquisition by the same host).
+  const readAs = new WeakMap<LockRecord, { lockedBy: unknown; lockedAt: unknown }>()
 
   const select = async (): Promise<string> =>
     `SELECT ${await dialect.nowMs()} AS now_ms, ${name} AS name, ${lockedBy} AS locked_by, ${await dialect.epochMs(lockedAt)} AS locked_at_ms, ` +
-    `${await dialect.epochMs(lockUntil)} AS lock_until_ms, ${dialect.text(lockUntil)} AS lock_until_text FROM ${t.table}`
+    `${await dialect.epochMs(lockUntil)} AS lock_until_ms, ${dialect.text(lockedAt)} AS locked_at_text FROM ${t.table}`
   const nowOf = async (rows: Record<string, unknown>[]): Promise<number> =>
     millis(rows[0]?.now_ms) ??
     millis((await dialect.query(`SELECT ${await dialect.nowMs()} AS now_ms`, []))[0]?.now_ms) ??
@@ -76,7 +81,7 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
       held: until === undefined || until > now,
       remainingMs: until === undefined ? undefined : Math.max(0, until - now),
     })
-    readAs.set(record, { lockedBy: row.locked_by, lockUntil: row.lock_until_text })
+    readAs.set(record, { lockedBy: row.locked_by, lockedAt: row.locked_at_text })
     return record
   }
 
@@ -109,9 +114,13 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
       return guard('release', lockName, async () => {
         const now = await dialect.dbNow()
         const expected = typeof lock === 'string' ? undefined : readAs.get(lock)
-        // Only a held row; given a record, only the state it was read in (same holder, same expiry).
-        const where = `${name} = ? AND ${lockUntil} > ${now}${expected ? ` AND ${lockedBy} = ? AND ${dialect.text(lockUntil)} = ?` : ''}`
-        const params = expected ? [lockName, expected.lockedBy, expected.lockUntil] : [lockName]
+        // Only a held row; given a record, only the acquisition it was read from (same holder,
+        // same locked_at), whatever its lock_until is now.
+        const same = expected
+          ? [equalTo(lockedBy, expected.lockedBy), equalTo(dialect.text(lockedAt), expected.lockedAt)]
+          : []
+        const where = [`${name} = ?`, `${lockUntil} > ${now}`, ...same.map(([sql]) => sql)].join(' AND ')
+        const params = [lockName, ...same.flatMap(([, param]) => param)]
         return (
           (await dialect.execute(
             `UPDATE ${t.table} SET ${lockUntil} = ${now}, ${lockedBy} = '${RELEASED_BY}' WHERE ${where}`,
@@ -129,6 +138,11 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
         )
       }),
   }
+}
+
+/** A condition that `expression` equals `value` as read, and its parameters: `IS NULL` for SQL NULL, which `=` never matches. */
+function equalTo(expression: string, value: unknown): [string, unknown[]] {
+  return value === null || value === undefined ? [`${expression} IS NULL`, []] : [`${expression} = ?`, [value]]
 }
 
 /** A number (or numeric string) of milliseconds, rounded; `undefined` for SQL NULL. */

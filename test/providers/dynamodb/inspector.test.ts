@@ -125,7 +125,7 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     await lock!.unlock()
   })
 
-  it('a record of an item without lockedBy releases it; one read before the holder extended releases nothing', async () => {
+  it('a record of an item without lockedBy releases it; one read before the holder extended releases that acquisition', async () => {
     const shared = inspector()
     const anonymous = unique('anonymous')
     await putItem({ _id: { S: anonymous }, lockUntil: { S: new Date(Date.now() + 60_000).toISOString() } })
@@ -139,10 +139,28 @@ describe.skipIf(!started)('dynamoDBLockInspector (dynalite)', () => {
     const seen = await shared.get(name)
     const extended = await holder.extend('2m', 0)
     expect(extended).toBeDefined()
-    expect(await shared.release(seen!)).toBe(false)
-    expect((await shared.get(name))?.held).toBe(true)
-    expect(await shared.release(name)).toBe(true)
+    expect(await shared.release(seen!)).toBe(true)
+    expect((await getItem(name))?.lockedBy).toEqual({ S: 'released' })
     await extended!.unlock()
+    expect((await shared.get(name))?.held).toBe(false)
+  })
+
+  it('a record read before a re-acquisition by the same Java host (same lockedBy, new lockedAt) releases nothing', async () => {
+    const shared = inspector()
+    const name = unique('java')
+    const now = Date.now()
+    const item = (lockedAt: number) => ({
+      _id: { S: name },
+      lockUntil: { S: new Date(now + 60_000).toISOString() },
+      lockedAt: { S: new Date(lockedAt).toISOString() },
+      lockedBy: { S: 'java-host' },
+    })
+    await putItem(item(now - 1_000))
+    const old = await shared.get(name)
+    await putItem(item(now))
+    expect(await shared.release(old!)).toBe(false)
+    expect((await shared.get(name))?.held).toBe(true)
+    expect(await shared.release((await shared.get(name))!)).toBe(true)
   })
 
   it('list() pages through the whole table, names as they are, sorted by name', async () => {

@@ -83,15 +83,20 @@ describe('inMemoryLockInspector', () => {
     expect(listed).toEqual(names.map((name) => name || 'x').sort())
   })
 
-  it('a record read before the lock changed hands releases nothing; a record from another inspector counts as its name', async () => {
+  it('a record releases the acquisition read, extended since; not a later one; a record from another inspector counts as its name', async () => {
     const provider = inMemoryLockProvider()
     const inspector = inMemoryLockInspector(provider)
     const first = await provider.lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))
     const seen = (await inspector.get('job'))!
-    // Extended: the same holder, another expiry.
+    // Extended: the same acquisition, another expiry.
     await new Promise((resolve) => setTimeout(resolve, 5))
-    const second = await first!.extend('2m', 0)
-    expect(second).toBeDefined()
+    const extended = await first!.extend('2m', 0)
+    expect(extended).toBeDefined()
+    expect(await inspector.release(seen)).toBe(true)
+    expect((await inspector.get('job'))?.held).toBe(false)
+    await extended!.unlock()
+    // Taken again: the earlier acquisition's record releases nothing.
+    const second = await provider.lock(lockConfiguration({ name: 'job', lockAtMostFor: '1m' }))
     expect(await inspector.release(seen)).toBe(false)
     expect((await inspector.get('job'))?.held).toBe(true)
     // A record this inspector never returned carries no state: it names the lock.

@@ -244,7 +244,7 @@ function inspectorTests(backend: () => Backend): void {
     await lock!.unlock()
   })
 
-  it('a record read before the holder extended releases nothing; the name releases the lock', async () => {
+  it('a record read before the holder extended releases that acquisition; one read before a re-acquisition by the same host releases nothing', async () => {
     const b = backend()
     const inspector = mongoLockInspector({ collection: b.collection })
     const name = unique('extend')
@@ -254,11 +254,26 @@ function inspectorTests(backend: () => Backend): void {
     const seen = await inspector.get(name)
     const extended = await (holder as import('../../../src/index.ts').ExtensibleLock).extend('2m', 0)
     expect(extended).toBeDefined()
-    expect(await inspector.release(seen!)).toBe(false)
-    expect((await inspector.get(name))?.held).toBe(true)
-    expect(await inspector.release(name)).toBe(true)
-    expect(await inspector.release(name)).toBe(false)
+    expect(await inspector.release(seen!)).toBe(true)
+    expect(await b.read(name)).toMatchObject({ lockedBy: 'released' })
     await extended!.unlock()
+    expect((await inspector.get(name))?.held).toBe(false)
+
+    // Java ShedLock writes the bare host name: the same host's next acquisition differs in lockedAt only.
+    const java = unique('java')
+    const now = Date.now()
+    await b.insert({
+      _id: java,
+      lockUntil: new Date(now + 60_000),
+      lockedAt: new Date(now - 1_000),
+      lockedBy: 'java-host',
+    })
+    const old = await inspector.get(java)
+    const retake = { $set: { lockUntil: new Date(now + 60_000), lockedAt: new Date(now) } }
+    await b.collection.updateOne({ _id: java }, retake)
+    expect(await inspector.release(old!)).toBe(false)
+    expect((await inspector.get(java))?.held).toBe(true)
+    expect(await inspector.release(java)).toBe(true)
   })
 }
 
@@ -298,6 +313,16 @@ function semanticsTests(backend: () => Backend): void {
     })
     expect(await raw().findOne({ _id: id })).toEqual({ _id: id, lockUntil: new Date(5000), lockedBy: 'a' })
     expect(await raw().findOne({ _id: `${id}-none` })).toBeNull()
+  })
+
+  it('updateOne matches equality with a Date by its instant, as a release by lockedAt does', async () => {
+    const b = backend()
+    const id = unique('sem')
+    await b.insert({ _id: id, lockUntil: new Date(5000), lockedAt: new Date(4000), lockedBy: 'a' })
+    const set = { $set: { lockedBy: 'released' } }
+    const filter = (lockedAt: Date) => ({ _id: id, lockedBy: 'a', lockedAt, lockUntil: { $gt: new Date(4999) } })
+    expect(await raw().updateOne(filter(new Date(4001)), set)).toMatchObject({ matchedCount: 0 })
+    expect(await raw().updateOne(filter(new Date(4000)), set)).toMatchObject({ matchedCount: 1, modifiedCount: 1 })
   })
 
   it('updateOne matches { $gt, $eq } on a Date and equality with null on a missing field; without a match it changes and inserts nothing', async () => {

@@ -73,7 +73,12 @@ describe.skipIf(!nats)('natsLockInspector', () => {
       removeExpired: (selection) => current().removeExpired(selection),
     }
     registerInspectorSuite(
-      lockInspectorSuite({ provider: () => natsLockProvider({ kv }), inspector: lazy, keepsLockedBy: false }),
+      lockInspectorSuite({
+        provider: () => natsLockProvider({ kv }),
+        inspector: lazy,
+        keepsLockedBy: false,
+        keepsAcquisition: false,
+      }),
     )
   })
 

@@ -77,7 +77,9 @@ describe.skipIf(!store)('zookeeperLockInspector', () => {
     )
 
   describe('contract', () => {
-    registerInspectorSuite(lockInspectorSuite({ provider, inspector: inspector(), keepsLockedBy: false }))
+    registerInspectorSuite(
+      lockInspectorSuite({ provider, inspector: inspector(), keepsLockedBy: false, keepsAcquisition: false }),
+    )
   })
 
   it('a missing path lists no locks', async () => {
