@@ -306,7 +306,7 @@ async function serve(
       nonce,
       page: async (notice) => renderPage(input(await read(), pageToken(), notice)),
       confirm: async (index, lock) => {
-        const scope = releaseScope(index, lock.name, lock.lockedBy ?? '', lock.lockUntil?.toISOString() ?? '')
+        const scope = releaseScope(index, lock.name, lock.lockedBy ?? '', lock.lockedAt?.toISOString() ?? '')
         const label = redact(settings.stores[index]!.label)
         // The confirmation shows this lock alone: no store is read for it.
         return renderConfirm(input([], csrf.issue(who, scope)), label, lock, index)

@@ -184,7 +184,10 @@ function releaseForm(lock: LockRecord, store: number, csrf: string, input: PageI
   return `<form method="post" action="${query({ window: input.window, q: input.filter })}" class="release">${hiddenRecord(lock, store, csrf)}<input type="hidden" name="step" value="confirm"><button type="submit" aria-label="Release ${escapeHtml(lock.name)}…">Release…</button></form>`
 }
 
-/** The hidden fields that name a lock as it was read: the release frees only that state of it. */
+/**
+ * The hidden fields that name a lock's acquisition as it was read (holder and time taken, not its
+ * expiry, which the holder's lease renewals move): the release frees only that acquisition.
+ */
 export function hiddenRecord(lock: LockRecord, store: number, csrf: string): string {
   const field = (name: string, value: string): string =>
     `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`
@@ -193,7 +196,7 @@ export function hiddenRecord(lock: LockRecord, store: number, csrf: string): str
     field('store', String(store)),
     field('lock', lock.name),
     field('lockedBy', lock.lockedBy ?? ''),
-    field('lockUntil', lock.lockUntil?.toISOString() ?? ''),
+    field('lockedAt', lock.lockedAt?.toISOString() ?? ''),
   ].join('')
 }
 

@@ -9,11 +9,12 @@ import type { DashboardStore } from './snapshot.ts'
 export const CONFIRM_SCOPE = 'confirm'
 
 /**
- * The scope of the token of a confirmation page: the release of exactly this state of this lock
- * of this store, so that a hand-made form with that token can release nothing else.
+ * The scope of the token of a confirmation page: the release of exactly this acquisition (holder,
+ * time taken) of this lock of this store, so that a hand-made form with that token can release
+ * nothing else.
  */
-export function releaseScope(store: number, lock: string, lockedBy: string, lockUntil: string): string {
-  return JSON.stringify(['release', store, lock, lockedBy, lockUntil])
+export function releaseScope(store: number, lock: string, lockedBy: string, lockedAt: string): string {
+  return JSON.stringify(['release', store, lock, lockedBy, lockedAt])
 }
 
 /** What a release post needs of the handler. */
@@ -33,7 +34,7 @@ export interface ReleaseContext {
 }
 
 // The fields of the forms; each once: with two `lock` fields, which one was confirmed?
-const FIELDS = ['csrf', 'store', 'lock', 'lockedBy', 'lockUntil', 'step']
+const FIELDS = ['csrf', 'store', 'lock', 'lockedBy', 'lockedAt', 'step']
 
 /**
  * Answers a release form: its first step (`step=confirm`) with the confirmation page, its second
@@ -63,9 +64,9 @@ export async function postRelease(
   const index = Number(form.get('store'))
   const name = form.get('lock') ?? ''
   const lockedBy = form.get('lockedBy') ?? ''
-  const lockUntil = form.get('lockUntil') ?? ''
+  const lockedAt = form.get('lockedAt') ?? ''
   const step = form.get('step') === 'release' ? 'release' : 'confirm'
-  const scope = step === 'release' ? releaseScope(index, name, lockedBy, lockUntil) : CONFIRM_SCOPE
+  const scope = step === 'release' ? releaseScope(index, name, lockedBy, lockedAt) : CONFIRM_SCOPE
   if (!ctx.sameOrigin || !ctx.csrf.take(ctx.who, form.get('csrf'), scope)) {
     return sendText(
       response,
@@ -76,19 +77,21 @@ export async function postRelease(
   const store = Number.isInteger(index) ? ctx.stores[index] : undefined
   if (store === undefined || name === '') return sendText(response, 400, 'shedlock dashboard: the form names no lock\n')
   const current = await store.inspector.get(name)
+  // The same acquisition: its holder's lease renewals since the page (which move lockUntil)
+  // do not stop the release; another acquisition does.
   const unchanged =
     current?.held === true &&
     (current.lockedBy ?? '') === lockedBy &&
-    (current.lockUntil?.toISOString() ?? '') === lockUntil
+    (current.lockedAt?.toISOString() ?? '') === lockedAt
   let notice: string
   if (!unchanged || current === undefined)
     notice = `Lock "${name}" changed since the page showed it (or is no longer held): nothing was released. Look again.`
   else if (step === 'confirm')
     return send(response, 200, 'text/html; charset=utf-8', await ctx.confirm(index, current), ctx.nonce)
   else {
-    // Only the state read just now is released: if its holder extended it or another node took
-    // it since, release(record) changes nothing, and the old holder's late release cannot free
-    // the new holder either (the inspector's guarantee).
+    // Only the acquisition read just now is released: if another node took the lock since,
+    // release(record) changes nothing, and the old holder's late release cannot free the new
+    // holder either (the inspector's guarantee).
     const released = await store.inspector.release(current)
     ctx.audit(
       `shedlock dashboard: ${new Date().toISOString()} ${ctx.who} ${released ? 'released' : 'tried to release'} lock "${name}" of ${redact(store.label)} (held by ${current.lockedBy ?? 'unknown'} until ${current.lockUntil?.toISOString() ?? 'unknown'})${released ? '' : ': it had changed, nothing released'}`,

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LockConfigurationError, lockConfiguration } from '../../src/index.ts'
+import { type ExtensibleLock, LockConfigurationError, lockConfiguration, type SimpleLock } from '../../src/index.ts'
 import { createDashboard, type RunningDashboard, startDashboard } from '../../src/dashboard/index.ts'
 import { loadSqliteDriver, type SqliteConnection } from '../../src/providers/sqlite/driver.ts'
 import {
@@ -23,6 +23,7 @@ describe('dashboard handler', () => {
   let dir: string
   let db: SqliteConnection
   let stores: Parameters<typeof createDashboard>[0]['stores']
+  let held: SimpleLock | undefined
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'shedlock-dashboard-handler-'))
@@ -36,7 +37,7 @@ describe('dashboard handler', () => {
         runLedger: sqliteRunLedger({ database: db }),
       },
     ]
-    await sqliteLockProvider({ database: db, lockedBy: 'holder' }).lock(
+    held = await sqliteLockProvider({ database: db, lockedBy: 'holder' }).lock(
       lockConfiguration({ name: 'job', lockAtMostFor: '10m' }),
     )
   })
@@ -106,10 +107,10 @@ describe('dashboard handler', () => {
       const fieldOf = (page: string, name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(page)![1]!
       const page = await (await fetch(dashboard.url)).text()
       const csrf = fieldOf(page, 'csrf')
-      const lockUntil = fieldOf(page, 'lockUntil')
+      const lockedAt = fieldOf(page, 'lockedAt')
       const lockedBy = fieldOf(page, 'lockedBy')
       const form = (fields: Record<string, string>) =>
-        new URLSearchParams({ store: '0', lock: 'job', lockedBy, lockUntil, step: 'confirm', ...fields })
+        new URLSearchParams({ store: '0', lock: 'job', lockedBy, lockedAt, step: 'confirm', ...fields })
       expect((await fetch(dashboard.url, { method: 'POST', body: form({ csrf: 'forged' }) })).status).toBe(403)
       const otherSite = await fetch(dashboard.url, {
         method: 'POST',
@@ -117,10 +118,10 @@ describe('dashboard handler', () => {
         headers: { origin: 'https://evil.example' },
       })
       expect(otherSite.status).toBe(403)
-      // The record as read: a release of an older state (another lockUntil) frees nothing.
+      // The acquisition as read: a release of another one (another lockedAt) frees nothing.
       const stale = await fetch(dashboard.url, {
         method: 'POST',
-        body: form({ csrf, lockUntil: new Date(0).toISOString() }),
+        body: form({ csrf, lockedAt: new Date(0).toISOString() }),
       })
       expect(await stale.text()).toContain('changed since the page showed it')
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(true)
@@ -128,6 +129,9 @@ describe('dashboard handler', () => {
       const fresh = fieldOf(await (await fetch(dashboard.url)).text(), 'csrf')
       const confirm = await (await fetch(dashboard.url, { method: 'POST', body: form({ csrf: fresh }) })).text()
       expect(confirm).toContain('Release lock “job”?')
+      // The holder renews its lease between the page and the confirmation: the same acquisition.
+      held = await (held as ExtensibleLock).extend(600_000, 0)
+      expect(held, 'the holder extended its lock').toBeDefined()
       expect((await stores[0]!.inspector.get('job'))?.held).toBe(true)
       const done = await fetch(dashboard.url, {
         method: 'POST',
