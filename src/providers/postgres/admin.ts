@@ -8,7 +8,7 @@ import type { StoreUrl } from '../../support/store-url.ts'
 import { postgresLockInspector } from './inspector.ts'
 import { postgresLockProvider } from './provider.ts'
 import { postgresRunLedger } from './run-ledger.ts'
-import { epochMs, postgresRunsSchema, postgresFencingColumnDdl, postgresSchema } from './table.ts'
+import { epochMs, numbered, postgresRunsSchema, postgresFencingColumnDdl, postgresSchema } from './table.ts'
 
 interface PgPool {
   query(
@@ -37,11 +37,6 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const pool = new pg.default.Pool({ connectionString: url.raw, max: 2, connectionTimeoutMillis: 10_000 })
   // An idle connection that breaks emits 'error' on the pool; without a listener it would crash the CLI.
   pool.on('error', () => {})
-  // Statements are written with ? placeholders, as for the other dialects.
-  const numbered = (sql: string): string => {
-    let n = 0
-    return sql.replace(/\?/g, () => `$${++n}`)
-  }
   const query = async (sql: string, params: readonly unknown[]) => (await pool.query(numbered(sql), params)).rows
   const where = options.table === undefined ? url.redacted : `${url.redacted} (table ${table.table})`
   try {

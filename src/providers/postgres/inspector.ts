@@ -2,7 +2,7 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockInspector } from '../../core/lock-inspector.ts'
 import { sqlLockInspector } from '../../support/sql/sql-inspector.ts'
 import { type SqlTableOptions, sqlTable } from '../../support/sql/sql-table.ts'
-import { DB_NOW, DB_NOW_MS, describePostgresError, epochMs, PROVIDER } from './table.ts'
+import { DB_NOW, DB_NOW_MS, describePostgresError, epochMs, numbered, PROVIDER } from './table.ts'
 
 /** The part of a `pg` Pool (node-postgres 8) that {@link postgresLockInspector} calls. */
 export interface PostgresRowsClient {
@@ -39,11 +39,6 @@ export function postgresLockInspector(options: PostgresLockInspectorOptions): Lo
     throw new LockConfigurationError('postgres: pass your pg Pool as { client } (an object with query(text, values))')
   }
   const table = sqlTable(PROVIDER, options)
-  // Statements are written with ? placeholders, shared with the other SQL dialects.
-  const numbered = (sql: string): string => {
-    let n = 0
-    return sql.replace(/\?/g, () => `$${++n}`)
-  }
   return sqlLockInspector({
     provider: PROVIDER,
     clock: "the PostgreSQL server's clock",

@@ -4,7 +4,7 @@ import { runsTableName, type SqlRunLedgerOptions, sqlRunLedger } from '../../sup
 import { sqlTable } from '../../support/sql/sql-table.ts'
 import type { PostgresRowsClient } from './inspector.ts'
 import { storeError } from '../../support/store-errors.ts'
-import { describePostgresError, epochMs, PROVIDER, postgresRunsSchema } from './table.ts'
+import { describePostgresError, epochMs, numbered, PROVIDER, postgresRunsSchema } from './table.ts'
 
 /** Options of {@link postgresRunLedger}. */
 export interface PostgresRunLedgerOptions extends SqlRunLedgerOptions {
@@ -27,10 +27,6 @@ export function postgresRunLedger(options: PostgresRunLedgerOptions): RunLedger 
   }
   const table = runsTableName(PROVIDER, options.tableName)
   const lockTableErrors = describePostgresError(sqlTable(PROVIDER, { tableName: table }))
-  const numbered = (sql: string): string => {
-    let n = 0
-    return sql.replace(/\?/g, () => `$${++n}`)
-  }
   return sqlRunLedger(
     {
       provider: PROVIDER,

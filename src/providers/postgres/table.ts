@@ -22,6 +22,25 @@ import {
 
 export const PROVIDER = 'postgres'
 
+// The statements are written with ? placeholders, shared with the other SQL dialects; pg wants
+// $1, $2... Each is rewritten once: the ledger, inspector and admin send a small set of
+// statements (a ledger batch of N rows is one more, per N), not a new one per call.
+const NUMBERED = new Map<string, string>()
+const MAX_NUMBERED = 512
+
+/** `sql` with its `?` placeholders numbered `$1`, `$2`..., as pg takes them. */
+export function numbered(sql: string): string {
+  let out = NUMBERED.get(sql)
+  if (out === undefined) {
+    let n = 0
+    out = sql.replace(/\?/g, () => `$${++n}`)
+    // Statements with names or values inlined would grow it without end: start over then.
+    if (NUMBERED.size >= MAX_NUMBERED) NUMBERED.clear()
+    NUMBERED.set(sql, out)
+  }
+  return out
+}
+
 /**
  * The database's now, as `lock_until` holds it (UTC, `timestamp without time zone`).
  * statement_timestamp(), not CURRENT_TIMESTAMP: the latter is frozen at the start of an enclosing
