@@ -73,7 +73,11 @@ export async function readHolder(
   try {
     return await inspector()?.get(name)
   } catch (error) {
-    debug('Lock "%s": could not read its holder to tell a pause: %s', name, error instanceof Error ? error.message : error)
+    debug(
+      'Lock "%s": could not read its holder to tell a pause: %s',
+      name,
+      error instanceof Error ? error.message : error,
+    )
     return undefined
   }
 }

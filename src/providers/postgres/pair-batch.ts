@@ -26,9 +26,10 @@ export interface PostgresPairParts {
   readonly isConcurrencyFailure: (error: unknown) => boolean
   /** Whether the client returns rows: without, a batch's answer cannot be told apart by pair. */
   readonly returnsRows: () => boolean
-  /** The provider's accessor, for the two-statement fallback and the give-back. */
-  readonly accessor: () => SqlAccessor
 }
+
+/** The accessor's single-lock calls, for the two-statement fallback and the give-back. */
+export type SingleLocks = Pick<SqlAccessor, 'acquire' | 'unlock'>
 
 /** One pair's statement (`pairOf`), and its values. */
 export interface SinglePairStatement {
@@ -50,6 +51,7 @@ export interface PairsStatement {
  */
 export function postgresPairs(
   parts: PostgresPairParts,
+  one: SingleLocks,
   single: SinglePairStatement,
   many: PairsStatement,
 ): NonNullable<SqlAccessor['acquirePair']> {
@@ -62,11 +64,11 @@ export function postgresPairs(
     } catch (error) {
       if (!parts.isConcurrencyFailure(error)) throw error
       const { first, firstOwner, second, secondOwner } = request
-      return acquireOneAfterOther(parts.accessor(), first, firstOwner, second, secondOwner)
+      return acquireOneAfterOther(one, first, firstOwner, second, secondOwner)
     }
     return pairedResult(result, parts.fencing)
   }
-  const batch = new TickBatch<PairRequest, PairTaken>((requests) => send({ parts, many, alone }, requests))
+  const batch = new TickBatch<PairRequest, PairTaken>((requests) => send({ parts, one, many, alone }, requests))
   return (first, firstOwner, second, secondOwner) => batch.add({ first, firstOwner, second, secondOwner })
 }
 
@@ -97,6 +99,7 @@ export function postgresReleases(
 
 interface Sending {
   readonly parts: PostgresPairParts
+  readonly one: SingleLocks
   readonly many: PairsStatement
   readonly alone: (request: PairRequest) => Promise<PairTaken>
 }
@@ -133,7 +136,7 @@ async function send(sending: Sending, requests: readonly PairRequest[]): Promise
 
 // The pairs at `together` in one statement; their answers into `answers`.
 async function sendTogether(
-  { parts, many }: Sending,
+  { parts, one, many }: Sending,
   requests: readonly PairRequest[],
   together: readonly number[],
   answers: (PairTaken | Error)[],
@@ -155,8 +158,8 @@ async function sendTogether(
     const error = new TypeError('the client returned no rows for a statement with RETURNING')
     for (const i of together) {
       const { first, firstOwner, second, secondOwner } = requests[i]!
-      unlockNow(parts.accessor(), first, firstOwner).catch(() => {})
-      unlockNow(parts.accessor(), second, secondOwner).catch(() => {})
+      unlockNow(one, first, firstOwner).catch(() => {})
+      unlockNow(one, second, secondOwner).catch(() => {})
       answers[i] = error
     }
     return

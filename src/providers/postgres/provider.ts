@@ -81,7 +81,6 @@ export function postgresLockProvider(
   // Whether the client returns rows, as the limits' query found (it runs before the first acquire).
   let returnsRows = false
   const guard = requireSynchronousStandby(options.requireSynchronousStandby)
-  let accessor: SqlAccessor | undefined
   const parts: AccessorParts = {
     // Built once: built per acquisition they cost 1.5–2.5 µs of client CPU a lock (bench overhead, 16 callers).
     statements: postgresStatements(t, guard),
@@ -120,10 +119,9 @@ export function postgresLockProvider(
       fencing: t.fencing,
       isConcurrencyFailure: isAcquireConflict,
       returnsRows: () => returnsRows,
-      accessor: () => accessor!,
     },
   }
-  accessor = useDbTime ? dbTimeAccessor(parts) : appTimeAccessor(parts)
+  const accessor = useDbTime ? dbTimeAccessor(parts) : appTimeAccessor(parts)
   const inspect = { client: client as PostgresRowsClient, tableName: t.table, columnNames: t.columns }
   // Not a spread: the provider's paired acquisition is a property a spread does not copy.
   return Object.assign(sqlLockProvider(PROVIDER, accessor, options, describePostgresError(t)), {
@@ -171,12 +169,14 @@ function dbTimeAccessor({
       anchor.seconds,
     ])
   }
+  const acquireOne: SqlAccessor['acquire'] = (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000])
   return {
     readLimits,
     replyLost: postgresReplyLost,
-    acquire: (c, owner) => acquiring(acquire, [c.name, owner, c.lockAtMostFor / 1000]),
+    acquire: acquireOne,
     acquirePair: postgresPairs(
       pairs,
+      { acquire: acquireOne, unlock },
       {
         text: pairOf(untilIn('$3'), ['$4', '$5', untilIn('$6')], DB_NOW),
         values: ({ first: a, firstOwner, second: b, secondOwner }) => [
@@ -234,12 +234,15 @@ function appTimeAccessor({ statements, clock, readLimits, acquiring, retrying, p
   const unlock: SqlAccessor['unlock'] = async (current, owner) => {
     await retrying(releaseOne, [current.name, owner, releasedUntil(current)])
   }
+  const acquireOne: SqlAccessor['acquire'] = (c, owner) =>
+    acquiring(acquire, [c.name, owner, at(c.lockAtMostUntil), utcTimestamp(clock.now())])
   return {
     readLimits,
     replyLost: postgresReplyLost,
-    acquire: (c, owner) => acquiring(acquire, [c.name, owner, at(c.lockAtMostUntil), utcTimestamp(clock.now())]),
+    acquire: acquireOne,
     acquirePair: postgresPairs(
       pairs,
+      { acquire: acquireOne, unlock },
       {
         text: pairOf('$3::timestamp', ['$5', '$6', '$7::timestamp'], '$4::timestamp'),
         values: ({ first: a, firstOwner, second: b, secondOwner }) => [

@@ -38,7 +38,11 @@ export function giveBackOnSchedule(acquired: LockConfiguration, clock: Clock, gi
  * release is owner-checked, so another acquisition's row is untouched): an acquisition nobody
  * will run under.
  */
-export function unlockNow(accessor: SqlAccessor, acquired: LockConfiguration, owner: string): Promise<void> {
+export function unlockNow(
+  accessor: Pick<SqlAccessor, 'unlock'>,
+  acquired: LockConfiguration,
+  owner: string,
+): Promise<void> {
   const now = lockConfiguration({ name: acquired.name, lockAtMostFor: acquired.lockAtMostFor })
   return accessor.unlock(now, owner, acquired)
 }

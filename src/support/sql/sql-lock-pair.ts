@@ -37,7 +37,7 @@ export function sqlLockPair(parts: AcquireParts): LockPair {
  * the first back (owner-checked), so that a claim is never kept for a task that did not start.
  */
 export async function acquireOneAfterOther(
-  accessor: SqlAccessor,
+  accessor: Pick<SqlAccessor, 'acquire' | 'unlock'>,
   first: LockConfiguration,
   firstOwner: string,
   second: LockConfiguration,
