@@ -24,11 +24,15 @@ afterAll(async () => {
 })
 
 /** Output of one CLI run, whatever its exit code. */
-async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; output: string }> {
+async function cli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 60_000,
+): Promise<{ code: number; output: string }> {
   try {
     const { stdout, stderr } = await run(process.execPath, [CLI, ...args], {
       env: { ...process.env, NODE_DEBUG: 'shedlock', ...env },
-      timeout: 60_000,
+      timeout: timeoutMs,
     })
     return { code: 0, output: stdout + stderr }
   } catch (error) {
@@ -37,11 +41,16 @@ async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code:
   }
 }
 
-/** The commands that take a store URL, with the arguments each needs besides it (from their --help). */
-async function urlCommands(): Promise<{ command: string; args: string[] }[]> {
+/**
+ * The commands that take a store URL, with the arguments each needs besides it (from their
+ * --help), and how long each may run: `dashboard` serves until stopped (an unreachable store
+ * included, which it shows and retries), so it is stopped after a few seconds, once it has
+ * opened its stores and printed what it prints.
+ */
+async function urlCommands(): Promise<{ command: string; args: string[]; timeoutMs: number }[]> {
   const help = (await cli(['--help'])).output
   const names = [...help.matchAll(/^ {2}([a-z][a-z-]*) {2,}/gm)].map((m) => m[1]!)
-  const commands: { command: string; args: string[] }[] = []
+  const commands: { command: string; args: string[]; timeoutMs: number }[] = []
   for (const command of names) {
     const text = (await cli([command, '--help'])).output
     if (!text.includes('--url')) continue
@@ -50,7 +59,17 @@ async function urlCommands(): Promise<{ command: string; args: string[] }[]> {
     if (text.includes('--lock-at-most-for')) args.push('--lock-at-most-for', '10s')
     if (text.includes('--yes')) args.push('--yes')
     if (/-- COMMAND/.test(text)) args.push('--', process.execPath, '-e', '0')
-    commands.push({ command, args })
+    // A task NAME in the usage line: given, so that the command goes as far as the store instead
+    // of stopping at its usage error. A pause of a name of its own, for a second: `run` locks
+    // faults-secrets meanwhile.
+    if (/^Usage: shedlock [a-z-]+ NAME\b/m.test(text) && !args.includes('--name')) {
+      if (command === 'pause') args.push('faults-secrets-pause', '--for', '1s')
+      else if (command === 'resume') args.push('faults-secrets-pause')
+      else args.push('faults-secrets')
+    }
+    const serves = command === 'dashboard'
+    if (serves) args.push('--port', '0')
+    commands.push({ command, args, timeoutMs: serves ? 8_000 : 60_000 })
   }
   return commands
 }
@@ -101,10 +120,15 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     // The lock table, so that the runs with the right password get as far as locking.
     const init = await cli(['init', '--url', urls[0]!.url])
     expect(init.code, `shedlock init:\n${init.output}`).toBe(0)
-    const runs: { label: string; args: string[]; env?: NodeJS.ProcessEnv; secret: string }[] = []
+    const runs: { label: string; args: string[]; env?: NodeJS.ProcessEnv; secret: string; timeoutMs?: number }[] = []
     for (const u of urls) {
       for (const c of commands)
-        runs.push({ label: `${c.command} (${u.what})`, args: [c.command, '--url', u.url, ...c.args], secret: u.secret })
+        runs.push({
+          label: `${c.command} (${u.what})`,
+          args: [c.command, '--url', u.url, ...c.args],
+          secret: u.secret,
+          timeoutMs: c.timeoutMs,
+        })
       runs.push({
         label: `run with SHEDLOCK_URL (${u.what})`,
         args: ['run', '--name', 'faults-secrets', '--lock-at-most-for', '10s', '--', process.execPath, '-e', '0'],
@@ -117,7 +141,9 @@ describe.skipIf(!servers)('cli: connection passwords never reach the output', ()
     for (let i = 0; i < runs.length; i += 4) {
       results.push(
         ...(await Promise.all(
-          runs.slice(i, i + 4).map(async (r) => ({ label: r.label, secret: r.secret, ...(await cli(r.args, r.env)) })),
+          runs
+            .slice(i, i + 4)
+            .map(async (r) => ({ label: r.label, secret: r.secret, ...(await cli(r.args, r.env, r.timeoutMs)) })),
         )),
       )
     }
