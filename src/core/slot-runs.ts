@@ -95,8 +95,6 @@ export class SlotRuns {
           : await steps.acquire(steps.provider, steps.taskLock(configuration), configuration, execution)
         if (taskHandle) return await steps.runLocked(task, configuration, taskHandle, execution, signal, claimed)
         if (steps.closed()) return closedBeforeStart(configuration)
-        const pause = pauseOf(await readHolder(() => steps.inspector(), configuration.name))
-        if (pause) return await this.#paused(configuration, claimed, pause)
         return await this.#owe(task, configuration, request, claimed, handle)
       }
       const locked = first?.handle
@@ -207,13 +205,18 @@ export class SlotRuns {
     const steps = this.#steps
     const { execution, slot } = claimed
     claimed.decided = true
+    // The holder is read while the claim is given back and the slot owed, not before: a read
+    // first would widen the one window where a node killed loses the slot (claimed, not owed).
+    const holder = readHolder(() => steps.inspector(), configuration.name)
     try {
       await claim.unlock()
     } catch (error) {
       claimed.decided = false
       throw error
     }
-    await oweSlot(steps, configuration, slot, request.retention, execution)
+    const owed = await oweSlot(steps, configuration, slot, request.retention, execution)
+    const pause = pauseOf(await holder)
+    if (pause) return await this.#unowe(configuration, request, claimed, owed, pause)
     debug(
       'Lock "%s": held elsewhere; slot %s is owed and runs once the lock frees',
       configuration.name,
@@ -224,6 +227,26 @@ export class SlotRuns {
     const policy = request.overlap === 'once' ? 'once' : 'all'
     this.#waiters.wait({ task, configuration, policy, retention: request.retention })
     return { executed: false, reason: 'owed' }
+  }
+
+  /**
+   * Owed, then found paused: the slot is claimed again (no other node runs it), its owed record
+   * given back (a pause is not an outage), and it is recorded as skipped. A node killed in
+   * between leaves the slot owed, to run after the resume: never lost.
+   */
+  async #unowe(
+    configuration: LockConfiguration,
+    request: SlotRequest,
+    claimed: SlotClaim,
+    owed: SimpleLock | undefined,
+    pause: TaskPause,
+  ): Promise<TaskResult<never>> {
+    const steps = this.#steps
+    const claim = configurationOfChecked(request.recordName, steps.clock.now(), request.retention, 0)
+    const again = await steps.acquire(steps.claimer, claim, configuration, claimed.execution)
+    if (!again) return { executed: false, reason: 'slot-done' }
+    await owed?.unlock()
+    return this.#paused(configuration, { ...claimed, owner: steps.ownerOf(again) }, pause)
   }
 
   /**
