@@ -13,6 +13,7 @@ import {
   PROVIDER,
 } from './format.ts'
 import { byName, inBatches } from '../../support/inspection.ts'
+import { collectListing } from './listing.ts'
 
 /**
  * The part of a JetStream KV bucket (`KV` from `@nats-io/kv` 3) that {@link natsLockInspector}
@@ -86,7 +87,9 @@ const MARKER_AGE_MS = 30 * 60_000
  *
  * `list()` enumerates the bucket's keys (`kv.keys()`, an ordered consumer: the connection's user
  * needs permission to create consumers on the bucket's stream) and reads each entry; keys written
- * while it runs may be missed. A force-release deletes the key at the revision read (a delete
+ * while it runs may be missed. A listing that delivers nothing for 5 s is
+ * stopped and the call rejects with `LockProviderError`: such a consumer was seen to stall while
+ * other nodes wrote the bucket, and an owed-slot drain waiting on it would hold the task's lock. A force-release deletes the key at the revision read (a delete
  * marker, as the provider's own release leaves): the lock is free at once, and the holder's
  * release or extension, conditional on the revision it wrote, fails and changes nothing. Given a
  * record, it deletes at the revision read only: an entry keeps no holder and no time it was
@@ -169,8 +172,9 @@ export function natsLockInspector(options: NatsLockInspectorOptions): LockInspec
   /** The live entries of the keys whose name starts with the selection's prefix, read a few at a time (inBatches). */
   const selectedEntries = async (selection: LockSelection | undefined): Promise<[string, NatsKvEntry][]> => {
     const prefix = selection?.prefix ?? ''
-    const keys: string[] = []
-    for await (const key of await kv.keys()) if (natsLockName(key).startsWith(prefix)) keys.push(key)
+    const keys = (await collectListing(await kv.keys(), "the bucket's keys")).filter((key) =>
+      natsLockName(key).startsWith(prefix),
+    )
     const entries = await inBatches(keys, async (key) => [key, await entryOf(key)] as const)
     return entries.flatMap(([key, entry]) => (entry ? [[key, entry] as [string, NatsKvEntry]] : []))
   }
@@ -186,7 +190,7 @@ export function natsLockInspector(options: NatsLockInspectorOptions): LockInspec
     const last = new Map<string, NatsKvHistoryEntry>()
     const entries = await kv.history({ key: '>', headers_only: true })
     try {
-      for await (const entry of entries) last.set(entry.key, entry)
+      for (const entry of await collectListing(entries, "the bucket's history")) last.set(entry.key, entry)
     } finally {
       entries.stop?.()
     }

@@ -282,6 +282,31 @@ describe.skipIf(!nats)('natsLockInspector', () => {
     )
   })
 
+  it('a key listing that stalls is stopped and rejects with LockProviderError, within the 5 s stall bound', async () => {
+    // The bucket as it is, but keys() delivers one key and then nothing, as a consumer that
+    // missed its last pending message does.
+    let stopped = false
+    const stalling = {
+      get: (key: string) => kv.get(key),
+      delete: (key: string, options: { previousSeq: number }) => kv.delete(key, options),
+      keys: async () => ({
+        stop: () => {
+          stopped = true
+        },
+        async *[Symbol.asyncIterator]() {
+          yield natsLockKey('first')
+          await new Promise(() => undefined)
+        },
+      }),
+    } as unknown as NatsInspectableKv
+    const started = Date.now()
+    await expect(natsLockInspector({ kv: stalling }).list()).rejects.toThrow(
+      /nats: could not list the locks: the bucket's keys delivered nothing for 5000 ms/,
+    )
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_900)
+    expect(stopped, 'the stalled listing was not stopped').toBe(true)
+  }, 15_000)
+
   it('refuses options without a bucket', () => {
     expect(() => natsLockInspector({} as never)).toThrow(LockConfigurationError)
     expect(() => natsLockInspector({ kv: { get: async () => null } } as never)).toThrow(/pass your JetStream KV bucket/)
