@@ -1,7 +1,6 @@
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { D1LockDatabase } from '../../src/providers/cloudflare-d1/index.ts'
-import type { DurableObjectLockNamespace } from '../../src/providers/cloudflare-do/index.ts'
 
 // Miniflare (npm `miniflare`, with Cloudflare's workerd binary) runs Workers and D1 locally. The
 // parts the tests use are typed here, so that the tests compile whether or not it is installed.
@@ -44,14 +43,12 @@ export interface MiniflareInstance {
     bindingName: string,
     workerName?: string,
   ): Promise<D1LockDatabase & { exec(query: string): Promise<unknown> }>
-  /** The Durable Object namespace binding `bindingName` (of the first Worker by default), proxied to workerd. */
-  getDurableObjectNamespace(bindingName: string, workerName?: string): Promise<DurableObjectLockNamespace>
   getWorker(
     workerName?: string,
   ): Promise<{ scheduled(options?: { scheduledTime?: Date; cron?: string }): Promise<ScheduledOutcome> }>
   dispatchFetch(
     input: string,
-    init?: { method?: string; body?: string },
+    init?: { method?: string; body?: string; headers?: Record<string, string> },
   ): Promise<{ status: number; text(): Promise<string>; json(): Promise<unknown> }>
   dispose(): Promise<void>
 }

@@ -15,10 +15,37 @@ import { loadMiniflare, type MiniflareInstance } from '../../helpers/miniflare.t
 import { registerInspectorSuite, registerSuite } from '../../helpers/register-suite.ts'
 
 // ShedLockDurableObject from the built package, in workerd (Miniflare), bound as LOCKS; the
-// provider runs in Node on the namespace binding Miniflare proxies to workerd.
+// provider runs in Node. Its namespace is a plain object whose stubs reach the object through the
+// Worker's fetch handler (`?object=<name>`), not Miniflare's proxy of the binding: that proxy frees
+// workerd-side objects as Node collects garbage, and once (CI, under load) lost the binding itself
+// mid-run, so that every later call failed its heap assertion ("false == true").
 
 const root = fileURLToPath(new URL('../../../', import.meta.url))
-const ENTRY = `export { ShedLockDurableObject } from './dist/providers/cloudflare-do/index.js'\nexport default { fetch() { return new Response('') } }\n`
+const ENTRY = `export { ShedLockDurableObject } from './dist/providers/cloudflare-do/index.js'
+export default {
+  fetch(request, env) {
+    const name = new URL(request.url).searchParams.get('object')
+    return env.LOCKS.get(env.LOCKS.idFromName(name)).fetch(request)
+  },
+}
+`
+
+/** The LOCKS binding as the provider calls it, over `mf.dispatchFetch()`. */
+function namespaceOf(mf: MiniflareInstance): DurableObjectLockNamespace {
+  return {
+    idFromName: (name) => name,
+    get: (id) => ({
+      fetch: async (_input, init) => {
+        const response = await mf.dispatchFetch(
+          `http://objects.invalid/?object=${encodeURIComponent(String(id))}`,
+          init,
+        )
+        const { status } = response
+        return { ok: status >= 200 && status < 300, status, json: () => response.json(), text: () => response.text() }
+      },
+    }),
+  }
+}
 
 function modules(): { type: 'ESModule'; path: string; contents: string }[] {
   const walk = (dir: string): string[] =>
@@ -58,7 +85,7 @@ const started = await connectOrSkip('miniflare', 'the miniflare package', async 
     })
     instances.push(mf)
     await mf.ready
-    return { mf, namespace: await mf.getDurableObjectNamespace('LOCKS') }
+    return { mf, namespace: namespaceOf(mf) }
   }
   return { start, ...(await start()) }
 })
