@@ -73,7 +73,12 @@ class OpenedStore {
 
   constructor(admin: StoreAdmin) {
     this.#admin = admin
-    this.store = { label: `${admin.kind} ${admin.where}`, inspector: admin.inspector, runLedger: admin.runLedger }
+    this.store = {
+      label: `${admin.kind} ${admin.where}`,
+      inspector: admin.inspector,
+      runLedger: admin.runLedger,
+      provider: (lockedBy) => admin.provider({ lockedBy }),
+    }
   }
 
   async close(): Promise<void> {
@@ -114,6 +119,10 @@ class PendingStore {
       // Read at each page: the run history shows once the store opens.
       get runLedger(): RunLedger | undefined {
         return self.#admin?.runLedger
+      },
+      provider: (lockedBy) => {
+        if (self.#admin) return self.#admin.provider({ lockedBy })
+        throw new Error(self.message())
       },
     }
   }

@@ -9,7 +9,7 @@ import { parseStoreUrl, storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
                           [--port N] [--host ADDR] [--stale [NAME=]AGE]...
-                          [--public-url URL]... [--allow-release] [--refresh S]
+                          [--public-url URL]... [--allow-release] [--allow-pause] [--refresh S]
                           [--window W]
 
 Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
@@ -44,6 +44,9 @@ ${URL_HELP}
                    succeeded within AGE is stale
   --allow-release  a Release button per held lock, with a confirmation; each
                    release prints an audit line (who, when, which lock)
+  --allow-pause    Pause and Resume buttons per task lock, as "shedlock pause"
+                   and "shedlock resume" (a running task cannot be paused),
+                   with a confirmation and an audit line each
   --refresh S      seconds between live refreshes of the page (default: 5;
                    0 for none)
   --window W       the timeline's window: auto (default: about the last 40
@@ -70,6 +73,7 @@ export const dashboardCommand: Command = {
       'public-url'?: string[]
       stale?: string[]
       'allow-release'?: boolean
+      'allow-pause'?: boolean
       refresh?: string
       window?: string
     }
@@ -85,6 +89,7 @@ export const dashboardCommand: Command = {
           'public-url': { type: 'string', multiple: true },
           stale: { type: 'string', multiple: true },
           'allow-release': { type: 'boolean' },
+          'allow-pause': { type: 'boolean' },
           refresh: { type: 'string' },
           window: { type: 'string' },
         },
@@ -118,6 +123,7 @@ export const dashboardCommand: Command = {
         auth: authFromEnv(),
         publicUrl,
         allowRelease: values['allow-release'] === true,
+        allowPause: values['allow-pause'] === true,
         audit: (line) => process.stderr.write(`${line}\n`),
         refreshSeconds,
         window,
@@ -125,7 +131,7 @@ export const dashboardCommand: Command = {
         host: values.host ?? '127.0.0.1',
       })
       process.stdout.write(
-        `shedlock dashboard on ${dashboard.url} (${urls.length} store${urls.length === 1 ? '' : 's'}${opened.unreachable > 0 ? `, ${opened.unreachable} unreachable` : ''}, ${values['allow-release'] === true ? 'releases allowed' : 'read-only'}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
+        `shedlock dashboard on ${dashboard.url} (${urls.length} store${urls.length === 1 ? '' : 's'}${opened.unreachable > 0 ? `, ${opened.unreachable} unreachable` : ''}, ${modeOf(values['allow-release'] === true, values['allow-pause'] === true)}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
       )
       const signal = await new Promise<NodeJS.Signals>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
@@ -137,4 +143,11 @@ export const dashboardCommand: Command = {
       await opened.close()
     }
   },
+}
+
+/** The startup line's word for what the page may change. */
+function modeOf(release: boolean, pause: boolean): string {
+  if (release && pause) return 'releases, pauses and resumes allowed'
+  if (release) return 'releases allowed'
+  return pause ? 'pauses and resumes allowed' : 'read-only'
 }

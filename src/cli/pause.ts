@@ -1,24 +1,15 @@
 import { hostname, userInfo } from 'node:os'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { formatDuration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
-import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
-import { describePause, pauseHolder, pauseOf, type TaskPause } from '../core/pause.ts'
+import { describePause, pauseHolder, type TaskPause } from '../core/pause.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
+import { pauseJson } from '../status/health-json.ts'
+import { endPause, PauseRefused, takePause } from '../status/pause-control.ts'
 import { CliError, type Command, EXIT_OK, type OptionValues, parseArguments, UsageError } from './command.ts'
 import { describeHolder, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
-
-// A pause "until resumed" still needs a lock_until every store can hold: MySQL/MariaDB TIMESTAMP
-// columns (Java ShedLock's DDL) end on 2038-01-19, so 2038-01-01, or 10 years when that is sooner.
-const UNTIL_RESUMED_END = Date.UTC(2038, 0, 1)
-const UNTIL_RESUMED_MS = 10 * 365 * 86_400_000
-// How often --wait reads the lock of a run it waits for.
-const WAIT_POLL_MS = 1_000
-// Reads that found the lock free, then lost it to another node before the pause took it.
-const MAX_RACES = 3
 
 const PAUSE_HELP = `Usage: shedlock pause NAME [--for D] [--reason TEXT] [--by WHO] [--wait D]
                       [--url URL] [--table NAME] [--json]
@@ -97,7 +88,7 @@ export const pauseCommand: Command = {
     const reason = typeof values.reason === 'string' && values.reason.trim() !== '' ? values.reason : undefined
     const url = storeUrlOption(values)
     return withStore(url, { table: tableOption(values) }, async (store) => {
-      const { result, pause } = await takePause(store, name, pauseHolder(by, reason), forMs, waitMs)
+      const { result, pause } = await pauseOn(store, name, pauseHolder(by, reason), forMs, waitMs)
       if (values.json === true)
         process.stdout.write(`${JSON.stringify({ name, result, pause: pauseJson(pause) }, null, 2)}\n`)
       else if (result === 'paused') process.stdout.write(`paused ${name} ${pauseText(pause)}\n`)
@@ -120,41 +111,29 @@ export const resumeCommand: Command = {
     const name = taskName('resume', positionals)
     const url = storeUrlOption(values)
     return withStore(url, { table: tableOption(values) }, async (store) => {
-      const record = await store.inspector.get(name)
-      const pause = pauseOf(record)
-      const report = (result: 'resumed' | 'not-paused', line: string): number => {
-        const out =
-          values.json === true ? `${JSON.stringify({ name, result, pause: pauseJson(pause) }, null, 2)}` : line
-        process.stdout.write(`${out}\n`)
-        return EXIT_OK
-      }
-      if (record?.held && !pause)
+      let ended: Awaited<ReturnType<typeof endPause>>
+      try {
+        ended = await endPause(store.inspector, name)
+      } catch (error) {
+        if (!(error instanceof PauseRefused)) throw error
+        const { record } = error
         throw new CliError(
-          `lock ${JSON.stringify(name)} is ${describeHolder(record)}: a run holds it, not a pause, so nothing was resumed; "shedlock unlock ${name}" force-releases a run's lock`,
+          error.why === 'held-by-run'
+            ? `lock ${JSON.stringify(name)} is ${describeHolder(record!)}: a run holds it, not a pause, so nothing was resumed; "shedlock unlock ${name}" force-releases a run's lock`
+            : `lock ${JSON.stringify(name)} changed after it was read (${record?.held ? `it is now ${describeHolder(record)}` : 'it is free now'}); nothing was released. Run shedlock resume again to see it`,
         )
-      if (!pause) return report('not-paused', `${name} is not paused; nothing to resume`)
-      if (await store.inspector.release(record!))
-        return report(
-          'resumed',
-          `resumed ${name} (was paused by ${pause.by}${pause.reason ? `: ${pause.reason}` : ''})`,
-        )
-      const now = await store.inspector.get(name)
-      throw new CliError(
-        `lock ${JSON.stringify(name)} changed after it was read (${now?.held ? `it is now ${describeHolder(now)}` : 'it is free now'}); nothing was released. Run shedlock resume again to see it`,
+      }
+      const { result, pause } = ended
+      const line =
+        result === 'resumed'
+          ? `resumed ${name} (was paused by ${pause!.by}${pause!.reason ? `: ${pause!.reason}` : ''})`
+          : `${name} is not paused; nothing to resume`
+      process.stdout.write(
+        `${values.json === true ? JSON.stringify({ name, result, pause: pauseJson(pause) }, null, 2) : line}\n`,
       )
+      return EXIT_OK
     })
   },
-}
-
-/**
- * The pauses among the locks of `names` (one read each), for `status`; a lock that cannot be read
- * counts as no pause.
- */
-export async function pausesOf(store: StoreAdmin, names: readonly string[]): Promise<Map<string, TaskPause>> {
-  const read = await Promise.all(
-    names.map(async (name) => [name, pauseOf(await store.inspector.get(name).catch(() => undefined))] as const),
-  )
-  return new Map(read.filter((entry): entry is readonly [string, TaskPause] => entry[1] !== undefined))
 }
 
 /** A task's state in `status`, with its pause: `paused by alice (deploy) until …`, or `stale (max 1h), paused by …`. */
@@ -164,41 +143,25 @@ export function withPause(state: string, pause: TaskPause | undefined): string {
 }
 
 /**
- * Takes the lock of `name` as `holder` for `forMs` (default: until resumed), unless a pause holds
- * it already; while a run holds it, reads it again every second for up to `waitMs`.
- * @throws CliError when a run still holds the lock.
+ * takePause() in the command line's words: a run that still holds the lock, or a duration the
+ * store cannot hold (`--for`), is a CliError or a UsageError.
  */
-async function takePause(
+async function pauseOn(
   store: StoreAdmin,
   name: string,
   holder: string,
   forMs: number | undefined,
   waitMs: number,
-): Promise<{ result: 'paused' | 'already-paused'; pause: TaskPause }> {
-  const provider = store.provider({ lockedBy: holder })
-  const deadline = Date.now() + waitMs
-  for (let races = 0; ; ) {
-    const record = await store.inspector.get(name)
-    const existing = pauseOf(record)
-    if (existing) return { result: 'already-paused', pause: existing }
-    if (record?.held) {
-      const left = deadline - Date.now()
-      if (left <= 0) throw heldByRun(name, record, waitMs)
-      await sleep(Math.min(WAIT_POLL_MS, left))
-      continue
-    }
-    const lockAtMostFor = forMs ?? Math.min(UNTIL_RESUMED_MS, UNTIL_RESUMED_END - Date.now())
-    const configuration = lockConfiguration({ name, lockAtMostFor, lockAtLeastFor: lockAtMostFor })
-    // Never unlocked: the lock is the pause, until resume releases it or lockAtMostFor passes.
-    if (await provider.lock(configuration).catch(inFlags)) {
-      const taken = pauseOf(await store.inspector.get(name))
-      return {
-        result: 'paused',
-        pause: taken ?? { ...pauseOf(asHeld(name, holder))!, until: configuration.lockAtMostUntil },
-      }
-    }
-    if (++races >= MAX_RACES)
-      throw new CliError(`lock ${JSON.stringify(name)} was taken by another node each time it was free; try again`)
+): Promise<Awaited<ReturnType<typeof takePause>>> {
+  const target = { inspector: store.inspector, provider: (lockedBy: string) => store.provider({ lockedBy }) }
+  try {
+    return await takePause(target, name, holder, forMs, waitMs)
+  } catch (error) {
+    if (error instanceof LockConfigurationError)
+      throw new UsageError(error.message.replaceAll('lockAtMostFor', '--for'))
+    if (!(error instanceof PauseRefused)) throw error
+    if (error.why === 'held-by-run') throw heldByRun(name, error.record!, waitMs)
+    throw new CliError(error.message)
   }
 }
 
@@ -213,26 +176,10 @@ function heldByRun(name: string, record: LockRecord, waitedMs: number): CliError
   )
 }
 
-/** A provider's refusal of the pause's duration, in the words of the command line. */
-function inFlags(error: unknown): never {
-  if (error instanceof LockConfigurationError) throw new UsageError(error.message.replaceAll('lockAtMostFor', '--for'))
-  throw error
-}
-
-/** The record a pause by `holder` would read as: what pauseOf() makes of the holder alone. */
-function asHeld(name: string, holder: string): LockRecord {
-  return { name, lockedBy: holder, held: true, lockUntil: undefined, lockedAt: undefined, remainingMs: undefined }
-}
-
 /** `until 2030-01-01T00:00:00.000Z (by alice@ops: deploy)`. */
 function pauseText(pause: TaskPause): string {
   const until = pause.until ? `until ${isoUtc(pause.until)}` : 'until an expiry the store does not reveal'
   return `${until} (by ${pause.by}${pause.reason ? `: ${pause.reason}` : ''})`
-}
-
-function pauseJson(pause: TaskPause | undefined): Record<string, unknown> | null {
-  if (!pause) return null
-  return { by: pause.by, reason: pause.reason ?? null, until: pause.until ? isoUtc(pause.until) : null }
 }
 
 /** Who pauses by default: `user@host` of this shell (the host alone where the user has no name). */

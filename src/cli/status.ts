@@ -8,7 +8,8 @@ import { type Command, EXIT_FAILURE, EXIT_OK, UsageError } from './command.ts'
 import { durationText, ledgerOf, readHistory } from './history.ts'
 import { formatTable, humanDuration, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
-import { pausesOf, withPause } from './pause.ts'
+import { withPause } from './pause.ts'
+import { pausesOf } from '../status/pause-control.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock status [--url URL] [--table NAME] [--runs-table T]
@@ -118,6 +119,10 @@ export const statusCommand: Command = {
       const { rows, ignored, staleNames, failingNames } = verdict
       const tasks = rows.map((row) => row.task)
       const code = staleNames.length + failingNames.length > 0 ? EXIT_FAILURE : EXIT_OK
+      const pauses = await pausesOf(
+        store.inspector,
+        tasks.map((task) => task.name),
+      )
       if (values.json === true) {
         const out = {
           store: label,
@@ -126,7 +131,7 @@ export const statusCommand: Command = {
           stale: staleNames,
           failing: failingNames,
           ignored,
-          tasks: rows.map(statusRowJson),
+          tasks: rows.map((row) => statusRowJson(row, pauses.get(row.task.name))),
         }
         process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
         return code
@@ -135,10 +140,6 @@ export const statusCommand: Command = {
       const failing = rows.filter((row) => row.state === 'failing').length
       const left =
         ignored.length === 0 ? '' : `, ${ignored.length} not run for ${formatDuration(ignoreOlderThan)} left out`
-      const pauses = await pausesOf(
-        store,
-        tasks.map((task) => task.name),
-      )
       const paused = pauses.size === 0 ? '' : `, ${pauses.size} paused`
       process.stdout.write(
         `${store.kind} ${store.where}: ${tasks.length} task${tasks.length === 1 ? '' : 's'}, ${staleCount} stale, ${failing} failing${paused}${left}; now ${isoUtc(now)}\n`,

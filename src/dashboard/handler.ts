@@ -1,16 +1,19 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { type Duration, formatDuration, parseDuration } from '../core/duration.ts'
+import { type Duration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
+import type { LockProvider } from '../core/lock-provider.ts'
+import { pauseOf } from '../core/pause.ts'
 import { redact } from '../core/redact.ts'
-import { healthJson } from '../status/health-json.ts'
+import { statusRowJson } from '../status/health-json.ts'
 import { type Staleness, staleness } from '../status/staleness.ts'
 import { DEFAULT_IGNORE_OLDER_THAN } from '../status/verdict.ts'
 import { authenticate, checkAuth, CsrfTokens, type DashboardAuth } from './auth.ts'
 import { methodNotAllowed, send, sendText } from './http.ts'
 import { audienceOf, foreignHostMessage, hostAllowed, originAllowed, publicUrlsOf } from './origin.ts'
 import { type PageInput, renderConfirm, renderMain, renderPage } from './page.ts'
-import { CONFIRM_SCOPE, postRelease, releaseScope } from './release.ts'
+import { postAction } from './actions.ts'
+import { CONFIRM_SCOPE, releaseScope } from './release.ts'
 import { type DashboardStore, readStore, type StoreSnapshot } from './snapshot.ts'
 import { type DashboardWindow, readSpanMs, windowMs, windowOf } from './window.ts'
 
@@ -46,7 +49,15 @@ export interface DashboardOptions {
    * @default false (read-only)
    */
   allowRelease?: boolean
-  /** Where audit lines go (who released which lock, when). @default console.warn */
+  /**
+   * Show Pause… and Resume… buttons on the task locks of each store that has a `provider`: a pause
+   * (for a duration, or until resumed, with a reason) is what `shedlock pause` takes, a resume what
+   * `shedlock resume` does; each behind a confirmation page and CSRF protection, with an audit
+   * line. A running task cannot be paused.
+   * @default false (read-only)
+   */
+  allowPause?: boolean
+  /** Where audit lines go (who released, paused or resumed which lock, when). @default console.warn */
   audit?: (line: string) => void
   /** Seconds between live refreshes of the page; 0 turns them off. @default 5 */
   refreshSeconds?: number
@@ -91,7 +102,7 @@ export interface HealthReport {
 
 /** A request handler for `node:http` (and Express, Fastify, NestJS), with the health check beside it. */
 export interface DashboardHandler {
-  /** Serves the page (any path), `…/healthz` and the release form. Never rejects: errors become a 500 page. */
+  /** Serves the page (any path), `…/healthz` and the action forms. Never rejects: errors become a 500 page. */
   (request: IncomingMessage, response: ServerResponse): Promise<void>
   /** The health verdict, for an app's own health route: serve it with HTTP 200 when `healthy`, else 503. */
   health(): Promise<HealthReport>
@@ -145,6 +156,8 @@ interface Settings {
   readonly auth: DashboardAuth | undefined
   readonly publicUrls: readonly URL[]
   readonly allowRelease: boolean
+  /** Per store: its provider, where pausing is on and the store has one. */
+  readonly pausers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
   readonly audit: (line: string) => void
   readonly refreshSeconds: number
   readonly title: string
@@ -175,6 +188,14 @@ function validate(options: DashboardOptions): Settings {
     throw new LockConfigurationError(
       `createDashboard(): window must be 'auto', 'hour', 'day' or 'week', got ${JSON.stringify(options.window)}`,
     )
+  const allowPause = options.allowPause === true
+  const pausers = options.stores.map((store) =>
+    allowPause && typeof store.provider === 'function' ? store.provider : undefined,
+  )
+  if (allowPause && pausers.every((pauser) => pauser === undefined))
+    throw new LockConfigurationError(
+      'createDashboard(): allowPause needs a store with a provider: stores[i].provider = (lockedBy) => postgresLockProvider({ client, lockedBy })',
+    )
   const refreshSeconds = options.refreshSeconds ?? 5
   if (!Number.isFinite(refreshSeconds) || refreshSeconds < 0)
     throw new LockConfigurationError(`createDashboard(): refreshSeconds must be 0 or more, got ${refreshSeconds}`)
@@ -184,6 +205,7 @@ function validate(options: DashboardOptions): Settings {
     auth: checkAuth(options.auth),
     publicUrls: publicUrlsOf(options.publicUrl),
     allowRelease: options.allowRelease === true,
+    pausers,
     audit: options.audit ?? ((line) => console.warn(line)),
     refreshSeconds,
     title: options.title ?? 'shedlock',
@@ -221,11 +243,7 @@ function healthOf(snapshots: readonly StoreSnapshot[]): HealthReport {
     stale: snapshot.staleNames,
     failing: snapshot.failingNames,
     ignored: snapshot.ignored,
-    tasks: (snapshot.tasks ?? []).map(({ task, state, maxAge }) => ({
-      ...healthJson(task),
-      state,
-      maxAge: maxAge === undefined ? null : formatDuration(maxAge),
-    })),
+    tasks: (snapshot.tasks ?? []).map((row) => statusRowJson(row, pauseOf(row.lock))),
   }))
   const healthy = stores.every(
     (store) => store.errors.length === 0 && store.stale.length === 0 && store.failing.length === 0,
@@ -269,6 +287,8 @@ async function serve(
     return
   }
   const window = windowOf(url.searchParams.get('window')) ?? settings.window
+  const pause = settings.pausers.map((pauser) => pauser !== undefined)
+  const actions = settings.allowRelease || pause.includes(true) ? { release: settings.allowRelease, pause } : undefined
   const filter = (url.searchParams.get('q') ?? '').slice(0, 200)
   const nonce = randomBytes(16).toString('base64')
   const read = (): Promise<StoreSnapshot[]> =>
@@ -285,25 +305,29 @@ async function serve(
     healthHref: healthHrefOf(request),
     filter,
     csrf: token,
+    actions,
     refreshSeconds: settings.refreshSeconds,
     nonce,
     notice,
   })
-  const pageToken = (): string | undefined => (settings.allowRelease ? csrf.issue(who, CONFIRM_SCOPE) : undefined)
+  const pageToken = (): string | undefined => (actions ? csrf.issue(who, CONFIRM_SCOPE) : undefined)
   if (request.method === 'POST') {
-    if (!settings.allowRelease)
+    if (!actions)
       return sendText(
         response,
         403,
-        'shedlock dashboard: read-only; start it with --allow-release (allowRelease: true) to release locks\n',
+        'shedlock dashboard: read-only; start it with --allow-release or --allow-pause (allowRelease, allowPause: true) to act on locks\n',
       )
-    return postRelease(request, response, {
+    return postAction(request, response, {
       stores: settings.stores,
       csrf,
       who,
       sameOrigin: originAllowed(request, audience),
       audit: settings.audit,
       nonce,
+      allowRelease: settings.allowRelease,
+      pausers: settings.pausers,
+      pageInput: (token) => input([], token),
       page: async (notice) => renderPage(input(await read(), pageToken(), notice)),
       confirm: async (index, lock) => {
         const scope = releaseScope(index, lock.name, lock.lockedBy ?? '', lock.lockedAt?.toISOString() ?? '')

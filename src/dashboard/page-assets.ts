@@ -13,7 +13,7 @@ thead th{background:#f6f8fa;font-weight:600}td.num{text-align:right}
 .badge{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;font-weight:600;border:1px solid transparent}
 .s-ok,.o-ok{background:#dafbe1;color:#116329}.s-failing,.o-failed{background:#ffebe9;color:#a40e26}.s-stale{background:#a40e26;color:#fff}
 .o-lock-lost{background:#fff1e5;color:#953800}.o-running{background:#ddf4ff;color:#0550ae}.o-skipped{background:#eaeef2;color:#424a53}
-.held{background:#fff8c5}.badge.held{color:#7d4e00}.badge.free{background:#eaeef2;color:#424a53}
+.held{background:#fff8c5}.badge.held{color:#7d4e00}.badge.free{background:#eaeef2;color:#424a53}.badge.paused{background:#ddf4ff;color:#0a3069}
 tr.held{background:none}tr.expired th,tr.expired td{color:#57606a}
 figure{margin:8px 0 14px}figcaption{font-weight:600;margin-bottom:2px}
 svg.timeline{display:block;border:1px solid #d0d7de;border-radius:6px;background:#fff;max-width:100%}

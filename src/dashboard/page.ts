@@ -1,5 +1,6 @@
 import { formatDuration } from '../core/duration.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
+import { describePause, pauseOf } from '../core/pause.ts'
 import type { RunRecord } from '../core/run-ledger.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
 import { CSS, SCRIPT } from './page-assets.ts'
@@ -21,8 +22,10 @@ export interface PageInput {
   readonly healthHref: string
   /** The lock filter (`?q=`): a substring of the name or holder. */
   readonly filter: string
-  /** The CSRF token of the release forms; `undefined` when releasing is off. */
+  /** The CSRF token of the action forms (release, pause, resume); `undefined` when the page is read-only. */
   readonly csrf: string | undefined
+  /** Which actions the page offers: releases, and pauses and resumes per store (by index). */
+  readonly actions?: { readonly release: boolean; readonly pause: readonly boolean[] } | undefined
   /** Seconds between live refreshes; 0 for none. */
   readonly refreshSeconds: number
   /** A per-response nonce for the inline style and script (the Content-Security-Policy allows nothing else). */
@@ -151,10 +154,10 @@ function renderLocks(store: StoreSnapshot, index: number, id: string, input: Pag
   return `<h3>Locks <span class="muted">(${heldCount} held, ${locks.length - heldCount} expired or released${q ? `, filtered by “${escapeHtml(input.filter)}”` : ''})</span></h3>
 <form method="get" class="filter" role="search"><input type="hidden" name="window" value="${input.window}">
 <label for="${id}-q">Filter locks</label> <input id="${id}-q" name="q" type="search" value="${escapeHtml(input.filter)}" placeholder="name or holder" data-filter="${id}-locks"> <button type="submit">Filter</button></form>
-${lockTable(`${id}-locks`, locks, index, input, `Locks of ${store.label}`)}
+${lockTable(`${id}-locks`, locks, index, input, `Locks of ${store.label}`, true)}
 <details class="slots"><summary>Slot records (${slots.length})</summary>
 <p class="muted">One per scheduled run of a task that runs once per slot (<code>NAME@SLOT</code>), kept for the slot retention; <code>NAME@catch-up</code> is held while a catch-up runs.</p>
-${lockTable(`${id}-slots`, slots, index, input, `Slot records of ${store.label}`)}
+${lockTable(`${id}-slots`, slots, index, input, `Slot records of ${store.label}`, false)}
 </details>`
 }
 
@@ -164,24 +167,36 @@ function lockTable(
   store: number,
   input: PageInput,
   caption: string,
+  tasks: boolean,
 ): string {
   if (locks.length === 0) return `<p class="muted" id="${tableId}">None.</p>`
-  const release = input.csrf !== undefined
+  const actions = input.csrf === undefined ? undefined : input.actions
+  const pausable = tasks && actions?.pause[store] === true
+  const release = actions?.release === true || pausable
   const rows = locks.map(
     (l) => `<tr class="${l.held ? 'held' : 'expired'}" data-lock="${escapeHtml(l.name)}" data-held="${l.held}">
-<th scope="row">${escapeHtml(l.name)}</th><td data-label="State">${l.held ? '<span class="badge held">held</span>' : '<span class="badge free">expired</span>'}</td>
+<th scope="row">${escapeHtml(l.name)}</th><td data-label="State">${l.held ? (pauseOf(l) ? '<span class="badge paused">paused</span>' : '<span class="badge held">held</span>') : '<span class="badge free">expired</span>'}</td>
 <td data-label="Held by">${escapeHtml(l.lockedBy ?? '-')}</td><td data-label="Since">${timeHtml(l.lockedAt)}</td><td data-label="Until">${timeHtml(l.lockUntil)}</td>
 <td class="num" data-label="Left">${l.remainingMs === undefined ? '-' : l.held ? escapeHtml(formatDuration(Math.floor(l.remainingMs / 1000) * 1000 || 0)) : '0'}</td>
-${release ? `<td>${l.held ? releaseForm(l, store, input.csrf!, input) : ''}</td>` : ''}</tr>`,
+${release ? `<td>${actionForm(l, store, input, pausable)}</td>` : ''}</tr>`,
   )
   return `<table class="locks" id="${tableId}"><caption class="visually-hidden">${escapeHtml(caption)}</caption>
 <thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Held by</th><th scope="col">Since</th><th scope="col">Until</th><th scope="col">Left</th>${release ? '<th scope="col">Action</th>' : ''}</tr></thead>
 <tbody>${rows.join('\n')}</tbody></table>`
 }
 
-/** The first step of a release: it asks for a confirmation page, which posts the release itself. */
-function releaseForm(lock: LockRecord, store: number, csrf: string, input: PageInput): string {
-  return `<form method="post" action="${query({ window: input.window, q: input.filter })}" class="release">${hiddenRecord(lock, store, csrf)}<input type="hidden" name="step" value="confirm"><button type="submit" aria-label="Release ${escapeHtml(lock.name)}…">Release…</button></form>`
+/**
+ * The action of a lock's row: Resume… for a paused task, Release… for a lock a run holds, Pause…
+ * for a free task lock (where the store can take a pause). Each first asks for a confirmation
+ * page, which posts the action itself.
+ */
+function actionForm(lock: LockRecord, store: number, input: PageInput, pausable: boolean): string {
+  const paused = pauseOf(lock) !== undefined
+  const form = (step: string, label: string): string =>
+    `<form method="post" action="${query({ window: input.window, q: input.filter })}" class="release">${hiddenRecord(lock, store, input.csrf!)}<input type="hidden" name="step" value="${step}"><button type="submit" aria-label="${label} ${escapeHtml(lock.name)}…">${label}…</button></form>`
+  if (paused && pausable) return form('resume-confirm', 'Resume')
+  if (lock.held) return input.actions?.release === true ? form('confirm', 'Release') : ''
+  return pausable ? form('pause-confirm', 'Pause') : ''
 }
 
 /**
@@ -221,6 +236,9 @@ function stateBadge(task: TaskView): string {
 
 function lockCell(lock: LockRecord | undefined): string {
   if (!lock) return '<span class="muted">no record</span>'
+  const pause = pauseOf(lock)
+  if (pause)
+    return `<span class="badge paused">paused</span> ${escapeHtml(describePause(pause).replace(/^paused /, ''))}`
   if (!lock.held)
     // lockUntil of a lock not held is when it expired or was released: free since then.
     return `<span class="badge free">free</span> <span class="muted">since ${timeHtml(lock.lockUntil)}</span>`
@@ -249,7 +267,8 @@ function counts(runs: readonly RunRecord[]): string {
   return [...by].map(([outcome, n]) => `${n} ${outcome}`).join(', ')
 }
 
-function query(params: Record<string, string>): string {
+/** The page's own address with `params` as its query (empty values left out), escaped for an attribute. */
+export function query(params: Record<string, string>): string {
   const search = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== '' && v !== undefined))
   const text = search.toString()
   return text === '' ? '?' : `?${escapeHtml(text)}`

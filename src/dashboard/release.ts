@@ -1,8 +1,8 @@
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { ServerResponse } from 'node:http'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { redact } from '../core/redact.ts'
 import type { CsrfTokens } from './auth.ts'
-import { FormTooLargeError, readForm, send, sendText } from './http.ts'
+import { send, sendText } from './http.ts'
 import type { DashboardStore } from './snapshot.ts'
 
 /** The scope of the tokens of the main page's forms: they ask for a confirmation page, nothing more. */
@@ -33,47 +33,26 @@ export interface ReleaseContext {
   confirm(store: number, lock: LockRecord): Promise<string>
 }
 
-// The fields of the forms; each once: with two `lock` fields, which one was confirmed?
-const FIELDS = ['csrf', 'store', 'lock', 'lockedBy', 'lockedAt', 'step']
+/** The message of a form whose CSRF check failed. */
+export const CSRF_FAILED =
+  'shedlock dashboard: the form is stale, was used already or came from another site (CSRF check failed: a form is good once, for 5 minutes); reload the page and try again\n'
 
 /**
  * Answers a release form: its first step (`step=confirm`) with the confirmation page, its second
  * (`step=release`) by releasing the lock, if it is still in the state the page showed.
  */
-export async function postRelease(
-  request: IncomingMessage,
+export async function answerRelease(
+  form: URLSearchParams,
   response: ServerResponse,
   ctx: ReleaseContext,
 ): Promise<void> {
-  let form: URLSearchParams
-  try {
-    form = await readForm(request)
-  } catch (error) {
-    if (!(error instanceof FormTooLargeError)) throw error
-    // The rest of the body is not read: the connection cannot carry another request.
-    response.setHeader('connection', 'close')
-    return sendText(response, 413, error.message)
-  }
-  const twice = FIELDS.find((field) => form.getAll(field).length > 1)
-  if (twice !== undefined)
-    return sendText(
-      response,
-      400,
-      `shedlock dashboard: the form gives "${twice}" more than once; use the page's buttons\n`,
-    )
   const index = Number(form.get('store'))
   const name = form.get('lock') ?? ''
   const lockedBy = form.get('lockedBy') ?? ''
   const lockedAt = form.get('lockedAt') ?? ''
   const step = form.get('step') === 'release' ? 'release' : 'confirm'
   const scope = step === 'release' ? releaseScope(index, name, lockedBy, lockedAt) : CONFIRM_SCOPE
-  if (!ctx.sameOrigin || !ctx.csrf.take(ctx.who, form.get('csrf'), scope)) {
-    return sendText(
-      response,
-      403,
-      'shedlock dashboard: the form is stale, was used already or came from another site (CSRF check failed: a form is good once, for 5 minutes); reload the page and try again\n',
-    )
-  }
+  if (!ctx.sameOrigin || !ctx.csrf.take(ctx.who, form.get('csrf'), scope)) return sendText(response, 403, CSRF_FAILED)
   const store = Number.isInteger(index) ? ctx.stores[index] : undefined
   if (store === undefined || name === '') return sendText(response, 400, 'shedlock dashboard: the form names no lock\n')
   const current = await store.inspector.get(name)

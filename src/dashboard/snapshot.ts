@@ -1,5 +1,6 @@
 import { LockProviderError } from '../core/errors.ts'
 import type { LockInspector, LockRecord } from '../core/lock-inspector.ts'
+import type { LockProvider } from '../core/lock-provider.ts'
 import { redact } from '../core/redact.ts'
 import {
   healthWithLockState,
@@ -25,6 +26,13 @@ export interface DashboardStore {
   readonly inspector: LockInspector
   /** The store's run history; without it, the page shows locks only. */
   readonly runLedger?: RunLedger | undefined
+  /**
+   * The store's lock provider holding locks as `lockedBy`, for pauses (`allowPause`): a pause is
+   * the task's lock held as `paused by WHO — REASON`, e.g.
+   * `(lockedBy) => postgresLockProvider({ client, lockedBy })`. Without it, the store's tasks
+   * cannot be paused or resumed from the page.
+   */
+  readonly provider?: ((lockedBy: string) => LockProvider) | undefined
 }
 
 /** A task as the page shows it: the verdict of `shedlock status`, its lock, and its runs within the window. */

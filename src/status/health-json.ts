@@ -1,4 +1,5 @@
 import { formatDuration } from '../core/duration.ts'
+import type { TaskPause } from '../core/pause.ts'
 import type { RunRecord, TaskHealth } from '../core/run-ledger.ts'
 import type { StatusRow } from './verdict.ts'
 
@@ -30,7 +31,23 @@ export function healthJson(health: TaskHealth): Record<string, unknown> {
   }
 }
 
-/** A task of the verdict as `shedlock status --json` and /healthz print it: its health, state and maximum age (e.g. "26h", or `null`). */
-export function statusRowJson({ task, state, maxAge }: StatusRow): Record<string, unknown> {
-  return { ...healthJson(task), state, maxAge: maxAge === undefined ? null : formatDuration(maxAge) }
+/**
+ * A task of the verdict as `shedlock status --json` and /healthz print it: its health, state,
+ * maximum age (e.g. "26h", or `null`) and pause (`{ by, reason, until }`, or `null`).
+ */
+export function statusRowJson({ task, state, maxAge }: StatusRow, pause?: TaskPause): Record<string, unknown> {
+  return {
+    ...healthJson(task),
+    state,
+    maxAge: maxAge === undefined ? null : formatDuration(maxAge),
+    paused: pauseJson(pause),
+  }
+}
+
+/** A pause as `--json` outputs and `/healthz` give it: `{ by, reason, until }`, `null` for none. */
+export function pauseJson(
+  pause: TaskPause | undefined,
+): { by: string; reason: string | null; until: string | null } | null {
+  if (!pause) return null
+  return { by: pause.by, reason: pause.reason ?? null, until: pause.until ? pause.until.toISOString() : null }
 }

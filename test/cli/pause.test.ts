@@ -103,6 +103,9 @@ function pauseCases(store: () => Store): void {
     const status = await cli(['status', ...(store().historyArgs ?? store().args)])
     expect(status.stdout).toMatch(new RegExp(`^${name} +paused by bob \\(maintenance\\) until \\S+ `, 'm'))
     expect(status.stdout).toMatch(/, \d+ paused; now /)
+    const json = await cli(['status', '--json', ...(store().historyArgs ?? store().args)])
+    const row = JSON.parse(json.stdout).tasks.find((task: { name: string }) => task.name === name)
+    expect(row.paused).toEqual({ by: 'bob', reason: 'maintenance', until: expect.stringMatching(/^\d{4}-/) })
     expect((await resume(name)).code).toBe(0)
   })
 

@@ -3,7 +3,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtensibleLock, LockConfigurationError, lockConfiguration, type SimpleLock } from '../../src/index.ts'
+import {
+  createLockingTaskExecutor,
+  type ExtensibleLock,
+  LockConfigurationError,
+  lockConfiguration,
+  type SimpleLock,
+} from '../../src/index.ts'
 import { createDashboard, type RunningDashboard, startDashboard } from '../../src/dashboard/index.ts'
 import { loadSqliteDriver, type SqliteConnection } from '../../src/providers/sqlite/driver.ts'
 import {
@@ -147,6 +153,88 @@ describe('dashboard handler', () => {
       ])
     } finally {
       await dashboard.close()
+    }
+  })
+
+  it('pauses and resumes a task with allowPause, each behind a confirmation and a single-use token, never a running one', async () => {
+    const provider = (lockedBy: string) => sqliteLockProvider({ database: db, lockedBy })
+    const pausable = [{ ...stores[0]!, provider }]
+    expect(() => createDashboard({ stores, allowPause: true })).toThrow(/allowPause needs a store with a provider/)
+    // A task that ran once (its lock free now), and one that is running.
+    await (await provider('node-a').lock(lockConfiguration({ name: 'nightly', lockAtMostFor: '1m' })))!.unlock()
+    const busy = await provider('node-b').lock(lockConfiguration({ name: 'busy', lockAtMostFor: '10m' }))
+    const audit: string[] = []
+    const dashboard = await running({ stores: pausable, allowPause: true, audit: (line) => audit.push(line) })
+    const post = async (fields: Record<string, string>) =>
+      (await fetch(dashboard.url, { method: 'POST', body: new URLSearchParams({ store: '0', ...fields }) })).text()
+    const csrfOf = (page: string) => /name="csrf" value="([^"]+)"/.exec(page)![1]!
+    try {
+      const page = await (await fetch(dashboard.url)).text()
+      expect(page).toContain('aria-label="Pause nightly…"')
+      expect(page).not.toContain('aria-label="Pause busy…"')
+      expect(page, 'releasing is off').not.toContain('Release…')
+      expect(await post({ csrf: csrfOf(page), lock: 'busy', step: 'pause-confirm' })).toContain(
+        'Task &quot;busy&quot; is running',
+      )
+      const confirm = await post({
+        csrf: csrfOf(await (await fetch(dashboard.url)).text()),
+        lock: 'nightly',
+        step: 'pause-confirm',
+      })
+      expect(confirm).toContain('Pause task “nightly”?')
+      const pauseForm = { csrf: csrfOf(confirm), lock: 'nightly', step: 'pause', for: '1h', reason: 'deploy freeze' }
+      expect(await post(pauseForm)).toContain('Paused task &quot;nightly&quot; for 1h')
+      expect(await post(pauseForm), 'a token is good once').toContain('CSRF check failed')
+      const record = await stores[0]!.inspector.get('nightly')
+      expect(record?.lockedBy).toMatch(/^paused by anonymous@127\.0\.0\.1 — deploy freeze/)
+      const executor = createLockingTaskExecutor(provider('node-c'))
+      expect(await executor.executeWithLock(() => undefined, { name: 'nightly', lockAtMostFor: '1m' })).toEqual({
+        executed: false,
+        reason: 'paused',
+      })
+      const paused = await (await fetch(dashboard.url)).text()
+      expect(paused).toContain('<span class="badge paused">paused</span>')
+      const resume = await post({
+        csrf: csrfOf(paused),
+        lock: 'nightly',
+        lockedBy: record!.lockedBy!,
+        lockedAt: record!.lockedAt!.toISOString(),
+        step: 'resume-confirm',
+      })
+      expect(resume).toContain('Resume task “nightly”?')
+      const resumeFields = Object.fromEntries(
+        [...resume.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!]),
+      )
+      expect(
+        await post({ ...resumeFields, lockedAt: new Date(0).toISOString() }),
+        'the scope names the pause',
+      ).toContain('CSRF check failed')
+      const fresh = await post({
+        csrf: csrfOf(await (await fetch(dashboard.url)).text()),
+        lock: 'nightly',
+        lockedBy: record!.lockedBy!,
+        lockedAt: record!.lockedAt!.toISOString(),
+        step: 'resume-confirm',
+      })
+      const fields = Object.fromEntries(
+        [...fresh.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!]),
+      )
+      expect(await post(fields)).toContain('Resumed task &quot;nightly&quot;')
+      expect((await stores[0]!.inspector.get('nightly'))?.held).toBe(false)
+      expect((await executor.executeWithLock(() => undefined, { name: 'nightly', lockAtMostFor: '1m' })).executed).toBe(
+        true,
+      )
+      expect(audit).toEqual([
+        expect.stringMatching(
+          /anonymous@127\.0\.0\.1 paused task "nightly" of sqlite:\/\/app:\*\*\*@host\/locks for 1h \(deploy freeze\)$/,
+        ),
+        expect.stringMatching(
+          /anonymous@127\.0\.0\.1 resumed task "nightly" of .* \(paused by anonymous@127\.0\.0\.1\)$/,
+        ),
+      ])
+    } finally {
+      await dashboard.close()
+      await busy?.unlock()
     }
   })
 })
