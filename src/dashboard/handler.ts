@@ -15,6 +15,7 @@ import { type PageInput, renderConfirm, renderMain, renderPage } from './page.ts
 import { postAction } from './actions.ts'
 import { CONFIRM_SCOPE, releaseScope } from './release.ts'
 import { type DashboardStore, readStore, type StoreSnapshot } from './snapshot.ts'
+import { readTask, renderTaskMain, taskQueryOf } from './task-page.ts'
 import { type DashboardWindow, readSpanMs, windowMs, windowOf } from './window.ts'
 
 /** Options of {@link createDashboard}. */
@@ -338,6 +339,15 @@ async function serve(
     })
   }
   if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(response, 'GET, HEAD, POST')
+  const task = taskQueryOf(url.searchParams)
+  if (task) {
+    const store = settings.stores[task.store]
+    if (store === undefined) return sendText(response, 404, `shedlock dashboard: no store ${task.store} on this page\n`)
+    const main = renderTaskMain(input([], undefined), task, await readTask(store, task.name))
+    if (url.searchParams.get('fragment') === 'main') return send(response, 200, 'text/html; charset=utf-8', main, nonce)
+    const title = `${task.name} · ${settings.title}`
+    return send(response, 200, 'text/html; charset=utf-8', renderPage({ ...input([], undefined), title }, main), nonce)
+  }
   const page = input(await read(), pageToken())
   if (url.searchParams.get('fragment') === 'main')
     return send(response, 200, 'text/html; charset=utf-8', renderMain(page), nonce)

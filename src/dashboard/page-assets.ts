@@ -14,6 +14,7 @@ thead th{background:#f6f8fa;font-weight:600}td.num{text-align:right}
 .s-ok,.o-ok{background:#dafbe1;color:#116329}.s-failing,.o-failed{background:#ffebe9;color:#a40e26}.s-stale{background:#a40e26;color:#fff}
 .o-lock-lost{background:#fff1e5;color:#953800}.o-running{background:#ddf4ff;color:#0550ae}.o-skipped{background:#eaeef2;color:#424a53}
 .held{background:#fff8c5}.badge.held{color:#7d4e00}.badge.free{background:#eaeef2;color:#424a53}.badge.paused{background:#ddf4ff;color:#0a3069}
+.durations{display:block;width:100%;height:120px;border:1px solid #d0d7de;border-radius:6px;background:#fff}.bar.o-ok{fill:#2da44e}.bar.o-failed{fill:#cf222e}.bar.o-skipped{fill:#8c959f}.bar.o-running{fill:#0969da}.bar.o-abandoned{fill:#bc4c00}
 tr.held{background:none}tr.expired th,tr.expired td{color:#57606a}
 figure{margin:8px 0 14px}figcaption{font-weight:600;margin-bottom:2px}
 svg.timeline{display:block;border:1px solid #d0d7de;border-radius:6px;background:#fff;max-width:100%}
@@ -30,10 +31,10 @@ footer{margin-top:24px;color:#57606a;font-size:12px}
 input[type=search]{max-width:100%}
 @media (max-width:720px){
 body{padding:0 10px 24px;overflow-wrap:anywhere}
-table.tasks,table.locks,table.tasks>tbody,table.locks>tbody,table.tasks tr,table.locks tr,table.tasks td,table.tasks th,table.locks td,table.locks th{display:block}
-table.tasks>thead,table.locks>thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-table.tasks>tbody>tr,table.locks>tbody>tr{border:1px solid #d0d7de;border-radius:6px;margin:8px 0;padding:6px 10px}
-table.tasks th,table.tasks td,table.locks th,table.locks td{border:0;padding:2px 0}
+table.tasks,table.locks,table.runs,table.tasks>tbody,table.locks>tbody,table.runs>tbody,table.tasks tr,table.locks tr,table.runs tr,table.tasks td,table.tasks th,table.locks td,table.locks th,table.runs td,table.runs th{display:block}
+table.tasks>thead,table.locks>thead,table.runs>thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+table.tasks>tbody>tr,table.locks>tbody>tr,table.runs>tbody>tr{border:1px solid #d0d7de;border-radius:6px;margin:8px 0;padding:6px 10px}
+table.tasks th,table.tasks td,table.locks th,table.locks td,table.runs th,table.runs td{border:0;padding:2px 0}
 td[data-label]::before{content:attr(data-label) ": ";color:#57606a;font-weight:600}
 td.num{text-align:left}
 svg.timeline .minor{display:none}

@@ -85,7 +85,7 @@ function renderStore(store: StoreSnapshot, index: number, input: PageInput): str
 <h2 id="${id}">${escapeHtml(store.label)}</h2>
 <p class="muted">Now ${timeHtml(store.now)} on ${escapeHtml(store.clock)}.</p>
 ${store.errors.map(errorHtml).join('\n')}
-${renderTasks(store, id)}
+${renderTasks(store, id, index)}
 ${renderTimelines(store, id, input)}
 ${renderLocks(store, index, id, input)}
 </section>`
@@ -97,7 +97,7 @@ function errorHtml(error: string): string {
   return `<div class="error" role="alert"><p>${escapeHtml(first!)}</p>${rest.length > 0 ? `<pre>${escapeHtml(rest.join('\n'))}</pre>` : ''}</div>`
 }
 
-function renderTasks(store: StoreSnapshot, id: string): string {
+function renderTasks(store: StoreSnapshot, id: string, index: number): string {
   // A store that could not be read is its error panel, not a store without history.
   if (store.tasks === undefined && store.errors.length > 0) return ''
   if (store.tasks === undefined)
@@ -108,7 +108,7 @@ function renderTasks(store: StoreSnapshot, id: string): string {
     const last = task.task.lastRun
     const failure = task.task.lastFailure
     return `<tr class="task state-${task.state}" data-task="${escapeHtml(task.task.name)}" data-state="${task.state}">
-<th scope="row"><a href="#${id}-timeline-${slug(task.task.name)}">${escapeHtml(task.task.name)}</a></th>
+<th scope="row"><a href="${query({ task: task.task.name, store: String(index) })}">${escapeHtml(task.task.name)}</a> <a class="muted" href="#${id}-timeline-${slug(task.task.name)}" aria-label="Timeline of ${escapeHtml(task.task.name)}">timeline</a></th>
 <td data-label="State">${stateBadge(task)}</td>
 <td data-label="Lock">${lockCell(task.lock)}</td>
 <td data-label="Last run">${last ? `${outcomeBadge(last)} ${timeHtml(last.startedAt)}<br><span class="muted">on ${escapeHtml(last.node)}${durationOf(last)}</span>${skippedWhy(last, task)}` : '<span class="muted">never</span>'}</td>
@@ -234,7 +234,8 @@ function stateBadge(task: TaskView): string {
   return `<span class="badge s-${task.state}">${words}</span>${max}`
 }
 
-function lockCell(lock: LockRecord | undefined): string {
+/** A task's lock in a cell: paused (by whom, why, until), held (by whom, since, until), free, or no record. */
+export function lockCell(lock: LockRecord | undefined): string {
   if (!lock) return '<span class="muted">no record</span>'
   const pause = pauseOf(lock)
   if (pause)
@@ -251,7 +252,8 @@ function skippedWhy(run: RunRecord, task: TaskView): string {
   return `<br><span class="muted why">${escapeHtml(markOf(run, task.runs).why)}</span>`
 }
 
-function outcomeBadge(run: RunRecord): string {
+/** A run's outcome as a coloured badge. */
+export function outcomeBadge(run: RunRecord): string {
   return `<span class="badge o-${run.outcome}">${run.outcome}</span>`
 }
 

@@ -150,7 +150,7 @@ export function isCatchUpMarker(record: LockRecord): boolean {
 
 // Ledger rows come from any writer (another version, Java's ShedLock, a hand-made INSERT), some
 // of which may not have masked what they stored: the page and /healthz mask them again.
-function maskRun(run: RunRecord): RunRecord {
+export function maskRun(run: RunRecord): RunRecord {
   const error = run.error && { type: redact(run.error.type), message: redact(run.error.message) }
   return { ...run, node: redact(run.node), error }
 }

@@ -89,6 +89,10 @@ describe.skipIf(!CHROMIUM)('the dashboard on a phone and on a laptop', () => {
   async function screenshot(page: Page, name: string): Promise<void> {
     mkdirSync(ARTEFACTS, { recursive: true })
     await page.screenshot({ path: join(ARTEFACTS, `${name}.png`), fullPage: true })
+    if (process.env.SHEDLOCK_UPDATE_SCREENSHOTS === '1' && name === 'dashboard-task-phone') {
+      mkdirSync(DOCS_IMAGES, { recursive: true })
+      await page.screenshot({ path: join(DOCS_IMAGES, `${name}.png`), fullPage: true })
+    }
     if (process.env.SHEDLOCK_UPDATE_SCREENSHOTS === '1' && name === 'dashboard-phone') {
       // docs/ ships in the package: the first store down to its timelines is enough to show.
       const end = await page.locator('section.store').first().locator('figure').last().boundingBox()
@@ -122,6 +126,29 @@ describe.skipIf(!CHROMIUM)('the dashboard on a phone and on a laptop', () => {
         if (path === '') await screenshot(page, name)
         await page.context().close()
       }
+    })
+  }
+
+  for (const width of [390, 1366]) {
+    it(`a task's page at ${width} px: reached from the task's name, no sideways scroll, its chart and runs shown`, async () => {
+      const page = await open(width)
+      await page.locator('tr.task[data-task="billing"] th a').first().click()
+      await page.waitForSelector('table.runs')
+      expect(new URL(page.url()).searchParams.get('task')).toBe('billing')
+      expect(await page.evaluate<boolean>('document.scrollingElement.scrollWidth <= innerWidth')).toBe(true)
+      const chart = await page.locator('svg.durations').boundingBox()
+      expect(chart!.width, 'the durations chart fits the page').toBeLessThanOrEqual(width)
+      expect(chart!.height).toBeGreaterThan(50)
+      expect(await page.locator('table.runs tbody tr').count()).toBeGreaterThan(0)
+      await page.selectOption('#f-outcome', 'failed')
+      await page.locator('form.filter button').click()
+      await page.waitForURL(/outcome=failed/)
+      const outcomes = await page
+        .locator('table.runs tbody tr')
+        .evaluateAll((rows) => rows.map((row) => row.getAttribute('data-outcome')))
+      expect(new Set(outcomes)).toEqual(new Set(['failed']))
+      await screenshot(page, width === 390 ? 'dashboard-task-phone' : 'dashboard-task-laptop')
+      await page.context().close()
     })
   }
 

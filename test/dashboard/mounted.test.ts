@@ -145,11 +145,23 @@ describe.skipIf(!CHROMIUM)('the dashboard mounted under a prefix', () => {
           if (new URL(link).pathname.endsWith('/healthz')) {
             expect(type, link).toMatch(/^application\/json/)
             expect(((await response.json()) as { stores: unknown[] }).stores).toHaveLength(1)
+          } else if (new URL(link).searchParams.has('task')) {
+            expect(response.status, link).toBe(200)
+            expect(await response.text(), link).toContain('Task “job”')
           } else {
             expect(response.status, link).toBe(200)
             expect(await response.text(), link).toContain('<h2 id="store-0">locks</h2>')
           }
         }
+        // The task's page: its links and its filter form stay under the prefix too.
+        const taskLink = links.find((link) => new URL(link).searchParams.has('task'))
+        expect(taskLink, 'the task links to its page').toBeDefined()
+        const taskPage = await context.newPage()
+        await taskPage.goto(taskLink!)
+        const onTaskPage = await targets(taskPage)
+        for (const target of [...onTaskPage.links, ...onTaskPage.forms.map((f) => f.action)])
+          expect(underPrefix(origin, target), `${target} from the task page`).toBe(true)
+        await taskPage.close()
         await page.locator('a', { hasText: 'healthz' }).click()
         expect(new URL(page.url()).pathname).toBe(`${PREFIX}/healthz`)
         await page.goBack()
