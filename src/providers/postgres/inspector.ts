@@ -46,6 +46,7 @@ export function postgresLockInspector(options: PostgresLockInspectorOptions): Lo
     query: async (sql, params) => (await client.query(numbered(sql), [...params])).rows,
     execute: async (sql, params) => (await client.query(numbered(sql), [...params])).rowCount ?? 0,
     dbNow: () => DB_NOW,
+    releasedUntil: (now) => `date_trunc('milliseconds', ${now})`,
     nowMs: () => DB_NOW_MS,
     epochMs,
     text: (column) => `${column}::text`,

@@ -20,6 +20,13 @@ export interface SqlInspectorDialect {
   execute(sql: string, params: readonly unknown[]): Promise<number>
   /** An expression of the now the provider compares `lock_until` with, in the lock columns' format. */
   dbNow(): Promise<string> | string
+  /**
+   * Optional: the `lock_until` a force-release writes, from the expression of now. Default: now
+   * itself. A store whose now has microseconds truncates it to the millisecond: an app-time node
+   * compares with its millisecond clock, and would find the lock held for the rest of the
+   * millisecond of the release.
+   */
+  releasedUntil?(now: string): string
   /** An expression of that now as epoch milliseconds (a number). */
   nowMs(): Promise<string> | string
   /** An expression of a lock timestamp column as epoch milliseconds (a number). */
@@ -123,7 +130,7 @@ export function sqlLockInspector(dialect: SqlInspectorDialect): LockInspector {
         const params = [lockName, ...same.flatMap(([, param]) => param)]
         return (
           (await dialect.execute(
-            `UPDATE ${t.table} SET ${lockUntil} = ${now}, ${lockedBy} = '${RELEASED_BY}' WHERE ${where}`,
+            `UPDATE ${t.table} SET ${lockUntil} = ${dialect.releasedUntil?.(now) ?? now}, ${lockedBy} = '${RELEASED_BY}' WHERE ${where}`,
             params,
           )) > 0
         )
