@@ -39,9 +39,9 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
   let browser: Browser
   const consoleErrors: string[] = []
 
-  async function openPage(path = '', options: { javaScriptEnabled?: boolean } = {}): Promise<Page> {
+  async function openPage(path = '', options: { javaScriptEnabled?: boolean; width?: number } = {}): Promise<Page> {
     const context = await browser.newContext({
-      viewport: { width: 1280, height: 900 },
+      viewport: { width: options.width ?? 1280, height: 900 },
       javaScriptEnabled: options.javaScriptEnabled ?? true,
       timezoneId: 'Europe/Paris',
     })
@@ -80,6 +80,7 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
         '--stale',
         '26h',
         '--allow-release',
+        '--allow-pause',
         '--refresh',
         '0',
       ],
@@ -271,5 +272,43 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     expect((await cli(['status', '--url', `sqlite:${second.file}`, '--stale', '26h'], { cwd: dir })).code).toBe(0)
     healthy.child.kill('SIGTERM')
     expect((await healthy.exited).code).toBe(0)
+  })
+  it("pauses and resumes a task from the page, at a phone's width, each confirmed and audited", async () => {
+    const page = await openPage('', { width: 390 })
+    const row = () => page.locator('#store-0-locks tr[data-lock="billing"]')
+    await row().locator('button', { hasText: 'Pause…' }).click()
+    await page.waitForSelector('button.danger')
+    expect(await page.locator('main h2').innerText()).toBe('Pause task “billing”?')
+    expect(await page.evaluate<boolean>('document.scrollingElement.scrollWidth <= innerWidth')).toBe(true)
+    await page.locator('#pause-for').fill('1h')
+    await page.locator('#pause-reason').fill('deploy freeze')
+    await page.locator('button.danger').click()
+    await page.waitForSelector('.notice')
+    expect(await page.locator('.notice').innerText()).toBe(
+      'Paused task "billing" for 1h: every node skips it until then.',
+    )
+    expect((await main.inspector.get('billing'))?.lockedBy).toMatch(
+      /^paused by anonymous@127\.0\.0\.1 — deploy freeze:/,
+    )
+    expect(await row().locator('.badge.paused').count()).toBe(1)
+    expect(await page.locator('tr.task[data-task="billing"] .badge.paused').innerText()).toBe('paused')
+
+    await row().locator('button', { hasText: 'Resume…' }).click()
+    await page.waitForSelector('button.danger')
+    expect(await page.locator('main h2').innerText()).toBe('Resume task “billing”?')
+    await page.locator('button.danger').click()
+    await page.waitForSelector('.notice')
+    expect(await page.locator('.notice').innerText()).toBe(
+      'Resumed task "billing" (was paused by anonymous@127.0.0.1).',
+    )
+    expect((await main.inspector.get('billing'))?.held).toBe(false)
+    expect(server.stderr()).toMatch(
+      /anonymous@127\.0\.0\.1 paused task "billing" of SQLite .* for 1h \(deploy freeze\)/,
+    )
+    expect(server.stderr()).toMatch(
+      /anonymous@127\.0\.0\.1 resumed task "billing" of SQLite .* \(paused by anonymous@127\.0\.0\.1\)/,
+    )
+    expect(consoleErrors).toEqual([])
+    await page.context().close()
   })
 })
