@@ -15,6 +15,9 @@ import { CONFIRM_SCOPE, CSRF_FAILED, type ReleaseContext } from './release.ts'
 // (status/pause-control.ts), each behind a confirmation page whose token is good for that one
 // action, with an audit line.
 
+// C0 controls, DEL and C1 controls.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g
+
 /** The scope of a pause confirmation's token: a pause of this task of this store, nothing else. */
 export function pauseScope(store: number, lock: string): string {
   return JSON.stringify(['pause', store, lock])
@@ -95,7 +98,8 @@ async function pause(
   label: string,
 ): Promise<string> {
   const forText = (form.get('for') ?? '').trim()
-  const reason = (form.get('reason') ?? '').trim() || undefined
+  // Control characters would forge lines of the audit log (and of `history` in a terminal).
+  const reason = (form.get('reason') ?? '').replace(CONTROL, ' ').trim() || undefined
   let forMs: number | undefined
   try {
     forMs = forText === '' ? undefined : parseDuration(forText)
@@ -107,7 +111,7 @@ async function pause(
     if (result === 'already-paused') return `Task "${name}" is already paused by ${pause.by}: left as it is.`
     const span = forMs === undefined ? 'until resumed' : `for ${formatDuration(forMs)}`
     ctx.audit(
-      `shedlock dashboard: ${new Date().toISOString()} ${ctx.who} paused task "${name}" of ${label} ${span}${reason ? ` (${reason})` : ''}`,
+      `shedlock dashboard: ${new Date().toISOString()} ${ctx.who} paused task ${JSON.stringify(name)} of ${label} ${span}${reason ? ` (${reason})` : ''}`,
     )
     return `Paused task "${name}" ${span}: every node skips it until then.`
   } catch (error) {
@@ -122,7 +126,7 @@ async function resume(ctx: PauseContext, inspector: LockInspector, name: string,
     const { result, pause } = await endPause(inspector, name)
     if (result === 'not-paused') return `Task "${name}" is not paused: nothing to resume.`
     ctx.audit(
-      `shedlock dashboard: ${new Date().toISOString()} ${ctx.who} resumed task "${name}" of ${label} (paused by ${pause!.by})`,
+      `shedlock dashboard: ${new Date().toISOString()} ${ctx.who} resumed task ${JSON.stringify(name)} of ${label} (paused by ${JSON.stringify(pause!.by).slice(1, -1)})`,
     )
     return `Resumed task "${name}" (was paused by ${pause!.by}).`
   } catch (error) {

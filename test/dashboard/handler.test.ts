@@ -182,7 +182,8 @@ describe('dashboard handler', () => {
         step: 'pause-confirm',
       })
       expect(confirm).toContain('Pause task “nightly”?')
-      const pauseForm = { csrf: csrfOf(confirm), lock: 'nightly', step: 'pause', for: '1h', reason: 'deploy freeze' }
+      // A newline in the reason would forge an audit line: it becomes a space.
+      const pauseForm = { csrf: csrfOf(confirm), lock: 'nightly', step: 'pause', for: '1h', reason: 'deploy\nfreeze' }
       expect(await post(pauseForm)).toContain('Paused task &quot;nightly&quot; for 1h')
       expect(await post(pauseForm), 'a token is good once').toContain('CSRF check failed')
       const record = await stores[0]!.inspector.get('nightly')
