@@ -172,16 +172,16 @@ function lockTable(
   if (locks.length === 0) return `<p class="muted" id="${tableId}">None.</p>`
   const actions = input.csrf === undefined ? undefined : input.actions
   const pausable = tasks && actions?.pause[store] === true
-  const release = actions?.release === true || pausable
+  const actionColumn = actions?.release === true || pausable
   const rows = locks.map(
     (l) => `<tr class="${l.held ? 'held' : 'expired'}" data-lock="${escapeHtml(l.name)}" data-held="${l.held}">
 <th scope="row">${escapeHtml(l.name)}</th><td data-label="State">${l.held ? (pauseOf(l) ? '<span class="badge paused">paused</span>' : '<span class="badge held">held</span>') : '<span class="badge free">expired</span>'}</td>
 <td data-label="Held by">${escapeHtml(l.lockedBy ?? '-')}</td><td data-label="Since">${timeHtml(l.lockedAt)}</td><td data-label="Until">${timeHtml(l.lockUntil)}</td>
 <td class="num" data-label="Left">${l.remainingMs === undefined ? '-' : l.held ? escapeHtml(formatDuration(Math.floor(l.remainingMs / 1000) * 1000 || 0)) : '0'}</td>
-${release ? `<td>${actionForm(l, store, input, pausable)}</td>` : ''}</tr>`,
+${actionColumn ? `<td>${actionForm(l, store, input, pausable)}</td>` : ''}</tr>`,
   )
   return `<table class="locks" id="${tableId}"><caption class="visually-hidden">${escapeHtml(caption)}</caption>
-<thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Held by</th><th scope="col">Since</th><th scope="col">Until</th><th scope="col">Left</th>${release ? '<th scope="col">Action</th>' : ''}</tr></thead>
+<thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Held by</th><th scope="col">Since</th><th scope="col">Until</th><th scope="col">Left</th>${actionColumn ? '<th scope="col">Action</th>' : ''}</tr></thead>
 <tbody>${rows.join('\n')}</tbody></table>`
 }
 
