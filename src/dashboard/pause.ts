@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http'
 import { formatDuration, parseDuration } from '../core/duration.ts'
-import { LockConfigurationError } from '../core/errors.ts'
 import type { LockInspector } from '../core/lock-inspector.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import { pauseHolder, pauseOf } from '../core/pause.ts'
@@ -115,9 +114,11 @@ async function pause(
     )
     return `Paused task "${name}" ${span}: every node skips it until then.`
   } catch (error) {
-    if (error instanceof LockConfigurationError) return `Task "${name}" was not paused: ${error.message}`
-    if (!(error instanceof PauseRefused)) throw error
-    return error.why === 'held-by-run' ? heldNotice(name, error.record?.lockedBy) : `${error.message}.`
+    if (error instanceof PauseRefused)
+      return error.why === 'held-by-run' ? heldNotice(name, error.record?.lockedBy) : `${error.message}.`
+    // A duration the store cannot hold, a store that cannot hold a pause (NATS, ZooKeeper,
+    // memcached), a store that failed: said on the page, as the command says it.
+    return `Task "${name}" was not paused: ${redact(messageOf(error))}`
   }
 }
 
@@ -130,8 +131,8 @@ async function resume(ctx: PauseContext, inspector: LockInspector, name: string,
     )
     return `Resumed task "${name}" (was paused by ${pause!.by}).`
   } catch (error) {
-    if (!(error instanceof PauseRefused)) throw error
-    return `Task "${name}" changed meanwhile: nothing was resumed.`
+    if (error instanceof PauseRefused) return `Task "${name}" changed meanwhile: nothing was resumed.`
+    return `Task "${name}" was not resumed: ${redact(messageOf(error))}`
   }
 }
 
@@ -155,4 +156,8 @@ function renderPauseConfirm(input: PageInput, label: string, name: string, store
 function confirmForm(input: PageInput, hidden: string, step: string, label: string): string {
   return `<form method="post" action="${query({ window: input.window, q: input.filter })}">${hidden}<input type="hidden" name="step" value="${step}">
 <button type="submit" class="danger" autofocus>${label}</button> <a href="${query({ window: input.window, q: input.filter })}">Cancel</a></form>`
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
 }

@@ -238,6 +238,31 @@ describe('dashboard handler', () => {
       await busy?.unlock()
     }
   })
+  it('says on the page, not as a 500, when a store cannot hold a pause', async () => {
+    const refusing = [
+      {
+        ...stores[0]!,
+        provider: (): never => {
+          throw new Error('memcached cannot hold a pause: its locks keep no holder name')
+        },
+      },
+    ]
+    const dashboard = await running({ stores: refusing, allowPause: true })
+    try {
+      const post = async (fields: Record<string, string>) =>
+        fetch(dashboard.url, { method: 'POST', body: new URLSearchParams({ store: '0', lock: 'weekly', ...fields }) })
+      const csrf = /name="csrf" value="([^"]+)"/.exec(await (await fetch(dashboard.url)).text())![1]!
+      const confirm = await (await post({ csrf, step: 'pause-confirm' })).text()
+      const token = /name="csrf" value="([^"]+)"/.exec(confirm)![1]!
+      const paused = await post({ csrf: token, step: 'pause', for: '', reason: '' })
+      expect(paused.status).toBe(200)
+      expect(await paused.text()).toContain(
+        'Task &quot;weekly&quot; was not paused: memcached cannot hold a pause: its locks keep no holder name',
+      )
+    } finally {
+      await dashboard.close()
+    }
+  })
 })
 
 /**
