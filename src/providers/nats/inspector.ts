@@ -87,12 +87,12 @@ const MARKER_AGE_MS = 30 * 60_000
  *
  * `list()` enumerates the bucket's keys (`kv.keys()`, an ordered consumer: the connection's user
  * needs permission to create consumers on the bucket's stream) and reads each entry; keys written
- * while it runs may be missed. A listing that delivers nothing for 5 s is
- * stopped and the call rejects with `LockProviderError`: such a consumer was seen to stall while
- * other nodes wrote the bucket, and an owed-slot drain waiting on it would hold the task's lock. A force-release deletes the key at the revision read (a delete
- * marker, as the provider's own release leaves): the lock is free at once, and the holder's
- * release or extension, conditional on the revision it wrote, fails and changes nothing. Given a
- * record, it deletes at the revision read only: an entry keeps no holder and no time it was
+ * while it runs may be missed. A listing that delivers nothing for 5 s is stopped and the call
+ * rejects with `LockProviderError`: such a consumer was seen to stall while other nodes wrote the
+ * bucket, and an owed-slot drain waiting on it would hold the task's lock. A force-release deletes
+ * the key at the revision read (a delete marker, as the provider's own release leaves): the lock
+ * is free at once, and the holder's release or extension, conditional on the revision it wrote,
+ * fails and changes nothing. Given a record, it deletes at the revision read only: an entry keeps no holder and no time it was
  * taken, so a write by the holder (an extension, a lease's renewal) cannot be told from another
  * node's acquisition, and after either the record releases nothing (`false`); read the lock
  * again, or release it by name. Reads may come from a stale replica (direct get): a release at a
