@@ -92,12 +92,12 @@ const MARKER_AGE_MS = 30 * 60_000
  * bucket, and an owed-slot drain waiting on it would hold the task's lock. A force-release deletes
  * the key at the revision read (a delete marker, as the provider's own release leaves): the lock
  * is free at once, and the holder's release or extension, conditional on the revision it wrote,
- * fails and changes nothing. Given a record, it deletes at the revision read only: an entry keeps no holder and no time it was
- * taken, so a write by the holder (an extension, a lease's renewal) cannot be told from another
- * node's acquisition, and after either the record releases nothing (`false`); read the lock
- * again, or release it by name. Reads may come from a stale replica (direct get): a release at a
- * revision that is no longer the last changes nothing and resolves to `false`, and a release by
- * name then reads again (three attempts in all).
+ * fails and changes nothing. Given a record, it deletes at the revision read only: an entry keeps
+ * no holder and no time it was taken, so a write by the holder (an extension, a lease's renewal)
+ * cannot be told from another node's acquisition, and after either the record releases nothing
+ * (`false`); read the lock again, or release it by name. Reads may come from a stale replica
+ * (direct get): a release at a revision that is no longer the last changes nothing and resolves to
+ * `false`, and a release by name then reads again (three attempts in all).
  *
  * `removeExpired()` deletes each expired entry of the selection at the revision read (leaving a
  * delete marker; an entry another node wrote since is kept), then purges the selection's delete
