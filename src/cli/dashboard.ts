@@ -9,8 +9,8 @@ import { parseStoreUrl, storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
                           [--port N] [--host ADDR] [--stale [NAME=]AGE]...
-                          [--public-url URL]... [--allow-release] [--allow-pause] [--refresh S]
-                          [--window W]
+                          [--public-url URL]... [--allow-release]
+                          [--allow-pause] [--refresh S] [--window W]
 
 Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
 lock (held by whom, since, until), last run, last success, last failure and

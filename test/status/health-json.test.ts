@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { RunRecord } from '../../src/core/run-ledger.ts'
-import { healthJson, runJson, statusRowJson } from '../../src/status/health-json.ts'
+import { healthJson, pauseJson, runJson, statusRowJson } from '../../src/status/health-json.ts'
 
 const run: RunRecord = {
   id: 'r1',
@@ -47,7 +47,7 @@ describe('health JSON', () => {
     })
   })
 
-  it('a row of the verdict: the health, then its state and maximum age, in the order status --json prints them', () => {
+  it('a row of the verdict: the health, then its state, maximum age and pause, in the order status --json prints them', () => {
     const task = { name: 'report', lastRun: run, lastSuccess: undefined, lastFailure: run, consecutiveFailures: 1 }
     expect(healthJson(task)).toEqual({
       name: 'report',
@@ -57,7 +57,20 @@ describe('health JSON', () => {
       consecutiveFailures: 1,
     })
     const row = statusRowJson({ task, state: 'stale', maxAge: 93_600_000 })
-    expect(JSON.stringify(row)).toBe(JSON.stringify({ ...healthJson(task), state: 'stale', maxAge: '26h' }))
+    expect(JSON.stringify(row)).toBe(
+      JSON.stringify({ ...healthJson(task), state: 'stale', maxAge: '26h', paused: null }),
+    )
     expect(statusRowJson({ task, state: 'failing', maxAge: undefined })).toMatchObject({ maxAge: null })
+    const pause = { by: 'alice', reason: 'deploy', until: new Date(Date.UTC(2030, 0, 1)) }
+    expect(statusRowJson({ task, state: 'ok', maxAge: undefined }, pause).paused).toEqual({
+      by: 'alice',
+      reason: 'deploy',
+      until: '2030-01-01T00:00:00.000Z',
+    })
+    expect(pauseJson({ by: 'bob', reason: undefined, until: undefined })).toEqual({
+      by: 'bob',
+      reason: null,
+      until: null,
+    })
   })
 })

@@ -1,6 +1,7 @@
 // The Spanner emulator for the spanner tests: a database of its own per test file, with the lock
 // tables the tests use, in Java ShedLock's DDL. Import before any Google client is made.
 import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Database, Spanner } from '@google-cloud/spanner'
 import { SPANNER_TEST_INSTANCE, spannerOrSkip } from '../../helpers/google-emulators.ts'
 import { spannerSchema } from '../../../src/providers/spanner/index.ts'
@@ -39,4 +40,20 @@ export async function newDatabase(spanner: Spanner, extra: string[] = []): Promi
   })
   await operation.promise()
   return database
+}
+
+/**
+ * Drops `database` once no transaction of this process holds one of its sessions, for at most
+ * 15 s, then closes `spanner`. A transaction still retrying (the emulator aborts all but one
+ * read-write transaction at a time, and the client retries past a provider's timeout) or a late
+ * acquisition's give-back would otherwise end after the pool was torn down, and the client then
+ * throws "Unable to release unknown resource" from an event handler, failing the run.
+ */
+export async function dropWhenIdle(spanner: Spanner, database: Database | undefined): Promise<void> {
+  // `pool_.borrowed`: the sessions lent to transactions under way (not a typed API).
+  const pool = (database as unknown as { pool_?: { borrowed?: number } } | undefined)?.pool_
+  const until = Date.now() + 15_000
+  while ((pool?.borrowed ?? 0) > 0 && Date.now() < until) await sleep(100)
+  await database?.delete().catch(() => undefined)
+  spanner.close()
 }

@@ -10,7 +10,7 @@ import {
 } from '../../../src/providers/spanner/index.ts'
 import { lockInspectorSuite, runLedgerSuite } from '../../../src/testing/index.ts'
 import { registerInspectorSuite, registerRunLedgerSuite } from '../../helpers/register-suite.ts'
-import { ddlStatements, emulatorSpanner, newDatabase } from './emulator.ts'
+import { ddlStatements, dropWhenIdle, emulatorSpanner, newDatabase } from './emulator.ts'
 
 // A database of this file's own, made before the suites are built from it.
 const made = emulatorSpanner && (await newDatabase(emulatorSpanner, ddlStatements(spannerRunsSchema())))
@@ -18,10 +18,7 @@ const made = emulatorSpanner && (await newDatabase(emulatorSpanner, ddlStatement
 describe.skipIf(!made)('spanner inspector and run ledger (emulator)', () => {
   const spanner = emulatorSpanner!
   const database = made as Database
-  afterAll(async () => {
-    await database?.delete().catch(() => undefined)
-    spanner.close()
-  })
+  afterAll(() => dropWhenIdle(spanner, database))
   const provider = () => spannerLockProvider({ database })
   const row = async (name: string) => {
     const [rows] = await database.run({

@@ -6,7 +6,7 @@ import { type Database, Spanner } from '@google-cloud/spanner'
 import { afterAll, describe, expect, it } from 'vitest'
 import { lockConfiguration } from '../../../src/index.ts'
 import { spannerLockInspector, spannerLockProvider, spannerSchema } from '../../../src/providers/spanner/index.ts'
-import { ddlStatements, emulatorSpanner, JAVA_DDL, newDatabase } from './emulator.ts'
+import { ddlStatements, dropWhenIdle, emulatorSpanner, JAVA_DDL, newDatabase } from './emulator.ts'
 
 const made = emulatorSpanner && (await newDatabase(emulatorSpanner))
 
@@ -20,10 +20,7 @@ interface JavaRow {
 describe.skipIf(!made)("spanner: Java ShedLock's format (emulator)", () => {
   const spanner = emulatorSpanner!
   const database = made as Database
-  afterAll(async () => {
-    await database.delete().catch(() => undefined)
-    spanner.close()
-  })
+  afterAll(() => dropWhenIdle(spanner, database))
 
   // Java's insertRecord and updateRecord: in one read-write transaction, readRow(name) of the four
   // columns; insert all four when there is no row, update all four when lock_until <= now (the

@@ -13,7 +13,7 @@ import { spannerLockProvider } from '../../../src/providers/spanner/index.ts'
 import { lockProviderSuite } from '../../../src/testing/index.ts'
 import { GOOGLE_TEST_PROJECT, SPANNER_TEST_INSTANCE } from '../../helpers/google-emulators.ts'
 import { registerSuite } from '../../helpers/register-suite.ts'
-import { emulatorSpanner, newDatabase } from './emulator.ts'
+import { dropWhenIdle, emulatorSpanner, newDatabase } from './emulator.ts'
 
 const HOUR = 3_600_000
 
@@ -25,9 +25,8 @@ describe.skipIf(!emulatorSpanner)('spanner (emulator)', () => {
     database = await newDatabase(spanner)
   }, 60_000)
   afterAll(async () => {
-    await database?.delete().catch(() => undefined)
     for (const s of dead) s.close()
-    spanner.close()
+    await dropWhenIdle(spanner, database)
   })
 
   const isHeld = async (table: string, name: string): Promise<boolean> => {
