@@ -4,6 +4,7 @@ import type { LockInspector } from '../core/lock-inspector.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import { pauseHolder, pauseOf } from '../core/pause.ts'
 import { redact } from '../core/redact.ts'
+import { messageOf } from '../core/task.ts'
 import { endPause, PauseRefused, type PauseTarget, takePause } from '../status/pause-control.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
 import { send, sendText } from './http.ts'
@@ -156,8 +157,4 @@ function renderPauseConfirm(input: PageInput, label: string, name: string, store
 function confirmForm(input: PageInput, hidden: string, step: string, label: string): string {
   return `<form method="post" action="${query({ window: input.window, q: input.filter })}">${hidden}<input type="hidden" name="step" value="${step}">
 <button type="submit" class="danger" autofocus>${label}</button> <a href="${query({ window: input.window, q: input.filter })}">Cancel</a></form>`
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

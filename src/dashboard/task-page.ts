@@ -2,6 +2,7 @@ import { formatDuration } from '../core/duration.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { type RunRecord, withLockState } from '../core/run-ledger.ts'
 import { redact } from '../core/redact.ts'
+import { messageOf } from '../core/task.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
 import { markOf } from './marks.ts'
 import { lockCell, outcomeBadge, type PageInput, query } from './page.ts'
@@ -191,8 +192,4 @@ function runDuration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`
   return formatDuration(Math.round(ms / 1000) * 1000)
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
