@@ -196,6 +196,13 @@ async function runsCheck(store: StoreAdmin, required: boolean): Promise<Check | 
         detail: `does not exist${required ? '' : ' (optional: shedlock history and status read it)'}; create it with: ${table.initCommand}`,
       }
     }
+    const missing = table ? await table.missingColumns() : []
+    if (missing.length > 0)
+      return {
+        status: 'warn',
+        label,
+        detail: `lacks the column ${missing.join(', ')} of this version (without it no task reads as overdue); add it with: ${table!.initCommand}`,
+      }
     await ledger.history(`shedlock-doctor-${randomBytes(4).toString('hex')}`, { limit: 1 })
     return { status: 'ok', label, detail: table ? 'exists and can be read' : 'can be read' }
   } catch (error) {

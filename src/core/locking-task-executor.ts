@@ -183,6 +183,14 @@ export function createLockingTaskExecutor(
     const retention =
       request.slotRetention === undefined ? steps.defaultRetention : parseDuration(request.slotRetention)
     const overlap = request.overlap === undefined ? defaultOverlap : checkedOverlap(request.overlap, `Lock "${name}"`)
+    const { nextFireAt } = request
+    if (nextFireAt !== undefined) {
+      if (typeof nextFireAt !== 'function')
+        throw new LockConfigurationError(
+          `Lock "${name}": nextFireAt must be a function that returns the next fire time (e.g. () => job.nextRun()), got ${typeof nextFireAt}`,
+        )
+      steps.recorder.expectNext(name, nextFireAt)
+    }
 
     const outer = findActiveLock(name)
     if (outer) {

@@ -45,6 +45,12 @@ export interface RunRecord {
   readonly error: RunError | undefined
   /** The fencing token of the lock the run held, where the store hands out tokens; `undefined` otherwise (and for skipped slots). */
   readonly fencingToken?: bigint | undefined
+  /**
+   * The task's next fire time as its scheduler gave it when the run was written (see
+   * `ExecutionOptions.nextFireAt`); `undefined` for a run without a schedule, or written before
+   * ledgers kept it. A task whose latest run has one that passed long ago is overdue.
+   */
+  readonly nextFireAt?: Date | undefined
 }
 
 /** A task's health, from its runs in the ledger. */
@@ -74,6 +80,8 @@ export interface RunStart {
   readonly startedAt: Date
   /** The fencing token of the run's lock, where the store hands out tokens; every ledger keeps it and reads it back. */
   readonly fencingToken?: bigint | undefined
+  /** The task's next fire time, when its scheduler gave one; every ledger keeps it and reads it back. */
+  readonly nextFireAt?: Date | undefined
 }
 
 /** The end of a run. */
@@ -82,6 +90,8 @@ export interface RunEnd {
   readonly outcome: Exclude<RunOutcome, 'running' | 'abandoned'>
   readonly durationMs: number
   readonly error?: RunError | undefined
+  /** The task's next fire time as its scheduler gives it at the run's end (a long run's `finish()` writes it over its start's). */
+  readonly nextFireAt?: Date | undefined
 }
 
 /**

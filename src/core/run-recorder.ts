@@ -33,6 +33,8 @@ export class RunRecorder {
   readonly #clock: Clock
   readonly #emit: Emit
   readonly #recordRunningAfter: number
+  // Per task name, the latest `nextFireAt` a call gave: read when a run of the task is written.
+  readonly #nextFire = new Map<string, () => Date | null | undefined>()
 
   /** `recordRunningAfter`: milliseconds, 0 to write every run's start when it starts. */
   constructor(
@@ -50,6 +52,27 @@ export class RunRecorder {
   /** The ledger, if the executor has one. */
   get ledger(): RunLedger | undefined {
     return this.#ledger
+  }
+
+  /**
+   * Remembers where `name`'s next fire time comes from (`ExecutionOptions.nextFireAt`), for the
+   * runs of the task written from now on, this call's and the catch-up's alike.
+   */
+  expectNext(name: string, nextFireAt: () => Date | null | undefined): void {
+    if (this.#ledger) this.#nextFire.set(name, nextFireAt)
+  }
+
+  /** `name`'s next fire time, as its scheduler gives it now; `undefined` when unknown, or when the scheduler throws or gives no date. */
+  #nextFireOf(name: string): Date | undefined {
+    const next = this.#nextFire.get(name)
+    if (next === undefined) return undefined
+    try {
+      const date = next()
+      return date instanceof Date && !Number.isNaN(date.getTime()) ? date : undefined
+    } catch (error) {
+      debug('Lock "%s": nextFireAt threw, the run is recorded without its next fire time: %s', name, messageOf(error))
+      return undefined
+    }
   }
 
   /**
@@ -73,6 +96,8 @@ export class RunRecorder {
     // run is written once, at its end: one statement per run instead of two.
     let run: Promise<RunHandle> | undefined
     const open = (): void => {
+      const next = this.#nextFireOf(started.name)
+      if (next !== undefined) started.nextFireAt = next
       // A ledger that throws instead of rejecting must not throw out of a timer.
       run = new Promise((resolve) => resolve(ledger.start(started)))
       run.catch(() => undefined) // reported by end(), which awaits it
@@ -89,12 +114,15 @@ export class RunRecorder {
     return {
       end: (active, failure) => {
         clearTimeout(timer)
-        const end: RunEnd = {
+        const end: Mutable<RunEnd> = {
           finishedAt: new Date(clock.now()),
           outcome: active.lost ? 'lock-lost' : failure === undefined ? 'ok' : 'failed',
           durationMs: performance.now() - startedAt,
           error: failure === undefined ? undefined : runErrorOf(failure),
         }
+        // Read at the end, not the start: fire times a long run let pass are behind it by now.
+        const next = this.#nextFireOf(started.name)
+        if (next !== undefined) end.nextFireAt = next
         const opened = run
         return this.write(configuration, execution, async () =>
           opened ? (await opened).finish(end) : recordWhole(ledger, wholeRun(started, end)),
@@ -118,18 +146,19 @@ export class RunRecorder {
     const ledger = this.#ledger
     if (!ledger) return Promise.resolve()
     const { name } = configuration
-    return this.write(configuration, execution, () =>
-      recordWhole(ledger, {
-        name,
-        slot,
-        node: owner,
-        startedAt: at,
-        finishedAt: at,
-        outcome: 'skipped',
-        durationMs: 0,
-        error: cause,
-      }),
-    )
+    const run: Mutable<RunStart & RunEnd> = {
+      name,
+      slot,
+      node: owner,
+      startedAt: at,
+      finishedAt: at,
+      outcome: 'skipped',
+      durationMs: 0,
+      error: cause,
+    }
+    const next = this.#nextFireOf(name)
+    if (next !== undefined) run.nextFireAt = next
+    return this.write(configuration, execution, () => recordWhole(ledger, run))
   }
 
   /** Runs one ledger write, bounded; a failure is reported and swallowed: history never fails a run. */
@@ -178,6 +207,7 @@ function wholeRun(started: RunStart, end: RunEnd): RunStart & RunEnd {
     error: end.error,
   }
   if (started.fencingToken !== undefined) run.fencingToken = started.fencingToken
+  if (end.nextFireAt !== undefined) run.nextFireAt = end.nextFireAt
   return run
 }
 

@@ -80,6 +80,17 @@ export interface ExecutionOptions {
    * @default the executor's `slotRetention`, else "24h"
    */
   slotRetention?: Duration
+  /**
+   * The task's next fire time after now, as its scheduler computes it (croner's `job.nextRun()`,
+   * cron's `job.nextDate()`, node-schedule's `job.nextInvocation()`, node-cron's
+   * `task.getNextRun()`, or the last fire plus the interval): called when a run of the task is
+   * written to the run ledger, which keeps the date with the run, so that `shedlock status`,
+   * `/healthz`, the metrics and the dashboard call the task overdue once that time passes by more
+   * than a grace with no run, even with no replica up. The integrations (`withLock`,
+   * `@SchedulerLock`, the node-cron coordinator) pass it for you. Not called without a ledger; a
+   * throw or a non-date records the run without it. @default none: the task is never overdue
+   */
+  nextFireAt?: () => Date | null | undefined
 }
 
 /** What `executeWithLock()` takes: the lock's options and the call's. */

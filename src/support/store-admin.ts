@@ -88,6 +88,8 @@ export interface RunsTable {
   exists(): Promise<boolean>
   /** The `shedlock init` line that creates it, with `--runs-table`. */
   readonly initCommand: string
+  /** The columns of the table as this version makes it that the existing table lacks (`shedlock init` adds them). */
+  missingColumns(): Promise<string[]>
 }
 
 /** Options of a command that pick where in the store locks live. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
 import type { RunRecord } from '../core/run-ledger.ts'
-import { type RunLedgerSuiteContext, taskName } from './run-ledger-support.ts'
+import { assertSameTime, type RunLedgerSuiteContext, taskName } from './run-ledger-support.ts'
 
 /** When an executor writes a run: a short one once, as it ends; a long one as `running` first, then as ended. */
 export function executorWriteCases(suite: RunLedgerSuiteContext): void {
@@ -57,6 +57,31 @@ export function executorWriteCases(suite: RunLedgerSuiteContext): void {
     assert.equal(runs[0]!.id, running.id)
     assert.equal(runs[0]!.outcome, 'ok')
     assert.ok(runs[0]!.finishedAt && runs[0]!.durationMs !== undefined)
+  })
+
+  add('through an executor: nextFireAt is read when a run is written, at its start and again at its end', async () => {
+    const name = taskName()
+    const executor = createLockingTaskExecutor(await provider(), { runLedger: ledger, recordRunningAfter: 0 })
+    // The scheduler's next fire time moves on while the run runs, as croner's nextRun() does.
+    let next = new Date('2031-01-01T00:00:00.000Z')
+    let atStart: Date | undefined
+    await executor.executeWithLock(
+      async () => {
+        const until = Date.now() + 5_000
+        while (!atStart && Date.now() < until) {
+          atStart = (await ledger.history(name))[0]?.nextFireAt
+          if (!atStart) await new Promise((resolve) => setTimeout(resolve, 20))
+        }
+        next = new Date('2031-01-01T00:01:00.000Z')
+      },
+      { name, lockAtMostFor: '1m', nextFireAt: () => next },
+    )
+    assertSameTime(atStart, new Date('2031-01-01T00:00:00.000Z'), "the running row's nextFireAt")
+    const [run] = await ledger.history(name)
+    assertSameTime(run?.nextFireAt, new Date('2031-01-01T00:01:00.000Z'), "the ended run's nextFireAt")
+    // A later call without it: the task's next fire time is still known, and written.
+    await executor.executeWithLock(() => undefined, { name, lockAtMostFor: '1m' })
+    assertSameTime((await ledger.history(name))[0]?.nextFireAt, next, 'a later run of the task')
   })
 }
 

@@ -64,6 +64,32 @@ export function ledgerRecordCases(suite: RunLedgerSuiteContext): void {
       ],
     )
     assert.equal(runs[1]!.error, undefined)
+    assert.equal(runs[0]!.nextFireAt, undefined, 'a run written without nextFireAt reads back with one')
+  })
+
+  add('nextFireAt: kept with a whole run, with a started run, and replaced by its end', async () => {
+    const name = taskName()
+    const at = new Date(Date.now() - 2_000)
+    const first = new Date('2030-06-01T10:00:00.000Z')
+    await ledger.record({
+      name,
+      slot: undefined,
+      node: 'web-1',
+      startedAt: at,
+      finishedAt: at,
+      outcome: 'ok',
+      durationMs: 1,
+      nextFireAt: first,
+    })
+    assertSameTime((await ledger.history(name))[0]?.nextFireAt, first, 'nextFireAt of record()')
+    const run = await ledger.start({ name, slot: undefined, node: 'web-1', startedAt: new Date(), nextFireAt: first })
+    assertSameTime((await ledger.history(name))[0]?.nextFireAt, first, 'nextFireAt of start()')
+    const later = new Date('2030-06-01T10:05:00.000Z')
+    await run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 2, nextFireAt: later })
+    const [done] = await ledger.history(name)
+    assert.equal(done?.id, run.id)
+    assertSameTime(done?.nextFireAt, later, 'nextFireAt after finish()')
+    assertSameTime((await ledger.health(name)).lastRun?.nextFireAt, later, "health()'s lastRun.nextFireAt")
   })
 
   add(

@@ -63,6 +63,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
         durationMs: undefined,
         error: undefined,
         fencingToken: run.fencingToken,
+        nextFireAt: run.nextFireAt,
       })
       add(started)
       return {
@@ -77,6 +78,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
               outcome: end.outcome,
               durationMs: end.durationMs,
               error: end.error,
+              nextFireAt: end.nextFireAt ?? started.nextFireAt,
             })
         },
       }
@@ -94,6 +96,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
           durationMs: run.durationMs,
           error: run.error,
           fencingToken: run.fencingToken,
+          nextFireAt: run.nextFireAt,
         }),
       )
     },

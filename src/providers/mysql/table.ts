@@ -333,6 +333,7 @@ export function mysqlRunsSchema(options: { tableName?: string } = {}): string {
     '  error_type VARCHAR(100) NULL,',
     '  error_message VARCHAR(500) CHARACTER SET utf8mb4 NULL,',
     '  fencing_token BIGINT NULL,',
+    '  next_fire_at DATETIME(3) NULL,',
     `  INDEX ${bare}_name_started (name, started_at)`,
     ');',
   ].join('\n')

@@ -62,6 +62,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     runsTableExists: async () =>
       (await query('SELECT to_regclass(?) IS NOT NULL AS present', [runsTable]))[0]?.present === true,
     runsSchema: () => postgresRunsSchema({ tableName: runsTable }),
+    runsTimestampType: 'TIMESTAMP NULL',
     query,
     execute: async (sql, params) => (await pool.query(numbered(sql), params)).rowCount ?? 0,
     tableExists: async () =>

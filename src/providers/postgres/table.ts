@@ -151,7 +151,8 @@ export function postgresRunsSchema(options: { tableName?: string } = {}): string
     '  duration_ms BIGINT NULL,',
     '  error_type VARCHAR(100) NULL,',
     '  error_message VARCHAR(500) NULL,',
-    '  fencing_token BIGINT NULL',
+    '  fencing_token BIGINT NULL,',
+    '  next_fire_at TIMESTAMP NULL',
     ');',
     `CREATE INDEX IF NOT EXISTS ${bare}_name_started ON ${table} (name, started_at);`,
   ].join('\n')

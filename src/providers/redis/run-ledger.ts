@@ -196,10 +196,12 @@ interface StoredRun {
   error: { type: string; message: string } | null
   /** Decimal text: JSON numbers lose a bigint's digits. Absent in entries written before it was kept. */
   fencingToken?: string | null
+  /** ISO-8601; absent in entries written before it was kept, or for a task without a schedule. */
+  nextFireAt?: string
 }
 
 function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
-  return {
+  const entry: StoredRun = {
     id,
     slot: run.slot?.toISOString() ?? null,
     node: run.node.slice(0, 255),
@@ -210,6 +212,10 @@ function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
     error: end?.error ? { type: end.error.type, message: end.error.message } : null,
     fencingToken: run.fencingToken === undefined ? null : String(run.fencingToken),
   }
+  // A run's end knows the later fire time; its start (a `running` entry) its own.
+  const next = end?.nextFireAt ?? run.nextFireAt
+  if (next !== undefined) entry.nextFireAt = next.toISOString()
+  return entry
 }
 
 /** A stream entry `[entryId, [field, value, …]]` as a run; `undefined` for an entry that is not one of ours. */
@@ -246,5 +252,6 @@ function recordOf(name: string, entry: unknown): RunRecord | undefined {
       typeof run.fencingToken === 'string' && /^-?\d{1,20}$/.test(run.fencingToken)
         ? BigInt(run.fencingToken)
         : undefined,
+    nextFireAt: date(run.nextFireAt),
   })
 }

@@ -39,19 +39,25 @@ export function spannerRunsSchema(options: { tableName?: string } = {}): string 
     '  error_type STRING(100),',
     '  error_message STRING(500),',
     '  fencing_token INT64,',
+    '  next_fire_at TIMESTAMP,',
     ') PRIMARY KEY (id);',
     `CREATE INDEX IF NOT EXISTS ${bare}_name_started ON ${table} (name, started_at);`,
   ].join('\n')
 }
 
 // The ledger sends each run's fencing token as decimal text, which Spanner does not cast to the
-// INT64 column: in its INSERTs (RUN_COLUMNS per row), the token's parameter goes as a bigint.
+// INT64 column: in its INSERTs (`width` columns per row), the token's parameter goes as a bigint.
 const TOKEN_AT = RUN_COLUMNS.indexOf('fencing_token')
 
-function tokensAsIntegers(params: readonly unknown[]): unknown[] {
+function tokensAsIntegers(params: readonly unknown[], width: number): unknown[] {
   return params.map((value, k) =>
-    k % RUN_COLUMNS.length === TOKEN_AT && typeof value === 'string' && /^\d+$/.test(value) ? BigInt(value) : value,
+    k % width === TOKEN_AT && typeof value === 'string' && /^\d+$/.test(value) ? BigInt(value) : value,
   )
+}
+
+/** The number of columns an `INSERT INTO t (a, b, …) VALUES …` names. */
+function insertWidth(sql: string): number {
+  return sql.slice(sql.indexOf('(') + 1, sql.indexOf(')')).split(',').length
 }
 
 /**
@@ -74,11 +80,12 @@ export function spannerRunLedger(options: SpannerRunLedgerOptions): RunLedger {
     {
       provider: PROVIDER,
       query: spannerQuery(database),
-      execute: (sql, params) => execute(sql, sql.startsWith(insert) ? tokensAsIntegers(params) : params),
+      execute: (sql, params) =>
+        execute(sql, sql.startsWith(insert) ? tokensAsIntegers(params, insertWidth(sql)) : params),
       // The ledger sends UTC text ('2030-01-01 00:00:00.000'); Spanner's own default zone is Los Angeles.
       timestamp: "TIMESTAMP(CAST(? AS STRING), 'UTC')",
-      // 11 parameters a row: 880 of the 950 a Spanner statement takes.
-      maxBatch: 80,
+      // 12 parameters a row: 900 of the 950 a Spanner statement takes.
+      maxBatch: 75,
       epochMs: (column) => `UNIX_MILLIS(${column})`,
       text: (column) => `CAST(${column} AS STRING)`,
       describe: (error, action, name) =>

@@ -2,6 +2,7 @@ import type { LockInspector } from '../../core/lock-inspector.ts'
 import { type ExtensibleLockProvider, type LockProvider, lockPairOf, withLockPair } from '../../core/lock-provider.ts'
 import type { RunLedger } from '../../core/run-ledger.ts'
 import { type Check, type ClockReading, type StoreAdmin, withInitAdvice } from '../store-admin.ts'
+import { addRunColumnDdl, LATER_RUN_COLUMNS } from './sql-run-ledger.ts'
 import type { SqlTable } from './sql-table.ts'
 
 /** A column of the lock table as the database's catalog describes it. */
@@ -29,6 +30,8 @@ export interface SqlAdminDialect {
   runsTableExists(): Promise<boolean>
   /** The DDL of the runs table (one or more statements, each ending with `;`). */
   runsSchema(): string
+  /** The nullable timestamp column type of the runs table (e.g. `TIMESTAMP NULL`), for the columns later versions add. */
+  readonly runsTimestampType: string
   /**
    * The table's provider; `fencingTokens`: whether it counts tokens in the fencing column (see
    * `fencingTokens`); `lockedBy`: its holders' prefix (default: the host name).
@@ -88,6 +91,33 @@ function tokensWhereCounted(
   return withLockPair(provider, async (first, second) => lockPairOf(await choose())!(first, second))
 }
 
+/**
+ * The columns of {@link LATER_RUN_COLUMNS} the existing runs table lacks: a column whose `SELECT`
+ * is refused is missing (one probe each, which any SQL store answers).
+ */
+async function missingRunColumns(dialect: SqlAdminDialect): Promise<(typeof LATER_RUN_COLUMNS)[number][]> {
+  const missing: (typeof LATER_RUN_COLUMNS)[number][] = []
+  for (const column of LATER_RUN_COLUMNS) {
+    try {
+      await dialect.query(`SELECT ${column.name} FROM ${dialect.runsTable} WHERE 1 = 0`, [])
+    } catch {
+      missing.push(column)
+    }
+  }
+  return missing
+}
+
+/** Adds the later columns the existing runs table lacks; one line each. */
+async function upgradeRunsTable(dialect: SqlAdminDialect): Promise<string[]> {
+  const lines: string[] = []
+  for (const column of await missingRunColumns(dialect)) {
+    const ddl = addRunColumnDdl(dialect.runsTable, column, dialect.runsTimestampType)
+    await dialect.execute(ddl.replace(/;$/, ''), [])
+    lines.push(`added column ${column.name} to table ${dialect.runsTable} (run history): ${ddl}`)
+  }
+  return lines
+}
+
 /** The {@link StoreAdmin} of a SQL database: the table's creation and checks; locks are read through the inspector. */
 export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
   const { table: t } = dialect
@@ -117,6 +147,7 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
       name: dialect.runsTable,
       exists: () => dialect.runsTableExists(),
       initCommand: `${dialect.initCommand} --runs-table ${dialect.runsTable}`,
+      missingColumns: async () => (await missingRunColumns(dialect)).map((column) => column.name),
     },
     async init() {
       const lines: string[] = []
@@ -130,9 +161,12 @@ export function sqlStoreAdmin(dialect: SqlAdminDialect): StoreAdmin {
         await dialect.execute(dialect.schema(), [])
         lines.push(`created table ${t.table}`)
       }
-      if (await dialect.runsTableExists())
-        lines.push(`table ${dialect.runsTable} (run history) already exists: nothing to do`)
-      else {
+      if (await dialect.runsTableExists()) {
+        const added = await upgradeRunsTable(dialect)
+        lines.push(
+          ...(added.length > 0 ? added : [`table ${dialect.runsTable} (run history) already exists: nothing to do`]),
+        )
+      } else {
         // One statement at a time: not every driver takes several in one call.
         for (const statement of dialect
           .runsSchema()

@@ -53,6 +53,9 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?
 // PostgreSQL, MySQL/MariaDB and SQLite's words for a column the table lacks.
 const MISSING_TOKEN_COLUMN =
   /(column "?fencing_token"? .*does not exist|unknown column '?fencing_token|no such column: fencing_token|has no column named fencing_token)/i
+// The same words for next_fire_at, which runs tables made before it lack (and Spanner's).
+const MISSING_NEXT_FIRE_COLUMN =
+  /(column "?next_fire_at"? .*does not exist|unknown column '?(\w+\.)?next_fire_at|no such column: next_fire_at|has no column named next_fire_at|column not found in table [\w.]+: next_fire_at|unrecognized name: next_fire_at)/i
 const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
@@ -85,7 +88,20 @@ export const RUN_COLUMNS = [
   'error_type',
   'error_message',
   'fencing_token',
+  'next_fire_at',
 ] as const
+
+/**
+ * Columns of {@link RUN_COLUMNS} that runs tables made by older versions lack, each with what it
+ * holds: `shedlock init` adds them to an existing table; a ledger over a table without them
+ * writes and reads the other columns, and warns once.
+ */
+export const LATER_RUN_COLUMNS = [{ name: 'next_fire_at', kind: 'timestamp' }] as const
+
+/** The statement that adds `column` (of {@link LATER_RUN_COLUMNS}) to `table`, given the dialect's nullable column type for its kind. */
+export function addRunColumnDdl(table: string, column: (typeof LATER_RUN_COLUMNS)[number], type: string): string {
+  return `ALTER TABLE ${table} ADD COLUMN ${column.name} ${type};`
+}
 
 /**
  * The {@link RunLedger} over a SQL runs table, kept out of the lock table (Java ShedLock's table
@@ -114,9 +130,29 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
       : dialect.describe(error, action, name),
   )
   const ts = dialect.timestamp
-  const columns =
-    `id, name, ${dialect.epochMs('slot')} AS slot_ms, node, ${dialect.epochMs('started_at')} AS started_ms, ${dialect.epochMs('finished_at')} AS finished_ms, ` +
-    `outcome, duration_ms, error_type, error_message, ${dialect.text('fencing_token')} AS fencing_token`
+  const full = runShape(dialect, table, RUN_COLUMNS.length)
+  // The table as shedlock 0.1 made it, without next_fire_at: chosen at its first refusal.
+  let shape = full
+  const legacy = (): RunShape => {
+    if (shape === full) {
+      shape = runShape(dialect, table, RUN_COLUMNS.length - LATER_RUN_COLUMNS.length)
+      process.emitWarning(
+        `${dialect.provider}: the runs table ${table} has no next_fire_at column, so runs are recorded without their next fire time and no task reads as overdue; shedlock init --runs-table ${table} adds it`,
+        { code: 'SHEDLOCK_RUNS_TABLE_OLD' },
+      )
+    }
+    return shape
+  }
+  // Runs `use` with the table's shape; refused for the missing column, once more with the older.
+  const shaped = async <T>(use: (shape: RunShape) => Promise<T>): Promise<T> => {
+    const tried = shape
+    try {
+      return await use(tried)
+    } catch (error) {
+      if (tried !== full || !MISSING_NEXT_FIRE_COLUMN.test(messageOf(error))) throw error
+      return use(legacy())
+    }
+  }
 
   const pruner = sqlRunPruner({
     table,
@@ -126,35 +162,19 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
     delayMs: parseDuration(options.pruneDelay ?? DEFAULT_PRUNE_DELAY_MS),
     execute: (sql, params) => dialect.execute(sql, params),
   })
-  // One run's row: the parameters of rowValues.
-  const valuesOf = (id: string, run: RunStart, end: RunEnd | undefined): unknown[] => [
-    id,
-    run.name,
-    run.slot === undefined ? null : utcTimestamp(run.slot.getTime()),
-    run.node.slice(0, 255),
-    utcTimestamp(run.startedAt.getTime()),
-    end ? utcTimestamp(end.finishedAt.getTime()) : null,
-    end?.outcome ?? 'running',
-    end ? Math.round(end.durationMs) : null,
-    end?.error?.type ?? null,
-    end?.error?.message ?? null,
-    // As text: every driver binds it, none rounds it; the column converts it.
-    run.fencingToken === undefined ? null : String(run.fencingToken),
-  ]
-
-  const rowValues = `(?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?)`
-  const insertInto = `INSERT INTO ${table} (${RUN_COLUMNS.join(', ')}) VALUES `
   const insert = (id: string, run: RunStart, end: RunEnd | undefined) =>
-    dialect.execute(insertInto + rowValues, valuesOf(id, run, end))
+    shaped((to) => dialect.execute(to.insertInto + to.rowValues, to.valuesOf(id, run, end)))
   // A turn's ended runs in one multi-row INSERT (see maxBatch).
   const maxBatch = dialect.maxBatch ?? 1
   const records =
     maxBatch > 1
       ? new TickBatch<RunStart & RunEnd, true>(async (runs) => {
-          const rows = Array.from(runs, () => rowValues).join(', ')
-          await dialect.execute(
-            insertInto + rows,
-            runs.flatMap((run) => valuesOf(randomUUID(), run, run)),
+          const ids = runs.map(() => randomUUID())
+          await shaped((to) =>
+            dialect.execute(
+              to.insertInto + Array.from(runs, () => to.rowValues).join(', '),
+              runs.flatMap((run, k) => to.valuesOf(ids[k]!, run, run)),
+            ),
           )
           return runs.map(() => true as const)
         }, maxBatch)
@@ -162,9 +182,11 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   // Runs older than maxAge are never read back, whether or not a prune has deleted them yet.
   const read = async (where: string, params: unknown[], limit: number): Promise<RunRecord[]> =>
     (
-      await dialect.query(
-        `SELECT ${columns} FROM ${table}${where} AND started_at >= ${ts} ORDER BY name, started_at DESC, id LIMIT ?`,
-        [...params, utcTimestamp(Date.now() - maxAge), limit],
+      await shaped((from) =>
+        dialect.query(
+          `SELECT ${from.columns} FROM ${table}${where} AND started_at >= ${ts} ORDER BY name, started_at DESC, id LIMIT ?`,
+          [...params, utcTimestamp(Date.now() - maxAge), limit],
+        ),
       )
     ).map(recordOf)
   return {
@@ -178,17 +200,7 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
           // The handle knows the task: no statement to find its name again.
           finish: (end) =>
             guard('record', run.name, async () => {
-              await dialect.execute(
-                `UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ? WHERE id = ?`,
-                [
-                  utcTimestamp(end.finishedAt.getTime()),
-                  end.outcome,
-                  Math.round(end.durationMs),
-                  end.error?.type ?? null,
-                  end.error?.message ?? null,
-                  id,
-                ],
-              )
+              await shaped((to) => dialect.execute(to.finish, to.endValues(id, end)))
               pruner.wrote(run.name)
             }),
         }
@@ -218,6 +230,61 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   }
 }
 
+/** The statements over the first `width` of {@link RUN_COLUMNS}, built once: all of them, or those of a table made before the later ones. */
+interface RunShape {
+  readonly columns: string
+  readonly insertInto: string
+  readonly rowValues: string
+  readonly finish: string
+  valuesOf(id: string, run: RunStart, end: RunEnd | undefined): unknown[]
+  endValues(id: string, end: RunEnd): unknown[]
+}
+
+function runShape(dialect: SqlRunDialect, table: string, width: number): RunShape {
+  const ts = dialect.timestamp
+  const withNext = width > RUN_COLUMNS.indexOf('next_fire_at')
+  const time = (date: Date | undefined): string | null => (date === undefined ? null : utcTimestamp(date.getTime()))
+  return {
+    columns:
+      `id, name, ${dialect.epochMs('slot')} AS slot_ms, node, ${dialect.epochMs('started_at')} AS started_ms, ${dialect.epochMs('finished_at')} AS finished_ms, ` +
+      `outcome, duration_ms, error_type, error_message, ${dialect.text('fencing_token')} AS fencing_token` +
+      (withNext ? `, ${dialect.epochMs('next_fire_at')} AS next_fire_ms` : ''),
+    insertInto: `INSERT INTO ${table} (${RUN_COLUMNS.slice(0, width).join(', ')}) VALUES `,
+    rowValues: `(?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?${withNext ? `, ${ts}` : ''})`,
+    finish: `UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ?${withNext ? `, next_fire_at = COALESCE(${ts}, next_fire_at)` : ''} WHERE id = ?`,
+    valuesOf: (id, run, end) => {
+      const values: unknown[] = [
+        id,
+        run.name,
+        time(run.slot),
+        run.node.slice(0, 255),
+        utcTimestamp(run.startedAt.getTime()),
+        end ? utcTimestamp(end.finishedAt.getTime()) : null,
+        end?.outcome ?? 'running',
+        end ? Math.round(end.durationMs) : null,
+        end?.error?.type ?? null,
+        end?.error?.message ?? null,
+        // As text: every driver binds it, none rounds it; the column converts it.
+        run.fencingToken === undefined ? null : String(run.fencingToken),
+      ]
+      if (withNext) values.push(time(end?.nextFireAt ?? run.nextFireAt))
+      return values
+    },
+    endValues: (id, end) => {
+      const values: unknown[] = [
+        utcTimestamp(end.finishedAt.getTime()),
+        end.outcome,
+        Math.round(end.durationMs),
+        end.error?.type ?? null,
+        end.error?.message ?? null,
+      ]
+      if (withNext) values.push(time(end.nextFireAt))
+      values.push(id)
+      return values
+    },
+  }
+}
+
 function recordOf(row: Record<string, unknown>): RunRecord {
   const date = (value: unknown): Date | undefined =>
     value === null || value === undefined ? undefined : new Date(Math.round(Number(value)))
@@ -236,6 +303,7 @@ function recordOf(row: Record<string, unknown>): RunRecord {
         ? undefined
         : { type: String(row.error_type), message: String(row.error_message ?? '') },
     fencingToken: tokenOf(row.fencing_token),
+    nextFireAt: date(row.next_fire_ms),
   })
 }
 
