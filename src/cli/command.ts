@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util'
+import { parseDuration } from '../core/duration.ts'
 import { nearest } from './nearest.ts'
 
 /** Exit codes of every command; `shedlock --help` documents them. */
@@ -103,6 +104,20 @@ export function integerOption(values: OptionValues, name: string, fallback: numb
     throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`)
   }
   return value
+}
+
+/**
+ * A duration option (`90s`, `1m`, `PT1M`, milliseconds) in milliseconds; `hint` ends the error.
+ * @throws UsageError for anything else.
+ */
+export function durationOption(flag: string, given: string, hint: string): number {
+  try {
+    return parseDuration(given)
+  } catch (error) {
+    throw new UsageError(
+      `${flag} ${JSON.stringify(given)}: ${error instanceof Error ? error.message : String(error)}; use ${hint}`,
+    )
+  }
 }
 
 /** True when `args` ask for help (`-h` or `--help` before any `--`). */

@@ -3,25 +3,27 @@ import { authFromEnv } from '../dashboard/auth.ts'
 import { maxAgeOfStale } from '../dashboard/handler.ts'
 import { startDashboard } from '../dashboard/server.ts'
 import { type DashboardWindow, WINDOWS, windowOf } from '../dashboard/window.ts'
-import { type Command, EXIT_INTERRUPTED, EXIT_OK, integerOption, UsageError } from './command.ts'
+import { type Command, durationOption, EXIT_INTERRUPTED, EXIT_OK, integerOption, UsageError } from './command.ts'
 import { DashboardStores } from './dashboard-stores.ts'
 import { parseStoreUrl, storeUrlOption, URL_HELP } from './store-url.ts'
+import { DEFAULT_OVERDUE_GRACE } from '../status/verdict.ts'
 
 const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
                           [--port N] [--host ADDR] [--stale [NAME=]AGE]...
-                          [--public-url URL]... [--allow-release]
+                          [--grace D] [--public-url URL]... [--allow-release]
                           [--allow-pause] [--refresh S] [--window W]
 
 Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
 lock (held by whom, since, until), last run, last success, last failure and
-failures in a row, STALE when it has not succeeded within its --stale age;
+failures in a row, STALE when it has not succeeded within its --stale age,
+OVERDUE when its next fire time passed by more than --grace with no run;
 a timeline per task, one lane per host (runs ok, failed or lock lost, slots
 skipped, folded or caught up), over a window fitted to the tasks' period or
 the last hour, day or week; every lock, held or expired, slot records apart.
 Give --url several times for several stores on one page: a store that cannot
 be reached is shown as an error, and tried again every 30 s. It also answers
-GET /healthz with JSON: HTTP 200, or 503 when a task is stale (the verdict of
-"shedlock status --stale") or a store cannot be read.
+GET /healthz with JSON: HTTP 200, or 503 when a task is stale, overdue or
+failing (the verdict of "shedlock status") or a store cannot be read.
 
 It listens on 127.0.0.1 and is read-only by default. Any other --host needs
 authentication, from the environment: SHEDLOCK_DASHBOARD_USER and
@@ -42,6 +44,8 @@ ${URL_HELP}
                    https://ops.example.com/shedlock/ (repeatable)
   --stale S        [NAME=]AGE, as in "shedlock status": a task that has not
                    succeeded within AGE is stale
+  --grace D        how late past its next fire time a task is overdue, as in
+                   "shedlock status" (default: 1m)
   --allow-release  a Release button per held lock, with a confirmation; each
                    release prints an audit line (who, when, which lock)
   --allow-pause    Pause and Resume buttons per task lock, as "shedlock pause"
@@ -72,6 +76,7 @@ export const dashboardCommand: Command = {
       host?: string
       'public-url'?: string[]
       stale?: string[]
+      grace?: string
       'allow-release'?: boolean
       'allow-pause'?: boolean
       refresh?: string
@@ -88,6 +93,7 @@ export const dashboardCommand: Command = {
           host: { type: 'string' },
           'public-url': { type: 'string', multiple: true },
           stale: { type: 'string', multiple: true },
+          grace: { type: 'string' },
           'allow-release': { type: 'boolean' },
           'allow-pause': { type: 'boolean' },
           refresh: { type: 'string' },
@@ -102,6 +108,7 @@ export const dashboardCommand: Command = {
     const port = integerOption({ port: values.port }, 'port', 7070, 0, 65_535)
     const refreshSeconds = integerOption({ refresh: values.refresh }, 'refresh', 5, 0, 3600)
     const maxAge = maxAgeOfStale(values.stale ?? [])
+    const overdueGrace = durationOption('--grace', values.grace ?? DEFAULT_OVERDUE_GRACE, 'a duration like 1m or 90s')
     const window: DashboardWindow | undefined = windowOf(values.window ?? 'auto')
     if (window === undefined)
       throw new UsageError(`--window ${JSON.stringify(values.window)} is not one of ${WINDOWS.join(', ')}`)
@@ -120,6 +127,7 @@ export const dashboardCommand: Command = {
       const dashboard = await startDashboard({
         stores: opened.stores,
         maxAge,
+        overdueGrace,
         auth: authFromEnv(),
         publicUrl,
         allowRelease: values['allow-release'] === true,

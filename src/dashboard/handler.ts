@@ -7,14 +7,14 @@ import { pauseOf } from '../core/pause.ts'
 import { redact } from '../core/redact.ts'
 import { statusRowJson } from '../status/health-json.ts'
 import { type Staleness, staleness } from '../status/staleness.ts'
-import { DEFAULT_IGNORE_OLDER_THAN } from '../status/verdict.ts'
+import { DEFAULT_IGNORE_OLDER_THAN, DEFAULT_OVERDUE_GRACE } from '../status/verdict.ts'
 import { authenticate, checkAuth, CsrfTokens, type DashboardAuth } from './auth.ts'
 import { methodNotAllowed, send, sendText } from './http.ts'
 import { audienceOf, foreignHostMessage, hostAllowed, originAllowed, publicUrlsOf } from './origin.ts'
 import { type PageInput, renderConfirm, renderMain, renderPage } from './page.ts'
 import { postAction } from './actions.ts'
 import { CONFIRM_SCOPE, releaseScope } from './release.ts'
-import { type DashboardStore, readStore, type StoreSnapshot } from './snapshot.ts'
+import { type DashboardStore, type ReadChecks, readStore, type StoreSnapshot } from './snapshot.ts'
 import { readTask, renderTaskMain, taskQueryOf } from './task-page.ts'
 import { type DashboardWindow, readSpanMs, windowMs, windowOf } from './window.ts'
 
@@ -75,6 +75,12 @@ export interface DashboardOptions {
    * unless `maxAge` names them; 0 leaves none out. @default "7d"
    */
   ignoreOlderThan?: Duration
+  /**
+   * How late past its next fire time (as its latest run recorded it) a task reads as overdue, in
+   * milliseconds or a duration string (as `shedlock status --grace`): flagged on the page, and
+   * `/healthz` answers 503. @default "1m"
+   */
+  overdueGrace?: Duration
 }
 
 /**
@@ -94,6 +100,7 @@ export interface HealthReport {
      */
     readonly errors: readonly string[]
     readonly stale: readonly string[]
+    readonly overdue: readonly string[]
     readonly failing: readonly string[]
     readonly ignored: readonly string[]
     /** As `shedlock status --json` prints them. */
@@ -135,9 +142,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const settings = validate(options)
   const csrf = new CsrfTokens()
   const health = async (): Promise<HealthReport> => {
-    const snapshots = await Promise.all(
-      settings.stores.map((store) => readStore(store, settings.stale, settings.ignoreOlderThan, Date.now())),
-    )
+    const snapshots = await Promise.all(settings.stores.map((store) => readStore(store, settings.checks, Date.now())))
     return healthOf(snapshots)
   }
   const handler = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
@@ -153,7 +158,6 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
 
 interface Settings {
   readonly stores: readonly DashboardStore[]
-  readonly stale: Staleness
   readonly auth: DashboardAuth | undefined
   readonly publicUrls: readonly URL[]
   readonly allowRelease: boolean
@@ -162,7 +166,7 @@ interface Settings {
   readonly audit: (line: string) => void
   readonly refreshSeconds: number
   readonly title: string
-  readonly ignoreOlderThan: number
+  readonly checks: ReadChecks
   readonly window: DashboardWindow
 }
 
@@ -202,7 +206,11 @@ function validate(options: DashboardOptions): Settings {
     throw new LockConfigurationError(`createDashboard(): refreshSeconds must be 0 or more, got ${refreshSeconds}`)
   return {
     stores: options.stores,
-    stale: staleOf(options.maxAge),
+    checks: {
+      stale: staleOf(options.maxAge),
+      ignoreOlderThan: parseDuration(options.ignoreOlderThan ?? DEFAULT_IGNORE_OLDER_THAN),
+      overdueGrace: parseDuration(options.overdueGrace ?? DEFAULT_OVERDUE_GRACE),
+    },
     auth: checkAuth(options.auth),
     publicUrls: publicUrlsOf(options.publicUrl),
     allowRelease: options.allowRelease === true,
@@ -210,7 +218,6 @@ function validate(options: DashboardOptions): Settings {
     audit: options.audit ?? ((line) => console.warn(line)),
     refreshSeconds,
     title: options.title ?? 'shedlock',
-    ignoreOlderThan: parseDuration(options.ignoreOlderThan ?? DEFAULT_IGNORE_OLDER_THAN),
     window,
   }
 }
@@ -242,12 +249,14 @@ function healthOf(snapshots: readonly StoreSnapshot[]): HealthReport {
     // One line each, as `shedlock status --json` prints them; the page shows the advice's lines.
     errors: snapshot.errors.map((error) => error.replace(/\s*\n\s*/g, ' ')),
     stale: snapshot.staleNames,
+    overdue: snapshot.overdueNames,
     failing: snapshot.failingNames,
     ignored: snapshot.ignored,
     tasks: (snapshot.tasks ?? []).map((row) => statusRowJson(row, pauseOf(row.lock))),
   }))
   const healthy = stores.every(
-    (store) => store.errors.length === 0 && store.stale.length === 0 && store.failing.length === 0,
+    (store) =>
+      store.errors.length === 0 && store.stale.length === 0 && store.overdue.length === 0 && store.failing.length === 0,
   )
   return { healthy, now: new Date().toISOString(), stores }
 }
@@ -293,11 +302,7 @@ async function serve(
   const filter = (url.searchParams.get('q') ?? '').slice(0, 200)
   const nonce = randomBytes(16).toString('base64')
   const read = (): Promise<StoreSnapshot[]> =>
-    Promise.all(
-      settings.stores.map((store) =>
-        readStore(store, settings.stale, settings.ignoreOlderThan, Date.now() - readSpanMs(window)),
-      ),
-    )
+    Promise.all(settings.stores.map((store) => readStore(store, settings.checks, Date.now() - readSpanMs(window))))
   const input = (stores: readonly StoreSnapshot[], token: string | undefined, notice?: string): PageInput => ({
     title: settings.title,
     stores,

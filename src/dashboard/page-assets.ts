@@ -11,7 +11,7 @@ thead th{background:#f6f8fa;font-weight:600}td.num{text-align:right}
 .notice{background:#ddf4ff;padding:6px 10px;border-radius:6px}
 #summary{font-weight:600;padding:6px 10px;border-radius:6px}#summary.bad{background:#ffebe9}#summary.good{background:#dafbe1}
 .badge{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;font-weight:600;border:1px solid transparent}
-.s-ok,.o-ok{background:#dafbe1;color:#116329}.s-failing,.o-failed{background:#ffebe9;color:#a40e26}.s-stale{background:#a40e26;color:#fff}
+.s-ok,.o-ok{background:#dafbe1;color:#116329}.s-failing,.o-failed{background:#ffebe9;color:#a40e26}.s-stale,.s-overdue{background:#a40e26;color:#fff}
 .o-lock-lost{background:#fff1e5;color:#953800}.o-running{background:#ddf4ff;color:#0550ae}.o-skipped{background:#eaeef2;color:#424a53}
 .held{background:#fff8c5}.badge.held{color:#7d4e00}.badge.free{background:#eaeef2;color:#424a53}.badge.paused{background:#ddf4ff;color:#0a3069}
 .durations{display:block;width:100%;height:120px;border:1px solid #d0d7de;border-radius:6px;background:#fff}.bar.o-ok{fill:#2da44e}.bar.o-failed{fill:#cf222e}.bar.o-skipped{fill:#8c959f}.bar.o-running{fill:#0969da}.bar.o-abandoned{fill:#bc4c00}

@@ -70,11 +70,12 @@ ${main}
 export function renderMain(input: PageInput): string {
   const tasks = input.stores.flatMap((store) => store.tasks ?? [])
   const stale = tasks.filter((t) => t.state === 'stale').length
+  const overdue = tasks.filter((t) => t.state === 'overdue').length
   const failing = tasks.filter((t) => t.state === 'failing').length
   const held = input.stores.reduce((n, s) => n + s.locks.filter((l) => l.held).length, 0)
-  const summary = `${input.stores.length} store${plural(input.stores.length)}, ${tasks.length} task${plural(tasks.length)}: ${stale} stale, ${failing} failing; ${held} lock${plural(held)} held`
+  const summary = `${input.stores.length} store${plural(input.stores.length)}, ${tasks.length} task${plural(tasks.length)}: ${stale} stale, ${overdue === 0 ? '' : `${overdue} overdue, `}${failing} failing; ${held} lock${plural(held)} held`
   return `${input.notice ? `<p class="notice" role="status">${escapeHtml(input.notice)}</p>` : ''}
-<p id="summary" class="${stale + failing > 0 ? 'bad' : 'good'}">${escapeHtml(summary)}</p>
+<p id="summary" class="${stale + overdue + failing > 0 ? 'bad' : 'good'}">${escapeHtml(summary)}</p>
 ${input.stores.map((store, index) => renderStore(store, index, input)).join('\n')}
 <footer>Times are the stores' (UTC); hover one for your local time. Updated ${timeHtml(new Date())}.${input.refreshSeconds > 0 ? ` Refreshes every ${input.refreshSeconds} s.` : ''} Health: <a href="${escapeHtml(input.healthHref)}">healthz</a> (JSON).</footer>`
 }
@@ -230,8 +231,11 @@ export function renderConfirm(input: PageInput, storeLabel: string, lock: LockRe
 function stateBadge(task: TaskView): string {
   const max =
     task.maxAge === undefined ? '' : ` <span class="muted">(max ${escapeHtml(formatDuration(task.maxAge))})</span>`
-  const words = { ok: 'ok', failing: 'failing', stale: 'STALE' }[task.state]
-  return `<span class="badge s-${task.state}">${words}</span>${max}`
+  const words = { ok: 'ok', failing: 'failing', stale: 'STALE', overdue: 'OVERDUE' }[task.state]
+  const missed = task.state === 'overdue' ? task.task.lastRun?.nextFireAt : undefined
+  // The fire time the schedule missed: what an operator looks for first.
+  const due = missed ? ` <span class="muted">(due ${timeHtml(missed)})</span>` : ''
+  return `<span class="badge s-${task.state}">${words}</span>${due}${max}`
 }
 
 /** A task's lock in a cell: paused (by whom, why, until), held (by whom, since, until), free, or no record. */

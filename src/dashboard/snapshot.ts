@@ -2,6 +2,7 @@ import { LockProviderError } from '../core/errors.ts'
 import type { LockInspector, LockRecord } from '../core/lock-inspector.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import { redact } from '../core/redact.ts'
+import { pauseOf } from '../core/pause.ts'
 import {
   healthWithLockState,
   type RunLedger,
@@ -10,8 +11,7 @@ import {
   withLockState,
 } from '../core/run-ledger.ts'
 import { catchUpMarkerName, parseOwedRecordName, parseSlotRecordName } from '../core/slots.ts'
-import type { Staleness } from '../status/staleness.ts'
-import { type StatusRow, statusVerdict } from '../status/verdict.ts'
+import { type StatusRow, statusVerdict, type VerdictChecks } from '../status/verdict.ts'
 
 export type { DashboardWindow } from './window.ts'
 
@@ -59,8 +59,9 @@ export interface StoreSnapshot {
   readonly slotRecords: readonly LockRecord[]
   /** `undefined` when the store keeps no run ledger. */
   readonly tasks: readonly TaskView[] | undefined
-  /** The tasks `shedlock status` would fail for (stale or failing, among those it checks). */
+  /** The tasks `shedlock status` would fail for (stale, overdue or failing, among those it checks). */
   readonly staleNames: readonly string[]
+  readonly overdueNames: readonly string[]
   readonly failingNames: readonly string[]
   /** Tasks left out: not run for the `ignoreOlderThan` age. */
   readonly ignored: readonly string[]
@@ -71,6 +72,9 @@ export interface StoreSnapshot {
   readonly errors: readonly string[]
 }
 
+/** What a read checks the tasks against, as `shedlock status` does: `--stale`, `--ignore-older-than` and `--grace` (milliseconds). */
+export type ReadChecks = Omit<VerdictChecks, 'now' | 'paused'>
+
 /** At most this many runs per task are read for the timeline. */
 export const RUNS_PER_TASK = 1000
 
@@ -79,12 +83,7 @@ export const RUNS_PER_TASK = 1000
  * `stale`), and each task's runs since `from` (epoch milliseconds). A failing read becomes an entry of `errors`, never
  * an exception: one broken store does not hide the others.
  */
-export async function readStore(
-  store: DashboardStore,
-  stale: Staleness,
-  ignoreOlderThan: number,
-  from: number,
-): Promise<StoreSnapshot> {
+export async function readStore(store: DashboardStore, checks: ReadChecks, from: number): Promise<StoreSnapshot> {
   const errors: string[] = []
   let now = new Date()
   let records: readonly LockRecord[] = []
@@ -102,7 +101,12 @@ export async function readStore(
   const locks = records.filter((record) => !isSlot(record))
   const slotRecords = records.filter(isSlot)
   let tasks: TaskView[] | undefined
-  let verdict = { staleNames: [] as string[], failingNames: [] as string[], ignored: [] as string[] }
+  let verdict = {
+    staleNames: [] as string[],
+    overdueNames: [] as string[],
+    failingNames: [] as string[],
+    ignored: [] as string[],
+  }
   if (store.runLedger) {
     const ledger = store.runLedger
     try {
@@ -111,7 +115,11 @@ export async function readStore(
       const healths = await Promise.all(
         (await ledger.tasks()).map((task) => healthWithLockState(ledger, task, lockOf(task.name))),
       )
-      const { rows, ...rest } = await statusVerdict(ledger, healths, stale, ignoreOlderThan, now.getTime())
+      const { rows, ...rest } = await statusVerdict(ledger, healths, {
+        ...checks,
+        now: now.getTime(),
+        paused: (name) => pauseOf(lockOf(name)) !== undefined,
+      })
       verdict = rest
       tasks = await Promise.all(
         rows.map(async (row) => {

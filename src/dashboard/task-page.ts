@@ -90,6 +90,12 @@ function searchText(run: RunRecord, runs: readonly RunRecord[]): string {
   return `${run.slot?.toISOString() ?? ''} ${run.node} ${run.outcome} ${error} ${markOf(run, runs).why}`.toLowerCase()
 }
 
+/** The task's next fire time as its latest run recorded it (what makes it overdue once passed), or nothing. */
+function nextFireText(latest: RunRecord | undefined): string {
+  if (!latest?.nextFireAt) return ''
+  return `<p id="next-fire">Next fire: ${timeHtml(latest.nextFireAt)} <span class="muted">(as its latest run recorded it)</span></p>`
+}
+
 /** The content of `<main>` for the task page. */
 export function renderTaskMain(input: PageInput, q: TaskQuery, view: TaskView): string {
   const shown = filterRuns(view.runs, q)
@@ -98,6 +104,7 @@ export function renderTaskMain(input: PageInput, q: TaskQuery, view: TaskView): 
 <h2>Task “${escapeHtml(q.name)}” <span class="muted">in ${escapeHtml(view.label)}</span></h2>
 ${view.errors.map((error) => `<div class="error" role="alert"><p>${escapeHtml(error)}</p></div>`).join('\n')}
 <p>Lock: ${lockCell(view.lock)}</p>
+${nextFireText(view.runs[0])}
 <p id="counts">${countsText(view.runs)}</p>
 ${filterForm(input, q, view.runs)}
 ${durationChart(shown)}

@@ -24,7 +24,7 @@ export function cronLatestFireTime(cronTime: CronTimeLike, at: Date): Date | und
 }
 
 /** The first fire time of a cron `CronTime` after `date`'s whole second, in the job's zone. */
-function cronNext(cronTime: CronTimeLike): (date: Date) => Date | undefined {
+export function cronNext(cronTime: CronTimeLike): (date: Date) => Date | undefined {
   const zone = cronZone(cronTime)
   return (date) => {
     try {

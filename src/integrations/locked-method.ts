@@ -2,7 +2,8 @@ import { LockConfigurationError } from '../core/errors.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { LockRequest } from '../core/locking-task-executor.ts'
 import { slotFromFunction, withContext } from './lock-options.ts'
-import { copyMetadata, cronSlot } from './nest-cron-metadata.ts'
+import { copyMetadata, cronSlot, cronTimeIfAny } from './nest-cron-metadata.ts'
+import { nextFireOfCronTime } from './next-fire.ts'
 import { currentRegistry, pickExecutor, type SchedulerLockRegistry } from './scheduler-lock-configuration.ts'
 import type { CheckedSchedulerLockOptions } from './scheduler-lock-options.ts'
 import { isShutdownStop, runInTaskContext } from './task-context.ts'
@@ -50,6 +51,8 @@ export function lockedMethod(
         ...retention,
       }
     }
+    // A @Cron method's schedule, for the ledger's next fire time (overdue tasks).
+    const cronTime = await cronTimeIfAny(locked)
     try {
       const outcome = await executor.executeWithLock(
         (context) => runInTaskContext(context, () => method.apply(self, args)),
@@ -58,6 +61,7 @@ export function lockedMethod(
           lockAtMostFor,
           lockAtLeastFor,
           ...slotOptions,
+          ...(cronTime ? { nextFireAt: nextFireOfCronTime(cronTime) } : {}),
         },
       )
       return outcome.executed ? outcome.result : undefined

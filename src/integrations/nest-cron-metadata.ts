@@ -84,6 +84,15 @@ export function cronTimeOf(locked: object, where: string): Promise<CronTimeLike>
   return cronTime
 }
 
+/** The `CronTime` of the `@Cron` on `locked`, or `undefined` where it has none (an `@Interval`, a method called by hand, no reflect-metadata). */
+export async function cronTimeIfAny(locked: object): Promise<CronTimeLike | undefined> {
+  const reflect = Reflect as unknown as ReflectMetadata
+  if (typeof reflect.getOwnMetadata !== 'function') return undefined
+  const metadata = reflect.getOwnMetadata(SCHEDULE_CRON_OPTIONS, locked) as NestCronOptions | undefined
+  if (metadata?.cronTime === undefined) return undefined
+  return cronTimeOf(locked, '').catch(() => undefined)
+}
+
 /** The nominal fire time of a call of a `@Cron` method: the latest fire time at or before `calledAt`. */
 export async function cronSlot(locked: object, calledAt: Date, where: string): Promise<Date> {
   const slot = cronLatestFireTime(await cronTimeOf(locked, where), calledAt)

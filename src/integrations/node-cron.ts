@@ -176,6 +176,7 @@ export function lockingRunCoordinator(
   // shouldRun and onComplete are separate calls: the run's lock waits here, keyed by the fire.
   const held = new Map<string, Held>()
   const watched = new WeakSet<object>()
+  let nextFireAt: (() => Date | undefined) | undefined
   const watch = (task: NodeCronWatchableTask): void => {
     if (!isNodeCronTask(task) || typeof (task as Partial<NodeCronWatchableTask>).on !== 'function')
       throw new LockConfigurationError(
@@ -183,6 +184,9 @@ export function lockingRunCoordinator(
       )
     if (watched.has(task)) return
     watched.add(task)
+    // The task's schedule, for the ledger's next fire time (overdue tasks).
+    const scheduled = task as { getNextRun?: () => Date | null }
+    if (typeof scheduled.getNextRun === 'function') nextFireAt = () => scheduled.getNextRun!() ?? undefined
     // node-cron emits execution:failed synchronously from its error hook, before it calls
     // onComplete (for a background task too: both cross one IPC channel, in that order). A fire's
     // key is `<task name>:<fire time>`, the fire time being the context's date.
@@ -228,8 +232,11 @@ export function lockingRunCoordinator(
       const finished = new Promise<void>((resolve, reject) => {
         settle = (failure) => (failure ? reject(failure.error) : resolve())
       })
+      const next = nextFireAt === undefined ? {} : { nextFireAt }
       const request: LockRequest =
-        options.slot === true ? { ...lock, slot: slotOfKey(where, key), ...slotRetention } : lock
+        options.slot === true
+          ? { ...lock, slot: slotOfKey(where, key), ...slotRetention, ...next }
+          : { ...lock, ...next }
       const execution = executor.executeWithLock((context) => {
         fencingToken = context.fencingToken
         started()

@@ -3,13 +3,13 @@ import { cronLatestFireTime } from './fire-times.ts'
 import { type CronerJobLike, type CronJobLike, isCronerJob, isCronJob } from './scheduler-types.ts'
 
 /** What node-cron 4 passes its task: the scheduled fire time (`date`) and why it runs. */
-interface NodeCronContextLike {
+export interface NodeCronContextLike {
   readonly date: Date
   readonly task: object
   readonly execution?: { readonly reason?: string } | undefined
 }
 
-function isNodeCronContext(value: unknown): value is NodeCronContextLike {
+export function isNodeCronContext(value: unknown): value is NodeCronContextLike {
   const context = value as Partial<NodeCronContextLike> | null
   return (
     typeof value === 'object' &&

@@ -48,6 +48,7 @@ export function lockMetrics(meter: OpenTelemetryMeterLike, options: LockMetricsO
   // Epoch milliseconds of each task's last success in this process, for the gauge without a ledger.
   const lastSuccess = new Map<string, number>()
   observeLastSuccess(meter, java, lastSuccess, options.runLedger)
+  if (options.runLedger) observeNextFire(meter, java, options.runLedger)
   // Slot runs claimed here and not yet started or skipped.
   const claimed = new WeakSet<LockExecution>()
   const slotOutcome = (configuration: LockConfiguration, execution: LockExecution, outcome: string): void =>
@@ -195,5 +196,26 @@ function observeLastSuccess(
       }
       for (const [name, at] of seen)
         result.observe(at / 1000, java ? { 'lock.name': name } : { 'shedlock.lock.name': name })
+    })
+}
+
+/**
+ * The `shedlock.task.next_fire` gauge (with a run ledger): each task's next fire time as its
+ * latest run recorded it, in seconds since the epoch, for an alert on
+ * `time() - shedlock_task_next_fire_seconds > grace` (the task is overdue: its schedule stopped).
+ */
+function observeNextFire(meter: OpenTelemetryMeterLike, java: boolean, runLedger: RunLedger): void {
+  meter
+    .createObservableGauge?.('shedlock.task.next_fire', {
+      unit: 's',
+      description: "Each task's next fire time as its latest run recorded it, in seconds since the epoch",
+    })
+    .addCallback(async (result) => {
+      // A ledger that cannot be read observes nothing: a gauge callback must not throw.
+      for (const task of await runLedger.tasks().catch(() => [])) {
+        const next = task.lastRun?.nextFireAt
+        if (next && task.lastRun?.outcome !== 'running')
+          result.observe(next.getTime() / 1000, java ? { 'lock.name': task.name } : { 'shedlock.lock.name': task.name })
+      }
     })
 }

@@ -32,7 +32,8 @@ export interface OpenTelemetryListenerOptions {
    */
   api?: OpenTelemetryApiLike
   /**
-   * The executor's run ledger. With it, the `shedlock.task.last_success` gauge reports the last
+   * The executor's run ledger. With it, the `shedlock.task.next_fire` gauge reports each task's
+   * next fire time (overdue tasks), and the `shedlock.task.last_success` gauge reports the last
    * success of every task in the ledger, on whichever node it ran (one `tasks()` read per metric
    * collection). Without it, the gauge reports the successes of this process only.
    */
@@ -69,6 +70,9 @@ export interface OpenTelemetryListenerOptions {
  * - `shedlock.task.last_success` (gauge, `s`): when each task last succeeded, in seconds since
  *   the epoch; from `runLedger` when given (every node's runs), else this process's runs. Alert
  *   on `time() - shedlock_task_last_success_seconds > max age`.
+ * - `shedlock.task.next_fire` (gauge, `s`, with `runLedger`): each task's next fire time as its
+ *   latest finished run recorded it. Alert on `time() - shedlock_task_next_fire_seconds > 60`: the
+ *   task is overdue, its schedule stopped.
  * - `shedlock.slot.outcomes` (counter, `{slot}`): slot runs, by `shedlock.slot.outcome`: `run`
  *   (this node claimed the slot and ran it), `done_elsewhere` (the slot had run, or was claimed,
  *   on some node already), `skipped` (claimed while a run of an earlier slot held the lock),

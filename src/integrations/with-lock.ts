@@ -15,6 +15,7 @@ import {
   toExecutor,
   withContext,
 } from './lock-options.ts'
+import { nextFireOfCall } from './next-fire.ts'
 import { nominalFireTime } from './nominal-fire-time.ts'
 import type { CatchUpSchedule } from './scheduler-types.ts'
 import { isShutdownStop, runInTaskContext } from './task-context.ts'
@@ -62,6 +63,14 @@ export interface WithLockOptions<This = unknown, Args extends unknown[] = unknow
    * then; `'skip'` drops it (see docs/slots.md). @default the executor's, else "all"
    */
   overlap?: OverlapPolicy
+  /**
+   * The task's next fire time after now, for the run ledger (see `ExecutionOptions.nextFireAt`):
+   * a task whose next fire time passed by more than a grace with no run reads as overdue in
+   * `shedlock status`, `/healthz` and the dashboard. Read from the call for croner, cron,
+   * node-schedule and node-cron 4; give it for anything else, e.g. for `setInterval(fn, period)`:
+   * `() => new Date(Date.now() + period)`. @default the scheduler's, where the call carries it
+   */
+  nextFireAt?: () => Date | null | undefined
   /**
    * A shutdown signal: once it aborts, new calls resolve to `undefined` without asking the store,
    * and running calls' task signals (see `taskContext()`) abort with its reason. A call that then
@@ -161,7 +170,11 @@ export function withLock<This, Args extends unknown[], R>(
     throw new LockConfigurationError(`${label}: the task must be a function, got ${typeof fn}`)
   if (onError !== undefined && typeof onError !== 'function')
     throw new LockConfigurationError(`${label}: onError must be a function, got ${typeof onError}`)
-  const { slot, signal, overlap } = options
+  const { slot, signal, overlap, nextFireAt } = options
+  if (nextFireAt !== undefined && typeof nextFireAt !== 'function')
+    throw new LockConfigurationError(
+      `${label}: nextFireAt must be a function that returns the next fire time, got ${kindOf(nextFireAt)}`,
+    )
   if (overlap !== undefined && overlap !== 'all' && overlap !== 'once' && overlap !== 'skip')
     throw new LockConfigurationError(`${label}: overlap must be 'all', 'once' or 'skip', got ${kindOf(overlap)}`)
   if (slot !== undefined && slot !== true && typeof slot !== 'function') {
@@ -192,6 +205,7 @@ export function withLock<This, Args extends unknown[], R>(
         slotRetention: settings.slotRetention,
         overlap,
         signal,
+        nextFireAt: nextFireAt ?? nextFireOfCall(self, args),
       }
       const outcome = await executor.executeWithLock(
         (context) => runInTaskContext(context, () => fn.apply(self, args)),

@@ -135,6 +135,7 @@ describe.skipIf(!pool)('shedlock status and history (the built CLI, on PostgreSQ
         ),
       ],
       stale: [],
+      overdue: [],
       failing: [],
       ignored: [],
       tasks: [],

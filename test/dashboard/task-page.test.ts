@@ -64,6 +64,17 @@ describe('dashboard task page', () => {
       outcome: 'ok',
       durationMs: 5,
     })
+    // Its schedule stopped: the next fire time its last run recorded passed hours ago.
+    await ledger.record({
+      name: 'stopped',
+      slot: undefined,
+      node: 'node-a:11:aaaaaaaaaaaa',
+      startedAt: new Date(T0),
+      finishedAt: new Date(T0 + 5),
+      outcome: 'ok',
+      durationMs: 5,
+      nextFireAt: new Date(T0 + 10 * MINUTE),
+    })
     await (await sqliteLockProvider({ database: db, lockedBy: 'node-a' }).lock(
       lockConfiguration({ name: 'billing', lockAtMostFor: '1m' }),
     ))!.unlock()
@@ -94,6 +105,18 @@ describe('dashboard task page', () => {
     expect(body).not.toContain('S3cretPW')
     expect(body).toContain('postgres://billing:***@db/billing')
     expect(body, 'another task’s runs').not.toContain('5 ms')
+  })
+
+  it('flags a task whose schedule stopped as OVERDUE with the fire time it missed; its page says when it was due', async () => {
+    const main = (await page('')).body
+    expect(main).toMatch(
+      /data-task="stopped" data-state="overdue">[\s\S]*?OVERDUE<\/span> <span class="muted">\(due <time[^>]*>2026-12-07 08:10:00/,
+    )
+    expect(main).toMatch(/tasks?: 0 stale, 1 overdue, 1 failing/)
+    expect((await page('?task=stopped&store=0')).body).toMatch(
+      /<p id="next-fire">Next fire: <time[^>]*>2026-12-07 08:10:00/,
+    )
+    expect((await page('?task=billing&store=0')).body).not.toContain('id="next-fire"')
   })
 
   it('filters by outcome and node, and searches slots, nodes and errors', async () => {

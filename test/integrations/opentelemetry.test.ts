@@ -572,6 +572,18 @@ describe('openTelemetryListener', () => {
     expect(() => openTelemetryListener({ tracer: t.tracer, runLedger })).toThrow(/needs a meter/)
   })
 
+  it("next fire: with a ledger, each task's next fire time as its latest finished run recorded it", async () => {
+    const runLedger = inMemoryRunLedger()
+    const next = new Date('2026-11-20T03:00:00.000Z')
+    const executor = createLockingTaskExecutor(inMemoryLockProvider(), { runLedger })
+    await executor.executeWithLock(() => undefined, { ...opts('hourly'), nextFireAt: () => next })
+    await executor.executeWithLock(() => undefined, opts('no-schedule'))
+    const t = telemetry({ tracer: false, api: false, runLedger })
+    expect(await t.attributesOf('shedlock.task.next_fire')).toEqual([{ 'shedlock.lock.name': 'hourly' }])
+    expect(await t.sum('shedlock.task.next_fire', { 'shedlock.lock.name': 'hourly' })).toBe(next.getTime() / 1000)
+    expect(await t.descriptor('shedlock.task.next_fire')).toMatchObject({ unit: 's' })
+  })
+
   it('a tracer that throws never breaks the task', async () => {
     const tracer = {
       startSpan: () => {

@@ -14,7 +14,8 @@ import {
   SchedulerLock,
 } from '../../src/integrations/scheduler-lock.ts'
 import { taskContext } from '../../src/integrations/task-context.ts'
-import { inMemoryLockProvider } from '../../src/providers/in-memory/index.ts'
+import { createLockingTaskExecutor } from '../../src/core/locking-task-executor.ts'
+import { inMemoryLockProvider, inMemoryRunLedger } from '../../src/providers/in-memory/index.ts'
 import type * as Fixture from '../fixtures/decorators/slots.ts'
 import { deferred, recordingListener } from '../helpers/fakes.ts'
 import { listingStore } from '../helpers/listing-store.ts'
@@ -51,6 +52,17 @@ afterEach(() => {
 const now = (value: string) => vi.setSystemTime(new Date(value))
 
 describe('@SchedulerLock({ slot: true }) on a @Cron method: the latest fire time of its @Cron at or before the call', () => {
+  it("records its @Cron's next fire time with each run, for overdue tasks; a method without @Cron records none", async () => {
+    const runLedger = inMemoryRunLedger()
+    configureSchedulerLock({ provider: createLockingTaskExecutor(provider, { runLedger }), defaultLockAtMostFor: '1m' })
+    now('2026-12-07T10:03:00.000Z')
+    const jobs = new Jobs()
+    await jobs.everyTen()
+    await jobs.byFunction('2026-12-07')
+    expect((await runLedger.history('every-ten'))[0]?.nextFireAt).toEqual(new Date('2026-12-07T10:10:00.000Z'))
+    expect((await runLedger.history('by-function'))[0]?.nextFireAt).toBeUndefined()
+  })
+
   it('with @Cron below, in its time zone: each fire once, however late a node calls it', async () => {
     const [a, b] = [new Jobs(), new Jobs()]
     now('2026-11-24T09:05:01.700Z') // 10:05:01.7 in Berlin

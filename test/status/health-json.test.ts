@@ -13,6 +13,7 @@ const run: RunRecord = {
   durationMs: 1500,
   error: { type: 'Error', message: 'boom' },
   fencingToken: 2n ** 53n + 1n,
+  nextFireAt: new Date('2030-01-01T01:00:00Z'),
 }
 
 describe('health JSON', () => {
@@ -28,6 +29,7 @@ describe('health JSON', () => {
       durationMs: 1500,
       error: { type: 'Error', message: 'boom' },
       fencingToken: '9007199254740993',
+      nextFireAt: '2030-01-01T01:00:00.000Z',
     })
     const running = {
       ...run,
@@ -37,6 +39,7 @@ describe('health JSON', () => {
       durationMs: undefined,
       error: undefined,
       fencingToken: undefined,
+      nextFireAt: undefined,
     } as const
     expect(runJson(running)).toMatchObject({
       slot: null,
@@ -44,6 +47,7 @@ describe('health JSON', () => {
       durationMs: null,
       error: null,
       fencingToken: null,
+      nextFireAt: null,
     })
   })
 

@@ -29,18 +29,82 @@ async function ledgerWith(tasks: Record<string, { outcomes: RunOutcome[]; hoursA
   return ledger
 }
 
-async function verdictOf(ledger: RunLedger, stale: readonly string[], ignoreOlderThan = 7 * DAY) {
-  const { rows, ...rest } = await statusVerdict(
-    ledger,
-    await ledger.tasks(),
-    staleness(stale),
+async function verdictOf(
+  ledger: RunLedger,
+  stale: readonly string[],
+  ignoreOlderThan = 7 * DAY,
+  paused: (name: string) => boolean = () => false,
+) {
+  const { rows, ...rest } = await statusVerdict(ledger, await ledger.tasks(), {
+    stale: staleness(stale),
     ignoreOlderThan,
-    Date.now(),
-  )
+    overdueGrace: 60_000,
+    now: Date.now(),
+    paused,
+  })
   return { rows: rows.map((row) => [row.task.name, row.state, row.maxAge]), ...rest }
 }
 
+/** Records one finished run of `name`, `hoursAgo` old, whose scheduler gave `nextFireAt`. */
+async function recordWithNext(
+  ledger: RunLedger,
+  name: string,
+  hoursAgo: number,
+  nextFireAt: Date | undefined,
+  outcome: 'ok' | 'failed' = 'ok',
+) {
+  const at = new Date(Date.now() - hoursAgo * HOUR)
+  await ledger.record({
+    name,
+    slot: undefined,
+    node: 'n',
+    startedAt: at,
+    finishedAt: at,
+    outcome,
+    durationMs: 1,
+    nextFireAt,
+  })
+}
+
 describe('statusVerdict', () => {
+  it("overdue: the latest run's next fire time passed by more than the grace; not while running, not when paused", async () => {
+    const ledger = inMemoryRunLedger({ maxAge: '365d' })
+    const now = Date.now()
+    await recordWithNext(ledger, 'on-time', 0, new Date(now + HOUR))
+    await recordWithNext(ledger, 'within-grace', 1, new Date(now - 30_000))
+    await recordWithNext(ledger, 'stopped', 2, new Date(now - HOUR))
+    await recordWithNext(ledger, 'stopped-failing', 2, new Date(now - HOUR), 'failed')
+    await recordWithNext(ledger, 'no-schedule', 2, undefined)
+    await recordWithNext(ledger, 'paused', 2, new Date(now - HOUR))
+    // A weekly task's last run is older than ignoreOlderThan, but its next fire time is not.
+    await recordWithNext(ledger, 'weekly', 8 * 24, new Date(now - 2 * HOUR))
+    await ledger.start({
+      name: 'long-run',
+      slot: undefined,
+      node: 'n',
+      startedAt: new Date(now - 2 * HOUR),
+      nextFireAt: new Date(now - HOUR),
+    })
+    const verdict = await verdictOf(ledger, [], 7 * DAY, (name) => name === 'paused')
+    expect(verdict.rows).toEqual([
+      ['long-run', 'ok', undefined],
+      ['no-schedule', 'ok', undefined],
+      ['on-time', 'ok', undefined],
+      ['paused', 'ok', undefined],
+      ['stopped', 'overdue', undefined],
+      ['stopped-failing', 'overdue', undefined],
+      ['weekly', 'overdue', undefined],
+      ['within-grace', 'ok', undefined],
+    ])
+    expect(verdict.overdueNames).toEqual(['stopped', 'stopped-failing', 'weekly'])
+    expect(verdict.failingNames).toEqual([])
+    expect(verdict.ignored).toEqual([])
+    // Stale beats overdue: what the operator asked for by name.
+    const named = await verdictOf(ledger, ['stopped=1m'])
+    expect(named.rows.find((row) => row[0] === 'stopped')).toEqual(['stopped', 'stale', 60_000])
+    expect(named.overdueNames).toEqual([])
+  })
+
   it('failing after a failed latest finished run, ok once a success follows; sorted by name', async () => {
     const ledger = await ledgerWith({
       healed: { outcomes: ['failed', 'ok'] },
@@ -53,6 +117,7 @@ describe('statusVerdict', () => {
       ],
       ignored: [],
       staleNames: [],
+      overdueNames: [],
       failingNames: ['broken'],
     })
   })

@@ -57,9 +57,9 @@ const stores: Store[] = [
   {
     name: `SQLite (${sqlite.name})`,
     url: `sqlite:${sqliteFile}`,
-    create: async (table) => sqliteDb.exec(withoutNextFire(sqliteRunsSchema({ tableName: table }))),
+    create: async (table) => void sqliteDb.exec(withoutNextFire(sqliteRunsSchema({ tableName: table }))),
     ledger: (table) => sqliteRunLedger({ database: sqliteDb, tableName: table }),
-    drop: async (table) => sqliteDb.exec(`DROP TABLE IF EXISTS ${table}`),
+    drop: async (table) => void sqliteDb.exec(`DROP TABLE IF EXISTS ${table}`),
   },
 ]
 
