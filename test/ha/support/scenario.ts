@@ -242,8 +242,11 @@ export async function slotScenario(
       // A fresh executor for a node whose provider changed (a SQL pool that follows the primary).
       const executor = createLockingTaskExecutor(node.provider())
       await executor.executeWithLock(
-        () => {
-          runs.set(slot, [...(runs.get(slot) ?? []), node.name])
+        // Counted by the slot the run is for (taskContext's): an owed slot can be run by the
+        // drain of another call's waiter, with that call's task (the same task, its own slot).
+        (context) => {
+          const ran = context.slot?.getTime() ?? slot
+          runs.set(ran, [...(runs.get(ran) ?? []), node.name])
           row.grants++
         },
         { name, lockAtMostFor: LOCK_AT_MOST_FOR, lockAtLeastFor: 0 },
