@@ -43,8 +43,8 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
   const insertOf = (firstToken: string): string =>
     `INSERT INTO ${t.table} (${name}, ${lockUntil}, ${lockedAt}, ${lockedBy}${t.fencing ? `, ${token}` : ''}) VALUES (?, ${until}, ${now}, ?${t.fencing ? `, ${firstToken}` : ''})`
   // A row without a token (new, recreated after a delete, or inserted by Java ShedLock) starts
-  // above the floor: the database clock in whole milliseconds times 1000 (as fencingFloor()),
-  // above every token the name had before (support/fencing.ts). A takeover adds 1.
+  // above the floor: the database clock in microseconds (never below fencingFloor() at the same
+  // moment), above every token the name had before (support/fencing.ts). A takeover adds 1.
   const insert = insertOf(FENCING_FLOOR)
   // MariaDB: the acquire waits at most 1 s (innodb_lock_wait_timeout's least value but NOWAIT)
   // for a row another transaction is writing, say one whose commit waits for a semi-synchronous
@@ -97,8 +97,12 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
   }
 }
 
-/** The first token of a row that has none: the database clock in whole milliseconds since the epoch, times 1000, plus 1. */
-export const FENCING_FLOOR = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) + 1)"
+/**
+ * The first token of a row that has none: the database clock in microseconds since the epoch,
+ * plus 1. In whole milliseconds (`UTC_TIMESTAMP(3)`), a row deleted and taken again within the
+ * millisecond of its last token repeated it.
+ */
+export const FENCING_FLOOR = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) + 1)"
 
 /** {@link resultOf} of a release, whose result is not used otherwise. */
 export function checkResult(reply: unknown): void {

@@ -93,8 +93,12 @@ export function postgresStatements(t: SqlTable, guard: string | undefined, lockW
  */
 export const LOCK_WAIT_MS = 1000
 
-/** The floor of a token that starts afresh: the database clock in whole milliseconds since the epoch, times 1000 (as `fencingFloor()`), plus 1. */
-export const FENCING_FLOOR = `(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint * 1000 + 1)`
+/**
+ * The floor of a token that starts afresh: the database clock in microseconds since the epoch
+ * (never below `fencingFloor()`'s milliseconds times 1000 at the same moment), plus 1. In whole
+ * milliseconds, a row deleted and taken again within the millisecond of its last token repeated it.
+ */
+export const FENCING_FLOOR = `(floor(extract(epoch FROM statement_timestamp()) * 1000000)::bigint + 1)`
 
 /** What a paired acquire's statement (`pairOf`) took: its rows, one per lock taken, the claim's first. */
 export function pairedResult(result: QueryResult, fencing: boolean): readonly [boolean | bigint, boolean | bigint] {

@@ -33,9 +33,13 @@ export const DB_NOW_MS: string = epochMs(`'now'`)
 /**
  * The first token of a row that has none: SQLite's now in whole milliseconds since the epoch,
  * times 1000 (as `fencingFloor()`), plus 1; above every token the name had before, unless the
- * clock went back by more than the time since (support/fencing.ts).
+ * clock went back by more than the time since (support/fencing.ts). SQLite's clock has no finer
+ * grain, so a row deleted and taken again within the millisecond of its last token would repeat
+ * it: the bound parameter, one more than the greatest token this accessor has seen, keeps the
+ * tokens of one process increasing then (a delete and two acquisitions in a millisecond happen on
+ * an embedded database: 1 CI run in 30).
  */
-export const FENCING_FLOOR: string = `(CAST(ROUND(${DB_NOW_MS}) AS INTEGER) * 1000 + 1)`
+export const FENCING_FLOOR: string = `MAX(CAST(ROUND(${DB_NOW_MS}) AS INTEGER) * 1000 + 1, CAST(? AS INTEGER))`
 
 /**
  * The DDL of the lock table: Java ShedLock's columns, with times as UTC text (which sorts as text
@@ -115,16 +119,22 @@ export function sqliteAccessor(
     `WHERE ${lockUntil} <= excluded.${lockedAt}${t.fencing ? ` RETURNING ${token} AS fencing_token` : ''}`
   // The acquire: rows changed, or with fencing tokens the row the upsert returned.
   if (t.fencing && !first) throw new TypeError('sqliteAccessor: fencing tokens need first()')
+  // The greatest token this accessor has seen: a fresh row's floor is above it (FENCING_FLOOR).
+  let seen = 0n
   const acquiring = async (sql: string, params: string[]): Promise<boolean | bigint> => {
     if (!t.fencing) return (await run('acquire', sql, params)) > 0
+    // The floor's parameter comes last: the token is the upsert's last value.
+    params.push(String(seen + 1n))
     const row = await first!('acquire', sql, params)
-    return row === undefined ? false : fencingTokenOf(row.fencing_token)
+    const token = row === undefined ? false : fencingTokenOf(row.fencing_token)
+    if (typeof token === 'bigint' && token > seen) seen = token
+    return token
   }
 
   if (useDbTime) {
     // Parameters are bound in the order the `?` appear in each text.
     const sql: Record<SqliteStatementKind, string> = {
-      // (name, until modifier, owner)
+      // (name, until modifier, owner[, floor])
       acquire: upsert(DB_NOW_PLUS, DB_NOW),
       // (until modifier, name, owner)
       extend: `UPDATE ${t.table} SET ${lockUntil} = ${DB_NOW_PLUS} WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ${DB_NOW}`,
@@ -145,7 +155,7 @@ export function sqliteAccessor(
     }
   }
   const sql = {
-    // (name, until, now, owner)
+    // (name, until, now, owner[, floor])
     acquire: upsert('?', '?'),
     // (until, name, owner, now)
     extend: `UPDATE ${t.table} SET ${lockUntil} = ? WHERE ${name} = ? AND ${lockedBy} = ? AND ${lockUntil} > ?`,
