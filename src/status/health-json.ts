@@ -17,6 +17,7 @@ export function runJson(run: RunRecord): Record<string, unknown> {
     error: run.error ?? null,
     // Text: JSON numbers lose a bigint's digits past 2^53.
     fencingToken: run.fencingToken === undefined ? null : String(run.fencingToken),
+    triggeredBy: run.triggeredBy ?? null,
   }
 }
 
