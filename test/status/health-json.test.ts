@@ -28,7 +28,9 @@ describe('health JSON', () => {
       durationMs: 1500,
       error: { type: 'Error', message: 'boom' },
       fencingToken: '9007199254740993',
+      triggeredBy: null,
     })
+    expect(runJson({ ...run, triggeredBy: 'alice' }).triggeredBy).toBe('alice')
     const running = {
       ...run,
       slot: undefined,
