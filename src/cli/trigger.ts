@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { formatDuration } from '../core/duration.ts'
+import { describePause, pauseOf } from '../core/pause.ts'
 import type { RunRecord } from '../core/run-ledger.ts'
 import { TRIGGER_TTL_MS, triggerHolder } from '../core/trigger.ts'
 import { HolderRefused, type StoreAdmin } from '../support/store-admin.ts'
@@ -23,7 +24,8 @@ trigger waits for it to end. History records it as triggered by WHO.
 Executors poll only when told to:
   createLockingTaskExecutor(provider, { triggers: { poll: '10s' } })
 If none picks the trigger up within --wait, it is withdrawn (exit 1).
-A trigger already pending stays as it is (exit 0): one run, not two.
+A trigger already pending stays as it is (exit 0): one run, not two. A
+paused task is refused (exit 1): resume it first.
 
 Options:
 ${URL_HELP}
@@ -40,8 +42,8 @@ NATS, ZooKeeper and memcached cannot hold a trigger (their locks keep no
 holder name).
 
 Exit codes: 0 picked up, left pending (--wait 0) or already pending;
-            1 no replica picked it up, the store cannot hold a trigger, or
-            it failed; 2 usage error
+            1 no replica picked it up, the task is paused, the store cannot
+            hold a trigger, or it failed; 2 usage error
 `
 
 /** `shedlock trigger`. */
@@ -84,6 +86,12 @@ interface PickedUp {
 }
 
 async function triggerOn(store: StoreAdmin, name: string, by: string): Promise<TakenTrigger> {
+  // A paused task would keep the trigger pending until it lapses: every replica finds it held.
+  const pause = pauseOf(await store.inspector.get(name))
+  if (pause)
+    throw new CliError(
+      `task ${JSON.stringify(name)} is ${describePause(pause)}: no replica runs it, a trigger included; not triggered: shedlock resume ${name} first`,
+    )
   const target = { inspector: store.inspector, provider: (lockedBy: string) => store.provider({ lockedBy }) }
   try {
     return await takeTrigger(target, name, triggerHolder(by))

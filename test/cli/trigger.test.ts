@@ -94,6 +94,22 @@ function triggerCases(store: () => Store, admin: () => StoreAdmin): void {
     expect((await admin().inspector.get(triggerRecordName(name)))?.held ?? false).toBe(false)
   })
 
+  it('a paused task is refused (exit 1), and no trigger is left', async () => {
+    const name = fresh()
+    // pause and resume take no --runs-table.
+    const lockArgs = ['--url', store().url, ...(store().table ? ['--table', store().table!] : [])]
+    expect((await cli(['pause', name, ...lockArgs, '--by', 'dora'])).code).toBe(0)
+    const run = await trigger(name)
+    expect(run).toMatchObject({ code: 1, stdout: '' })
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^shedlock trigger: task "${name}" is paused by dora until \\S+: no replica runs it, .*shedlock resume ${name} first\\n$`,
+      ),
+    )
+    expect(await admin().inspector.get(triggerRecordName(name))).toBeUndefined()
+    expect((await cli(['resume', name, ...lockArgs])).code).toBe(0)
+  })
+
   it('--wait 0 leaves the trigger pending; a second trigger finds it and adds none (--json)', async () => {
     const name = fresh()
     const first = await trigger(name, '--wait', '0', '--by', 'bob')
