@@ -171,7 +171,7 @@ export function createLockingTaskExecutor(
     options.triggers === undefined
       ? undefined
       : new TriggerPoller(
-          pollInterval(options.triggers),
+          pollInterval(options.triggers, steps),
           () => steps.inspector(),
           (task, lock, claim) =>
             steps.closed()
@@ -263,12 +263,18 @@ export function createLockingTaskExecutor(
   }
 }
 
-function pollInterval(triggers: TriggerOptions): number {
+// The poll's interval in ms; triggers are read through the provider's inspector, so it needs one.
+function pollInterval(triggers: TriggerOptions, steps: RunSteps): number {
   const ms = triggers === null || typeof triggers !== 'object' ? Number.NaN : parseDuration(triggers.poll)
-  if (ms > 0) return ms
-  throw new LockConfigurationError(
-    `createLockingTaskExecutor(): triggers.poll must be how often to look for triggers, e.g. { triggers: { poll: '10s' } }, got ${JSON.stringify(triggers)}`,
-  )
+  if (!(ms > 0))
+    throw new LockConfigurationError(
+      `createLockingTaskExecutor(): triggers.poll must be how often to look for triggers, e.g. { triggers: { poll: '10s' } }, got ${JSON.stringify(triggers)}`,
+    )
+  if (typeof steps.claimer.inspector !== 'function')
+    throw new LockConfigurationError(
+      `createLockingTaskExecutor(): triggers need a provider with an inspector() to read them (every provider of shedlock but memcached's has one); ${steps.providerName ?? 'this provider'} has none: drop the triggers option`,
+    )
+  return ms
 }
 
 function checkedOverlap(overlap: unknown, where: string): OverlapPolicy {

@@ -33,9 +33,13 @@ describe('trigger records', () => {
     expect(triggerHolder('x'.repeat(300))).toHaveLength(200)
   })
 
-  it('an executor refuses a poll that is not a positive duration', () => {
+  it('an executor refuses a poll that is not a positive duration, or a provider without an inspector', () => {
     expect(() => createLockingTaskExecutor(inMemoryLockProvider(), { triggers: { poll: 0 } })).toThrow(
       LockConfigurationError,
+    )
+    const blind = { lock: inMemoryLockProvider().lock }
+    expect(() => createLockingTaskExecutor(blind, { triggers: { poll: '10s' } })).toThrow(
+      /triggers need a provider with an inspector\(\)/,
     )
   })
 })
