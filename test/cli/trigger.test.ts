@@ -60,6 +60,8 @@ function triggerCases(store: () => Store, admin: () => StoreAdmin): void {
     ...(store().table ? ['--table', store().table!] : []),
     ...(store().runsTable ? ['--runs-table', store().runsTable!] : []),
   ]
+  // list, pause and resume take no --runs-table.
+  const lockArgs = () => ['--url', store().url, ...(store().table ? ['--table', store().table!] : [])]
   const trigger = (name: string, ...extra: string[]) => cli(['trigger', name, ...storeArgs(), ...extra])
 
   it('a polling replica picks the trigger up and runs the task once; history says who triggered it', async () => {
@@ -96,9 +98,7 @@ function triggerCases(store: () => Store, admin: () => StoreAdmin): void {
 
   it('a paused task is refused (exit 1), and no trigger is left', async () => {
     const name = fresh()
-    // pause and resume take no --runs-table.
-    const lockArgs = ['--url', store().url, ...(store().table ? ['--table', store().table!] : [])]
-    expect((await cli(['pause', name, ...lockArgs, '--by', 'dora'])).code).toBe(0)
+    expect((await cli(['pause', name, ...lockArgs(), '--by', 'dora'])).code).toBe(0)
     const run = await trigger(name)
     expect(run).toMatchObject({ code: 1, stdout: '' })
     expect(run.stderr).toMatch(
@@ -107,7 +107,7 @@ function triggerCases(store: () => Store, admin: () => StoreAdmin): void {
       ),
     )
     expect(await admin().inspector.get(triggerRecordName(name))).toBeUndefined()
-    expect((await cli(['resume', name, ...lockArgs])).code).toBe(0)
+    expect((await cli(['resume', name, ...lockArgs()])).code).toBe(0)
   })
 
   it('--wait 0 leaves the trigger pending; a second trigger finds it and adds none (--json)', async () => {
@@ -124,6 +124,8 @@ function triggerCases(store: () => Store, admin: () => StoreAdmin): void {
       node: null,
       afterMs: null,
     })
+    const list = await cli(['list', ...lockArgs(), '--prefix', name, '--json'])
+    expect(JSON.parse(list.stdout).locks).toMatchObject([{ name: triggerRecordName(name), state: 'triggered' }])
     const record = await admin().inspector.get(triggerRecordName(name))
     expect(record?.lockedBy).toMatch(/^triggered by bob:/)
     expect(await admin().inspector.release(record!)).toBe(true)
