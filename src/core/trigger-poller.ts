@@ -62,10 +62,12 @@ export class TriggerPoller {
     ;(this.#timer as { unref?: () => unknown }).unref?.()
   }
 
-  /** Remembers `task` with the lock options of `configuration`, for the triggers of its name (the latest call wins). */
+  /** Remembers `task` with the `lockAtMostFor` of `configuration`, for the triggers of its name (the latest call wins). */
   remember(task: LockedTask<unknown>, configuration: LockConfiguration): void {
-    const { name, lockAtMostFor, lockAtLeastFor } = configuration
-    this.#tasks.set(name, { task, lock: { name, lockAtMostFor, lockAtLeastFor } })
+    const { name, lockAtMostFor } = configuration
+    // No lockAtLeastFor: a replica that takes the lock only to find the trigger claimed releases
+    // it at once, instead of holding it (and skipping the next scheduled fire) for that long.
+    this.#tasks.set(name, { task, lock: { name, lockAtMostFor } })
   }
 
   /**

@@ -140,6 +140,27 @@ describe.skipIf(!pool)('triggers on PostgreSQL', () => {
     await Promise.all(executors.map((executor) => executor.close()))
   })
 
+  it("a triggered run holds the task's lock without its lockAtLeastFor: the next scheduled fire is not skipped", async () => {
+    await setUp()
+    const name = `trigger-least-${randomUUID().slice(0, 8)}`
+    const executors = replicas(3)
+    let ran = 0
+    const request = { name, lockAtMostFor: '2m', lockAtLeastFor: '1m' } as const
+    for (const executor of executors) await executor.executeWithLock(() => void ran++, request)
+    // The scheduled run's lockAtLeastFor would hold the lock for a minute: freed by hand here.
+    expect(await inspector.release(name)).toBe(true)
+    const taken = await takeTrigger(target, name, triggerHolder('erin'))
+    expect(await waitForPickUp(target, taken.record!, 5_000)).toBeDefined()
+    expect(await waitFor(() => ran === 2, 2_000)).toBe(true)
+    await sleep(400) // the other replicas' polls: they may take the lock, find the trigger gone, free it
+    expect((await inspector.get(name))?.held).toBe(false)
+    expect(await executors[0]!.executeWithLock(() => void ran++, request)).toEqual({
+      executed: true,
+      result: undefined,
+    })
+    await Promise.all(executors.map((executor) => executor.close()))
+  })
+
   it('a task no executor ran is not polled; a closed executor polls no more', async () => {
     await setUp()
     const name = `trigger-none-${randomUUID().slice(0, 8)}`
