@@ -254,6 +254,28 @@ export function formatReport(result: BenchResult): string {
       )
     }
   }
+  const pollRows = result.roundTrips.filter((r) => r.triggerPoll)
+  if (pollRows.length > 0) {
+    out.push(
+      "A poll for triggers (`createLockingTaskExecutor(provider, { triggers: { poll } })`) by a replica whose executor ran 20 tasks, none triggered: store calls per poll, process CPU per poll (library and driver), and what a 10 s poll costs one replica per minute. SQLite's counter counts writes only: its reads are in-process (no round trip), one SELECT per task all the same.",
+      '',
+      markdownTable(
+        ['store', 'calls per poll (mean, max)', 'per task', 'CPU per poll', 'calls per replica-minute (10 s poll)'],
+        pollRows.map((r) => {
+          const p = r.triggerPoll!
+          return [
+            r.store,
+            meanAndMax(p.calls),
+            (p.calls.mean / p.tasks).toFixed(2),
+            `${Math.round(p.cpuUs)} µs`,
+            String(Math.round(p.calls.mean * 6)),
+          ]
+        }),
+        [1, 2, 3, 4],
+      ),
+      '',
+    )
+  }
   if (result.herd.length > 0) {
     out.push('### 3. Herd', '')
     out.push(

@@ -60,6 +60,17 @@ export interface RoundTripRow {
     readonly loser: CallCount
     readonly housekeeping?: { readonly calls: number; readonly runs: number; readonly methods: Record<string, number> }
   }
+  /**
+   * One poll for triggers (`triggers: { poll }`) of an executor that ran `tasks` tasks, none
+   * triggered: its store calls (one inspector read per task), and the process CPU per poll in µs
+   * (the library and the driver), a mean over `polls` polls.
+   */
+  readonly triggerPoll?: {
+    readonly tasks: number
+    readonly polls: number
+    readonly calls: CallCount
+    readonly cpuUs: number
+  }
 }
 
 /** The herd: contenders on separate connections racing for one name, round after round. */

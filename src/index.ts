@@ -49,6 +49,7 @@ export {
   type TaskContext,
   type TaskOutcome,
   type TaskResult,
+  type TriggerOptions,
 } from './core/locking-task-executor.ts'
 export { type LogMethod, loggerListener, type ShedlockLogger } from './core/logger.ts'
 export { describePause, isPauseHolder, pauseHolder, pauseOf, type TaskPause } from './core/pause.ts'

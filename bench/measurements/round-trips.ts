@@ -4,6 +4,7 @@ import type { RunLedger } from '../../src/core/run-ledger.ts'
 import type { LockProvider } from '../../src/core/lock-provider.ts'
 import type { CallCounter } from '../counting.ts'
 import type { CallCount, RoundTripRow } from '../result.ts'
+import { TriggerPoller } from '../../src/core/trigger-poller.ts'
 import { DEFAULT_PRUNE_DELAY_MS } from '../../src/support/sql/sql-run-pruner.ts'
 import type { RawOperations, StoreSetup } from '../setups/setup.ts'
 
@@ -74,6 +75,48 @@ export async function measureRoundTrips(setup: StoreSetup, runId: string, sample
     ours: await countSide(ours, counter, (i) => `${runId}-rt-o${i}`, samples),
     baseline: await countSide(baseline, counter, (i) => `${runId}-rt-b${i}`, samples),
     ...(runLedger ? { slotRun: await countSlotRuns(provider, runLedger, counter, `${runId}-rt-slot`, samples) } : {}),
+    ...(provider.inspector
+      ? { triggerPoll: await countTriggerPoll(provider, counter, `${runId}-rt-trig`, samples) }
+      : {}),
+  }
+}
+
+// The tasks of a replica whose executor polls for triggers, as docs/usage.md states its cost for.
+const POLLED_TASKS = 20
+
+/**
+ * One poll for triggers, as an executor with `triggers: { poll }` does it every poll, over
+ * {@link POLLED_TASKS} tasks it ran, none triggered (the common case): store calls and process CPU.
+ */
+async function countTriggerPoll(provider: LockProvider, counter: CallCounter, prefix: string, samples: number) {
+  const names = Array.from({ length: POLLED_TASKS }, (_, k) => `${prefix}-${k}`)
+  const inspector = provider.inspector!()
+  // An hour apart: the timer never fires during the measurement; poll() is called by hand.
+  const poller = new TriggerPoller(
+    3_600_000,
+    () => inspector,
+    () => {
+      throw new Error('no trigger was taken, yet the poll found one')
+    },
+  )
+  for (const name of names) poller.remember(() => undefined, lockConfiguration({ name, lockAtMostFor: 60_000 }))
+  await poller.poll() // untimed: a first read may prepare statements
+  const calls: number[] = []
+  let methods: Record<string, number> = {}
+  const cpu = process.cpuUsage()
+  for (let i = 0; i < samples; i++) {
+    counter.reset()
+    if ((await poller.poll()) !== 0) throw new Error('a poll found a trigger that nobody took')
+    calls.push(counter.total)
+    methods = { ...counter.byMethod }
+  }
+  const used = process.cpuUsage(cpu)
+  poller.stop()
+  return {
+    tasks: POLLED_TASKS,
+    polls: samples,
+    calls: countOf(calls, methods),
+    cpuUs: (used.user + used.system) / samples,
   }
 }
 

@@ -201,7 +201,7 @@ async function runsCheck(store: StoreAdmin, required: boolean): Promise<Check | 
       return {
         status: 'warn',
         label,
-        detail: `lacks the column ${missing.join(', ')} of this version (without it no task reads as overdue); add it with: ${table!.initCommand}`,
+        detail: `lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')} of this version (${missing.map(withoutColumn).join('; ')}); add ${missing.length > 1 ? 'them' : 'it'} with: ${table!.initCommand}`,
       }
     await ledger.history(`shedlock-doctor-${randomBytes(4).toString('hex')}`, { limit: 1 })
     return { status: 'ok', label, detail: table ? 'exists and can be read' : 'can be read' }
@@ -262,4 +262,13 @@ function textSummary(checks: readonly Check[]): number {
   const parts = [`${count('ok')} ok`, `${count('warn')} warning${count('warn') === 1 ? '' : 's'}`, `${failed} failed`]
   process.stdout.write(`${failed > 0 ? 'unhealthy' : 'healthy'}: ${parts.join(', ')}\n`)
   return failed > 0 ? EXIT_FAILURE : EXIT_OK
+}
+
+// What a runs table without `column` (one of the later run columns) cannot show.
+function withoutColumn(column: string): string {
+  return column === 'next_fire_at'
+    ? 'without next_fire_at no task reads as overdue'
+    : column === 'triggered_by'
+      ? 'without triggered_by a triggered run reads as scheduled'
+      : `without ${column}`
 }

@@ -17,8 +17,9 @@ const HELP = `Usage: shedlock history NAME [--url URL] [--table NAME] [--runs-ta
 Shows the runs of task NAME from the run history, newest first: when each
 started (UTC), the slot it ran for, the node, how it ended (ok, failed,
 lock-lost, skipped, or running: a run still going after the executor's
-recordRunningAfter, 1 s by default), how long it took and, for a failure,
-the error's class and first line. The history is what executors given a run
+recordRunningAfter, 1 s by default; "triggered by WHO" for a run asked for
+by shedlock trigger), how long it took and, for a failure, the error's
+class and first line. The history is what executors given a run
 ledger record (postgresRunLedger, mysqlRunLedger, sqliteRunLedger,
 redisRunLedger); "shedlock init" creates its table.
 
@@ -28,7 +29,8 @@ ${RUNS_HELP}
   --limit N      at most N runs (default: 20)
   --json         print JSON: { task, runs: [{ id, name, slot, node,
                  startedAt, finishedAt, outcome, durationMs, error,
-                 fencingToken }] } (the token as decimal text, or null)
+                 fencingToken, triggeredBy }] } (the token as decimal
+                 text, or null; triggeredBy null for a scheduled run)
   -h, --help     show this help
 
 Exit codes: 0 shown (also when there are no runs), 1 the store failed or
@@ -77,7 +79,9 @@ export const historyCommand: Command = {
             isoUtc(run.startedAt),
             run.slot === undefined ? '-' : isoUtc(run.slot),
             run.node,
-            run.outcome === 'running' ? `running (${humanDuration(now - run.startedAt.getTime())})` : outcomeText(run),
+            run.outcome === 'running'
+              ? `running (${humanDuration(now - run.startedAt.getTime())})${run.triggeredBy === undefined ? '' : `, triggered by ${inert(run.triggeredBy)}`}`
+              : outcomeText(run),
             run.durationMs === undefined ? '-' : durationText(run.durationMs),
             run.error === undefined
               ? ''
@@ -128,10 +132,11 @@ export function ledgerOf(store: StoreAdmin): RunLedger {
 // Why a slot was skipped, as the executor records it in a skipped run's error.
 const SKIP_CAUSES: Readonly<Record<string, string>> = { Paused: 'paused', LockHeld: 'lock held', Folded: 'folded' }
 
-/** The outcome, with a skipped run's cause: `skipped (paused)`. */
+/** The outcome, with a skipped run's cause or a manual run's operator: `skipped (paused)`, `ok (triggered by alice)`. */
 function outcomeText(run: RunRecord): string {
   const cause = run.outcome === 'skipped' && run.error ? SKIP_CAUSES[run.error.type] : undefined
-  return cause ? `skipped (${cause})` : run.outcome
+  if (cause) return `skipped (${cause})`
+  return run.triggeredBy === undefined ? run.outcome : `${run.outcome} (triggered by ${inert(run.triggeredBy)})`
 }
 
 /** `1.2s`, `350ms`, `2m 5s`. */

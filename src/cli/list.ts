@@ -7,8 +7,9 @@ import { storeUrlOption, URL_HELP } from './store-url.ts'
 const HELP = `Usage: shedlock list [--url URL] [--table NAME] [--prefix P] [--slots]
                      [--json | --format table|json]
 
-Shows every lock in the store: its name, state (held, free, or paused by
-"shedlock pause"), who holds or last held it, when it was taken, until when
+Shows every lock in the store: its name, state (held, free, paused by
+"shedlock pause", or triggered: a pending "shedlock trigger", the record
+NAME@trigger), who holds or last held it, when it was taken, until when
 it is held, and the time left. "Now" is the store's clock where expiry is
 decided on it (PostgreSQL, MySQL, Redis; etcd gives remaining lease time),
 else this host's (SQLite, and MongoDB, whose locks expire on each node's

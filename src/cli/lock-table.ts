@@ -1,12 +1,16 @@
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { pauseOf } from '../core/pause.ts'
+import { triggerOf } from '../core/trigger.ts'
 import { inert } from './inert.ts'
 
 /** One lock as `shedlock list --json` prints it. Times are ISO-8601 UTC, `null` when the store does not keep them. */
 export interface LockJson {
   name: string
-  /** `paused`: held by a pause (`shedlock pause`), whose holder says who paused it and why. */
-  state: 'held' | 'free' | 'paused'
+  /**
+   * `paused`: held by a pause (`shedlock pause`), whose holder says who paused it and why;
+   * `triggered`: a pending `shedlock trigger` (the record `NAME@trigger`), held until a replica runs it.
+   */
+  state: 'held' | 'free' | 'paused' | 'triggered'
   lockedBy: string | null
   lockedAt: string | null
   lockUntil: string | null
@@ -14,9 +18,10 @@ export interface LockJson {
   remainingMs: number | null
 }
 
-/** `held`, `free`, or `paused` (held by a pause), as `list` shows a record. */
-export function stateOf(record: LockRecord): 'held' | 'free' | 'paused' {
-  return pauseOf(record) ? 'paused' : record.held ? 'held' : 'free'
+/** `held`, `free`, `paused` (held by a pause) or `triggered` (a pending trigger), as `list` shows a record. */
+export function stateOf(record: LockRecord): LockJson['state'] {
+  if (!record.held) return 'free'
+  return pauseOf(record) ? 'paused' : triggerOf(record) !== undefined ? 'triggered' : 'held'
 }
 
 /** The JSON form of a record. */

@@ -16,6 +16,7 @@ import { pauseCommand, resumeCommand } from './pause.ts'
 import { runCommand } from './run.ts'
 import { schemaCommand } from './schema.ts'
 import { statusCommand } from './status.ts'
+import { triggerCommand } from './trigger.ts'
 import { redactSecrets } from '../support/store-url.ts'
 import { URL_FORMS } from './store-url.ts'
 import { unlockCommand } from './unlock.ts'
@@ -28,6 +29,7 @@ const commands: readonly Command[] = [
   unlockCommand,
   pauseCommand,
   resumeCommand,
+  triggerCommand,
   historyCommand,
   statusCommand,
   dashboardCommand,

@@ -1,14 +1,14 @@
-import { hostname, userInfo } from 'node:os'
-import { formatDuration, parseDuration } from '../core/duration.ts'
+import { formatDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { describePause, pauseHolder, type TaskPause } from '../core/pause.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { pauseJson } from '../status/health-json.ts'
 import { endPause, PauseRefused, takePause } from '../status/pause-control.ts'
-import { CliError, type Command, EXIT_OK, type OptionValues, parseArguments, UsageError } from './command.ts'
+import { CliError, type Command, EXIT_OK, parseArguments, UsageError } from './command.ts'
 import { describeHolder, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
+import { durationOption, operator, tableOption, taskName } from './operator-options.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const PAUSE_HELP = `Usage: shedlock pause NAME [--for D] [--reason TEXT] [--by WHO] [--wait D]
@@ -180,38 +180,4 @@ function heldByRun(name: string, record: LockRecord, waitedMs: number): CliError
 function pauseText(pause: TaskPause): string {
   const until = pause.until ? `until ${isoUtc(pause.until)}` : 'until an expiry the store does not reveal'
   return `${until} (by ${pause.by}${pause.reason ? `: ${pause.reason}` : ''})`
-}
-
-/** Who pauses by default: `user@host` of this shell (the host alone where the user has no name). */
-function operator(): string {
-  let user: string | undefined
-  try {
-    user = userInfo().username
-  } catch {
-    user = process.env.USER ?? process.env.USERNAME
-  }
-  return user ? `${user}@${hostname()}` : hostname()
-}
-
-function taskName(command: string, positionals: string[]): string {
-  if (positionals.length === 0 || positionals[0] === '')
-    throw new UsageError(`name the task: shedlock ${command} NAME [--url URL] (after --, a name may start with -)`)
-  if (positionals.length > 1)
-    throw new UsageError(`one task at a time: got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
-  return positionals[0]!
-}
-
-function durationOption(flag: string, value: string | boolean, zero: boolean): number {
-  let ms: number
-  try {
-    ms = parseDuration(String(value))
-  } catch (error) {
-    throw new UsageError(`${flag}: ${error instanceof Error ? error.message : String(error)}`)
-  }
-  if (ms === 0 && !zero) throw new UsageError(`${flag} must be longer than 0, got ${JSON.stringify(value)}`)
-  return ms
-}
-
-function tableOption(values: OptionValues): string | undefined {
-  return typeof values.table === 'string' ? values.table : undefined
 }

@@ -214,3 +214,16 @@ export function beforeDeadline<T>(promise: Promise<T>, at: number, clock: Clock,
     )
   })
 }
+
+/** Resolves to true once `promise` settles, or to false after `ms`; never rejects. */
+export function waitAtMost(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms)
+    timer.unref()
+    const settled = (): void => {
+      clearTimeout(timer)
+      resolve(true)
+    }
+    promise.then(settled, settled)
+  })
+}

@@ -15,6 +15,7 @@ import type { RunLedger } from './run-ledger.ts'
 import { RunSteps } from './run-steps.ts'
 import { SlotRuns } from './slot-runs.ts'
 import { slotRecordName } from './slots.ts'
+import { type TriggerOptions, TriggerPoller } from './trigger-poller.ts'
 import {
   callerSignal,
   type ExecutionOptions,
@@ -27,6 +28,7 @@ import {
 
 export { type CatchUpOptions, type CatchUpPolicy, type CatchUpResult, CatchUpError } from './catch-up.ts'
 export type { OverlapPolicy } from './overlap.ts'
+export type { TriggerOptions } from './trigger-poller.ts'
 export type { LockingTaskExecutorListener, TaskOutcome } from './executor-events.ts'
 export type { ExecutionOptions, LockedTask, LockRequest, SkipReason, TaskContext, TaskResult } from './task.ts'
 
@@ -86,6 +88,14 @@ export interface LockingTaskExecutorOptions {
   node?: string
   /** Logs runs, skips, lock losses and store errors (`console`, or a pino logger), beside `listener`. @default no logging */
   logger?: ShedlockLogger
+  /**
+   * Opt in to `shedlock trigger NAME` ("run now"): every `poll` (e.g. `'10s'`), the executor
+   * reads the trigger record of each task it ran through `executeWithLock` (one store read per
+   * task), and runs a triggered task once, through the task's own lock: never beside a run that
+   * holds it, and on one replica only. The run is recorded with `triggeredBy` in the run ledger.
+   * See docs/usage.md. @default no poll: `shedlock trigger` says that no replica listens
+   */
+  triggers?: TriggerOptions
 }
 
 /** Runs tasks under locks. See {@link createLockingTaskExecutor}. */
@@ -157,6 +167,17 @@ export function createLockingTaskExecutor(
   const slots = new SlotRuns(steps, waiters)
   const { clock } = steps
   const defaultOverlap = checkedOverlap(options.overlap ?? DEFAULT_OVERLAP, 'createLockingTaskExecutor()')
+  const triggers =
+    options.triggers === undefined
+      ? undefined
+      : new TriggerPoller(
+          pollInterval(options.triggers, steps),
+          () => steps.inspector(),
+          (task, lock, claim) =>
+            steps.closed()
+              ? Promise.resolve({ executed: false, reason: 'closed' })
+              : steps.track(steps.lockAndRun(task, configurationAt(lock, clock.now()), undefined, claim)),
+        )
 
   async function execute<T>(
     task: LockedTask<T>,
@@ -208,6 +229,8 @@ export function createLockingTaskExecutor(
       debug('Lock "%s" not attempted: the executor is closed', name)
       return { executed: false, reason: 'closed' }
     }
+    // Plain and slot runs alike: a trigger runs the task as a plain run, with the latest options.
+    if (triggers) triggers.remember(task as LockedTask<unknown>, configuration)
     signal?.throwIfAborted()
     if (configuration.lockAtMostUntil.getTime() <= clock.now()) {
       throw new LockConfigurationError(
@@ -233,8 +256,25 @@ export function createLockingTaskExecutor(
     get closed() {
       return steps.closed()
     },
-    close: (closeOptions: CloseOptions = {}) => steps.close(parseDuration(closeOptions.timeout ?? '10s')),
+    close: (closeOptions: CloseOptions = {}) => {
+      triggers?.stop()
+      return steps.close(parseDuration(closeOptions.timeout ?? '10s'))
+    },
   }
+}
+
+// The poll's interval in ms; triggers are read through the provider's inspector, so it needs one.
+function pollInterval(triggers: TriggerOptions, steps: RunSteps): number {
+  const ms = triggers === null || typeof triggers !== 'object' ? Number.NaN : parseDuration(triggers.poll)
+  if (!(ms > 0))
+    throw new LockConfigurationError(
+      `createLockingTaskExecutor(): triggers.poll must be how often to look for triggers, e.g. { triggers: { poll: '10s' } }, got ${JSON.stringify(triggers)}`,
+    )
+  if (typeof steps.claimer.inspector !== 'function')
+    throw new LockConfigurationError(
+      `createLockingTaskExecutor(): triggers need a provider with an inspector() to read them (every provider of shedlock but memcached's has one); ${steps.providerName ?? 'this provider'} has none: drop the triggers option`,
+    )
+  return ms
 }
 
 function checkedOverlap(overlap: unknown, where: string): OverlapPolicy {

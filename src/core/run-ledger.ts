@@ -51,6 +51,11 @@ export interface RunRecord {
    * ledgers kept it. A task whose latest run has one that passed long ago is overdue.
    */
   readonly nextFireAt?: Date | undefined
+  /**
+   * Who asked for the run with `shedlock trigger` (a manual run, outside the schedule); `undefined`
+   * for a scheduled run, or one written before ledgers kept it.
+   */
+  readonly triggeredBy?: string | undefined
 }
 
 /** A task's health, from its runs in the ledger. */
@@ -82,6 +87,8 @@ export interface RunStart {
   readonly fencingToken?: bigint | undefined
   /** The task's next fire time, when its scheduler gave one; every ledger keeps it and reads it back. */
   readonly nextFireAt?: Date | undefined
+  /** Who triggered the run (`shedlock trigger`), for a manual run; every ledger keeps it (up to 255 characters) and reads it back. */
+  readonly triggeredBy?: string | undefined
 }
 
 /** The end of a run. */

@@ -85,6 +85,7 @@ export class RunRecorder {
     slot: Date | undefined,
     owner: string,
     fencingToken: bigint | undefined,
+    triggeredBy?: string,
   ): RunRecording | undefined {
     const ledger = this.#ledger
     if (!ledger) return undefined
@@ -92,6 +93,7 @@ export class RunRecorder {
     const started: Mutable<RunStart> = { name: configuration.name, slot, node: owner, startedAt: new Date(clock.now()) }
     // No such key without a token (what ledgers of other stores have always been given).
     if (fencingToken !== undefined) started.fencingToken = fencingToken
+    if (triggeredBy !== undefined) started.triggeredBy = triggeredBy
     // The 'running' row is what `shedlock status` and the dashboard show of a long run; a short
     // run is written once, at its end: one statement per run instead of two.
     let run: Promise<RunHandle> | undefined
@@ -207,6 +209,7 @@ function wholeRun(started: RunStart, end: RunEnd): RunStart & RunEnd {
     error: end.error,
   }
   if (started.fencingToken !== undefined) run.fencingToken = started.fencingToken
+  if (started.triggeredBy !== undefined) run.triggeredBy = started.triggeredBy
   if (end.nextFireAt !== undefined) run.nextFireAt = end.nextFireAt
   return run
 }

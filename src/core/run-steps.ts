@@ -2,6 +2,7 @@ import { hostname } from 'node:os'
 import { debuglog } from 'node:util'
 import type { CatchUpRuntime, HeldTaskLock } from './catch-up.ts'
 import { type Clock, systemClock } from './clock.ts'
+import { waitAtMost } from './deadline.ts'
 import type { LockExecution } from './diagnostics.ts'
 import { parseDuration, type Duration } from './duration.ts'
 import { LockProviderError } from './errors.ts'
@@ -29,6 +30,7 @@ import { DEFAULT_RECORD_RUNNING_AFTER_MS, RunRecorder } from './run-recorder.ts'
 import type { RunLedger } from './run-ledger.ts'
 import { releaseTaskLock } from './release.ts'
 import { DEFAULT_SLOT_RETENTION } from './slots.ts'
+import type { TriggerClaim } from './trigger-poller.ts'
 import {
   closedReason,
   type LockedTask,
@@ -212,11 +214,12 @@ export class RunSteps implements CatchUpRuntime {
     task: LockedTask<T>,
     configuration: LockConfiguration,
     signal: AbortSignal | undefined,
+    trigger?: TriggerClaim,
   ): Promise<TaskResult<T>> {
     const execution = newExecution(this.providerName, false)
     this.emit('onLockAttempt', execution, configuration)
     const acquiring = this.acquire(this.provider, this.taskLock(configuration), configuration, execution)
-    return this.runLocked(task, configuration, acquiring, execution, signal, undefined)
+    return this.runLocked(task, configuration, acquiring, execution, signal, undefined, trigger)
   }
 
   /** Watches a task lock just taken: lock loss, close() (which aborts it), listener events. */
@@ -271,7 +274,7 @@ export class RunSteps implements CatchUpRuntime {
   /**
    * Runs `task` under the lock `handle` just taken (for `claimed`'s slot, if any), then releases
    * it; given the acquisition still under way, awaits it first, and skips the task (`'held'`)
-   * when it finds the lock held.
+   * when it finds the lock held. A triggered run (`trigger`) starts only if its claim succeeds.
    */
   async runLocked<T>(
     task: LockedTask<T>,
@@ -280,18 +283,21 @@ export class RunSteps implements CatchUpRuntime {
     execution: LockExecution,
     signal: AbortSignal | undefined,
     claimed: SlotClaim | undefined,
+    trigger?: TriggerClaim,
   ): Promise<TaskResult<T>> {
     const handle = taken instanceof Promise ? await taken : taken
     if (!handle) return this.#notAcquired(configuration, execution)
     const held = this.hold(configuration, handle, execution)
     const { active } = held
     // Closed, or aborted by the caller, while the lock was being taken: the task does not start.
-    if (this.#closing || signal?.aborted) {
+    // Nor does a triggered run whose trigger another replica claimed (and ran) first.
+    const stop = this.#closing || signal?.aborted ? 'closed' : trigger && !(await trigger.claim()) ? 'held' : undefined
+    if (stop) {
       const joined = held.done()
       if (joined) await joined
       await this.release(active, execution)
       signal?.throwIfAborted()
-      return closedBeforeStart(configuration)
+      return stop === 'closed' ? closedBeforeStart(configuration) : { executed: false, reason: 'held' }
     }
     const stopOnAbort = signal ? (): void => active.abort(signal.reason) : noop
     signal?.addEventListener('abort', stopOnAbort, { once: true })
@@ -302,6 +308,7 @@ export class RunSteps implements CatchUpRuntime {
       claimed?.slot,
       this.ownerOf(handle),
       active.fencingToken,
+      trigger?.by,
     )
     let failure: unknown
     try {
@@ -375,19 +382,6 @@ export function closedBeforeStart(configuration: LockConfiguration): TaskResult<
 }
 
 function noop(): void {}
-
-/** Resolves to true once `promise` settles, or to false after `ms`; never rejects. */
-function waitAtMost(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms)
-    timer.unref()
-    const settled = (): void => {
-      clearTimeout(timer)
-      resolve(true)
-    }
-    promise.then(settled, settled)
-  })
-}
 
 // LockProvider has no name yet; a provider that carries a string `name` is reported by it.
 function providerNameOf(provider: LockProvider): string | undefined {

@@ -18,6 +18,7 @@ export function runJson(run: RunRecord): Record<string, unknown> {
     // Text: JSON numbers lose a bigint's digits past 2^53.
     fencingToken: run.fencingToken === undefined ? null : String(run.fencingToken),
     nextFireAt: run.nextFireAt === undefined ? null : run.nextFireAt.toISOString(),
+    triggeredBy: run.triggeredBy ?? null,
   }
 }
 

@@ -76,10 +76,25 @@ export interface AdminProviderOptions {
 
 /**
  * The refusal of `provider({ lockedBy })` by a store that cannot keep a holder's name with a lock
- * (`why`): a pause (a lock held by "paused by …") would read there as any held lock.
+ * (`why`): a pause (a lock held by "paused by …") or a trigger ("triggered by …") would read
+ * there as any held lock. Its message is the pause's; `shedlock trigger` words its own from
+ * `kind` and `why`.
  */
-export function cannotHoldPause(kind: string, why: string): CliError {
-  return new CliError(`${kind} cannot hold a pause: ${why}; pause the task where it is scheduled instead`)
+export class HolderRefused extends CliError {
+  override name = 'HolderRefused'
+  readonly kind: string
+  readonly why: string
+
+  constructor(kind: string, why: string) {
+    super(`${kind} cannot hold a pause: ${why}; pause the task where it is scheduled instead`)
+    this.kind = kind
+    this.why = why
+  }
+}
+
+/** See {@link HolderRefused}. */
+export function cannotHoldPause(kind: string, why: string): HolderRefused {
+  return new HolderRefused(kind, why)
 }
 
 /** The run history's table of a SQL store, for `history`, `status` and `doctor`. */

@@ -65,6 +65,7 @@ export function ledgerRecordCases(suite: RunLedgerSuiteContext): void {
     )
     assert.equal(runs[1]!.error, undefined)
     assert.equal(runs[0]!.nextFireAt, undefined, 'a run written without nextFireAt reads back with one')
+    assert.equal(runs[0]!.triggeredBy, undefined, 'a scheduled run reads back as triggered')
   })
 
   add('nextFireAt: kept with a whole run, with a started run, and replaced by its end', async () => {
@@ -90,6 +91,18 @@ export function ledgerRecordCases(suite: RunLedgerSuiteContext): void {
     assert.equal(done?.id, run.id)
     assertSameTime(done?.nextFireAt, later, 'nextFireAt after finish()')
     assertSameTime((await ledger.health(name)).lastRun?.nextFireAt, later, "health()'s lastRun.nextFireAt")
+  })
+
+  add('triggeredBy: a manual run keeps who triggered it, through record() and start()/finish()', async () => {
+    const name = taskName()
+    const at = new Date(Date.now() - 2_000)
+    const whole = { name, slot: undefined, node: 'web-1', startedAt: at, finishedAt: at, outcome: 'ok' as const }
+    await ledger.record({ ...whole, durationMs: 1, triggeredBy: 'alice@ops' })
+    assert.equal((await ledger.history(name))[0]?.triggeredBy, 'alice@ops', 'triggeredBy of record()')
+    const run = await ledger.start({ name, slot: undefined, node: 'web-1', startedAt: new Date(), triggeredBy: 'bob' })
+    assert.equal((await ledger.history(name))[0]?.triggeredBy, 'bob', 'triggeredBy of start()')
+    await run.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 2 })
+    assert.equal((await ledger.history(name))[0]?.triggeredBy, 'bob', 'triggeredBy after finish()')
   })
 
   add(

@@ -16,6 +16,7 @@ const COMMANDS = [
   'unlock',
   'pause',
   'resume',
+  'trigger',
   'history',
   'status',
   'dashboard',

@@ -30,7 +30,9 @@ describe('health JSON', () => {
       error: { type: 'Error', message: 'boom' },
       fencingToken: '9007199254740993',
       nextFireAt: '2030-01-01T01:00:00.000Z',
+      triggeredBy: null,
     })
+    expect(runJson({ ...run, triggeredBy: 'alice' }).triggeredBy).toBe('alice')
     const running = {
       ...run,
       slot: undefined,

@@ -64,6 +64,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
         error: undefined,
         fencingToken: run.fencingToken,
         nextFireAt: run.nextFireAt,
+        triggeredBy: run.triggeredBy,
       })
       add(started)
       return {
@@ -97,6 +98,7 @@ export function inMemoryRunLedger(options: InMemoryRunLedgerOptions = {}): RunLe
           error: run.error,
           fencingToken: run.fencingToken,
           nextFireAt: run.nextFireAt,
+          triggeredBy: run.triggeredBy,
         }),
       )
     },

@@ -72,7 +72,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
         )
       ).length > 0,
     runsSchema: () => mysqlRunsSchema({ tableName: runsTable }),
-    runsTimestampType: 'DATETIME(3) NULL',
+    runsColumnTypes: { timestamp: 'DATETIME(3) NULL', text: 'VARCHAR(255) CHARACTER SET utf8mb4 NULL' },
     // The server is known here: list's header names it.
     inspector: { ...inspector, clock: `the ${kind} server's clock` },
     query: rows,

@@ -334,6 +334,7 @@ export function mysqlRunsSchema(options: { tableName?: string } = {}): string {
     '  error_message VARCHAR(500) CHARACTER SET utf8mb4 NULL,',
     '  fencing_token BIGINT NULL,',
     '  next_fire_at DATETIME(3) NULL,',
+    '  triggered_by VARCHAR(255) CHARACTER SET utf8mb4 NULL,',
     `  INDEX ${bare}_name_started (name, started_at)`,
     ');',
   ].join('\n')

@@ -62,7 +62,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     runsTableExists: async () =>
       (await query('SELECT to_regclass(?) IS NOT NULL AS present', [runsTable]))[0]?.present === true,
     runsSchema: () => postgresRunsSchema({ tableName: runsTable }),
-    runsTimestampType: 'TIMESTAMP NULL',
+    runsColumnTypes: { timestamp: 'TIMESTAMP NULL', text: 'VARCHAR(255) NULL' },
     query,
     execute: async (sql, params) => (await pool.query(numbered(sql), params)).rowCount ?? 0,
     tableExists: async () =>

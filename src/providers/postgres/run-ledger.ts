@@ -33,7 +33,7 @@ export function postgresRunLedger(options: PostgresRunLedgerOptions): RunLedger 
       query: async (sql, params) => (await client.query(numbered(sql), [...params])).rows,
       execute: async (sql, params) => (await client.query(numbered(sql), [...params])).rowCount ?? 0,
       timestamp: 'CAST(? AS timestamp)',
-      // 12 parameters a row: 6,000 of PostgreSQL's 65,535.
+      // 13 parameters a row: 6,500 of PostgreSQL's 65,535.
       maxBatch: 500,
       epochMs,
       text: (column) => `CAST(${column} AS text)`,

@@ -152,7 +152,8 @@ export function postgresRunsSchema(options: { tableName?: string } = {}): string
     '  error_type VARCHAR(100) NULL,',
     '  error_message VARCHAR(500) NULL,',
     '  fencing_token BIGINT NULL,',
-    '  next_fire_at TIMESTAMP NULL',
+    '  next_fire_at TIMESTAMP NULL,',
+    '  triggered_by VARCHAR(255) NULL',
     ');',
     `CREATE INDEX IF NOT EXISTS ${bare}_name_started ON ${table} (name, started_at);`,
   ].join('\n')

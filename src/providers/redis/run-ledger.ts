@@ -198,6 +198,8 @@ interface StoredRun {
   fencingToken?: string | null
   /** ISO-8601; absent in entries written before it was kept, or for a task without a schedule. */
   nextFireAt?: string
+  /** Who triggered the run (`shedlock trigger`); absent for a scheduled run, or in entries written before it was kept. */
+  triggeredBy?: string
 }
 
 function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
@@ -215,6 +217,7 @@ function stored(id: string, run: RunStart, end: RunEnd | undefined): StoredRun {
   // A run's end knows the later fire time; its start (a `running` entry) its own.
   const next = end?.nextFireAt ?? run.nextFireAt
   if (next !== undefined) entry.nextFireAt = next.toISOString()
+  if (run.triggeredBy !== undefined) entry.triggeredBy = run.triggeredBy.slice(0, 255)
   return entry
 }
 
@@ -253,5 +256,6 @@ function recordOf(name: string, entry: unknown): RunRecord | undefined {
         ? BigInt(run.fencingToken)
         : undefined,
     nextFireAt: date(run.nextFireAt),
+    triggeredBy: typeof run.triggeredBy === 'string' ? run.triggeredBy : undefined,
   })
 }

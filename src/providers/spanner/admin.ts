@@ -94,7 +94,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     runsTable,
     runsTableExists: () => exists(runsTable),
     runsSchema: () => spannerRunsSchema({ tableName: runsTable }),
-    runsTimestampType: 'TIMESTAMP',
+    runsColumnTypes: { timestamp: 'TIMESTAMP', text: 'STRING(255)' },
     query,
     // DDL goes through the admin API (a long-running operation), DML through a transaction.
     execute: async (sql, params) => {

@@ -77,7 +77,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
         )
       ).length > 0,
     runsSchema: () => sqliteRunsSchema({ tableName: runsTable }),
-    runsTimestampType: 'TEXT NULL',
+    runsColumnTypes: { timestamp: 'TEXT NULL', text: 'TEXT NULL' },
     inspector: sqliteLockInspector({ database, tableName: table.table }),
     query: rows,
     execute: async (sql, params) => {

@@ -113,7 +113,8 @@ export function sqliteRunsSchema(options: { tableName?: string } = {}): string {
     '  error_type TEXT NULL,',
     '  error_message TEXT NULL,',
     '  fencing_token BIGINT NULL,',
-    '  next_fire_at TEXT NULL',
+    '  next_fire_at TEXT NULL,',
+    '  triggered_by TEXT NULL',
     ');',
     // SQLite names the index's database on the index, not on the table.
     `CREATE INDEX IF NOT EXISTS ${schema === undefined ? '' : `${schema}.`}${bare}_name_started ON ${bare} (name, started_at);`,

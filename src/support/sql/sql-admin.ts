@@ -2,7 +2,7 @@ import type { LockInspector } from '../../core/lock-inspector.ts'
 import { type ExtensibleLockProvider, type LockProvider, lockPairOf, withLockPair } from '../../core/lock-provider.ts'
 import type { RunLedger } from '../../core/run-ledger.ts'
 import { type Check, type ClockReading, type StoreAdmin, withInitAdvice } from '../store-admin.ts'
-import { addRunColumnDdl, LATER_RUN_COLUMNS } from './sql-run-ledger.ts'
+import { addRunColumnDdl, LATER_RUN_COLUMNS, type LaterRunColumn, type RunColumnTypes } from './sql-run-ledger.ts'
 import type { SqlTable } from './sql-table.ts'
 
 /** A column of the lock table as the database's catalog describes it. */
@@ -30,8 +30,8 @@ export interface SqlAdminDialect {
   runsTableExists(): Promise<boolean>
   /** The DDL of the runs table (one or more statements, each ending with `;`). */
   runsSchema(): string
-  /** The nullable timestamp column type of the runs table (e.g. `TIMESTAMP NULL`), for the columns later versions add. */
-  readonly runsTimestampType: string
+  /** The runs table's nullable column type of each kind of the columns later versions add (e.g. `{ timestamp: 'TIMESTAMP NULL', text: 'VARCHAR(255) NULL' }`). */
+  readonly runsColumnTypes: RunColumnTypes
   /**
    * The table's provider; `fencingTokens`: whether it counts tokens in the fencing column (see
    * `fencingTokens`); `lockedBy`: its holders' prefix (default: the host name).
@@ -95,8 +95,8 @@ function tokensWhereCounted(
  * The columns of {@link LATER_RUN_COLUMNS} the existing runs table lacks: a column whose `SELECT`
  * is refused is missing (one probe each, which any SQL store answers).
  */
-async function missingRunColumns(dialect: SqlAdminDialect): Promise<(typeof LATER_RUN_COLUMNS)[number][]> {
-  const missing: (typeof LATER_RUN_COLUMNS)[number][] = []
+async function missingRunColumns(dialect: SqlAdminDialect): Promise<LaterRunColumn[]> {
+  const missing: LaterRunColumn[] = []
   for (const column of LATER_RUN_COLUMNS) {
     try {
       await dialect.query(`SELECT ${column.name} FROM ${dialect.runsTable} WHERE 1 = 0`, [])
@@ -111,7 +111,7 @@ async function missingRunColumns(dialect: SqlAdminDialect): Promise<(typeof LATE
 async function upgradeRunsTable(dialect: SqlAdminDialect): Promise<string[]> {
   const lines: string[] = []
   for (const column of await missingRunColumns(dialect)) {
-    const ddl = addRunColumnDdl(dialect.runsTable, column, dialect.runsTimestampType)
+    const ddl = addRunColumnDdl(dialect.runsTable, column, dialect.runsColumnTypes)
     await dialect.execute(ddl.replace(/;$/, ''), [])
     lines.push(`added column ${column.name} to table ${dialect.runsTable} (run history): ${ddl}`)
   }

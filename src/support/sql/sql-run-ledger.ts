@@ -53,9 +53,14 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?
 // PostgreSQL, MySQL/MariaDB and SQLite's words for a column the table lacks.
 const MISSING_TOKEN_COLUMN =
   /(column "?fencing_token"? .*does not exist|unknown column '?fencing_token|no such column: fencing_token|has no column named fencing_token)/i
-// The same words for next_fire_at, which runs tables made before it lack (and Spanner's).
-const MISSING_NEXT_FIRE_COLUMN =
-  /(column "?next_fire_at"? .*does not exist|unknown column '?(\w+\.)?next_fire_at|no such column: next_fire_at|has no column named next_fire_at|column not found in table [\w.]+: next_fire_at|unrecognized name: next_fire_at)/i
+// The same words for a column of LATER_RUN_COLUMNS, which older runs tables lack (and Spanner's).
+const MISSING_LATER_COLUMN =
+  /(column "?(next_fire_at|triggered_by)"? .*does not exist|unknown column '?(\w+\.)?(next_fire_at|triggered_by)|no such column: (next_fire_at|triggered_by)|has no column named (next_fire_at|triggered_by)|column not found in table [\w.]+: (next_fire_at|triggered_by)|unrecognized name: (next_fire_at|triggered_by))/i
+// What a run is recorded without, in a table that lacks the column.
+const WITHOUT: Record<string, string> = {
+  next_fire_at: 'their next fire time (no task reads as overdue)',
+  triggered_by: 'who triggered them (shedlock trigger)',
+}
 const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
@@ -89,18 +94,29 @@ export const RUN_COLUMNS = [
   'error_message',
   'fencing_token',
   'next_fire_at',
+  'triggered_by',
 ] as const
 
 /**
- * Columns of {@link RUN_COLUMNS} that runs tables made by older versions lack, each with what it
- * holds: `shedlock init` adds them to an existing table; a ledger over a table without them
- * writes and reads the other columns, and warns once.
+ * Columns of {@link RUN_COLUMNS} that runs tables made by older versions lack, oldest first, each
+ * with the kind of what it holds: `shedlock init` adds them to an existing table; a ledger over a
+ * table without them writes and reads the other columns, and warns once. A table that lacks one
+ * lacks every later one (each version adds its columns to the end).
  */
-export const LATER_RUN_COLUMNS = [{ name: 'next_fire_at', kind: 'timestamp' }] as const
+export const LATER_RUN_COLUMNS = [
+  { name: 'next_fire_at', kind: 'timestamp' },
+  { name: 'triggered_by', kind: 'text' },
+] as const
 
-/** The statement that adds `column` (of {@link LATER_RUN_COLUMNS}) to `table`, given the dialect's nullable column type for its kind. */
-export function addRunColumnDdl(table: string, column: (typeof LATER_RUN_COLUMNS)[number], type: string): string {
-  return `ALTER TABLE ${table} ADD COLUMN ${column.name} ${type};`
+/** A column of {@link LATER_RUN_COLUMNS}. */
+export type LaterRunColumn = (typeof LATER_RUN_COLUMNS)[number]
+
+/** The kinds of {@link LATER_RUN_COLUMNS}, each as a dialect's nullable column type: e.g. `{ timestamp: 'TIMESTAMP NULL', text: 'VARCHAR(255) NULL' }`. */
+export type RunColumnTypes = { readonly [K in LaterRunColumn['kind']]: string }
+
+/** The statement that adds `column` (of {@link LATER_RUN_COLUMNS}) to `table`, in the dialect's `types`. */
+export function addRunColumnDdl(table: string, column: LaterRunColumn, types: RunColumnTypes): string {
+  return `ALTER TABLE ${table} ADD COLUMN ${column.name} ${types[column.kind]};`
 }
 
 /**
@@ -131,26 +147,32 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   )
   const ts = dialect.timestamp
   const full = runShape(dialect, table, RUN_COLUMNS.length)
-  // The table as shedlock 0.1 made it, without next_fire_at: chosen at its first refusal.
+  // The table as an older version made it, without the last `dropped` later columns: one step
+  // narrower at each refusal for a missing column.
+  let dropped = 0
   let shape = full
-  const legacy = (): RunShape => {
-    if (shape === full) {
-      shape = runShape(dialect, table, RUN_COLUMNS.length - LATER_RUN_COLUMNS.length)
-      process.emitWarning(
-        `${dialect.provider}: the runs table ${table} has no next_fire_at column, so runs are recorded without their next fire time and no task reads as overdue; shedlock init --runs-table ${table} adds it`,
-        { code: 'SHEDLOCK_RUNS_TABLE_OLD' },
-      )
-    }
-    return shape
+  let warned = false
+  const warn = (): void => {
+    warned = true
+    const missing = LATER_RUN_COLUMNS.slice(-dropped).map((column) => column.name)
+    process.emitWarning(
+      `${dialect.provider}: the runs table ${table} has no ${missing.join(' or ')} column, so runs are recorded without ${missing.map((column) => WITHOUT[column]).join(' or ')}; shedlock init --runs-table ${table} adds it`,
+      { code: 'SHEDLOCK_RUNS_TABLE_OLD' },
+    )
   }
-  // Runs `use` with the table's shape; refused for the missing column, once more with the older.
+  // Runs `use` with the table's shape; refused for a missing later column, again with a narrower
+  // one. Warns once, when a shape fits.
   const shaped = async <T>(use: (shape: RunShape) => Promise<T>): Promise<T> => {
-    const tried = shape
-    try {
-      return await use(tried)
-    } catch (error) {
-      if (tried !== full || !MISSING_NEXT_FIRE_COLUMN.test(messageOf(error))) throw error
-      return use(legacy())
+    for (;;) {
+      const from = dropped
+      try {
+        const result = await use(shape)
+        if (from > 0 && !warned) warn()
+        return result
+      } catch (error) {
+        if (from >= LATER_RUN_COLUMNS.length || !MISSING_LATER_COLUMN.test(messageOf(error))) throw error
+        if (dropped === from) shape = runShape(dialect, table, RUN_COLUMNS.length - ++dropped)
+      }
     }
   }
 
@@ -243,14 +265,16 @@ interface RunShape {
 function runShape(dialect: SqlRunDialect, table: string, width: number): RunShape {
   const ts = dialect.timestamp
   const withNext = width > RUN_COLUMNS.indexOf('next_fire_at')
+  const withTrigger = width > RUN_COLUMNS.indexOf('triggered_by')
   const time = (date: Date | undefined): string | null => (date === undefined ? null : utcTimestamp(date.getTime()))
   return {
     columns:
       `id, name, ${dialect.epochMs('slot')} AS slot_ms, node, ${dialect.epochMs('started_at')} AS started_ms, ${dialect.epochMs('finished_at')} AS finished_ms, ` +
       `outcome, duration_ms, error_type, error_message, ${dialect.text('fencing_token')} AS fencing_token` +
-      (withNext ? `, ${dialect.epochMs('next_fire_at')} AS next_fire_ms` : ''),
+      (withNext ? `, ${dialect.epochMs('next_fire_at')} AS next_fire_ms` : '') +
+      (withTrigger ? ', triggered_by' : ''),
     insertInto: `INSERT INTO ${table} (${RUN_COLUMNS.slice(0, width).join(', ')}) VALUES `,
-    rowValues: `(?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?${withNext ? `, ${ts}` : ''})`,
+    rowValues: `(?, ?, ${ts}, ?, ${ts}, ${ts}, ?, ?, ?, ?, ?${withNext ? `, ${ts}` : ''}${withTrigger ? ', ?' : ''})`,
     finish: `UPDATE ${table} SET finished_at = ${ts}, outcome = ?, duration_ms = ?, error_type = ?, error_message = ?${withNext ? `, next_fire_at = COALESCE(${ts}, next_fire_at)` : ''} WHERE id = ?`,
     valuesOf: (id, run, end) => {
       const values: unknown[] = [
@@ -268,6 +292,7 @@ function runShape(dialect: SqlRunDialect, table: string, width: number): RunShap
         run.fencingToken === undefined ? null : String(run.fencingToken),
       ]
       if (withNext) values.push(time(end?.nextFireAt ?? run.nextFireAt))
+      if (withTrigger) values.push(run.triggeredBy?.slice(0, 255) ?? null)
       return values
     },
     endValues: (id, end) => {
@@ -304,6 +329,7 @@ function recordOf(row: Record<string, unknown>): RunRecord {
         : { type: String(row.error_type), message: String(row.error_message ?? '') },
     fencingToken: tokenOf(row.fencing_token),
     nextFireAt: date(row.next_fire_ms),
+    triggeredBy: row.triggered_by === null || row.triggered_by === undefined ? undefined : String(row.triggered_by),
   })
 }
 

@@ -12,16 +12,22 @@ import { sqliteRunLedger, sqliteRunsSchema } from '../../../src/providers/sqlite
 import { uniqueTable } from '../../helpers/backends.ts'
 import { MYSQL_URL, mysqlPoolOrSkip, POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 
-// A runs table as shedlock made it before next_fire_at: today's DDL without that column.
-function withoutNextFire(ddl: string): string {
-  return ddl.replace(/,\n\s*next_fire_at [^\n]*?(,?)\n/, '$1\n')
+// A runs table as shedlock made it before `columns` (the later ones of today's DDL).
+function without(ddl: string, columns: readonly string[]): string {
+  return columns.reduce((text, column) => text.replace(new RegExp(`,\\n\\s*${column} [^\\n]*?(,?)\\n`), '$1\n'), ddl)
 }
+
+// Tables made before next_fire_at lack triggered_by too (columns are added at the end, in order).
+const OLD_TABLES = [
+  { before: 'next_fire_at', missing: ['next_fire_at', 'triggered_by'] },
+  { before: 'triggered_by', missing: ['triggered_by'] },
+] as const
 
 interface Store {
   readonly name: string
   readonly url: string
-  /** Runs the DDL of an old runs table named `table`. */
-  create(table: string): Promise<void>
+  /** Runs the DDL of an old runs table named `table`, without `columns`. */
+  create(table: string, columns: readonly string[]): Promise<void>
   ledger(table: string): RunLedger
   drop(table: string): Promise<void>
 }
@@ -43,21 +49,22 @@ const stores: Store[] = [
   {
     name: 'PostgreSQL',
     url: POSTGRES_URL,
-    create: async (table) => void (await pg!.query(withoutNextFire(postgresRunsSchema({ tableName: table })))),
+    create: async (table, columns) =>
+      void (await pg!.query(without(postgresRunsSchema({ tableName: table }), columns))),
     ledger: (table) => postgresRunLedger({ client: pg!, tableName: table }),
     drop: async (table) => void (await pg!.query(`DROP TABLE IF EXISTS ${table}`)),
   },
   {
     name: 'MariaDB',
     url: MYSQL_URL,
-    create: async (table) => void (await my!.query(withoutNextFire(mysqlRunsSchema({ tableName: table })))),
+    create: async (table, columns) => void (await my!.query(without(mysqlRunsSchema({ tableName: table }), columns))),
     ledger: (table) => mysqlRunLedger({ client: my!, tableName: table }),
     drop: async (table) => void (await my!.query(`DROP TABLE IF EXISTS ${table}`)),
   },
   {
     name: `SQLite (${sqlite.name})`,
     url: `sqlite:${sqliteFile}`,
-    create: async (table) => void sqliteDb.exec(withoutNextFire(sqliteRunsSchema({ tableName: table }))),
+    create: async (table, columns) => void sqliteDb.exec(without(sqliteRunsSchema({ tableName: table }), columns)),
     ledger: (table) => sqliteRunLedger({ database: sqliteDb, tableName: table }),
     drop: async (table) => void sqliteDb.exec(`DROP TABLE IF EXISTS ${table}`),
   },
@@ -74,15 +81,17 @@ const run = (name: string, nextFireAt: Date) => {
     outcome: 'ok' as const,
     durationMs: 1,
     nextFireAt,
+    triggeredBy: 'alice',
   }
 }
 
-describe.each(stores.filter((s) => (s.name === 'PostgreSQL' ? pg : s.name === 'MariaDB' ? my : true)))(
-  'a runs table made before next_fire_at, on $name',
+const available = stores.filter((s) => (s.name === 'PostgreSQL' ? pg : s.name === 'MariaDB' ? my : true))
+describe.each(available.flatMap((store) => OLD_TABLES.map((old) => ({ ...store, ...old }))))(
+  'a runs table made before $before, on $name',
   (store) => {
-    it('the ledger records and reads runs without it, warns once, and shedlock init adds the column', async () => {
+    it('the ledger records and reads runs without the columns, warns once, and shedlock init adds them', async () => {
       const table = uniqueTable('shedlock_old_runs')
-      await store.create(table)
+      await store.create(table, store.missing)
       const warnings: string[] = []
       const onWarning = (warning: Error & { code?: string }) => {
         if (warning.code === 'SHEDLOCK_RUNS_TABLE_OLD') warnings.push(warning.message)
@@ -95,16 +104,20 @@ describe.each(stores.filter((s) => (s.name === 'PostgreSQL' ? pg : s.name === 'M
         await old.record(run('old-task', next))
         const [read] = await old.history('old-task')
         expect(read?.outcome).toBe('ok')
-        expect(read?.nextFireAt).toBeUndefined()
+        expect(read?.triggeredBy).toBeUndefined()
+        if (store.before === 'next_fire_at') expect(read?.nextFireAt).toBeUndefined()
+        else expect(read?.nextFireAt?.toISOString()).toBe('2030-01-01T00:00:00.000Z')
         // emitWarning() delivers on the next tick.
         await new Promise((resolve) => setImmediate(resolve))
         expect(warnings).toHaveLength(1)
         expect(warnings[0]).toContain(`shedlock init --runs-table ${table}`)
+        expect(warnings[0]).toContain(`has no ${store.missing.join(' or ')} column`)
 
         const admin = await openStore(parseStoreUrl(store.url), { runsTable: table })
         try {
-          expect(await admin.runsTable!.missingColumns()).toEqual(['next_fire_at'])
-          expect((await admin.init()).join('\n')).toContain(`added column next_fire_at to table ${table}`)
+          expect(await admin.runsTable!.missingColumns()).toEqual(store.missing)
+          const added = (await admin.init()).join('\n')
+          for (const column of store.missing) expect(added).toContain(`added column ${column} to table ${table}`)
           expect(await admin.runsTable!.missingColumns()).toEqual([])
           expect((await admin.init()).join('\n')).toContain(
             `table ${table} (run history) already exists: nothing to do`,
@@ -115,11 +128,11 @@ describe.each(stores.filter((s) => (s.name === 'PostgreSQL' ? pg : s.name === 'M
         const upgraded = store.ledger(table)
         await upgraded.record(run('old-task', next))
         const runs = await upgraded.history('old-task')
-        expect(runs.map((r) => r.nextFireAt?.toISOString() ?? null).sort()).toEqual([
-          '2030-01-01T00:00:00.000Z',
-          null,
-          null,
-        ])
+        expect(runs.map((r) => r.triggeredBy ?? null).sort()).toEqual(['alice', null, null])
+        const nextFire = store.before === 'next_fire_at' ? null : '2030-01-01T00:00:00.000Z'
+        expect(runs.map((r) => r.nextFireAt?.toISOString() ?? null).sort()).toEqual(
+          ['2030-01-01T00:00:00.000Z', nextFire, nextFire].sort(),
+        )
       } finally {
         process.off('warning', onWarning)
         await store.drop(table)
