@@ -69,7 +69,6 @@ const runs = names.flatMap((name) => [0, ops].flatMap((n) => Array.from({ length
 const counts = new Map(
   await pool(runs, Number(args.jobs), ([name, n, r]) => count(name, n, r)).catch((error) => fail(error.message)),
 )
-if (args.keep === undefined) rmSync(outDir, { recursive: true, force: true })
 
 /** Instructions per operation of `name` in round `r`. */
 const perOp = (name, r) => (counts.get(`${name} ${ops} ${r}`) - counts.get(`${name} 0 ${r}`)) / ops
@@ -98,6 +97,7 @@ if (args.update) {
     workloads,
   }
   writeFileSync(args.baseline, `${JSON.stringify(file, null, 2)}\n`)
+  if (args.keep === undefined) rmSync(outDir, { recursive: true, force: true })
   for (const name of names) console.log(`${name}: ${kilo(now[name])} instructions an operation`)
   console.log(`baseline written: ${args.baseline} (${seconds()})`)
   process.exit(0)
@@ -110,6 +110,23 @@ if (baseline.node !== process.version) {
     `note: the baseline was counted on Node ${baseline.node}, this is ${process.version}: counts differ between Node versions`,
   )
 }
+// A count above the tolerance is counted again, and the lower count kept: work that depends on
+// time (a timer that fires once more on a machine busy with other jobs) only ever adds
+// instructions, and one CI run read the redis workload 3.3 % high that a quiet rerun read 0.1 % low.
+const over = names.filter((name) => {
+  const before = baseline.workloads?.[name]?.instructionsPerOp
+  return before !== undefined && now[name] / before - 1 > tolerance
+})
+if (over.length > 0) {
+  console.log(`counting ${over.join(', ')} again: above the baseline by more than ${percent(tolerance)}`)
+  const again = over.flatMap((name) => [0, ops].map((n) => [name, n, 1]))
+  for (const [key, value] of await pool(again, Number(args.jobs), ([name, n, r]) => count(name, n, r)).catch((error) =>
+    fail(error.message),
+  ))
+    counts.set(key, value)
+  for (const name of over) now[name] = Math.round(Math.min(perOp(name, 0), perOp(name, 1)))
+}
+if (args.keep === undefined) rmSync(outDir, { recursive: true, force: true })
 const grew = []
 console.log(`${'workload'.padEnd(10)} ${'baseline'.padStart(10)} ${'now'.padStart(10)} ${'change'.padStart(8)}`)
 for (const name of names) {
