@@ -11,7 +11,8 @@ import { DEFAULT_OVERDUE_GRACE } from '../status/verdict.ts'
 const HELP = `Usage: shedlock dashboard [--url URL]... [--table NAME] [--runs-table T]
                           [--port N] [--host ADDR] [--stale [NAME=]AGE]...
                           [--grace D] [--public-url URL]... [--allow-release]
-                          [--allow-pause] [--refresh S] [--window W]
+                          [--allow-pause] [--allow-trigger] [--refresh S]
+                          [--window W]
 
 Serves a web page of the store's locks and tasks, until Ctrl-C: every task's
 lock (held by whom, since, until), last run, last success, last failure and
@@ -51,6 +52,8 @@ ${URL_HELP}
   --allow-pause    Pause and Resume buttons per task lock, as "shedlock pause"
                    and "shedlock resume" (a running task cannot be paused),
                    with a confirmation and an audit line each
+  --allow-trigger  a Run now button per task lock, as "shedlock trigger" (a
+                   replica whose executor polls for triggers runs it)
   --refresh S      seconds between live refreshes of the page (default: 5;
                    0 for none)
   --window W       the timeline's window: auto (default: about the last 40
@@ -79,6 +82,7 @@ export const dashboardCommand: Command = {
       grace?: string
       'allow-release'?: boolean
       'allow-pause'?: boolean
+      'allow-trigger'?: boolean
       refresh?: string
       window?: string
     }
@@ -96,6 +100,7 @@ export const dashboardCommand: Command = {
           grace: { type: 'string' },
           'allow-release': { type: 'boolean' },
           'allow-pause': { type: 'boolean' },
+          'allow-trigger': { type: 'boolean' },
           refresh: { type: 'string' },
           window: { type: 'string' },
         },
@@ -132,6 +137,7 @@ export const dashboardCommand: Command = {
         publicUrl,
         allowRelease: values['allow-release'] === true,
         allowPause: values['allow-pause'] === true,
+        allowTrigger: values['allow-trigger'] === true,
         audit: (line) => process.stderr.write(`${line}\n`),
         refreshSeconds,
         window,
@@ -139,7 +145,7 @@ export const dashboardCommand: Command = {
         host: values.host ?? '127.0.0.1',
       })
       process.stdout.write(
-        `shedlock dashboard on ${dashboard.url} (${urls.length} store${urls.length === 1 ? '' : 's'}${opened.unreachable > 0 ? `, ${opened.unreachable} unreachable` : ''}, ${modeOf(values['allow-release'] === true, values['allow-pause'] === true)}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
+        `shedlock dashboard on ${dashboard.url} (${urls.length} store${urls.length === 1 ? '' : 's'}${opened.unreachable > 0 ? `, ${opened.unreachable} unreachable` : ''}, ${modeOf(values['allow-release'] === true, values['allow-pause'] === true, values['allow-trigger'] === true)}); health: ${dashboard.url}healthz; Ctrl-C stops it\n`,
       )
       const signal = await new Promise<NodeJS.Signals>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'))
@@ -154,8 +160,13 @@ export const dashboardCommand: Command = {
 }
 
 /** The startup line's word for what the page may change. */
-function modeOf(release: boolean, pause: boolean): string {
-  if (release && pause) return 'releases, pauses and resumes allowed'
-  if (release) return 'releases allowed'
-  return pause ? 'pauses and resumes allowed' : 'read-only'
+function modeOf(release: boolean, pause: boolean, trigger: boolean): string {
+  const allowed = [
+    ...(release ? ['releases'] : []),
+    ...(pause ? ['pauses', 'resumes'] : []),
+    ...(trigger ? ['triggers'] : []),
+  ]
+  if (allowed.length === 0) return 'read-only'
+  const last = allowed.pop()
+  return `${allowed.length > 0 ? `${allowed.join(', ')} and ${last}` : last} allowed`
 }

@@ -21,6 +21,11 @@ export function triggerRecordName(name: string): string {
   return `${name}@trigger`
 }
 
+/** True for the name of a trigger record (`<name>@trigger`), held or not. */
+export function isTriggerRecordName(name: string): boolean {
+  return name.endsWith('@trigger') && name.length > '@trigger'.length
+}
+
 /** The `lockedBy` prefix of a trigger by `by`: `triggered by alice@ops`, at most 200 characters. */
 export function triggerHolder(by: string): string {
   return `${TRIGGERED_BY}${by.trim() || 'unknown'}`.slice(0, MAX_HOLDER)

@@ -12,7 +12,7 @@ import { authenticate, checkAuth, CsrfTokens, type DashboardAuth } from './auth.
 import { methodNotAllowed, send, sendText } from './http.ts'
 import { audienceOf, foreignHostMessage, hostAllowed, originAllowed, publicUrlsOf } from './origin.ts'
 import { type PageInput, renderConfirm, renderMain, renderPage } from './page.ts'
-import { postAction } from './actions.ts'
+import { operatorProviders, postAction } from './actions.ts'
 import { CONFIRM_SCOPE, releaseScope } from './release.ts'
 import { type DashboardStore, type ReadChecks, readStore, type StoreSnapshot } from './snapshot.ts'
 import { readTask, renderTaskMain, taskQueryOf } from './task-page.ts'
@@ -58,6 +58,12 @@ export interface DashboardOptions {
    * @default false (read-only)
    */
   allowPause?: boolean
+  /**
+   * Show a Run now… button on the task locks of each store that has a `provider`: what `shedlock
+   * trigger` asks for (one run now, on a replica whose executor polls for triggers, through the
+   * task's lock), behind a confirmation, with an audit line. A paused task cannot be triggered.
+   */
+  allowTrigger?: boolean
   /** Where audit lines go (who released, paused or resumed which lock, when). @default console.warn */
   audit?: (line: string) => void
   /** Seconds between live refreshes of the page; 0 turns them off. @default 5 */
@@ -163,6 +169,8 @@ interface Settings {
   readonly allowRelease: boolean
   /** Per store: its provider, where pausing is on and the store has one. */
   readonly pausers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
+  /** Per store: its provider, where triggering is on and the store has one. */
+  readonly triggerers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
   readonly audit: (line: string) => void
   readonly refreshSeconds: number
   readonly title: string
@@ -193,14 +201,8 @@ function validate(options: DashboardOptions): Settings {
     throw new LockConfigurationError(
       `createDashboard(): window must be 'auto', 'hour', 'day' or 'week', got ${JSON.stringify(options.window)}`,
     )
-  const allowPause = options.allowPause === true
-  const pausers = options.stores.map((store) =>
-    allowPause && typeof store.provider === 'function' ? store.provider : undefined,
-  )
-  if (allowPause && pausers.every((pauser) => pauser === undefined))
-    throw new LockConfigurationError(
-      'createDashboard(): allowPause needs a store with a provider: stores[i].provider = (lockedBy) => postgresLockProvider({ client, lockedBy })',
-    )
+  const pausers = operatorProviders(options.stores, options.allowPause === true, 'allowPause')
+  const triggerers = operatorProviders(options.stores, options.allowTrigger === true, 'allowTrigger')
   const refreshSeconds = options.refreshSeconds ?? 5
   if (!Number.isFinite(refreshSeconds) || refreshSeconds < 0)
     throw new LockConfigurationError(`createDashboard(): refreshSeconds must be 0 or more, got ${refreshSeconds}`)
@@ -215,6 +217,7 @@ function validate(options: DashboardOptions): Settings {
     publicUrls: publicUrlsOf(options.publicUrl),
     allowRelease: options.allowRelease === true,
     pausers,
+    triggerers,
     audit: options.audit ?? ((line) => console.warn(line)),
     refreshSeconds,
     title: options.title ?? 'shedlock',
@@ -298,7 +301,11 @@ async function serve(
   }
   const window = windowOf(url.searchParams.get('window')) ?? settings.window
   const pause = settings.pausers.map((pauser) => pauser !== undefined)
-  const actions = settings.allowRelease || pause.includes(true) ? { release: settings.allowRelease, pause } : undefined
+  const trigger = settings.triggerers.map((triggerer) => triggerer !== undefined)
+  const actions =
+    settings.allowRelease || pause.includes(true) || trigger.includes(true)
+      ? { release: settings.allowRelease, pause, trigger }
+      : undefined
   const filter = (url.searchParams.get('q') ?? '').slice(0, 200)
   const nonce = randomBytes(16).toString('base64')
   const read = (): Promise<StoreSnapshot[]> =>
@@ -322,7 +329,7 @@ async function serve(
       return sendText(
         response,
         403,
-        'shedlock dashboard: read-only; start it with --allow-release or --allow-pause (allowRelease, allowPause: true) to act on locks\n',
+        'shedlock dashboard: read-only; start it with --allow-release, --allow-pause or --allow-trigger (allowRelease, allowPause, allowTrigger: true) to act on locks\n',
       )
     return postAction(request, response, {
       stores: settings.stores,
@@ -333,6 +340,7 @@ async function serve(
       nonce,
       allowRelease: settings.allowRelease,
       pausers: settings.pausers,
+      triggerers: settings.triggerers,
       pageInput: (token) => input([], token),
       page: async (notice) => renderPage(input(await read(), pageToken(), notice)),
       confirm: async (index, lock) => {

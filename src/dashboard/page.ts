@@ -25,7 +25,9 @@ export interface PageInput {
   /** The CSRF token of the action forms (release, pause, resume); `undefined` when the page is read-only. */
   readonly csrf: string | undefined
   /** Which actions the page offers: releases, and pauses and resumes per store (by index). */
-  readonly actions?: { readonly release: boolean; readonly pause: readonly boolean[] } | undefined
+  readonly actions?:
+    | { readonly release: boolean; readonly pause: readonly boolean[]; readonly trigger?: readonly boolean[] }
+    | undefined
   /** Seconds between live refreshes; 0 for none. */
   readonly refreshSeconds: number
   /** A per-response nonce for the inline style and script (the Content-Security-Policy allows nothing else). */
@@ -173,13 +175,14 @@ function lockTable(
   if (locks.length === 0) return `<p class="muted" id="${tableId}">None.</p>`
   const actions = input.csrf === undefined ? undefined : input.actions
   const pausable = tasks && actions?.pause[store] === true
-  const actionColumn = actions?.release === true || pausable
+  const triggerable = tasks && actions?.trigger?.[store] === true
+  const actionColumn = actions?.release === true || pausable || triggerable
   const rows = locks.map(
     (l) => `<tr class="${l.held ? 'held' : 'expired'}" data-lock="${escapeHtml(l.name)}" data-held="${l.held}">
 <th scope="row">${escapeHtml(l.name)}</th><td data-label="State">${l.held ? (pauseOf(l) ? '<span class="badge paused">paused</span>' : '<span class="badge held">held</span>') : '<span class="badge free">expired</span>'}</td>
 <td data-label="Held by">${escapeHtml(l.lockedBy ?? '-')}</td><td data-label="Since">${timeHtml(l.lockedAt)}</td><td data-label="Until">${timeHtml(l.lockUntil)}</td>
 <td class="num" data-label="Left">${l.remainingMs === undefined ? '-' : l.held ? escapeHtml(formatDuration(Math.floor(l.remainingMs / 1000) * 1000 || 0)) : '0'}</td>
-${actionColumn ? `<td>${actionForm(l, store, input, pausable)}</td>` : ''}</tr>`,
+${actionColumn ? `<td>${actionForm(l, store, input, pausable)}${triggerable && !pauseOf(l) ? triggerForm(l, store, input) : ''}</td>` : ''}</tr>`,
   )
   return `<table class="locks" id="${tableId}"><caption class="visually-hidden">${escapeHtml(caption)}</caption>
 <thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Held by</th><th scope="col">Since</th><th scope="col">Until</th><th scope="col">Left</th>${actionColumn ? '<th scope="col">Action</th>' : ''}</tr></thead>
@@ -198,6 +201,11 @@ function actionForm(lock: LockRecord, store: number, input: PageInput, pausable:
   if (paused && pausable) return form('resume-confirm', 'Resume')
   if (lock.held) return input.actions?.release === true ? form('confirm', 'Release') : ''
   return pausable ? form('pause-confirm', 'Pause') : ''
+}
+
+/** Run now… for a task lock that no pause holds: a trigger, first confirmed. */
+function triggerForm(lock: LockRecord, store: number, input: PageInput): string {
+  return `<form method="post" action="${query({ window: input.window, q: input.filter })}" class="release">${hiddenRecord(lock, store, input.csrf!)}<input type="hidden" name="step" value="trigger-confirm"><button type="submit" aria-label="Run ${escapeHtml(lock.name)} now…">Run now…</button></form>`
 }
 
 /**

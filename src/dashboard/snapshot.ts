@@ -3,6 +3,7 @@ import type { LockInspector, LockRecord } from '../core/lock-inspector.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import { redact } from '../core/redact.ts'
 import { pauseOf } from '../core/pause.ts'
+import { isTriggerRecordName } from '../core/trigger.ts'
 import {
   healthWithLockState,
   type RunLedger,
@@ -55,7 +56,7 @@ export interface StoreSnapshot {
   readonly now: Date
   /** Task locks, sorted by name: every record but slot records and catch-up markers. */
   readonly locks: readonly LockRecord[]
-  /** Slot records (`<name>@<slot>`) and catch-up markers, apart from the task locks. */
+  /** Slot records (`<name>@<slot>`), owed records, triggers (`<name>@trigger`) and catch-up markers, apart from the task locks. */
   readonly slotRecords: readonly LockRecord[]
   /** `undefined` when the store keeps no run ledger. */
   readonly tasks: readonly TaskView[] | undefined
@@ -97,6 +98,7 @@ export async function readStore(store: DashboardStore, checks: ReadChecks, from:
   const isSlot = (record: LockRecord): boolean =>
     parseSlotRecordName(record.name) !== undefined ||
     parseOwedRecordName(record.name) !== undefined ||
+    isTriggerRecordName(record.name) ||
     isCatchUpMarker(record)
   const locks = records.filter((record) => !isSlot(record))
   const slotRecords = records.filter(isSlot)

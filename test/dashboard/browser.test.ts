@@ -8,6 +8,9 @@ import { markOf } from '../../src/dashboard/timeline.ts'
 import { parseOwedRecordName, parseSlotRecordName } from '../../src/core/slots.ts'
 import { cli, startCli, type StartedCli } from '../cli/support/cli.ts'
 import { waitFor } from '../helpers/processes.ts'
+import { createLockingTaskExecutor } from '../../src/index.ts'
+import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
+import { sqliteLockProvider, sqliteRunLedger } from '../../src/providers/sqlite/index.ts'
 import { SECRET, type SeededStore, seedMain, seedSecond } from './support/seed.ts'
 
 // The dashboard as a user starts it (`shedlock dashboard --url ... --url ...`, the built bin),
@@ -81,6 +84,7 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
         '26h',
         '--allow-release',
         '--allow-pause',
+        '--allow-trigger',
         '--refresh',
         '0',
       ],
@@ -228,7 +232,7 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     let notice = ''
     await page.reload()
     for (let attempt = 0; attempt < 3; attempt++) {
-      const release = page.locator('#store-0-locks tr[data-lock="report"] button')
+      const release = page.locator('#store-0-locks tr[data-lock="report"] button', { hasText: 'Release…' })
       await release.focus()
       await page.keyboard.press('Enter')
       await page.waitForSelector('button.danger', { timeout: 5000 }).catch(async (error) => {
@@ -310,5 +314,39 @@ describe.skipIf(!CHROMIUM)('shedlock dashboard in a browser', () => {
     )
     expect(consoleErrors).toEqual([])
     await page.context().close()
+  })
+
+  it('runs a task now from the page at 1366 px: a replica polling for triggers runs it once, recorded as triggered', async () => {
+    // A replica of the app over the same file, polling for triggers of the tasks it ran.
+    const db = (await loadSqliteDriver()).open(main.file)
+    const ledger = sqliteRunLedger({ database: db })
+    const provider = sqliteLockProvider({ database: db, lockedBy: 'node-t' })
+    const executor = createLockingTaskExecutor(provider, { runLedger: ledger, triggers: { poll: '200ms' } })
+    let runs = 0
+    try {
+      await executor.executeWithLock(() => void runs++, { name: 'sync', lockAtMostFor: '1m' })
+      const page = await openPage('', { width: 1366 })
+      await page.locator('#store-0-locks tr[data-lock="sync"]').locator('button', { hasText: 'Run now…' }).click()
+      await page.waitForSelector('button.danger')
+      expect(await page.locator('main h2').innerText()).toBe('Run task “sync” now?')
+      await page.locator('button.danger').click()
+      await page.waitForSelector('.notice')
+      expect(await page.locator('.notice').innerText()).toMatch(
+        /^Triggered task "sync": a replica picked it up after \d+\.\d s and runs it through its lock\.$/,
+      )
+      expect(await waitFor(() => runs === 2, 5_000), 'the triggered run').toBe(true)
+      await executor.close()
+      expect(runs, 'once').toBe(2)
+      const [latest] = await ledger.history('sync', { limit: 1 })
+      expect(latest?.triggeredBy).toBe('anonymous@127.0.0.1')
+      expect(server.stderr()).toMatch(/anonymous@127\.0\.0\.1 triggered task "sync" of SQLite/)
+      // A paused task offers no Run now…, and the trigger record is not listed as a task lock.
+      expect(await page.locator('#store-0-locks tr[data-lock="sync@trigger"]').count()).toBe(0)
+      expect(consoleErrors).toEqual([])
+      await page.context().close()
+    } finally {
+      await executor.close()
+      db.close()
+    }
   })
 })

@@ -156,6 +156,55 @@ describe('dashboard handler', () => {
     }
   })
 
+  it('triggers a task with allowTrigger behind a confirmation and a token scoped to it; never a paused task', async () => {
+    const provider = (lockedBy: string) => sqliteLockProvider({ database: db, lockedBy })
+    expect(() => createDashboard({ stores, allowTrigger: true })).toThrow(/allowTrigger needs a store with a provider/)
+    await (await provider('node-a').lock(lockConfiguration({ name: 'hourly', lockAtMostFor: '1m' })))!.unlock()
+    const audit: string[] = []
+    const dashboard = await running({
+      stores: [{ ...stores[0]!, provider }],
+      allowTrigger: true,
+      audit: (line) => audit.push(line),
+    })
+    const post = async (fields: Record<string, string>) =>
+      (await fetch(dashboard.url, { method: 'POST', body: new URLSearchParams({ store: '0', ...fields }) })).text()
+    const csrfOf = (page: string) => /name="csrf" value="([^"]+)"/.exec(page)![1]!
+    try {
+      const page = await (await fetch(dashboard.url)).text()
+      expect(page).toContain('aria-label="Run hourly now…"')
+      expect(page, 'pausing is off').not.toContain('Pause…')
+      const confirm = await post({ csrf: csrfOf(page), lock: 'hourly', step: 'trigger-confirm' })
+      expect(confirm).toContain('Run task “hourly” now?')
+      expect(await post({ csrf: csrfOf(confirm), lock: 'other', step: 'trigger' }), 'scoped to the task').toContain(
+        'CSRF check failed',
+      )
+      const again = await post({
+        csrf: csrfOf(await (await fetch(dashboard.url)).text()),
+        lock: 'hourly',
+        step: 'trigger-confirm',
+      })
+      // Nobody polls here: the trigger is placed and left pending, and the page says so.
+      expect(await post({ csrf: csrfOf(again), lock: 'hourly', step: 'trigger' })).toContain(
+        'Triggered task &quot;hourly&quot;: no replica has picked it up within 5 s.',
+      )
+      expect((await stores[0]!.inspector.get('hourly@trigger'))?.lockedBy).toMatch(
+        /^triggered by anonymous@127\.0\.0\.1:/,
+      )
+      expect(audit).toEqual([expect.stringMatching(/anonymous@127\.0\.0\.1 triggered task "hourly" of /)])
+      // A paused task is refused (every replica would find its lock held).
+      await provider('paused by ops — freeze').lock(lockConfiguration({ name: 'frozen', lockAtMostFor: '1h' }))
+      const refused = await post({
+        csrf: csrfOf(await (await fetch(dashboard.url)).text()),
+        lock: 'frozen',
+        step: 'trigger-confirm',
+      })
+      expect(refused).toContain('Task &quot;frozen&quot; is paused by ops')
+      expect(refused).toContain('resume it first; not triggered.')
+    } finally {
+      await dashboard.close()
+    }
+  })
+
   it('pauses and resumes a task with allowPause, each behind a confirmation and a single-use token, never a running one', async () => {
     const provider = (lockedBy: string) => sqliteLockProvider({ database: db, lockedBy })
     const pausable = [{ ...stores[0]!, provider }]
