@@ -12,7 +12,7 @@ import type { ShedlockLogger } from './logger.ts'
 import { DEFAULT_OVERLAP, isOverlapPolicy, type OverlapPolicy } from './overlap.ts'
 import { OwedWaiters } from './owed-waiters.ts'
 import type { RunLedger } from './run-ledger.ts'
-import { RunSteps } from './run-steps.ts'
+import { type RunFor, RunSteps } from './run-steps.ts'
 import { SlotRuns } from './slot-runs.ts'
 import { slotRecordName } from './slots.ts'
 import { type TriggerOptions, TriggerPoller } from './trigger-poller.ts'
@@ -176,7 +176,7 @@ export function createLockingTaskExecutor(
           (task, lock, claim) =>
             steps.closed()
               ? Promise.resolve({ executed: false, reason: 'closed' })
-              : steps.track(steps.lockAndRun(task, configurationAt(lock, clock.now()), undefined, claim)),
+              : steps.track(steps.lockAndRun(task, configurationAt(lock, clock.now()), { trigger: claim })),
         )
 
   async function execute<T>(
@@ -240,7 +240,7 @@ export function createLockingTaskExecutor(
     // Tracked from here, so that close() also waits for calls still taking their lock.
     const call =
       slot === undefined
-        ? steps.lockAndRun(task, configuration, signal)
+        ? steps.lockAndRun(task, configuration, signal === undefined ? PLAIN : { signal })
         : slots.run(task, configuration, signal, { slot, recordName: slotName!, retention, overlap })
     const entry = steps.begin(call)
     try {
@@ -276,6 +276,9 @@ function pollInterval(triggers: TriggerOptions, steps: RunSteps): number {
     )
   return ms
 }
+
+// A plain run without a caller's signal, the common call: one object for all of them.
+const PLAIN: RunFor = Object.freeze({})
 
 function checkedOverlap(overlap: unknown, where: string): OverlapPolicy {
   if (isOverlapPolicy(overlap)) return overlap

@@ -56,6 +56,13 @@ export interface RunStepsOptions {
   lease?: Duration | false | undefined
 }
 
+/** What a run under a lock is for, beside its task: the caller's signal, the slot it claimed, the trigger it answers. */
+export interface RunFor {
+  readonly signal?: AbortSignal | undefined
+  readonly claimed?: SlotClaim | undefined
+  readonly trigger?: TriggerClaim | undefined
+}
+
 /** A slot this node claimed; `decided` once it ran or was recorded as skipped. */
 export interface SlotClaim {
   readonly slot: Date
@@ -210,16 +217,11 @@ export class RunSteps implements CatchUpRuntime {
    * runLocked() awaits the acquisition itself (one async function fewer per execution, measured
    * with scripts/instructions.mjs).
    */
-  lockAndRun<T>(
-    task: LockedTask<T>,
-    configuration: LockConfiguration,
-    signal: AbortSignal | undefined,
-    trigger?: TriggerClaim,
-  ): Promise<TaskResult<T>> {
+  lockAndRun<T>(task: LockedTask<T>, configuration: LockConfiguration, run: RunFor): Promise<TaskResult<T>> {
     const execution = newExecution(this.providerName, false)
     this.emit('onLockAttempt', execution, configuration)
     const acquiring = this.acquire(this.provider, this.taskLock(configuration), configuration, execution)
-    return this.runLocked(task, configuration, acquiring, execution, signal, undefined, trigger)
+    return this.runLocked(task, configuration, acquiring, execution, run)
   }
 
   /** Watches a task lock just taken: lock loss, close() (which aborts it), listener events. */
@@ -272,19 +274,19 @@ export class RunSteps implements CatchUpRuntime {
   }
 
   /**
-   * Runs `task` under the lock `handle` just taken (for `claimed`'s slot, if any), then releases
-   * it; given the acquisition still under way, awaits it first, and skips the task (`'held'`)
-   * when it finds the lock held. A triggered run (`trigger`) starts only if its claim succeeds.
+   * Runs `task` under the lock `handle` just taken (for `run.claimed`'s slot, if any), then
+   * releases it; given the acquisition still under way, awaits it first, and skips the task
+   * (`'held'`) when it finds the lock held. A triggered run (`run.trigger`) starts only if its
+   * claim succeeds.
    */
   async runLocked<T>(
     task: LockedTask<T>,
     configuration: LockConfiguration,
     taken: SimpleLock | Promise<SimpleLock | undefined>,
     execution: LockExecution,
-    signal: AbortSignal | undefined,
-    claimed: SlotClaim | undefined,
-    trigger?: TriggerClaim,
+    run: RunFor,
   ): Promise<TaskResult<T>> {
+    const { signal, claimed, trigger } = run
     const handle = taken instanceof Promise ? await taken : taken
     if (!handle) return this.#notAcquired(configuration, execution)
     const held = this.hold(configuration, handle, execution)

@@ -93,7 +93,7 @@ export class SlotRuns {
         const taskHandle = first
           ? undefined
           : await steps.acquire(steps.provider, steps.taskLock(configuration), configuration, execution)
-        if (taskHandle) return await steps.runLocked(task, configuration, taskHandle, execution, signal, claimed)
+        if (taskHandle) return await steps.runLocked(task, configuration, taskHandle, execution, { signal, claimed })
         if (steps.closed()) return closedBeforeStart(configuration)
         return await this.#owe(task, configuration, request, claimed, handle)
       }
@@ -108,7 +108,7 @@ export class SlotRuns {
           ? this.#paused(configuration, claimed, pause)
           : this.#skip(configuration, claimed, holder?.held ? holder.lockedBy : undefined))
       }
-      return await steps.runLocked(task, locked.configuration, locked.handle, execution, signal, claimed)
+      return await steps.runLocked(task, locked.configuration, locked.handle, execution, { signal, claimed })
     } finally {
       // After the run, not at the fire time, when every job of the tick asks the store at once.
       this.#sweep(configuration)
