@@ -319,7 +319,7 @@ describe('the docs examples, run as shown', { timeout: 120_000 }, () => {
     expect(others, 'one README block is the first lock').toEqual([])
     // As the README says: saved as first-lock.mjs in a project of npm init (CommonJS by default).
     const app = join(consumer, 'first-lock')
-    mkdirSync(app)
+    mkdirSync(app, { recursive: true })
     writeFileSync(join(app, 'first-lock.mjs'), block!.code)
     const env = { DATABASE_URL: url.href }
     const first = startNode(['first-lock.mjs'], { cwd: app, env, killAfterMs: 60_000 })
