@@ -106,18 +106,28 @@ export function integerOption(values: OptionValues, name: string, fallback: numb
   return value
 }
 
+/** What {@link durationOption} accepts besides a duration: 0 (`zero`, default true), and the example its error ends with. */
+export interface DurationRules {
+  readonly zero?: boolean
+  /** e.g. `a duration like 1m or 90s`. */
+  readonly hint?: string
+}
+
 /**
- * A duration option (`90s`, `1m`, `PT1M`, milliseconds) in milliseconds; `hint` ends the error.
- * @throws UsageError for anything else.
+ * A duration option (`90s`, `1m`, `PT1M`, milliseconds) in milliseconds.
+ * @throws UsageError naming `flag` for anything else, or for 0 where `rules.zero` is false.
  */
-export function durationOption(flag: string, given: string, hint: string): number {
+export function durationOption(flag: string, value: string | boolean, rules: DurationRules = {}): number {
+  const hint = rules.hint === undefined ? '' : `; use ${rules.hint}`
+  let ms: number
   try {
-    return parseDuration(given)
+    ms = parseDuration(String(value))
   } catch (error) {
-    throw new UsageError(
-      `${flag} ${JSON.stringify(given)}: ${error instanceof Error ? error.message : String(error)}; use ${hint}`,
-    )
+    throw new UsageError(`${flag}: ${error instanceof Error ? error.message : String(error)}${hint}`)
   }
+  if (ms === 0 && rules.zero === false)
+    throw new UsageError(`${flag} must be longer than 0, got ${JSON.stringify(value)}`)
+  return ms
 }
 
 /** True when `args` ask for help (`-h` or `--help` before any `--`). */

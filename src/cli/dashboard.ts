@@ -113,7 +113,9 @@ export const dashboardCommand: Command = {
     const port = integerOption({ port: values.port }, 'port', 7070, 0, 65_535)
     const refreshSeconds = integerOption({ refresh: values.refresh }, 'refresh', 5, 0, 3600)
     const maxAge = maxAgeOfStale(values.stale ?? [])
-    const overdueGrace = durationOption('--grace', values.grace ?? DEFAULT_OVERDUE_GRACE, 'a duration like 1m or 90s')
+    const overdueGrace = durationOption('--grace', values.grace ?? DEFAULT_OVERDUE_GRACE, {
+      hint: 'a duration like 1m or 90s',
+    })
     const window: DashboardWindow | undefined = windowOf(values.window ?? 'auto')
     if (window === undefined)
       throw new UsageError(`--window ${JSON.stringify(values.window)} is not one of ${WINDOWS.join(', ')}`)

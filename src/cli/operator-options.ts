@@ -1,5 +1,4 @@
 import { hostname, userInfo } from 'node:os'
-import { parseDuration } from '../core/duration.ts'
 import { type OptionValues, UsageError } from './command.ts'
 
 // The options of the operator's commands on one task: pause, resume, trigger.
@@ -22,18 +21,6 @@ export function taskName(command: string, positionals: string[]): string {
   if (positionals.length > 1)
     throw new UsageError(`one task at a time: got ${positionals.map((p) => JSON.stringify(p)).join(', ')}`)
   return positionals[0]!
-}
-
-/** The milliseconds of a duration option; 0 only where `zero` allows it. @throws UsageError naming `flag`. */
-export function durationOption(flag: string, value: string | boolean, zero: boolean): number {
-  let ms: number
-  try {
-    ms = parseDuration(String(value))
-  } catch (error) {
-    throw new UsageError(`${flag}: ${error instanceof Error ? error.message : String(error)}`)
-  }
-  if (ms === 0 && !zero) throw new UsageError(`${flag} must be longer than 0, got ${JSON.stringify(value)}`)
-  return ms
 }
 
 /** `--table`, when given. */

@@ -5,10 +5,10 @@ import { describePause, pauseHolder, type TaskPause } from '../core/pause.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { pauseJson } from '../status/health-json.ts'
 import { endPause, PauseRefused, takePause } from '../status/pause-control.ts'
-import { CliError, type Command, EXIT_OK, parseArguments, UsageError } from './command.ts'
+import { CliError, type Command, durationOption, EXIT_OK, parseArguments, UsageError } from './command.ts'
 import { describeHolder, isoUtc } from './lock-table.ts'
 import { withStore } from './open-store.ts'
-import { durationOption, operator, tableOption, taskName } from './operator-options.ts'
+import { operator, tableOption, taskName } from './operator-options.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const PAUSE_HELP = `Usage: shedlock pause NAME [--for D] [--reason TEXT] [--by WHO] [--wait D]
@@ -81,8 +81,8 @@ export const pauseCommand: Command = {
       wait: { type: 'string' },
     })
     const name = taskName('pause', positionals)
-    const forMs = values.for === undefined ? undefined : durationOption('--for', values.for, false)
-    const waitMs = values.wait === undefined ? 0 : durationOption('--wait', values.wait, true)
+    const forMs = values.for === undefined ? undefined : durationOption('--for', values.for, { zero: false })
+    const waitMs = values.wait === undefined ? 0 : durationOption('--wait', values.wait)
     const by = typeof values.by === 'string' ? values.by.trim() : operator()
     if (by === '') throw new UsageError('--by needs a name: who paused the task')
     const reason = typeof values.reason === 'string' && values.reason.trim() !== '' ? values.reason : undefined

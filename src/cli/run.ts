@@ -1,10 +1,19 @@
-import { formatDuration, parseDuration } from '../core/duration.ts'
+import { formatDuration } from '../core/duration.ts'
 import { LockProviderError } from '../core/errors.ts'
 import { keepAliveLockProvider } from '../core/keep-alive.ts'
 import { lockConfiguration } from '../core/lock-configuration.ts'
 import type { ExtensibleLockProvider } from '../core/lock-provider.ts'
 import { createLockingTaskExecutor } from '../core/locking-task-executor.ts'
-import { CliError, type Command, EXIT_OK, integerOption, messageOf, parseOptions, UsageError } from './command.ts'
+import {
+  CliError,
+  type Command,
+  durationOption,
+  EXIT_OK,
+  integerOption,
+  messageOf,
+  parseOptions,
+  UsageError,
+} from './command.ts'
 import { CommandFailedError, SignalRelay, signalNumber } from './command-process.ts'
 import { describeHolder } from './lock-table.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
@@ -273,14 +282,6 @@ function slotOption(value: string, now: number): Date {
     )
   }
   return slot
-}
-
-function durationOption(option: string, value: string): number {
-  try {
-    return parseDuration(value)
-  } catch (error) {
-    throw new UsageError(`${option}: ${messageOf(error)}`)
-  }
 }
 
 async function skippedLine(get: () => Promise<LockRecord | undefined>, name: string): Promise<string> {

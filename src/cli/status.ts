@@ -109,7 +109,9 @@ export const statusCommand: Command = {
     }
     const stale = staleness(values.stale ?? [])
     const ignoreOlderThan = ignoreBound(values['ignore-older-than'] ?? DEFAULT_IGNORE_OLDER_THAN)
-    const overdueGrace = durationOption('--grace', values.grace ?? DEFAULT_OVERDUE_GRACE, 'a duration like 1m or 90s')
+    const overdueGrace = durationOption('--grace', values.grace ?? DEFAULT_OVERDUE_GRACE, {
+      hint: 'a duration like 1m or 90s',
+    })
     const url = storeUrlOption({ url: values.url })
     return withStore(url, { table: values.table, runsTable: values['runs-table'] }, async (store) => {
       const now = Date.now()

@@ -5,10 +5,10 @@ import type { RunRecord } from '../core/run-ledger.ts'
 import { TRIGGER_TTL_MS, triggerHolder } from '../core/trigger.ts'
 import { HolderRefused, type StoreAdmin } from '../support/store-admin.ts'
 import { type TakenTrigger, takeTrigger, waitForPickUp, withdrawTrigger } from '../status/trigger-control.ts'
-import { CliError, type Command, EXIT_OK, parseArguments, UsageError } from './command.ts'
+import { CliError, type Command, durationOption, EXIT_OK, parseArguments, UsageError } from './command.ts'
 import { inert } from './inert.ts'
 import { withStore } from './open-store.ts'
-import { durationOption, operator, tableOption, taskName } from './operator-options.ts'
+import { operator, tableOption, taskName } from './operator-options.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock trigger NAME [--by WHO] [--wait D] [--url URL] [--table NAME]
@@ -61,7 +61,7 @@ export const triggerCommand: Command = {
       wait: { type: 'string' },
     })
     const name = taskName('trigger', positionals)
-    const waitMs = values.wait === undefined ? 30_000 : durationOption('--wait', values.wait, true)
+    const waitMs = values.wait === undefined ? 30_000 : durationOption('--wait', values.wait)
     const by = typeof values.by === 'string' ? values.by.trim() : operator()
     if (by === '') throw new UsageError('--by needs a name: who triggered the task')
     const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
