@@ -53,9 +53,6 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?
 // PostgreSQL, MySQL/MariaDB and SQLite's words for a column the table lacks.
 const MISSING_TOKEN_COLUMN =
   /(column "?fencing_token"? .*does not exist|unknown column '?fencing_token|no such column: fencing_token|has no column named fencing_token)/i
-// The same words for a column of LATER_RUN_COLUMNS, which older runs tables lack (and Spanner's).
-const MISSING_LATER_COLUMN =
-  /(column "?(next_fire_at|triggered_by)"? .*does not exist|unknown column '?(\w+\.)?(next_fire_at|triggered_by)|no such column: (next_fire_at|triggered_by)|has no column named (next_fire_at|triggered_by)|column not found in table [\w.]+: (next_fire_at|triggered_by)|unrecognized name: (next_fire_at|triggered_by))/i
 // What a run is recorded without, in a table that lacks the column.
 const WITHOUT: Record<string, string> = {
   next_fire_at: 'their next fire time (no task reads as overdue)',
@@ -107,6 +104,14 @@ export const LATER_RUN_COLUMNS = [
   { name: 'next_fire_at', kind: 'timestamp' },
   { name: 'triggered_by', kind: 'text' },
 ] as const
+
+// The same words as MISSING_TOKEN_COLUMN's for a column of LATER_RUN_COLUMNS, which older runs
+// tables lack (and Spanner's): the names come from the list, so a column added there is matched.
+const LATER_NAMES = LATER_RUN_COLUMNS.map((column) => column.name).join('|')
+const MISSING_LATER_COLUMN = new RegExp(
+  `(column "?(${LATER_NAMES})"? .*does not exist|unknown column '?(\\w+\\.)?(${LATER_NAMES})|no such column: (${LATER_NAMES})|has no column named (${LATER_NAMES})|column not found in table [\\w.]+: (${LATER_NAMES})|unrecognized name: (${LATER_NAMES}))`,
+  'i',
+)
 
 /** A column of {@link LATER_RUN_COLUMNS}. */
 export type LaterRunColumn = (typeof LATER_RUN_COLUMNS)[number]
