@@ -4,7 +4,7 @@ import type { LockProviderError } from '../core/errors.ts'
 import type { LockConfiguration } from '../core/lock-configuration.ts'
 import type { LockInspector, LockList, LockRecord } from '../core/lock-inspector.ts'
 import type { ExtensibleLock } from '../core/lock-provider.ts'
-import { nextFencingToken, parseFencingToken } from './fencing.ts'
+import { type FencingFloor, parseFencingToken } from './fencing.ts'
 import { byName, inBatches, releaseAsRead } from './inspection.ts'
 import { lockOwner } from './lock-owner.ts'
 import { RELEASED_BY } from './sql/sql-inspector.ts'
@@ -108,6 +108,8 @@ export interface ConditionalLockOptions {
   /** The store's metadata names. */
   readonly keys: MetadataKeys
   readonly clock: Clock
+  /** The provider's floor of fresh fencing counters (one per provider). */
+  readonly floor: FencingFloor
   readonly guard: Guard
   /** The provider's `lockedBy` option (the owner's prefix). */
   readonly lockedBy: string | undefined
@@ -130,7 +132,7 @@ export async function conditionalLock(
   configuration: LockConfiguration,
   options: ConditionalLockOptions,
 ): Promise<ExtensibleLock | undefined> {
-  const { store, keys, clock, guard } = options
+  const { store, keys, clock, floor, guard } = options
   const { name } = configuration
   const owner = lockOwner(options.lockedBy)
   let fencingToken = 0n
@@ -140,7 +142,7 @@ export async function conditionalLock(
     const current = await store.head(name)
     const now = clock.now()
     const lockedAt = iso(now)
-    fencingToken = nextFencingToken(parseFencingToken(current?.fencingToken), clock)
+    fencingToken = floor.next(parseFencingToken(current?.fencingToken))
     const metadata = write(configuration.lockAtMostUntil.getTime(), lockedAt)
     if (!current) {
       const etag = await store.create(name, metadata)

@@ -21,11 +21,43 @@ export function parseFencingToken(value: unknown): bigint | undefined {
 }
 
 /**
- * The token of an acquisition that read `previous` (the record's counter, if any) and writes the
- * result with a condition on the version it read: one more than the larger of `previous` and the
- * floor of {@link fencingFloor}, so that a counter lost with its record restarts above the old one.
+ * The floors of one provider's fresh counters: {@link fencingFloor} of its clock, but never at or
+ * below a token the provider has seen. The clock counts whole milliseconds, so within one
+ * millisecond it repeats its floor: a record deleted and taken again within the millisecond of
+ * its last token (an embedded or nearby store does both in well under one) would repeat that
+ * token. One per provider, not per process: a provider on a test's fixed clock keeps its floors.
  */
-export function nextFencingToken(previous: bigint | undefined, clock: Clock): bigint {
-  const floor = fencingFloor(clock)
-  return (previous !== undefined && previous > floor ? previous : floor) + 1n
+export class FencingFloor {
+  #seen = 0n
+  readonly #clock: Clock
+
+  constructor(clock: Clock) {
+    this.#clock = clock
+  }
+
+  /** The floor of a fresh counter: `micros` (by default the clock's, in microseconds), or the greatest token seen if that is higher. */
+  at(micros: bigint = fencingFloor(this.#clock)): bigint {
+    return micros > this.#seen ? micros : this.#seen
+  }
+
+  /** One more than the greatest token seen: the least first token of a store that computes its floor itself. */
+  aboveSeen(): bigint {
+    return this.#seen + 1n
+  }
+
+  /** Notes a token the store handed out (`false` or `undefined`: none) and returns it as it is. */
+  saw<T extends bigint | boolean | undefined>(token: T): T {
+    if (typeof token === 'bigint' && token > this.#seen) this.#seen = token
+    return token
+  }
+
+  /**
+   * The token of an acquisition that read `previous` (the record's counter, if any) and writes
+   * the result with a condition on the version it read: one more than the larger of `previous`
+   * and the floor, so that a counter lost with its record restarts above the old one.
+   */
+  next(previous: bigint | undefined): bigint {
+    const floor = this.at()
+    return this.saw((previous !== undefined && previous > floor ? previous : floor) + 1n)
+  }
 }

@@ -3,6 +3,7 @@ import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { conditionalLock } from '../../support/conditional-objects.ts'
+import { FencingFloor } from '../../support/fencing.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { type AzureContainerClient, checkContainerClient, lockBlobs } from './blobs.ts'
@@ -62,6 +63,7 @@ export function azureBlobLockProvider(
     )
   }
   const clock = options.clock ?? systemClock
+  const floor = new FencingFloor(clock)
   const container = containerClient.containerName
   const blobs = lockBlobs(containerClient, prefix)
   const guard = storeGuard(describeAzureError(container))
@@ -79,7 +81,7 @@ export function azureBlobLockProvider(
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(prefix, configuration.name)
-      return conditionalLock(configuration, { store: blobs, keys: META, clock, guard, lockedBy, notALock })
+      return conditionalLock(configuration, { store: blobs, keys: META, clock, floor, guard, lockedBy, notALock })
     },
   }
 }

@@ -3,7 +3,7 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
-import { nextFencingToken, parseFencingToken } from '../../support/fencing.ts'
+import { FencingFloor, parseFencingToken } from '../../support/fencing.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
@@ -79,6 +79,7 @@ export function datastoreLockProvider(
   if (typeof clock?.now !== 'function')
     throw new LockConfigurationError('datastore: clock must have a now() method returning epoch milliseconds')
   const guard = storeGuard(describeDatastoreError(kindLabel(space)))
+  const floor = new FencingFloor(clock)
 
   return {
     name: PROVIDER,
@@ -87,7 +88,9 @@ export function datastoreLockProvider(
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(configuration.name)
       const owner = lockOwner(lockedBy)
-      const fencingToken = await guard('acquire', configuration.name, () => acquire(space, clock, configuration, owner))
+      const fencingToken = await guard('acquire', configuration.name, () =>
+        acquire(space, clock, floor, configuration, owner),
+      )
       if (fencingToken === false) return undefined
       return defineLock(configuration, {
         clock,
@@ -114,6 +117,7 @@ export function datastoreLockProvider(
 function acquire(
   space: LockSpace,
   clock: Clock,
+  floor: FencingFloor,
   configuration: LockConfiguration,
   owner: string,
 ): Promise<false | bigint> {
@@ -126,7 +130,7 @@ function acquire(
       // Held, or no lock_until to compare (Java's takeover needs one too).
       if (until === undefined || until > now) return { value: false as const, write: false }
     }
-    const token = nextFencingToken(counterOf(entity?.[FENCING_TOKEN]), clock)
+    const token = floor.next(counterOf(entity?.[FENCING_TOKEN]))
     const data = {
       ...(entity ? propertiesOf(entity) : {}),
       [LOCK_UNTIL]: configuration.lockAtMostUntil,

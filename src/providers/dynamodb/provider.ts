@@ -4,7 +4,7 @@ import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { defineLock } from '../../core/define-lock.ts'
-import { fencingFloor, parseFencingToken } from '../../support/fencing.ts'
+import { FencingFloor, parseFencingToken } from '../../support/fencing.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
@@ -109,6 +109,7 @@ export function dynamoDBLockProvider(
   }
   const commands = commandLoader<DynamoDBLib>(options.lib, ['UpdateItemCommand'])
   const clock = options.clock ?? systemClock
+  const floor = new FencingFloor(clock)
 
   /**
    * Runs one conditional update; resolves to `false` when its condition failed, else to the
@@ -165,12 +166,12 @@ export function dynamoDBLockProvider(
           configuration.name,
           ACQUIRE,
           { ':lockUntil': iso(configuration.lockAtMostUntil.getTime()), ':now': iso(clock.now()), ':owner': owner },
-          { ':floor': String(fencingFloor(clock)), ':one': '1' },
+          { ':floor': String(floor.at()), ':one': '1' },
         ),
       )
       if (!acquired) return undefined
       // Absent only from a client that does not return the attributes asked for (not DynamoDB's).
-      const fencingToken = parseFencingToken(acquired[FENCING_TOKEN]?.N)
+      const fencingToken = floor.saw(parseFencingToken(acquired[FENCING_TOKEN]?.N))
       return defineLock(configuration, {
         clock,
         lockedBy: owner,

@@ -4,7 +4,7 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { nextFencingToken, parseFencingToken } from '../../support/fencing.ts'
+import { FencingFloor, parseFencingToken } from '../../support/fencing.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { type StoreAction, storeGuard } from '../../support/store-errors.ts'
@@ -84,6 +84,7 @@ export function firestoreLockProvider(
   const timeout = parseDuration(options.timeout ?? '10s')
   if (!(timeout > 0)) throw new LockConfigurationError(`${PROVIDER}: timeout must be longer than 0ms`)
   const clock = options.clock ?? systemClock
+  const floor = new FencingFloor(clock)
   const storeCall = storeGuard(describeFirestoreError(collectionLabel(collection)))
   const guard = <T>(action: StoreAction, name: string, run: () => Promise<T>): Promise<T> =>
     storeCall(action, name, () => withTimeout(run(), timeout, { store: 'Firestore' }))
@@ -98,7 +99,7 @@ export function firestoreLockProvider(
         const until = millisOf(snapshot.get(LOCK_UNTIL))
         if (until === undefined || until > now) return false
       }
-      const token = nextFencingToken(snapshot.exists ? tokenOf(snapshot) : undefined, clock)
+      const token = floor.next(snapshot.exists ? tokenOf(snapshot) : undefined)
       const written = await writeAsRead(ref, snapshot, {
         [LOCK_UNTIL]: configuration.lockAtMostUntil,
         [LOCKED_AT]: new Date(now),

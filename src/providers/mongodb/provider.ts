@@ -6,7 +6,7 @@ import { defineLock } from '../../core/define-lock.ts'
 import { lockOwner } from '../../support/lock-owner.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
-import { fencingFloor, parseFencingToken } from '../../support/fencing.ts'
+import { FencingFloor, parseFencingToken } from '../../support/fencing.ts'
 import { checkName, collectionLabel, describeMongoError, DUPLICATE_KEY, FENCING_TOKEN, PROVIDER } from './format.ts'
 import { type MongoInspectorCollection, mongoLockInspector } from './inspector.ts'
 
@@ -85,6 +85,7 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
     )
   }
   const clock = options.clock ?? systemClock
+  const floor = new FencingFloor(clock)
   const guard = storeGuard(describeMongoError(collectionLabel(collection)))
 
   /** Resolves to `false` when the lock is held, else to the acquisition's fencing token (`undefined` if the reply lacks it). */
@@ -102,13 +103,13 @@ export function mongoLockProvider(options: MongoLockProviderOptions): Extensible
               lockedAt: now,
               // In a pipeline a string starting with '$' would be a field path: the owner goes as a literal.
               lockedBy: { $literal: owner },
-              [FENCING_TOKEN]: { $add: [{ $ifNull: [`$${FENCING_TOKEN}`, Number(fencingFloor(clock))] }, 1] },
+              [FENCING_TOKEN]: { $add: [{ $ifNull: [`$${FENCING_TOKEN}`, Number(floor.at())] }, 1] },
             },
           },
         ],
         { upsert: true, returnDocument: 'after' },
       )
-      return tokenOf(after)
+      return floor.saw(tokenOf(after))
     } catch (error) {
       if ((error as { code?: unknown } | null)?.code === DUPLICATE_KEY) return false
       throw error

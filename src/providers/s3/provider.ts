@@ -3,6 +3,7 @@ import { LockConfigurationError, LockProviderError } from '../../core/errors.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
 import { conditionalLock } from '../../support/conditional-objects.ts'
+import { FencingFloor } from '../../support/fencing.ts'
 import { checkLockRequest } from '../../support/lock-request.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { checkBucket, checkName, checkPrefix, describeS3Error, META, PROVIDER } from './format.ts'
@@ -69,6 +70,7 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
   }
   const commands = commandLoader(options.lib)
   const clock = options.clock ?? systemClock
+  const floor = new FencingFloor(clock)
   const objects = lockObjects(client, bucket, prefix, commands)
   const guard = storeGuard(describeS3Error(bucket))
 
@@ -93,7 +95,7 @@ export function s3LockProvider(options: S3LockProviderOptions): ExtensibleLockPr
     async lock(configuration: LockConfiguration) {
       checkLockRequest(PROVIDER, configuration, clock)
       checkName(prefix, configuration.name)
-      return conditionalLock(configuration, { store: objects, keys: META, clock, guard, lockedBy, notALock })
+      return conditionalLock(configuration, { store: objects, keys: META, clock, floor, guard, lockedBy, notALock })
     },
   }
 }

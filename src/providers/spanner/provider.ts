@@ -2,7 +2,7 @@ import { systemClock } from '../../core/clock.ts'
 import { parseDuration } from '../../core/duration.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import type { ExtensibleLockProvider, InspectableLockProvider } from '../../core/lock-provider.ts'
-import { fencingFloor, parseFencingToken } from '../../support/fencing.ts'
+import { FencingFloor, parseFencingToken } from '../../support/fencing.ts'
 import {
   DEFAULT_SQL_TIMEOUT,
   lockAtLeastAnchor,
@@ -70,6 +70,7 @@ export function spannerLockProvider(
   if (!isSpannerDatabase(database)) throw missingDatabase()
   const t = sqlTable(PROVIDER, options)
   const clock = options.clock ?? systemClock
+  const floor = new FencingFloor(clock)
   const useDbTime = options.useDbTime ?? true
   // The client's retries of aborted transactions stop when the provider's timeout does.
   const timeout = parseDuration(options.timeout ?? DEFAULT_SQL_TIMEOUT)
@@ -91,8 +92,9 @@ export function spannerLockProvider(
         }
         let token: bigint | undefined
         if (t.fencing) {
-          // The row's count plus one; a row without one (new, or only ever Java's) starts from the clock in µs.
-          token = (row.fencingToken ?? fencingFloor({ now: () => msOf(now) })) + 1n
+          // The row's count plus one; a row without one (new, or only ever Java's) starts from the
+          // transaction's time in µs, above every token this provider has seen.
+          token = floor.saw((row.fencingToken ?? floor.at(now / 1000n)) + 1n)
           values[t.fencingColumn] = token.toString()
         }
         write(row.lockUntil === undefined ? 'insert' : 'update', values)

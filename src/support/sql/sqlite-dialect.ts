@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from '../../core/clock.ts'
 import type { SqlAccessor } from './sql-accessor.ts'
 import { fencingTokenOf, lockAtLeastAnchor } from './sql-statement-values.ts'
+import { FencingFloor } from '../fencing.ts'
 import { type SqlTable, utcTimestamp } from './sql-table.ts'
 
 // SQLite's SQL for Java ShedLock's lock table, shared by the stores that speak it: a SQLite file
@@ -119,16 +120,14 @@ export function sqliteAccessor(
     `WHERE ${lockUntil} <= excluded.${lockedAt}${t.fencing ? ` RETURNING ${token} AS fencing_token` : ''}`
   // The acquire: rows changed, or with fencing tokens the row the upsert returned.
   if (t.fencing && !first) throw new TypeError('sqliteAccessor: fencing tokens need first()')
-  // The greatest token this accessor has seen: a fresh row's floor is above it (FENCING_FLOOR).
-  let seen = 0n
+  // A fresh row's floor is above every token this accessor has seen (FENCING_FLOOR).
+  const floor = new FencingFloor(clock)
   const acquiring = async (sql: string, params: string[]): Promise<boolean | bigint> => {
     if (!t.fencing) return (await run('acquire', sql, params)) > 0
     // The floor's parameter comes last: the token is the upsert's last value.
-    params.push(String(seen + 1n))
+    params.push(String(floor.aboveSeen()))
     const row = await first!('acquire', sql, params)
-    const token = row === undefined ? false : fencingTokenOf(row.fencing_token)
-    if (typeof token === 'bigint' && token > seen) seen = token
-    return token
+    return floor.saw(row === undefined ? false : fencingTokenOf(row.fencing_token))
   }
 
   if (useDbTime) {
