@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { type Duration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
-import type { LockProvider } from '../core/lock-provider.ts'
+import type { OperatorProviders } from './operator-action.ts'
 import { pauseOf } from '../core/pause.ts'
 import { redact } from '../core/redact.ts'
 import { statusRowJson } from '../status/health-json.ts'
@@ -168,9 +168,9 @@ interface Settings {
   readonly publicUrls: readonly URL[]
   readonly allowRelease: boolean
   /** Per store: its provider, where pausing is on and the store has one. */
-  readonly pausers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
+  readonly pausers: OperatorProviders
   /** Per store: its provider, where triggering is on and the store has one. */
-  readonly triggerers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
+  readonly triggerers: OperatorProviders
   readonly audit: (line: string) => void
   readonly refreshSeconds: number
   readonly title: string

@@ -1,15 +1,21 @@
 import type { ServerResponse } from 'node:http'
 import { formatDuration, parseDuration } from '../core/duration.ts'
 import type { LockInspector } from '../core/lock-inspector.ts'
-import type { LockProvider } from '../core/lock-provider.ts'
 import { pauseHolder, pauseOf } from '../core/pause.ts'
 import { redact } from '../core/redact.ts'
 import { messageOf } from '../core/task.ts'
 import { endPause, PauseRefused, type PauseTarget, takePause } from '../status/pause-control.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
-import { send, sendText } from './http.ts'
-import { hiddenRecord, type PageInput, query, renderPage } from './page.ts'
-import { CONFIRM_SCOPE, CSRF_FAILED, type ReleaseContext } from './release.ts'
+import {
+  checkOperatorPost,
+  hiddenTask,
+  type OperatorContext,
+  type OperatorProviders,
+  renderConfirmation,
+  unknownStep,
+} from './operator-action.ts'
+import { hiddenRecord } from './page.ts'
+import { CONFIRM_SCOPE } from './release.ts'
 
 // Pause and resume from the dashboard: as `shedlock pause` and `shedlock resume`
 // (status/pause-control.ts), each behind a confirmation page whose token is good for that one
@@ -29,11 +35,16 @@ export function resumeScope(store: number, lock: string, lockedBy: string, locke
 }
 
 /** What a pause or resume post needs of the handler, besides what a release needs. */
-export interface PauseContext extends ReleaseContext {
+export interface PauseContext extends OperatorContext {
   /** Per store (by index): its provider holding locks as `lockedBy`, where pausing is on. */
-  readonly pausers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
-  /** The page to render a confirmation into (no store is read for it), with `csrf` its token. */
-  pageInput(csrf: string): PageInput
+  readonly pausers: OperatorProviders
+}
+
+// The token scope of each step: a confirmation's, a pause of the task, the end of one pause.
+function scopeOf(step: string, index: number, name: string, form: URLSearchParams): string {
+  if (step === 'pause') return pauseScope(index, name)
+  if (step === 'resume') return resumeScope(index, name, form.get('lockedBy') ?? '', form.get('lockedAt') ?? '')
+  return CONFIRM_SCOPE
 }
 
 /**
@@ -41,29 +52,17 @@ export interface PauseContext extends ReleaseContext {
  * page, `pause` (with `for` and `reason`) and `resume` by doing it.
  */
 export async function answerPause(form: URLSearchParams, response: ServerResponse, ctx: PauseContext): Promise<void> {
-  const step = form.get('step') ?? ''
-  const index = Number(form.get('store'))
-  const name = form.get('lock') ?? ''
-  const lockedBy = form.get('lockedBy') ?? ''
-  const lockedAt = form.get('lockedAt') ?? ''
-  const scope =
-    step === 'pause'
-      ? pauseScope(index, name)
-      : step === 'resume'
-        ? resumeScope(index, name, lockedBy, lockedAt)
-        : CONFIRM_SCOPE
-  if (!ctx.sameOrigin || !ctx.csrf.take(ctx.who, form.get('csrf'), scope)) return sendText(response, 403, CSRF_FAILED)
-  const store = Number.isInteger(index) ? ctx.stores[index] : undefined
-  const pauser = Number.isInteger(index) ? ctx.pausers[index] : undefined
-  if (store === undefined || name === '') return sendText(response, 400, 'shedlock dashboard: the form names no lock\n')
-  if (pauser === undefined)
-    return sendText(response, 403, 'shedlock dashboard: pausing is off for this store (allowPause, --allow-pause)\n')
-  const label = redact(store.label)
-  const html = (body: string): void => send(response, 200, 'text/html; charset=utf-8', body, ctx.nonce)
+  const post = checkOperatorPost(form, response, ctx, {
+    scope: scopeOf,
+    providers: ctx.pausers,
+    off: 'pausing is off for this store (allowPause, --allow-pause)',
+  })
+  if (post === undefined) return
+  const { step, index, name, store, label, html } = post
   const current = await store.inspector.get(name)
   if (step === 'pause-confirm') {
     if (current?.held) return html(await ctx.page(heldNotice(name, current.lockedBy)))
-    return html(renderPauseConfirm(ctx.pageInput(ctx.csrf.issue(ctx.who, pauseScope(index, name))), label, name, index))
+    return html(renderPauseConfirm(ctx, index, name, label))
   }
   if (step === 'resume-confirm') {
     const pause = pauseOf(current)
@@ -72,22 +71,32 @@ export async function answerPause(form: URLSearchParams, response: ServerRespons
       ctx.who,
       resumeScope(index, name, current!.lockedBy ?? '', current!.lockedAt?.toISOString() ?? ''),
     )
-    const body = `<h2>Resume task “${escapeHtml(name)}”?</h2>
-<p>Paused by <strong>${escapeHtml(pause.by)}</strong>${pause.reason ? ` (${escapeHtml(pause.reason)})` : ''} until ${timeHtml(pause.until)}, in ${escapeHtml(label)}.</p>
-<p>The task runs again at its next fire time; those that passed during the pause are not run.</p>
-${confirmForm(ctx.pageInput(token), hiddenRecord(current!, index, token), 'resume', 'Resume now')}`
-    return html(renderPage({ ...ctx.pageInput(token), refreshSeconds: 0 }, body))
+    return html(
+      renderConfirmation(ctx.pageInput(token), {
+        title: `Resume task “${name}”?`,
+        about: `<p>Paused by <strong>${escapeHtml(pause.by)}</strong>${pause.reason ? ` (${escapeHtml(pause.reason)})` : ''} until ${timeHtml(pause.until)}, in ${escapeHtml(label)}.</p>
+<p>The task runs again at its next fire time; those that passed during the pause are not run.</p>`,
+        hidden: hiddenRecord(current!, index, token),
+        step: 'resume',
+        button: 'Resume now',
+      }),
+    )
   }
   if (step === 'pause')
-    return html(await ctx.page(await pause(form, ctx, { inspector: store.inspector, provider: pauser }, name, label)))
+    return html(
+      await ctx.page(await pause(form, ctx, { inspector: store.inspector, provider: post.provider }, name, label)),
+    )
   if (step === 'resume') {
     // Only the pause the confirmation showed: a pause taken since by someone else stays.
-    const same = current !== undefined && current.lockedBy === lockedBy && current.lockedAt?.toISOString() === lockedAt
+    const same =
+      current !== undefined &&
+      current.lockedBy === form.get('lockedBy') &&
+      current.lockedAt?.toISOString() === form.get('lockedAt')
     if (!same || !pauseOf(current))
       return html(await ctx.page(`Task "${name}" changed since the page showed it: nothing was resumed. Look again.`))
     return html(await ctx.page(await resume(ctx, store.inspector, name, label)))
   }
-  return sendText(response, 400, `shedlock dashboard: unknown step ${JSON.stringify(step)}; use the page's buttons\n`)
+  return unknownStep(response, step)
 }
 
 async function pause(
@@ -142,19 +151,17 @@ function heldNotice(name: string, lockedBy: string | undefined): string {
 }
 
 /** The confirmation page of a pause: how long, and why. */
-function renderPauseConfirm(input: PageInput, label: string, name: string, store: number): string {
-  const field = (n: string, v: string): string => `<input type="hidden" name="${n}" value="${escapeHtml(v)}">`
-  const hidden = field('csrf', input.csrf!) + field('store', String(store)) + field('lock', name)
-  const body = `<h2>Pause task “${escapeHtml(name)}”?</h2>
-<p>Every node (Java ShedLock's too) skips the task while it is paused, in ${escapeHtml(label)}. Fire times that pass during the pause are not run afterwards: a pause is not an outage.</p>
-<form method="post" action="${query({ window: input.window, q: input.filter })}" class="pause">${hidden}<input type="hidden" name="step" value="pause">
-<p><label for="pause-for">For</label> <input id="pause-for" name="for" placeholder="until resumed" size="12"> <span class="muted">90s, 30m, 8h, 7d; empty: until resumed</span></p>
+function renderPauseConfirm(ctx: PauseContext, index: number, name: string, label: string): string {
+  const token = ctx.csrf.issue(ctx.who, pauseScope(index, name))
+  return renderConfirmation(ctx.pageInput(token), {
+    title: `Pause task “${name}”?`,
+    about: `<p>Every node (Java ShedLock's too) skips the task while it is paused, in ${escapeHtml(label)}. Fire times that pass during the pause are not run afterwards: a pause is not an outage.</p>`,
+    hidden: hiddenTask(token, index, name),
+    step: 'pause',
+    button: 'Pause now',
+    className: 'pause',
+    fields: `<p><label for="pause-for">For</label> <input id="pause-for" name="for" placeholder="until resumed" size="12"> <span class="muted">90s, 30m, 8h, 7d; empty: until resumed</span></p>
 <p><label for="pause-reason">Reason</label> <input id="pause-reason" name="reason" maxlength="150" size="40"></p>
-<button type="submit" class="danger" autofocus>Pause now</button> <a href="${query({ window: input.window, q: input.filter })}">Cancel</a></form>`
-  return renderPage({ ...input, refreshSeconds: 0 }, body)
-}
-
-function confirmForm(input: PageInput, hidden: string, step: string, label: string): string {
-  return `<form method="post" action="${query({ window: input.window, q: input.filter })}">${hidden}<input type="hidden" name="step" value="${step}">
-<button type="submit" class="danger" autofocus>${label}</button> <a href="${query({ window: input.window, q: input.filter })}">Cancel</a></form>`
+`,
+  })
 }

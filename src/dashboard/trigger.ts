@@ -7,9 +7,15 @@ import { messageOf } from '../core/task.ts'
 import { TRIGGER_TTL_MS, triggerHolder } from '../core/trigger.ts'
 import { takeTrigger, waitForPickUp } from '../status/trigger-control.ts'
 import { escapeHtml } from './escape.ts'
-import { send, sendText } from './http.ts'
-import { type PageInput, query, renderPage } from './page.ts'
-import { CONFIRM_SCOPE, CSRF_FAILED, type ReleaseContext } from './release.ts'
+import {
+  checkOperatorPost,
+  hiddenTask,
+  type OperatorContext,
+  type OperatorProviders,
+  renderConfirmation,
+  unknownStep,
+} from './operator-action.ts'
+import { CONFIRM_SCOPE, type ReleaseContext } from './release.ts'
 
 // "Run now" from the dashboard: what `shedlock trigger` does (status/trigger-control.ts), behind a
 // confirmation page whose token is good for that one trigger, with an audit line. The page waits
@@ -25,11 +31,9 @@ export function triggerScope(store: number, lock: string): string {
 }
 
 /** What a trigger post needs of the handler, besides what a release needs. */
-export interface TriggerContext extends ReleaseContext {
+export interface TriggerContext extends OperatorContext {
   /** Per store (by index): its provider holding locks as `lockedBy`, where triggering is on. */
-  readonly triggerers: readonly (((lockedBy: string) => LockProvider) | undefined)[]
-  /** The page to render a confirmation into (no store is read for it), with `csrf` its token. */
-  pageInput(csrf: string): PageInput
+  readonly triggerers: OperatorProviders
 }
 
 /** Answers the trigger forms: `trigger-confirm` with a confirmation page, `trigger` by taking the trigger. */
@@ -38,32 +42,30 @@ export async function answerTrigger(
   response: ServerResponse,
   ctx: TriggerContext,
 ): Promise<void> {
-  const step = form.get('step') ?? ''
-  const index = Number(form.get('store'))
-  const name = form.get('lock') ?? ''
-  const scope = step === 'trigger' ? triggerScope(index, name) : CONFIRM_SCOPE
-  if (!ctx.sameOrigin || !ctx.csrf.take(ctx.who, form.get('csrf'), scope)) return sendText(response, 403, CSRF_FAILED)
-  const store = Number.isInteger(index) ? ctx.stores[index] : undefined
-  const triggerer = Number.isInteger(index) ? ctx.triggerers[index] : undefined
-  if (store === undefined || name === '') return sendText(response, 400, 'shedlock dashboard: the form names no lock\n')
-  if (triggerer === undefined)
-    return sendText(
-      response,
-      403,
-      'shedlock dashboard: triggering is off for this store (allowTrigger, --allow-trigger)\n',
-    )
-  const html = (body: string): void => send(response, 200, 'text/html; charset=utf-8', body, ctx.nonce)
-  const label = redact(store.label)
+  const post = checkOperatorPost(form, response, ctx, {
+    scope: (step, index, name) => (step === 'trigger' ? triggerScope(index, name) : CONFIRM_SCOPE),
+    providers: ctx.triggerers,
+    off: 'triggering is off for this store (allowTrigger, --allow-trigger)',
+  })
+  if (post === undefined) return
+  const { step, index, name, store, label, html } = post
   // A paused task would keep the trigger pending until it lapses: every replica finds it held.
   const pause = pauseOf(await store.inspector.get(name))
   if (pause) return html(await ctx.page(`Task "${name}" is ${describePause(pause)}: resume it first; not triggered.`))
   if (step === 'trigger-confirm') {
-    const input = ctx.pageInput(ctx.csrf.issue(ctx.who, triggerScope(index, name)))
-    return html(renderTriggerConfirm(input, label, name, index))
+    const token = ctx.csrf.issue(ctx.who, triggerScope(index, name))
+    return html(
+      renderConfirmation(ctx.pageInput(token), {
+        title: `Run task “${name}” now?`,
+        about: `<p>One replica whose executor polls for triggers runs it once, through the task's lock, in ${escapeHtml(label)}: never beside a run that holds the lock, which it waits for. It is recorded in the history as triggered by you.</p>`,
+        hidden: hiddenTask(token, index, name),
+        step: 'trigger',
+        button: 'Run now',
+      }),
+    )
   }
-  if (step !== 'trigger')
-    return sendText(response, 400, `shedlock dashboard: unknown step ${JSON.stringify(step)}; use the page's buttons\n`)
-  return html(await ctx.page(await trigger(ctx, store.inspector, triggerer, name, label)))
+  if (step !== 'trigger') return unknownStep(response, step)
+  return html(await ctx.page(await trigger(ctx, store.inspector, post.provider, name, label)))
 }
 
 async function trigger(
@@ -88,16 +90,4 @@ async function trigger(
     // A store that cannot hold a trigger (NATS, ZooKeeper, memcached), or one that failed.
     return `Task "${name}" was not triggered: ${redact(messageOf(error))}`
   }
-}
-
-/** The confirmation page of a trigger. */
-function renderTriggerConfirm(input: PageInput, label: string, name: string, store: number): string {
-  const field = (n: string, v: string): string => `<input type="hidden" name="${n}" value="${escapeHtml(v)}">`
-  const hidden = field('csrf', input.csrf!) + field('store', String(store)) + field('lock', name)
-  const back = query({ window: input.window, q: input.filter })
-  const body = `<h2>Run task “${escapeHtml(name)}” now?</h2>
-<p>One replica whose executor polls for triggers runs it once, through the task's lock, in ${escapeHtml(label)}: never beside a run that holds the lock, which it waits for. It is recorded in the history as triggered by you.</p>
-<form method="post" action="${back}">${hidden}<input type="hidden" name="step" value="trigger">
-<button type="submit" class="danger" autofocus>Run now</button> <a href="${back}">Cancel</a></form>`
-  return renderPage({ ...input, refreshSeconds: 0 }, body)
 }
