@@ -1,42 +1,20 @@
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { lockConfiguration } from '../../src/core/lock-configuration.ts'
-import type { LockInspector } from '../../src/core/lock-inspector.ts'
-import type { LockProvider } from '../../src/core/lock-provider.ts'
-import type { RunLedger } from '../../src/core/run-ledger.ts'
 import { createLockingTaskExecutor, type LockingTaskExecutorListener } from '../../src/index.ts'
-import { postgresLockInspector, postgresLockProvider, postgresRunLedger } from '../../src/providers/postgres/index.ts'
-import { redisLockInspector, redisLockProvider, redisRunLedger } from '../../src/providers/redis/index.ts'
-import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
-import { sqliteLockInspector, sqliteLockProvider, sqliteRunLedger } from '../../src/providers/sqlite/index.ts'
-import { uniqueTable } from '../helpers/backends.ts'
-import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
 import { portOpen } from '../helpers/processes.ts'
-import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
+import { POSTGRES_URL } from '../helpers/sql-pools.ts'
 import { cli, startCli } from './support/cli.ts'
+import { type CliStore, describeOnCliStores, type PostgresExtras } from './support/stores.ts'
 
 // shedlock pause and resume (issue 46), the built bin against real stores: a pause is the task's
 // lock held by "paused by …", which executors over the same store report as 'paused'.
-
-/** One store, as the CLI opens it (`args`) and as an application's executor reaches it. */
-interface Store {
-  readonly args: readonly string[]
-  /** `args` for history and status: with the runs table, where it has its own. */
-  readonly historyArgs?: readonly string[]
-  provider(lockedBy?: string): LockProvider
-  readonly inspector: LockInspector
-  readonly ledger: RunLedger
-}
 
 const request = { lockAtMostFor: '10s' } as const
 let counter = 0
 const fresh = (): string => `pause-${process.pid}-${++counter}`
 
-function pauseCases(store: () => Store): void {
+function pauseCases(store: () => CliStore): void {
   const pause = (name: string, ...extra: string[]) => cli(['pause', name, ...store().args, ...extra])
   const resume = (name: string, ...extra: string[]) => cli(['resume', name, ...store().args, ...extra])
 
@@ -94,16 +72,16 @@ function pauseCases(store: () => Store): void {
       reason: 'paused',
     })
     await app.close()
-    const history = await cli(['history', name, ...(store().historyArgs ?? store().args)])
+    const history = await cli(['history', name, ...store().historyArgs])
     expect(history.code, history.stderr).toBe(0)
     expect(history.stdout).toMatch(
       /^now paused by bob \(maintenance\) since \S+ until \S+ \(.+ left\): shedlock resume/m,
     )
     expect(history.stdout).toMatch(/ skipped \(paused\) .* {2}paused by bob \(maintenance\) until \S+$/m)
-    const status = await cli(['status', ...(store().historyArgs ?? store().args)])
+    const status = await cli(['status', ...store().historyArgs])
     expect(status.stdout).toMatch(new RegExp(`^${name} +paused by bob \\(maintenance\\) until \\S+ `, 'm'))
     expect(status.stdout).toMatch(/, \d+ paused; now /)
-    const json = await cli(['status', '--json', ...(store().historyArgs ?? store().args)])
+    const json = await cli(['status', '--json', ...store().historyArgs])
     const row = JSON.parse(json.stdout).tasks.find((task: { name: string }) => task.name === name)
     expect(row.paused).toEqual({ by: 'bob', reason: 'maintenance', until: expect.stringMatching(/^\d{4}-/) })
     expect((await resume(name)).code).toBe(0)
@@ -153,32 +131,11 @@ function pauseCases(store: () => Store): void {
   })
 }
 
-const pool = await postgresPoolOrSkip(2)
-
-describe.skipIf(!pool)('shedlock pause and resume on PostgreSQL', () => {
-  const db = pool!
-  const table = uniqueTable('cli_pause')
-  const runs = `${table}_runs`
-  const args = ['--url', POSTGRES_URL, '--table', table]
-  const store: Store = {
-    args,
-    historyArgs: [...args, '--runs-table', runs],
-    provider: (lockedBy) => postgresLockProvider({ client: db, tableName: table, lockedBy }),
-    inspector: postgresLockInspector({ client: db, tableName: table }),
-    ledger: postgresRunLedger({ client: db, tableName: runs }),
-  }
-  beforeAll(async () => {
-    const init = await cli(['init', ...args, '--runs-table', runs])
-    expect(init.code, init.stderr).toBe(0)
-  })
-  afterAll(async () => {
-    await db.query(`DROP TABLE IF EXISTS ${table}`)
-    await db.query(`DROP TABLE IF EXISTS ${runs}`)
-    await db.end()
-  })
-  pauseCases(() => store)
-
+/** On PostgreSQL: Java ShedLock's own statements against a paused task. */
+function javaCases(extras: () => PostgresExtras): void {
   it("Java ShedLock's own acquire statements find a paused task's lock held, and take it once resumed", async () => {
+    const { db, table } = extras()
+    const args = ['--url', POSTGRES_URL, '--table', table]
     const name = fresh()
     expect((await cli(['pause', name, ...args, '--reason', 'deploy'])).code).toBe(0)
     // Java ShedLock's PostgreSQL statements (shedlock-provider-jdbc-template), parameters as it
@@ -213,54 +170,9 @@ describe.skipIf(!pool)('shedlock pause and resume on PostgreSQL', () => {
     expect((await cli(['resume', name, ...args])).code).toBe(0)
     expect((await javaInsert()).rowCount).toBe(1)
   })
-})
+}
 
-const redis = await redisOrSkip()
-
-describe.skipIf(!redis)('shedlock pause and resume on Redis', () => {
-  // Every key of this file lives under its own environment, deleted at the end.
-  const environment = `cli-pause-${process.pid}-${randomBytes(3).toString('hex')}`
-  const client = redis!
-  const store: Store = {
-    args: ['--url', `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}environment=${environment}`],
-    provider: (lockedBy) => redisLockProvider({ client, environment, lockedBy }),
-    inspector: redisLockInspector({ client, environment }),
-    ledger: redisRunLedger({ client, environment }),
-  }
-  afterAll(async () => {
-    const keys = [
-      ...(await client.keys(`job-lock:${environment}:*`)),
-      ...(await client.keys(`shedlock-runs:${environment}:*`)),
-    ]
-    if (keys.length > 0) await client.del(...keys)
-    client.disconnect()
-  })
-  pauseCases(() => store)
-})
-
-const driver = await loadSqliteDriver()
-
-describe('shedlock pause and resume on SQLite', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'shedlock-cli-pause-'))
-  const file = join(dir, 'locks.db')
-  const database = driver.open(file)
-  const args = ['--url', `sqlite:${file}`]
-  const store: Store = {
-    args,
-    provider: (lockedBy) => sqliteLockProvider({ database, lockedBy }),
-    inspector: sqliteLockInspector({ database }),
-    ledger: sqliteRunLedger({ database }),
-  }
-  afterAll(() => {
-    database.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
-  beforeAll(async () => {
-    const init = await cli(['init', ...args])
-    expect(init.code, init.stderr).toBe(0)
-  })
-  pauseCases(() => store)
-})
+await describeOnCliStores('shedlock pause and resume', pauseCases, javaCases)
 
 const memcachedUp = await portOpen(11211)
 
