@@ -25,8 +25,9 @@ const PROJECT = 'test-project'
 const INSTANCE = 'test-instance'
 
 /**
- * The provider's transaction, directly: read the row (no CURRENT_TIMESTAMP(): this node's clock),
- * insert or update it when missing or expired, else roll back; release: read, and update if ours.
+ * The provider's transaction, directly: read the row and CURRENT_TIMESTAMP() in the provider's one
+ * query, insert or update it when missing or expired on the database's clock, else roll back;
+ * release: read, and update if ours.
  * Retries aborted transactions as the provider does, so that both pay the emulator's aborts alike.
  */
 function rawSpanner(database: Database, table: string): RawOperations {
@@ -43,22 +44,24 @@ function rawSpanner(database: Database, table: string): RawOperations {
       await new Promise((resolve) => setTimeout(resolve, Math.min(200, 10 * 2 ** attempt) * (0.5 + Math.random())))
     }
   }
+  // The provider's read: the row and the database's now in one query, whether or not the row exists.
+  const sql = `SELECT CURRENT_TIMESTAMP() AS db_now, t.lock_until, t.locked_by FROM UNNEST([1]) AS one LEFT JOIN ${table} AS t ON t.name = @name`
   const read = async (tx: Transaction, name: string) => {
-    const [rows] = await tx.read(table, { keys: [name], columns: ['lock_until', 'locked_by'], json: true })
-    return rows[0] as { lock_until: Date; locked_by: string } | undefined
+    const [rows] = await tx.run({ sql, params: { name }, json: true })
+    return rows[0] as { db_now: Date; lock_until: Date | null; locked_by: string | null }
   }
   return {
     async acquire(name) {
       const owner = rawOwner()
       const taken = await inTransaction(async (tx) => {
         const row = await read(tx, name)
-        const now = Date.now()
-        if (row && row.lock_until.getTime() > now) {
+        const now = row.db_now.getTime()
+        if (row.lock_until && row.lock_until.getTime() > now) {
           await tx.rollback()
           return false
         }
         const values = { name, lock_until: new Date(now + 60_000), locked_at: new Date(now), locked_by: owner }
-        if (row) tx.update(table, values)
+        if (row.lock_until) tx.update(table, values)
         else tx.insert(table, values)
         await tx.commit()
         return true
@@ -67,8 +70,9 @@ function rawSpanner(database: Database, table: string): RawOperations {
       return {
         async release() {
           await inTransaction(async (tx) => {
-            if ((await read(tx, name))?.locked_by !== owner) return void (await tx.rollback())
-            tx.update(table, { name, lock_until: new Date() })
+            const row = await read(tx, name)
+            if (row.locked_by !== owner) return void (await tx.rollback())
+            tx.update(table, { name, lock_until: row.db_now })
             await tx.commit()
           })
         },
