@@ -26,7 +26,7 @@ import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock run [--url URL] [--table NAME] --name NAME
                     --lock-at-most-for D [--lock-at-least-for D] [--keep-alive]
-                    [--slot minute|hour|day|ISO] [--quiet | --json]
+                    [--slot minute|hour|day|ISO] [--every D] [--quiet | --json]
                     [--skipped-exit-code N] [--runs-table T | --no-history]
                     -- COMMAND [ARGS...]
 
@@ -62,6 +62,9 @@ created its table; Redis: always), each run is recorded there, as executors
 record theirs: outcome ok when COMMAND exits 0, failed otherwise (the error
 says the exit code or the signal), skipped for a --slot run that found the
 lock held. "shedlock history NAME" and "shedlock status --stale" read it.
+With --every, each run also records when the next is due, so that "shedlock
+status" says the task is overdue once that passes with no run since: the
+crontab line was removed, cron stopped, or every host is down.
 
 Options:
 ${URL_HELP}
@@ -86,6 +89,9 @@ ${URL_HELP}
                            crontab's period; the slot is remembered for 24h
   --slot ISO               the same with an explicit slot, e.g.
                            2026-11-24T02:00:00Z (with a zone)
+  --every D                the crontab line's period (1m, 1h, 1d): the run
+                           records its next one as due D after its slot (or,
+                           without --slot, after its start)
   --quiet                  print nothing when skipped
   --json                   print the skip as one JSON line instead: { skipped:
                            true, reason: "held" or "slot-done", name, slot,
@@ -120,56 +126,9 @@ export const runCommand: Command = {
   summary: 'run a command under a lock: one host of a crontab fleet runs it',
   help: HELP,
   async run(args) {
-    const separator = args.indexOf('--')
-    const commandLine = separator < 0 ? [] : args.slice(separator + 1)
-    const values = parseOptions(separator < 0 ? args : args.slice(0, separator), {
-      url: { type: 'string' },
-      table: { type: 'string' },
-      name: { type: 'string' },
-      'lock-at-most-for': { type: 'string' },
-      'lock-at-least-for': { type: 'string' },
-      'keep-alive': { type: 'boolean' },
-      slot: { type: 'string' },
-      quiet: { type: 'boolean' },
-      json: { type: 'boolean' },
-      'skipped-exit-code': { type: 'string' },
-      'runs-table': { type: 'string' },
-      'no-history': { type: 'boolean' },
-    })
-    const [file, ...fileArgs] = commandLine
-    if (file === undefined || file === '')
-      throw new UsageError(
-        'give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh',
-      )
-    const name = values.name
-    if (typeof name !== 'string')
-      throw new UsageError('--name NAME is required: the lock every host shares for this command')
-    const mostFor = values['lock-at-most-for']
-    if (typeof mostFor !== 'string')
-      throw new UsageError('--lock-at-most-for is required: how long the lock holds if this host dies, e.g. 10m')
-    const leastFor = typeof values['lock-at-least-for'] === 'string' ? values['lock-at-least-for'] : '0'
-    // Validated before connecting; each attempt takes a fresh configuration (its deadlines count from now).
-    const options = {
-      name,
-      lockAtMostFor: durationOption('--lock-at-most-for', mostFor),
-      lockAtLeastFor: durationOption('--lock-at-least-for', leastFor),
-    }
-    lockConfiguration(options)
-    const keepAlive = values['keep-alive'] === true
-    if (keepAlive && options.lockAtMostFor < KEEP_ALIVE_MINIMUM_MS) {
-      throw new UsageError(
-        `--keep-alive needs --lock-at-most-for of at least ${formatDuration(KEEP_ALIVE_MINIMUM_MS)} (got ${mostFor}): it extends the lock every lock-at-most-for / 2`,
-      )
-    }
-    const slot = typeof values.slot === 'string' ? slotOption(values.slot, Date.now()) : undefined
-    const quiet = values.quiet === true
-    const json = values.json === true
-    if (quiet && json) throw new UsageError('--quiet and --json contradict each other; pass one')
-    const skippedExitCode = integerOption(values, 'skipped-exit-code', EXIT_OK, 0, 255)
-    const url = storeUrlOption(values)
-    const table = typeof values.table === 'string' ? values.table : undefined
-    const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
-    const history = values['no-history'] !== true
+    const parsed = parseRunArgs(args)
+    const { file, fileArgs, name, options, keepAlive, slot, due, quiet, json, skippedExitCode } = parsed
+    const { url, table, runsTable, history } = parsed
 
     const signals = new SignalRelay()
     try {
@@ -207,10 +166,11 @@ export const runCommand: Command = {
         signals.beforeStart(() => void executor.close())
         let outcome: TaskResult<0>
         try {
-          outcome = await executor.executeWithLock(
-            ({ fencingToken }) => signals.run(file, fileArgs, fencingToken),
-            slot === undefined ? options : { ...options, slot },
-          )
+          outcome = await executor.executeWithLock(({ fencingToken }) => signals.run(file, fileArgs, fencingToken), {
+            ...options,
+            ...(slot === undefined ? {} : { slot }),
+            ...(due === undefined ? {} : { nextFireAt: () => due }),
+          })
         } catch (error) {
           if (error instanceof CommandFailedError) return error.exitCode
           if (!(error instanceof LockProviderError)) throw error
@@ -265,6 +225,83 @@ export const runCommand: Command = {
       signals.stop()
     }
   },
+}
+
+/** The arguments of `shedlock run`, checked before anything connects. @throws UsageError */
+function parseRunArgs(args: string[]) {
+  const separator = args.indexOf('--')
+  const commandLine = separator < 0 ? [] : args.slice(separator + 1)
+  const values = parseOptions(separator < 0 ? args : args.slice(0, separator), {
+    url: { type: 'string' },
+    table: { type: 'string' },
+    name: { type: 'string' },
+    'lock-at-most-for': { type: 'string' },
+    'lock-at-least-for': { type: 'string' },
+    'keep-alive': { type: 'boolean' },
+    slot: { type: 'string' },
+    every: { type: 'string' },
+    quiet: { type: 'boolean' },
+    json: { type: 'boolean' },
+    'skipped-exit-code': { type: 'string' },
+    'runs-table': { type: 'string' },
+    'no-history': { type: 'boolean' },
+  })
+  const [file, ...fileArgs] = commandLine
+  if (file === undefined || file === '')
+    throw new UsageError(
+      'give the command to run after --, e.g. shedlock run --name NAME --lock-at-most-for 10m -- ./job.sh',
+    )
+  const name = values.name
+  if (typeof name !== 'string')
+    throw new UsageError('--name NAME is required: the lock every host shares for this command')
+  const mostFor = values['lock-at-most-for']
+  if (typeof mostFor !== 'string')
+    throw new UsageError('--lock-at-most-for is required: how long the lock holds if this host dies, e.g. 10m')
+  const leastFor = typeof values['lock-at-least-for'] === 'string' ? values['lock-at-least-for'] : '0'
+  // Validated before connecting; each attempt takes a fresh configuration (its deadlines count from now).
+  const options = {
+    name,
+    lockAtMostFor: durationOption('--lock-at-most-for', mostFor),
+    lockAtLeastFor: durationOption('--lock-at-least-for', leastFor),
+  }
+  lockConfiguration(options)
+  const keepAlive = values['keep-alive'] === true
+  if (keepAlive && options.lockAtMostFor < KEEP_ALIVE_MINIMUM_MS) {
+    throw new UsageError(
+      `--keep-alive needs --lock-at-most-for of at least ${formatDuration(KEEP_ALIVE_MINIMUM_MS)} (got ${mostFor}): it extends the lock every lock-at-most-for / 2`,
+    )
+  }
+  const slot = typeof values.slot === 'string' ? slotOption(values.slot, Date.now()) : undefined
+  const everyMs =
+    typeof values.every === 'string'
+      ? durationOption('--every', values.every, { zero: false, hint: "the crontab line's period, e.g. 1h" })
+      : undefined
+  // From the slot, whose time every host agrees on; else from now, a cron tick's start.
+  const due = everyMs === undefined ? undefined : new Date((slot?.getTime() ?? Date.now()) + everyMs)
+  const quiet = values.quiet === true
+  const json = values.json === true
+  if (quiet && json) throw new UsageError('--quiet and --json contradict each other; pass one')
+  const skippedExitCode = integerOption(values, 'skipped-exit-code', EXIT_OK, 0, 255)
+  const url = storeUrlOption(values)
+  const table = typeof values.table === 'string' ? values.table : undefined
+  const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
+  const history = values['no-history'] !== true
+  return {
+    file,
+    fileArgs,
+    name,
+    options,
+    keepAlive,
+    slot,
+    due,
+    quiet,
+    json,
+    skippedExitCode,
+    url,
+    table,
+    runsTable,
+    history,
+  }
 }
 
 const SLOT_UNITS: Readonly<Record<string, number>> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 }

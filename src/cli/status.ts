@@ -38,10 +38,11 @@ Give --stale several times; a NAME=AGE beats a bare AGE for its task. With
 only NAME=AGE entries, only those tasks decide the exit code (a failing task
 of another job does not fail the probe of this one).
 
-A task whose latest run recorded its next fire time (withLock, @SchedulerLock
-and the node-cron coordinator record it; executeWithLock's nextFireAt) is
-OVERDUE once that time passed by more than --grace (1m by default) with no
-run since, even with no replica up: its schedule stopped. status exits 1.
+A task whose latest run recorded its next fire time (withLock, @SchedulerLock,
+the node-cron coordinator and shedlock run --every record it; executeWithLock's
+nextFireAt) is OVERDUE once that time passed by more than --grace (1m by
+default) with no run since, even with no replica up: its schedule stopped.
+status exits 1.
 
 A task paused by "shedlock pause" shows as paused, by whom, why and until
 when; it still turns STALE once its last success is older than its AGE: a

@@ -208,6 +208,31 @@ describe('shedlock run on SQLite without a runs table: as before, until init cre
     expect(tables()).toEqual(['shedlock', 'shedlock_runs'])
     await failedThenOk(store, 'after-init')
   })
+
+  it('--every: a run records when the next is due (its slot, or its start, plus the period); status calls the task overdue once that passed', async () => {
+    // A slot of long ago: its next run was due long ago too, and none came.
+    const late = await runSh(store, 'hourly', 'true', '--slot', '2026-01-01T10:00:00Z', '--every', '1h')
+    expect(late.code, late.stderr).toBe(0)
+    const status = await cli(['status', ...store, '--json'])
+    expect(status.code).toBe(1)
+    const json = JSON.parse(status.stdout) as {
+      overdue: string[]
+      tasks: { name: string; lastRun: { nextFireAt: string } }[]
+    }
+    expect(json.overdue).toEqual(['hourly'])
+    expect(json.tasks.find((task) => task.name === 'hourly')?.lastRun.nextFireAt).toBe('2026-01-01T11:00:00.000Z')
+    // Without a slot, from the run's start: due in an hour, so not overdue.
+    const before = Date.now()
+    expect((await runSh(store, 'hourly', 'true', '--every', '1h')).code).toBe(0)
+    const now = JSON.parse((await cli(['status', ...store, '--json'])).stdout) as typeof json
+    expect(now.overdue).toEqual([])
+    const due = Date.parse(now.tasks.find((task) => task.name === 'hourly')!.lastRun.nextFireAt)
+    expect(due).toBeGreaterThanOrEqual(before + 3_600_000)
+    expect(due).toBeLessThan(Date.now() + 3_600_000)
+    const zero = await runSh(store, 'hourly', 'true', '--every', '0')
+    expect(zero).toMatchObject({ code: 2, stdout: '' })
+    expect(zero.stderr).toMatch(/--every must be longer than 0/)
+  })
 })
 
 const redis = await redisOrSkip()
