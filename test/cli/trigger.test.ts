@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openStore } from '../../src/cli/open-store.ts'
 import { parseStoreUrl } from '../../src/cli/store-url.ts'
@@ -34,7 +35,7 @@ const fresh = (): string => `trigger-${process.pid}-${++counter}`
  * A replica in a child process over `store`'s dist build: an executor polling for triggers every
  * 200 ms that has run task `name` once; it prints `ran N` for each run of the task.
  */
-function replica(store: Store, name: string): NodeProcess {
+function replica(store: Store, name: string, hang?: { run: number; lease: number }): NodeProcess {
   const source = `
 import { openStore } from './dist/cli/open-store.js'
 import { parseStoreUrl } from './dist/cli/store-url.js'
@@ -43,9 +44,14 @@ const admin = await openStore(parseStoreUrl(${JSON.stringify(store.url)}), ${JSO
 const executor = createLockingTaskExecutor(admin.provider({ lockedBy: 'replica-a' }), {
   runLedger: admin.runLedger,
   triggers: { poll: 200 },
+  ${hang ? `lease: ${hang.lease},` : ''}
 })
 let runs = 0
-const task = () => console.log('ran ' + ++runs)
+const task = () => {
+  console.log('ran ' + ++runs)
+  // A run that never ends: the process is killed inside it.
+  if (runs === ${hang?.run ?? -1}) return new Promise(() => {})
+}
 await executor.executeWithLock(task, { name: ${JSON.stringify(name)}, lockAtMostFor: '10s' })
 // The poll's timer keeps no process alive.
 setInterval(() => {}, 1_000)
@@ -83,6 +89,37 @@ function triggerCases(store: () => Store, admin: () => StoreAdmin): void {
       expect(worker.stdout()).not.toContain('ran 3')
     } finally {
       await stopProcess(worker.child)
+    }
+  })
+
+  it('a replica killed inside a triggered run: the run reads abandoned once its lease lapsed, and is not run again', async () => {
+    const name = fresh()
+    const worker = replica(store(), name, { run: 2, lease: 2_000 })
+    try {
+      expect(await waitFor(() => worker.stdout().includes('ran 1'), 20_000), worker.stderr()).toBe(true)
+      expect((await trigger(name, '--by', 'erin')).code).toBe(0)
+      expect(await waitFor(() => worker.stdout().includes('ran 2'), 5_000)).toBe(true)
+      // Past recordRunningAfter (1 s): the run is on record as running.
+      await sleep(1_500)
+    } finally {
+      worker.child.kill('SIGKILL')
+      await stopProcess(worker.child)
+    }
+    // The trigger was consumed when the run started: at most once, as a scheduled run.
+    expect((await admin().inspector.get(triggerRecordName(name)))?.held ?? false).toBe(false)
+    await sleep(2_500)
+    const json = JSON.parse((await cli(['history', name, ...storeArgs(), '--json'])).stdout)
+    expect(json.runs.map((r: { outcome: string; triggeredBy: string | null }) => [r.outcome, r.triggeredBy])).toEqual([
+      ['abandoned', 'erin'],
+      ['ok', null],
+    ])
+    const next = replica(store(), name)
+    try {
+      expect(await waitFor(() => next.stdout().includes('ran 1'), 20_000), next.stderr()).toBe(true)
+      await sleep(1_000)
+      expect(next.stdout()).not.toContain('ran 2')
+    } finally {
+      await stopProcess(next.child)
     }
   })
 
