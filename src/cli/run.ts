@@ -22,6 +22,7 @@ import type { TaskResult } from '../core/task.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { redactSecrets } from '../support/store-url.ts'
 import { withStore } from './open-store.ts'
+import { tableOption } from './operator-options.ts'
 import { storeUrlOption, URL_HELP } from './store-url.ts'
 
 const HELP = `Usage: shedlock run [--url URL] [--table NAME] --name NAME
@@ -283,7 +284,7 @@ function parseRunArgs(args: string[]) {
   if (quiet && json) throw new UsageError('--quiet and --json contradict each other; pass one')
   const skippedExitCode = integerOption(values, 'skipped-exit-code', EXIT_OK, 0, 255)
   const url = storeUrlOption(values)
-  const table = typeof values.table === 'string' ? values.table : undefined
+  const table = tableOption(values)
   const runsTable = typeof values['runs-table'] === 'string' ? values['runs-table'] : undefined
   const history = values['no-history'] !== true
   return {

@@ -2,6 +2,7 @@ import { LockConfigurationError } from '../core/errors.ts'
 import type { LockProvider } from '../core/lock-provider.ts'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { FormTooLargeError, readForm, sendText } from './http.ts'
+import type { OperatorProviders } from './operator-action.ts'
 import { answerPause, type PauseContext } from './pause.ts'
 import { answerRelease } from './release.ts'
 import { answerTrigger, type TriggerContext } from './trigger.ts'
@@ -21,7 +22,7 @@ export function operatorProviders(
   stores: readonly { readonly provider?: ((lockedBy: string) => LockProvider) | undefined }[],
   on: boolean,
   option: string,
-): (((lockedBy: string) => LockProvider) | undefined)[] {
+): OperatorProviders {
   const providers = stores.map((store) => (on && typeof store.provider === 'function' ? store.provider : undefined))
   if (on && providers.every((provider) => provider === undefined))
     throw new LockConfigurationError(

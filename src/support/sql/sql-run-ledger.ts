@@ -53,11 +53,6 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?
 // PostgreSQL, MySQL/MariaDB and SQLite's words for a column the table lacks.
 const MISSING_TOKEN_COLUMN =
   /(column "?fencing_token"? .*does not exist|unknown column '?fencing_token|no such column: fencing_token|has no column named fencing_token)/i
-// What a run is recorded without, in a table that lacks the column.
-const WITHOUT: Record<string, string> = {
-  next_fire_at: 'their next fire time (no task reads as overdue)',
-  triggered_by: 'who triggered them (shedlock trigger)',
-}
 const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
@@ -96,13 +91,13 @@ export const RUN_COLUMNS = [
 
 /**
  * Columns of {@link RUN_COLUMNS} that runs tables made by older versions lack, oldest first, each
- * with the kind of what it holds: `shedlock init` adds them to an existing table; a ledger over a
+ * with the kind of what it holds and what a run is recorded without in a table that lacks it: `shedlock init` adds them to an existing table; a ledger over a
  * table without them writes and reads the other columns, and warns once. A table that lacks one
  * lacks every later one (each version adds its columns to the end).
  */
 export const LATER_RUN_COLUMNS = [
-  { name: 'next_fire_at', kind: 'timestamp' },
-  { name: 'triggered_by', kind: 'text' },
+  { name: 'next_fire_at', kind: 'timestamp', without: 'their next fire time (no task reads as overdue)' },
+  { name: 'triggered_by', kind: 'text', without: 'who triggered them (shedlock trigger)' },
 ] as const
 
 // The same words as MISSING_TOKEN_COLUMN's for a column of LATER_RUN_COLUMNS, which older runs
@@ -159,9 +154,9 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
   let warned = false
   const warn = (): void => {
     warned = true
-    const missing = LATER_RUN_COLUMNS.slice(-dropped).map((column) => column.name)
+    const missing = LATER_RUN_COLUMNS.slice(-dropped)
     process.emitWarning(
-      `${dialect.provider}: the runs table ${table} has no ${missing.join(' or ')} column, so runs are recorded without ${missing.map((column) => WITHOUT[column]).join(' or ')}; shedlock init --runs-table ${table} adds it`,
+      `${dialect.provider}: the runs table ${table} has no ${missing.map((column) => column.name).join(' or ')} column, so runs are recorded without ${missing.map((column) => column.without).join(' or ')}; shedlock init --runs-table ${table} adds it`,
       { code: 'SHEDLOCK_RUNS_TABLE_OLD' },
     )
   }
