@@ -8,7 +8,7 @@ import { postgresLockProvider } from '../../src/providers/postgres/index.ts'
 import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
 import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../helpers/backends.ts'
-import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
+import { dropRedisEnvironment, redisOrSkip, redisUrlIn } from '../helpers/kv-clients.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli } from './support/cli.ts'
 
@@ -240,13 +240,9 @@ const redis = await redisOrSkip()
 describe.skipIf(!redis)('shedlock run on Redis: always a run history', () => {
   // Every key of this file lives under its own environment, deleted at the end.
   const environment = `cli-history-${process.pid}-${randomBytes(3).toString('hex')}`
-  const store = ['--url', `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}environment=${environment}`]
+  const store = ['--url', redisUrlIn(environment)]
   afterAll(async () => {
-    const keys = [
-      ...(await redis!.keys(`job-lock:${environment}:*`)),
-      ...(await redis!.keys(`shedlock-runs:${environment}:*`)),
-    ]
-    if (keys.length > 0) await redis!.del(...keys)
+    await dropRedisEnvironment(redis!, environment)
     redis!.disconnect()
   })
 

@@ -10,7 +10,7 @@ import { parseStoreUrl } from '../../src/cli/store-url.ts'
 import { triggerRecordName } from '../../src/core/trigger.ts'
 import type { StoreAdmin } from '../../src/support/store-admin.ts'
 import { uniqueTable } from '../helpers/backends.ts'
-import { REDIS_URL, redisOrSkip } from '../helpers/kv-clients.ts'
+import { dropRedisEnvironment, redisOrSkip, redisUrlIn } from '../helpers/kv-clients.ts'
 import { type NodeProcess, portOpen, startNode, stopProcess } from '../helpers/processes.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli, waitFor } from './support/cli.ts'
@@ -196,18 +196,14 @@ const redis = await redisOrSkip()
 
 describe.skipIf(!redis)('shedlock trigger on Redis', () => {
   const environment = `cli-trigger-${process.pid}-${randomBytes(3).toString('hex')}`
-  const store: Store = { url: `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}environment=${environment}` }
+  const store: Store = { url: redisUrlIn(environment) }
   let admin: StoreAdmin
   beforeAll(async () => {
     admin = await openStore(parseStoreUrl(store.url))
   })
   afterAll(async () => {
     await admin?.close()
-    const keys = [
-      ...(await redis!.keys(`job-lock:${environment}:*`)),
-      ...(await redis!.keys(`shedlock-runs:${environment}:*`)),
-    ]
-    if (keys.length > 0) await redis!.del(...keys)
+    await dropRedisEnvironment(redis!, environment)
     redis!.disconnect()
   })
   triggerCases(

@@ -7,6 +7,20 @@ export const REDIS_URL = process.env.SHEDLOCK_REDIS_URL ?? 'redis://127.0.0.1:63
 /** The etcd server of the tests: `SHEDLOCK_ETCD_URL`, by default the one `scripts/services.sh` starts. */
 export const ETCD_URL = process.env.SHEDLOCK_ETCD_URL ?? 'http://127.0.0.1:2379'
 
+/** `url` with shedlock's keys under `environment`, as the CLI takes it. */
+export function redisUrlIn(environment: string, url: string = REDIS_URL): string {
+  return `${url}${url.includes('?') ? '&' : '?'}environment=${environment}`
+}
+
+/** Deletes what shedlock keeps under `environment`: its locks and its run history. */
+export async function dropRedisEnvironment(redis: Redis, environment: string): Promise<void> {
+  const keys = [
+    ...(await redis.keys(`job-lock:${environment}:*`)),
+    ...(await redis.keys(`shedlock-runs:${environment}:*`)),
+  ]
+  if (keys.length > 0) await redis.del(...keys)
+}
+
 /**
  * An ioredis client that has answered `PING`, without retries (a dead server fails at once);
  * `undefined` (skipped) when unreachable and not required.

@@ -16,7 +16,7 @@ import { redisLockInspector, redisLockProvider, redisRunLedger } from '../../../
 import { loadSqliteDriver } from '../../../src/providers/sqlite/driver.ts'
 import { sqliteLockInspector, sqliteLockProvider, sqliteRunLedger } from '../../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../../helpers/backends.ts'
-import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { dropRedisEnvironment, redisOrSkip, redisUrlIn } from '../../helpers/kv-clients.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../../helpers/sql-pools.ts'
 import { cli } from './cli.ts'
 
@@ -78,7 +78,7 @@ export async function describeOnCliStores(
     // Every key of the block lives under its own environment, deleted at the end.
     const environment = `cli-${process.pid}-${randomBytes(3).toString('hex')}`
     const client = redis!
-    const args = ['--url', `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}environment=${environment}`]
+    const args = ['--url', redisUrlIn(environment)]
     const store: CliStore = {
       args,
       historyArgs: args,
@@ -87,11 +87,7 @@ export async function describeOnCliStores(
       ledger: redisRunLedger({ client, environment }),
     }
     afterAll(async () => {
-      const keys = [
-        ...(await client.keys(`job-lock:${environment}:*`)),
-        ...(await client.keys(`shedlock-runs:${environment}:*`)),
-      ]
-      if (keys.length > 0) await client.del(...keys)
+      await dropRedisEnvironment(client, environment)
       client.disconnect()
     })
     cases(() => store)

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, describe } from 'vitest'
 import { redisLockProvider } from '../../../src/providers/redis/index.ts'
-import { REDIS_URL, redisOrSkip } from '../../helpers/kv-clients.ts'
+import { REDIS_URL, dropRedisEnvironment, redisOrSkip, redisUrlIn } from '../../helpers/kv-clients.ts'
 import { cliProof } from '../../cli/support/proof.ts'
 
 const url = REDIS_URL
@@ -11,14 +11,10 @@ describe.skipIf(!client)('shedlock CLI on Redis (the built bin)', () => {
   const redis = client!
   // Every key of this file lives under its own environment, deleted at the end.
   const environment = `cli-test-${process.pid}-${randomBytes(3).toString('hex')}`
-  const cliUrl = `${url}${url.includes('?') ? '&' : '?'}environment=${environment}`
+  const cliUrl = redisUrlIn(environment, url)
   afterAll(async () => {
     // The locks, and the run history that shedlock run writes on Redis.
-    const keys = [
-      ...(await redis.keys(`job-lock:${environment}:*`)),
-      ...(await redis.keys(`shedlock-runs:${environment}:*`)),
-    ]
-    if (keys.length > 0) await redis.del(...keys)
+    await dropRedisEnvironment(redis, environment)
     redis.disconnect()
   })
   // The server has no password, but users exist in Redis 6+: an unknown one is refused (WRONGPASS) whatever the password.
