@@ -219,8 +219,14 @@ const random = (from: number, to: number): number => from + Math.floor(Math.rand
 /** Kills `replica` (SIGKILL) and says which slot's run it killed mid-task, if any. */
 async function killInside(replica: Replica, slot: number, killed: number[], ended: number[]): Promise<void> {
   await replica.kill()
-  if (!replica.has(`END ${slot}`)) killed.push(slot)
-  else ended.push(slot)
+  // The task may end, and the replica start its next one, before the signal lands (a catch-up
+  // runs its slots back to back): every run from `slot` on counts as the kill found it.
+  const starts = replica.starts()
+  const from = starts.findIndex((s) => s.slot === slot)
+  for (const run of from < 0 ? [slot] : starts.slice(from).map((s) => s.slot)) {
+    if (!replica.has(`END ${run}`)) killed.push(run)
+    else ended.push(run)
+  }
 }
 
 async function finish(job: Record<string, unknown>, slots: number[]): Promise<void> {
