@@ -5,7 +5,7 @@ import type { LockProvider } from '../../src/core/lock-provider.ts'
 import type { CallCounter } from '../counting.ts'
 import type { CallCount, RoundTripRow } from '../result.ts'
 import { TriggerPoller } from '../../src/core/trigger-poller.ts'
-import { DEFAULT_PRUNE_DELAY_MS } from '../../src/support/sql/sql-run-pruner.ts'
+import { DEFAULT_PRUNE_DELAY_MS } from '../../src/support/run-pruner.ts'
 import type { RawOperations, StoreSetup } from '../setups/setup.ts'
 
 /** What one side (ours or the baseline) has to do, reduced to acquire-or-undefined and release. */

@@ -11,6 +11,7 @@ import {
   type RunStart,
   type TaskHealth,
 } from '../../core/run-ledger.ts'
+import { runHandle } from '../../support/run-handle.ts'
 import { storeGuard } from '../../support/store-errors.ts'
 import { TickBatch } from '../../support/tick-batch.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
@@ -138,18 +139,9 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
       guard('record', run.name, async () => {
         const id = randomUUID()
         await append(run, id, undefined)
-        let finished = false
-        return {
-          id,
-          finish: async (end) => {
-            if (finished)
-              throw new LockConfigurationError(
-                `redis: run ${JSON.stringify(id)} has already finished; finish() records a run's end once`,
-              )
-            finished = true
-            await guard('record', run.name, async () => void (await append(run, id, end)))
-          },
-        }
+        return runHandle(PROVIDER, id, (end) =>
+          guard('record', run.name, async () => void (await append(run, id, end))),
+        )
       }),
     record: (run) =>
       guard('record', run.name, async () => {

@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import { type Duration, parseDuration } from '../../core/duration.ts'
-import { LockConfigurationError } from '../../core/errors.ts'
 import {
   healthOf,
   withAbandoned,
@@ -11,21 +9,17 @@ import {
   type RunStart,
   type TaskHealth,
 } from '../../core/run-ledger.ts'
+import { LockConfigurationError } from '../../core/errors.ts'
+import { pruneDelayOf, retentionOf, type RunRetentionOptions } from '../run-pruner.ts'
 import { type DescribeStoreError, messageOf, storeError, storeGuard } from '../store-errors.ts'
 import { TickBatch } from '../tick-batch.ts'
-import { DEFAULT_PRUNE_DELAY_MS, sqlRunPruner } from './sql-run-pruner.ts'
+import { sqlRunPruner } from './sql-run-pruner.ts'
 import { utcTimestamp } from './sql-table.ts'
 
 /** Options of the SQL run ledgers (`postgresRunLedger`, `mysqlRunLedger`, `sqliteRunLedger`). */
-export interface SqlRunLedgerOptions {
+export interface SqlRunLedgerOptions extends RunRetentionOptions {
   /** The runs table, optionally schema-qualified; create it with the store's `…RunsSchema()` or `shedlock init`. Plain SQL identifiers only. @default "shedlock_runs" */
   tableName?: string
-  /** Runs kept per task name; older ones are deleted (`pruneDelay` after every `keep / 10`-th write of the task, so up to 10 % more rows, and the writes within `pruneDelay`, stay between two deletes; reads return at most `keep`). @default 100 */
-  keep?: number
-  /** Runs older than this are deleted, of every task (also of a task that no longer runs: `pruneDelay` after the ledger's first write, then at most every 10 minutes), in milliseconds or a duration string. @default "30d" */
-  maxAge?: Duration
-  /** How long after a write that makes them due the old runs are deleted, in milliseconds or a duration string: apart from the write, on a timer that does not keep the process alive, so that a run costs its one ledger write. @default "5s" */
-  pruneDelay?: Duration
 }
 
 /** What one SQL dialect contributes to {@link sqlRunLedger}. Statements use `?` placeholders. */
@@ -127,12 +121,7 @@ export function addRunColumnDdl(table: string, column: LaterRunColumn, types: Ru
  * the writes; reads never return more than `keep` runs, nor runs older than `maxAge`.
  */
 export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: SqlRunLedgerOptions): RunLedger {
-  const keep = options.keep ?? 100
-  if (!Number.isSafeInteger(keep) || keep < 1)
-    throw new LockConfigurationError(
-      `${dialect.provider}: keep must be a whole number of runs, 1 or more, got ${JSON.stringify(options.keep)}`,
-    )
-  const maxAge = parseDuration(options.maxAge ?? '30d')
+  const { keep, maxAge } = retentionOf(dialect.provider, options)
   // A runs table created before the fencing_token column: the fix, not the driver's message.
   const guard = storeGuard((error, action, name) =>
     MISSING_TOKEN_COLUMN.test(messageOf(error))
@@ -181,7 +170,7 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
     timestamp: ts,
     keep,
     maxAge,
-    delayMs: parseDuration(options.pruneDelay ?? DEFAULT_PRUNE_DELAY_MS),
+    delayMs: pruneDelayOf(options.pruneDelay),
     execute: (sql, params) => dialect.execute(sql, params),
   })
   const insert = (id: string, run: RunStart, end: RunEnd | undefined) =>
