@@ -163,10 +163,13 @@ datastore() {
   need curl curl
   if ! port_open 8687; then
     log "starting the Datastore emulator"
-    # Its project directory holds only the index configuration: the data stays in memory.
+    # Its project directory holds only the index configuration: the data stays in memory. No
+    # index of our own, and --require_indexes: a query that needs a composite index fails, as it
+    # would on Google's Datastore without one (the provider, inspector and ledger need none).
     [ -d "$STATE/datastore/WEB-INF" ] || "$bin" create "$STATE/datastore" >"$STATE/datastore.log" 2>&1
+    printf 'indexes:\n' >"$STATE/datastore/WEB-INF/index.yaml"
     nohup "$bin" start --host=127.0.0.1 --port=8687 --consistency=1.0 --store_on_disk=false \
-      "$STATE/datastore" >>"$STATE/datastore.log" 2>&1 &
+      --require_indexes "$STATE/datastore" >>"$STATE/datastore.log" 2>&1 &
   fi
   wait_for "Datastore emulator (127.0.0.1:8687)" 60 http_ok http://127.0.0.1:8687/
 }

@@ -119,7 +119,8 @@ export interface RunHandle {
  * `onRunLedgerFailed` and the debug log, and the run goes on. A run shorter than the executor's
  * `recordRunningAfter` is one `record()`; a longer one a `start()` and its handle's `finish()`.
  * Stores that have one:
- * `postgresRunLedger`, `mysqlRunLedger`, `sqliteRunLedger`, `redisRunLedger`.
+ * `postgresRunLedger`, `mysqlRunLedger`, `sqliteRunLedger`, `spannerRunLedger`, `redisRunLedger`,
+ * `firestoreRunLedger`, `datastoreRunLedger`.
  */
 export interface RunLedger {
   /** Short store name, e.g. `"postgres"`. */

@@ -8,6 +8,7 @@ import { postgresLockProvider } from '../../src/providers/postgres/index.ts'
 import { loadSqliteDriver } from '../../src/providers/sqlite/driver.ts'
 import { sqliteSchema } from '../../src/providers/sqlite/index.ts'
 import { uniqueTable } from '../helpers/backends.ts'
+import { datastoreOrSkip, firestoreOrSkip, GOOGLE_TEST_PROJECT } from '../helpers/google-emulators.ts'
 import { dropRedisEnvironment, redisOrSkip, redisUrlIn } from '../helpers/kv-clients.ts'
 import { POSTGRES_URL, postgresPoolOrSkip } from '../helpers/sql-pools.ts'
 import { cli } from './support/cli.ts'
@@ -254,5 +255,37 @@ describe.skipIf(!redis)('shedlock run on Redis: always a run history', () => {
   it('--no-history: no stream is written', async () => {
     expect((await runSh(store, 'unrecorded', 'true', '--no-history')).code).toBe(0)
     expect(await redis!.exists(`shedlock-runs:${environment}:unrecorded`)).toBe(0)
+  })
+})
+
+const firestore = await firestoreOrSkip()
+
+describe.skipIf(!firestore)('shedlock run on Firestore (the emulator): always a run history', () => {
+  const table = uniqueTable('cli_history')
+  const runs = `${table}_runs`
+  const store = ['--url', `firestore://${GOOGLE_TEST_PROJECT}`, '--table', table, '--runs-table', runs]
+  afterAll(async () => {
+    await firestore!.recursiveDelete(firestore!.collection(runs))
+    await firestore!.recursiveDelete(firestore!.collection(table))
+    await firestore!.terminate()
+  })
+
+  it('records each run in the --runs-table collection: failed with the exit code, then ok; status --stale follows', async () => {
+    await failedThenOk(store, 'report')
+    expect((await firestore!.collection(runs).doc('report').collection('runs').get()).size).toBe(2)
+  })
+})
+
+const datastore = await datastoreOrSkip()
+
+describe.skipIf(!datastore)('shedlock run on Datastore (the emulator): always a run history', () => {
+  const namespace = uniqueTable('ns').replaceAll('_', '-')
+  const store = ['--url', `datastore://${GOOGLE_TEST_PROJECT}/${namespace}`]
+
+  it('records each run under kind shedlock_run: failed with the exit code, then ok; status --stale follows', async () => {
+    await failedThenOk(store, 'report')
+    const parent = datastore!.key({ namespace, path: ['shedlock_run_task', 'report'] })
+    const [entities] = await datastore!.runQuery(datastore!.createQuery(namespace, 'shedlock_run').hasAncestor(parent))
+    expect(entities).toHaveLength(2)
   })
 })

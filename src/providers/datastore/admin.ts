@@ -14,6 +14,7 @@ import {
 } from './format.ts'
 import { datastoreLockInspector } from './inspector.ts'
 import { datastoreLockProvider } from './provider.ts'
+import { DEFAULT_RUN_KIND, type DatastoreRunsClient, datastoreRunLedger } from './run-ledger.ts'
 
 interface AdminClient extends DatastoreClient {
   delete(key: DatastoreKey | DatastoreKey[]): Promise<unknown>
@@ -35,8 +36,8 @@ export function schema(table: string | undefined): string {
 /**
  * Opens a `datastore://PROJECT[/NAMESPACE][?database=D]` URL with `@google-cloud/datastore`: the
  * project's default database (or the named one), the namespace of the path (the default namespace
- * without one), the kind of `--table` (default `lock`, Java ShedLock's). The client reaches the
- * emulator when `DATASTORE_EMULATOR_HOST` is set, else Google Cloud with Application Default
+ * without one), the kind of `--table` (default `lock`, Java ShedLock's), the run history's kind
+ * of `--runs-table` (default `shedlock_run`). The client reaches the emulator when `DATASTORE_EMULATOR_HOST` is set, else Google Cloud with Application Default
  * Credentials; the URL holds none.
  */
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
@@ -54,6 +55,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
   const database = ownParameters(url, ['database']).get('database')
   const namespace = path === '' ? undefined : path
   const kind = options.table ?? DEFAULT_KIND
+  const runKind = options.runsTable ?? DEFAULT_RUN_KIND
   const { Datastore } = await importDriver<DatastoreModule>(DRIVER, DRIVER, 'datastore://')
   const datastore = new Datastore({
     projectId,
@@ -99,7 +101,17 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
         lockedBy: options?.lockedBy,
       }),
     inspector: datastoreLockInspector({ datastore, kind, ...(namespace === undefined ? {} : { namespace }) }),
-    init: async () => [`nothing to create: Datastore creates kind ${kind} with its first lock`],
+    // The client is a whole @google-cloud/datastore Datastore: its queries have hasAncestor().
+    runLedger: datastoreRunLedger({
+      datastore: datastore as unknown as DatastoreRunsClient,
+      kind: runKind,
+      ...(namespace === undefined ? {} : { namespace }),
+    }),
+    // Entities are created by the first run; no index is needed.
+    runLedgerReady: async () => true,
+    init: async () => [
+      `nothing to create: Datastore creates kind ${kind} with its first lock, and the run history's kinds ${runKind}_task and ${runKind} with the first run (no index needed)`,
+    ],
     ping: async () => {
       await probe()
       return `Datastore${process.env.DATASTORE_EMULATOR_HOST ? ` emulator at ${process.env.DATASTORE_EMULATOR_HOST}` : ''}`

@@ -159,6 +159,8 @@ export function datastoreSchema(kind: string = DEFAULT_KIND): string {
     `# Nothing to create: Datastore creates kind "${kind}" with its first entity.`,
     `# One entity per lock, key [${JSON.stringify(kind)}, <lock name>] (Java ShedLock's format):`,
     `#   ${LOCK_UNTIL}: timestamp, ${LOCKED_AT}: timestamp, ${LOCKED_BY}: string, ${FENCING_TOKEN}: integer (shedlock's own)`,
+    `# The run history (datastoreRunLedger): an entity per task, key ["shedlock_run_task", <name>], and its`,
+    `# runs in its entity group, keys [..., "shedlock_run", <run key>]; no index needed.`,
   ].join('\n')
 }
 

@@ -18,17 +18,25 @@ export interface Outcome<T> {
  * transaction, after a short random pause) when its read or commit lost a race, at most ten times.
  * @throws the client's error (the last contention error when every attempt lost)
  */
-export async function transact<T>(
+export function transact<T>(
   space: LockSpace,
   work: (transaction: DatastoreTransaction) => Promise<Outcome<T>>,
 ): Promise<T> {
+  // Another transaction committed first: a new one reads again, after it.
+  return retryContention(() => attemptIn(space.datastore.transaction(), work))
+}
+
+/**
+ * Runs `request` (a read, or a write that is whole and so can be sent twice) again after a short
+ * random pause while Datastore aborts it for contention, at most ten times in all.
+ * @throws the client's error (the last contention error when every attempt lost)
+ */
+export async function retryContention<T>(request: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    const transaction = space.datastore.transaction()
     try {
-      return await attemptIn(transaction, work)
+      return await request()
     } catch (error) {
       if (!isContention(error) || attempt >= ATTEMPTS) throw error
-      // Another transaction committed first: let it finish before reading again.
       await sleep(Math.random() * 10 * Math.min(attempt, 5))
     }
   }

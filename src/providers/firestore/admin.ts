@@ -4,12 +4,20 @@ import { type StoreAdmin, type StoreOptions, timed } from '../../support/store-a
 import { ownParameters, type StoreUrl } from '../../support/store-url.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import type { FirestoreLockCollection } from './client.ts'
-import { DEFAULT_COLLECTION, firestoreDocumentId, firestoreSchema, millisOf } from './format.ts'
+import {
+  DEFAULT_COLLECTION,
+  DEFAULT_RUNS_COLLECTION,
+  firestoreDocumentId,
+  firestoreSchema,
+  millisOf,
+} from './format.ts'
 import { firestoreLockInspector } from './inspector.ts'
 import { firestoreLockProvider } from './provider.ts'
+import { type FirestoreRunsCollection, firestoreRunLedger } from './run-ledger.ts'
 
 interface FirestoreClient {
-  collection(name: string): FirestoreLockCollection
+  // A whole @google-cloud/firestore client: its collections are both.
+  collection(name: string): FirestoreLockCollection & FirestoreRunsCollection
   terminate(): Promise<void>
 }
 interface FirestoreModule {
@@ -27,7 +35,8 @@ export function schema(table: string | undefined): string {
  * Opens a `firestore://PROJECT[/DATABASE]` URL with `@google-cloud/firestore` (database
  * `(default)` without one). Credentials come from the client's usual sources (Application Default
  * Credentials), never from the URL; with `FIRESTORE_EMULATOR_HOST` set, the client talks to that
- * emulator instead. The collection is `--table`, default `shedlock` (Java ShedLock's).
+ * emulator instead. The collection is `--table`, default `shedlock` (Java ShedLock's); the run
+ * history's is `--runs-table`, default `shedlock_runs`.
  */
 export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreAdmin> {
   const parsed = url.url!
@@ -42,6 +51,7 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     throw new UsageError(`firestore URLs name at most a database after the project, got ${url.redacted}`)
   const databaseId = path === '' ? undefined : decodeURIComponent(path)
   const collectionName = options.table ?? DEFAULT_COLLECTION
+  const runsName = options.runsTable ?? DEFAULT_RUNS_COLLECTION
 
   const { Firestore } = await importDriver<FirestoreModule>(
     '@google-cloud/firestore',
@@ -78,8 +88,11 @@ export async function open(url: StoreUrl, options: StoreOptions): Promise<StoreA
     extensible: true,
     provider: (options) => firestoreLockProvider({ collection, lockedBy: options?.lockedBy }),
     inspector: firestoreLockInspector({ collection }),
+    runLedger: firestoreRunLedger({ collection: client.collection(runsName) }),
+    // Documents are created by the first run; no index is needed.
+    runLedgerReady: async () => true,
     init: async () => [
-      `Firestore needs nothing created: collection ${collectionName} appears with the first lock, and no index is needed`,
+      `Firestore needs nothing created: collection ${collectionName} appears with the first lock, ${runsName} (the run history) with the first run, and no index is needed`,
     ],
     ping: async () => {
       await serverNow()

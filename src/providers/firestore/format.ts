@@ -20,6 +20,9 @@ export const PROVIDER = 'firestore'
 /** Java ShedLock's default collection name. */
 export const DEFAULT_COLLECTION = 'shedlock'
 
+/** The run history's default collection (shedlock's own; Java ShedLock keeps none). */
+export const DEFAULT_RUNS_COLLECTION = 'shedlock_runs'
+
 /** Field names, Java ShedLock's defaults (its `FieldNames("lockUntil", "lockedAt", "lockedBy")`). */
 export const LOCK_UNTIL = 'lockUntil'
 export const LOCKED_AT = 'lockedAt'
@@ -134,6 +137,8 @@ export function firestoreSchema(collection: string = DEFAULT_COLLECTION): string
     `// Firestore needs no schema: collections appear with their first document, and no index is needed.`,
     `// One document per lock in collection ${JSON.stringify(collection)}, its id the lock name:`,
     `// { lockUntil: Timestamp, lockedAt: Timestamp, lockedBy: string, fencingToken: integer }`,
+    `// The run history (firestoreRunLedger), in collection ${JSON.stringify(DEFAULT_RUNS_COLLECTION)} by default: one document per`,
+    `// task, { name: string, lastStartedAt: Timestamp }, and its runs in its subcollection "runs".`,
   ].join('\n')
 }
 

@@ -1,4 +1,4 @@
-// shedlock/firestore: the provider, the inspector, and the lock documents shared with Java ShedLock.
+// shedlock/firestore: the provider, the inspector, the lock documents shared with Java ShedLock, and the run ledger.
 export type {
   FirestoreDocument,
   FirestoreLockCollection,
@@ -8,3 +8,13 @@ export type {
 export { firestoreDocumentId, firestoreLockName } from './format.ts'
 export { type FirestoreLockInspectorOptions, firestoreLockInspector } from './inspector.ts'
 export { type FirestoreLockProviderOptions, firestoreLockProvider } from './provider.ts'
+export {
+  type FirestoreRunLedgerOptions,
+  type FirestoreRunQuery,
+  type FirestoreRunSnapshot,
+  type FirestoreRunsCollection,
+  type FirestoreRunsOfTask,
+  type FirestoreTaskDocument,
+  type FirestoreWriteBatch,
+  firestoreRunLedger,
+} from './run-ledger.ts'

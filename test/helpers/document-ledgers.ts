@@ -1,0 +1,73 @@
+// What the document ledgers (Firestore, Datastore) must do beyond the run ledger suite, against
+// their real store: delete old runs apart from the writes, and forget a task whose runs all
+// expired. Each store's test gives its ledger and a raw view of what is stored.
+import { expect, it } from 'vitest'
+import type { RunLedger, RunStart } from '../../src/core/run-ledger.ts'
+import type { DocumentRunLedgerOptions } from '../../src/support/document-run-ledger.ts'
+import { waitFor } from './processes.ts'
+
+/** A document ledger's store, as a test reads it beside the ledger. */
+export interface DocumentLedgerStore {
+  /** A ledger over the test's runs, with these options. */
+  ledger(options: DocumentRunLedgerOptions): RunLedger
+  /** How many run documents the task has, read with the store's own client. */
+  countRuns(name: string): Promise<number>
+  /** Whether the task's own document exists. */
+  hasTask(name: string): Promise<boolean>
+}
+
+const DAY = 86_400_000
+
+function ended(name: string, startedAt: Date): RunStart & { finishedAt: Date; outcome: 'ok'; durationMs: number } {
+  return { name, slot: undefined, node: 'n', startedAt, finishedAt: startedAt, outcome: 'ok', durationMs: 1 }
+}
+
+/** Registers the retention cases of a document ledger; `unique()` gives a task name no other test uses. */
+export function documentLedgerCases(store: DocumentLedgerStore, unique: () => string): void {
+  it('deletes a task’s runs beyond keep a pruneDelay after every keep/10-th write, not on the write', async () => {
+    const name = unique()
+    // Writes older runs than the pruning ledger will, and deletes nothing within the test.
+    const bulk = store.ledger({ keep: 100, pruneDelay: '1h' })
+    const base = Date.now() - 60_000
+    for (let i = 0; i < 14; i++) await bulk.record(ended(name, new Date(base + i)))
+    const ledger = store.ledger({ keep: 10, pruneDelay: 200 })
+    await ledger.record(ended(name, new Date()))
+    // The write alone: 15 runs right after it.
+    expect(await store.countRuns(name)).toBe(15)
+    expect(await waitFor(async () => (await store.countRuns(name)) === 10, 5_000)).toBe(true)
+    const kept = await ledger.history(name, { limit: 20 })
+    expect(kept).toHaveLength(10)
+    expect(kept[0]!.startedAt.getTime()).toBeGreaterThan(Date.now() - 10_000)
+    // The newest 9 of the 14 older runs, and the new one.
+    expect(kept.at(-1)!.startedAt.getTime()).toBe(base + 5)
+  })
+
+  it('sweeps the runs older than maxAge of a task that no longer runs, and forgets the task', async () => {
+    const [gone, active] = [unique(), unique()]
+    const yearLong = store.ledger({ maxAge: '365d', pruneDelay: '1h' })
+    await yearLong.record(ended(gone, new Date(Date.now() - 40 * DAY)))
+    await yearLong.record(ended(gone, new Date(Date.now() - 41 * DAY)))
+    expect(await store.countRuns(gone)).toBe(2)
+    const ledger = store.ledger({ maxAge: '30d', pruneDelay: 200 })
+    await ledger.record(ended(active, new Date()))
+    // Read as gone at once; deleted a pruneDelay after the ledger's first write.
+    expect(await ledger.history(gone)).toEqual([])
+    expect(await waitFor(async () => !(await store.hasTask(gone)), 5_000)).toBe(true)
+    expect(await store.countRuns(gone)).toBe(0)
+    expect(await store.hasTask(active)).toBe(true)
+    expect((await ledger.tasks()).map((task) => task.name)).toContain(active)
+  })
+
+  it('a sweep keeps a task that still runs', async () => {
+    const name = unique()
+    const yearLong = store.ledger({ maxAge: '365d', pruneDelay: '1h' })
+    await yearLong.record(ended(name, new Date(Date.now() - 40 * DAY)))
+    // An old run, then a new one: the task's latest run is recent, so the sweep passes it by.
+    await yearLong.record(ended(name, new Date()))
+    const ledger = store.ledger({ maxAge: '30d', pruneDelay: 200 })
+    await ledger.record(ended(unique(), new Date()))
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect(await store.hasTask(name)).toBe(true)
+    expect((await ledger.history(name)).map((run) => run.outcome)).toEqual(['ok'])
+  })
+}

@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto'
+import { describe, expect, it } from 'vitest'
+import { LockConfigurationError, LockProviderError } from '../../../src/index.ts'
+import { datastoreLockProvider, datastoreRunLedger } from '../../../src/providers/datastore/index.ts'
+import { runLedgerSuite } from '../../../src/testing/index.ts'
+import { documentLedgerCases } from '../../helpers/document-ledgers.ts'
+import { registerRunLedgerSuite } from '../../helpers/register-suite.ts'
+import { emulatorOrSkip, unreachableDatastore } from './emulator.ts'
+
+const emulator = await emulatorOrSkip()
+
+// scripts/services.sh starts the emulator with --require_indexes and no index of its own, so every
+// query here would fail if it needed an index Datastore does not keep by itself.
+describe.skipIf(!emulator)('datastoreRunLedger (the Datastore emulator)', () => {
+  const { datastore, namespace } = emulator!
+  const taskKey = (name: string) => datastore.key({ namespace, path: ['shedlock_run_task', name] })
+  const runsOf = async (name: string) =>
+    (await datastore.runQuery(datastore.createQuery(namespace, 'shedlock_run').hasAncestor(taskKey(name))))[0]
+
+  describe('run ledger contract', () => {
+    registerRunLedgerSuite(
+      runLedgerSuite({
+        ledger: datastoreRunLedger({ datastore, keep: 5 }),
+        keep: 5,
+        provider: () => datastoreLockProvider({ datastore }),
+        withMaxAge: (maxAge) => datastoreRunLedger({ datastore, keep: 5, maxAge }),
+      }),
+    )
+  })
+
+  describe('retention', () => {
+    documentLedgerCases(
+      {
+        ledger: (options) => datastoreRunLedger({ datastore, ...options }),
+        countRuns: async (name) => (await runsOf(name)).length,
+        hasTask: async (name) => (await datastore.get(taskKey(name)))[0] !== undefined,
+      },
+      () => `task/${randomUUID()}`,
+    )
+  })
+
+  it('runs on an emulator that refuses a query needing a composite index, as Datastore does', async () => {
+    // The proof that the cases above need no index rests on this; scripts/services.sh starts it so.
+    const query = datastore
+      .createQuery(namespace, 'shedlock_run')
+      .hasAncestor(taskKey('any'))
+      .order('startedAt', { descending: true })
+    const error = await datastore.runQuery(query).catch((caught: unknown) => caught)
+    expect(error, 'start the emulator with --require_indexes (scripts/services.sh datastore)').toMatchObject({
+      code: 9,
+    })
+  })
+
+  it('stores a task as an entity with its runs in its entity group, no property indexed', async () => {
+    const name = `reports/${randomUUID()}`
+    const ledger = datastoreRunLedger({ datastore })
+    const startedAt = new Date(Date.now() - 5_000)
+    const handle = await ledger.start({
+      name,
+      slot: undefined,
+      node: 'node-a',
+      startedAt,
+      fencingToken: 2n ** 63n - 1n,
+      nextFireAt: new Date(Date.now() + 60_000),
+    })
+    await handle.finish({ finishedAt: new Date(), outcome: 'ok', durationMs: 5_000 })
+    const [task] = await datastore.get(taskKey(name))
+    expect(task).toMatchObject({ name, lastStartedAt: startedAt })
+    const runs = await runsOf(name)
+    expect(runs.map((run) => run[datastore.KEY].name)).toEqual([handle.id])
+    expect(runs[0]).toMatchObject({
+      name,
+      node: 'node-a',
+      slot: null,
+      startedAt,
+      outcome: 'ok',
+      durationMs: 5000,
+      errorType: null,
+      fencingToken: '9223372036854775807',
+      triggeredBy: null,
+    })
+    // Unindexed: a query on a property finds nothing, though the entity has it.
+    const [byOutcome] = await datastore.runQuery(
+      datastore.createQuery(namespace, 'shedlock_run').filter('outcome', '=', 'ok').limit(1),
+    )
+    expect(byOutcome).toEqual([])
+    const [read] = await ledger.history(name)
+    expect(read).toMatchObject({ id: handle.id, fencingToken: 2n ** 63n - 1n, outcome: 'ok' })
+  })
+
+  it('refuses a missing client and a reserved kind, and names Datastore and the fix when it cannot be reached', async () => {
+    expect(() => datastoreRunLedger({ datastore: {} as never })).toThrow(LockConfigurationError)
+    expect(() => datastoreRunLedger({ datastore, kind: '__runs__' })).toThrow(/kind must be/)
+    const ledger = datastoreRunLedger({ datastore: unreachableDatastore(), timeout: '2s' })
+    const error = await ledger
+      .record({
+        name: 'job',
+        slot: undefined,
+        node: 'n',
+        startedAt: new Date(),
+        finishedAt: new Date(),
+        outcome: 'ok',
+        durationMs: 1,
+      })
+      .catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(LockProviderError)
+    expect(String((error as Error).message)).toMatch(/datastore.*job/s)
+  })
+})
