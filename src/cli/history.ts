@@ -1,5 +1,6 @@
 import { pauseOf } from '../core/pause.ts'
 import { type RunLedger, type RunRecord, withLockState } from '../core/run-ledger.ts'
+import { storesWithRunHistory } from '../providers/registry.ts'
 import { runJson } from '../status/health-json.ts'
 import type { StoreAdmin } from '../support/store-admin.ts'
 import { CliError, type Command, EXIT_OK, integerOption, parseArguments, UsageError } from './command.ts'
@@ -124,7 +125,7 @@ export async function readHistory<T>(store: StoreAdmin, read: (ledger: RunLedger
 export function ledgerOf(store: StoreAdmin): RunLedger {
   if (!store.runLedger)
     throw new CliError(
-      `${store.kind} keeps no run history in shedlock: the stores with one are PostgreSQL, MySQL/MariaDB, SQLite and Redis`,
+      `${store.kind} keeps no run history in shedlock: the stores with one are ${storesWithRunHistory()}`,
     )
   return store.runLedger
 }

@@ -2,6 +2,7 @@ import { formatDuration } from '../core/duration.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { describePause, pauseOf } from '../core/pause.ts'
 import type { RunRecord } from '../core/run-ledger.ts'
+import { storesWithRunHistory } from '../providers/registry.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
 import { CSS, SCRIPT } from './page-assets.ts'
 import type { StoreSnapshot, TaskView } from './snapshot.ts'
@@ -104,7 +105,7 @@ function renderTasks(store: StoreSnapshot, id: string, index: number): string {
   // A store that could not be read is its error panel, not a store without history.
   if (store.tasks === undefined && store.errors.length > 0) return ''
   if (store.tasks === undefined)
-    return `<p class="muted">This store keeps no run history: tasks and runs are shown for PostgreSQL, MySQL/MariaDB, SQLite and Redis.</p>`
+    return `<p class="muted">This store keeps no run history: tasks and runs are shown for the stores with a run ledger (${escapeHtml(storesWithRunHistory())}).</p>`
   if (store.tasks.length === 0)
     return `<h3>Tasks</h3><p class="muted">No runs recorded yet. Executors record runs when given a run ledger (<code>runLedger</code> option, or <code>shedlock run</code>).</p>`
   const rows = store.tasks.map((task) => {

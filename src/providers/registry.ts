@@ -30,6 +30,8 @@ export interface StoreEntry {
   readonly driversTogether?: boolean
   /** Whether its locks can be extended (`run --keep-alive` needs it). */
   readonly extensible: boolean
+  /** Whether it keeps a run history (its `run-ledger.ts`), which `history`, `status` and the dashboard read. */
+  readonly runHistory: boolean
   /** Loads the store's `admin.ts` (and, when opened, its driver): only the store a URL names. */
   load(): Promise<StoreAdminModule>
 }
@@ -50,6 +52,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the CREATE TABLE statement',
     drivers: ['pg'],
     extensible: true,
+    runHistory: true,
     load: () => import('./postgres/admin.ts'),
   },
   {
@@ -63,6 +66,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the CREATE TABLE statement',
     drivers: ['mysql2'],
     extensible: true,
+    runHistory: true,
     load: () => import('./mysql/admin.ts'),
   },
   {
@@ -75,6 +79,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the CREATE TABLE statements (GoogleSQL)',
     drivers: ['@google-cloud/spanner'],
     extensible: true,
+    runHistory: true,
     load: () => import('./spanner/admin.ts'),
   },
   {
@@ -87,6 +92,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the CREATE TABLE statement',
     drivers: ['node:sqlite (Node 22.13+)', 'better-sqlite3', 'libsql'],
     extensible: true,
+    runHistory: true,
     load: () => import('./sqlite/admin.ts'),
   },
   {
@@ -99,6 +105,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the key format (nothing to create)',
     drivers: ['ioredis', 'redis'],
     extensible: true,
+    runHistory: true,
     load: () => import('./redis/admin.ts'),
   },
   {
@@ -111,6 +118,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'a mongosh command creating it',
     drivers: ['mongodb'],
     extensible: true,
+    runHistory: false,
     load: () => import('./mongodb/admin.ts'),
   },
   {
@@ -123,6 +131,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'an AWS CLI command creating the table',
     drivers: ['@aws-sdk/client-dynamodb'],
     extensible: true,
+    runHistory: false,
     load: () => import('./dynamodb/admin.ts'),
   },
   {
@@ -135,6 +144,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the document format (nothing to create)',
     drivers: ['@google-cloud/firestore'],
     extensible: true,
+    runHistory: true,
     load: () => import('./firestore/admin.ts'),
   },
   {
@@ -147,6 +157,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'an AWS CLI command creating the bucket',
     drivers: ['@aws-sdk/client-s3'],
     extensible: true,
+    runHistory: false,
     load: () => import('./s3/admin.ts'),
   },
   {
@@ -159,6 +170,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the key format (nothing to create)',
     drivers: ['etcd3'],
     extensible: true,
+    runHistory: false,
     load: () => import('./etcd/admin.ts'),
   },
   {
@@ -171,6 +183,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the key format (nothing to create)',
     drivers: ['node-zookeeper-client'],
     extensible: true,
+    runHistory: false,
     load: () => import('./zookeeper/admin.ts'),
   },
   {
@@ -184,6 +197,7 @@ export const STORES: readonly StoreEntry[] = [
     drivers: ['@nats-io/transport-node', '@nats-io/kv'],
     driversTogether: true,
     extensible: true,
+    runHistory: false,
     load: () => import('./nats/admin.ts'),
   },
   {
@@ -196,6 +210,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the key format (nothing to create)',
     drivers: ['memjs'],
     extensible: false,
+    runHistory: false,
     load: () => import('./memcached/admin.ts'),
   },
   {
@@ -208,6 +223,7 @@ export const STORES: readonly StoreEntry[] = [
     schemaPrints: 'the entity format (nothing to create)',
     drivers: ['@google-cloud/datastore'],
     extensible: true,
+    runHistory: true,
     load: () => import('./datastore/admin.ts'),
   },
 ]
@@ -226,4 +242,11 @@ export function storeNamed(name: string): StoreEntry | undefined {
 /** Every driver package of every store, in registry order, each once: for help texts. */
 export function driverPackages(): string[] {
   return [...new Set(STORES.flatMap((store) => store.drivers))]
+}
+
+/** The stores that keep a run history, for people: "PostgreSQL, MySQL/MariaDB, …". */
+export function storesWithRunHistory(): string {
+  return STORES.filter((store) => store.runHistory)
+    .map((store) => store.title)
+    .join(', ')
 }

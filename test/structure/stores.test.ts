@@ -75,6 +75,16 @@ describe('every store is known everywhere it must be', () => {
     },
   )
 
+  it('the registry says which stores keep a run history: those with a run-ledger.ts, wired into their admin', () => {
+    for (const store of STORES) {
+      const ledger = has(`src/providers/${store.id}/run-ledger.ts`)
+      expect(store.runHistory, `registry entry ${store.id}: runHistory`).toBe(ledger)
+      if (!ledger) continue
+      const admin = read(`src/providers/${store.id}/admin.ts`)
+      expect(admin, `src/providers/${store.id}/admin.ts opens its run ledger`).toMatch(/runLedger/)
+    }
+  })
+
   it('the registry names only stores that exist, each with its drivers installed for the tests and named on its docs page', () => {
     for (const store of STORES) {
       expect(FOLDERS, `registry entry ${store.id} has a folder`).toContain(store.id)
