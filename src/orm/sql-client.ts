@@ -84,7 +84,8 @@ export function ormSqlLockProvider(
         : [{ affectedRows: result.affectedRows ?? 0, insertId: result.insertId ?? 0 }, undefined]
     },
   }
-  return createMysqlLockProvider({ ...options, client }, mysqlAcquire)
+  // The ORMs' replies to a compound statement are their own: slot runs take two statements here.
+  return createMysqlLockProvider({ ...options, client }, mysqlAcquire, false)
 }
 
 /**

@@ -6,9 +6,14 @@
 import type { Clock } from '../../core/clock.ts'
 import type { LockConfiguration } from '../../core/lock-configuration.ts'
 import { retryAfterFirst, retryConcurrencyFailures } from '../../support/sql/concurrency-retry.ts'
-import { fencingTokenOf, lockAtLeastAnchor, type SqlAccessor } from '../../support/sql/sql-lock-provider.ts'
+import {
+  acquireOneAfterOther,
+  fencingTokenOf,
+  lockAtLeastAnchor,
+  type SqlAccessor,
+} from '../../support/sql/sql-lock-provider.ts'
 import type { SqlTable } from '../../support/sql/sql-table.ts'
-import { checkResult, isMarked, resultOf, type Statements } from './statements.ts'
+import { checkResult, isMarked, pairResult, resultOf, type Statements } from './statements.ts'
 import { isConcurrencyFailure, isDuplicateKey, type MysqlClient } from './table.ts'
 
 /** One provider's client, table and time values, as its statements take them. */
@@ -34,18 +39,11 @@ const retrying = <T>(attempt: () => Promise<T>): Promise<T> => retryConcurrencyF
 
 /** The acquire of mode `'upsert'`: one statement, read through its insertId. */
 export function upsertAcquire(s: MysqlRowAccess): SqlAccessor['acquire'] {
-  const { client, t, useDbTime } = s
+  const { client, t } = s
   return async (c, owner) => {
     const sql = s.statements().acquire
-    const now = s.nowValue()
-    const until = s.untilValue(c)
-    const values = useDbTime
-      ? [c.name, until, owner, owner, until]
-      : t.fencing
-        ? [c.name, until, now, owner, now, owner, now, now, now, now, until]
-        : [c.name, until, now, owner, now, owner, now, now, now, until]
     try {
-      const result = resultOf(await client.query(sql, values))
+      const result = resultOf(await client.query(sql, upsertValues(s, c, owner)))
       // With fencing tokens, insertId is the new token, or 0 for a held row (see buildStatements).
       if (t.fencing) return result.affectedRows > 0 && Number(result.insertId) > 0 && fencingTokenOf(result.insertId)
       return result.affectedRows > 0 && !isMarked(result)
@@ -56,6 +54,40 @@ export function upsertAcquire(s: MysqlRowAccess): SqlAccessor['acquire'] {
       if (isConcurrencyFailure(error)) return false
       throw error
     }
+  }
+}
+
+/** The values of the upsert (`Statements.acquire`) that takes `c` for `owner`. */
+function upsertValues(s: MysqlRowAccess, c: LockConfiguration, owner: string): unknown[] {
+  const until = s.untilValue(c)
+  if (s.useDbTime) return [c.name, until, owner, owner, until]
+  const now = s.nowValue()
+  return s.t.fencing
+    ? [c.name, until, now, owner, now, owner, now, now, now, now, until]
+    : [c.name, until, now, owner, now, owner, now, now, now, until]
+}
+
+/**
+ * The paired acquire of mode `'upsert'` (a slot's claim and its task's lock): one compound
+ * statement on MariaDB (`Statements.acquirePair`); on MySQL, or after a concurrency failure rolled
+ * the statement back, the two upserts one after the other, as `one` takes them.
+ */
+export function upsertPairAcquire(
+  s: MysqlRowAccess,
+  one: Pick<SqlAccessor, 'acquire' | 'unlock'>,
+): NonNullable<SqlAccessor['acquirePair']> {
+  const { client, t } = s
+  return async (first, firstOwner, second, secondOwner) => {
+    const sql = s.statements().acquirePair
+    if (sql === '') return acquireOneAfterOther(one, first, firstOwner, second, secondOwner)
+    let reply: unknown
+    try {
+      reply = await client.query(sql, [...upsertValues(s, first, firstOwner), ...upsertValues(s, second, secondOwner)])
+    } catch (error) {
+      if (!isConcurrencyFailure(error)) throw error
+      return acquireOneAfterOther(one, first, firstOwner, second, secondOwner)
+    }
+    return pairResult(reply, t.fencing)
   }
 }
 

@@ -10,7 +10,14 @@ import {
   unlockNow,
 } from '../../support/sql/sql-lock-provider.ts'
 import { type SqlTable, sqlTable, utcTimestamp } from '../../support/sql/sql-table.ts'
-import { countOnlyAcquire, extendOf, type MysqlRowAccess, unlockOf, upsertAcquire } from './accessor.ts'
+import {
+  countOnlyAcquire,
+  extendOf,
+  type MysqlRowAccess,
+  unlockOf,
+  upsertAcquire,
+  upsertPairAcquire,
+} from './accessor.ts'
 import { mysqlLockInspector } from './inspector.ts'
 import { semiSyncAcquire } from './semi-sync.ts'
 import { buildStatements, type Statements } from './statements.ts'
@@ -92,10 +99,15 @@ export function mysqlLockProvider(options: MysqlLockProviderOptions): Extensible
  */
 export type MysqlAcquireMode = 'upsert' | 'countOnly'
 
-/** Internal: {@link mysqlLockProvider} with the acquire statements of `mode`. */
+/**
+ * Internal: {@link mysqlLockProvider} with the acquire statements of `mode`. `paired`: slot runs
+ * claim and lock in one compound statement on MariaDB, which needs a client that returns its result
+ * set as mysql2 does (the ORM adapters pass `false`).
+ */
 export function createMysqlLockProvider(
   options: MysqlLockProviderOptions,
   mode: MysqlAcquireMode,
+  paired = mode === 'upsert',
 ): ExtensibleLockProvider & InspectableLockProvider {
   const { client, t, requireSemiSync } = checkOptions(options)
   const clock = options.clock ?? systemClock
@@ -161,6 +173,10 @@ export function createMysqlLockProvider(
     unlock,
     replyLost: mysqlReplyLost,
   }
+  // Slot runs: claim and task lock in one statement on MariaDB. Not with requireSemiSync, whose
+  // checks go around each acquire, nor for the clients of countOnly or the ORM adapters.
+  if (paired && mode === 'upsert' && !requireSemiSync)
+    accessor.acquirePair = upsertPairAcquire(rows, { acquire, unlock })
   const provider = sqlLockProvider(PROVIDER, accessor, options, describeMysqlError(t))
   const inspect = {
     client,
@@ -168,7 +184,8 @@ export function createMysqlLockProvider(
     columnNames: t.columns,
     ...(options.columnType === undefined ? {} : { columnType: options.columnType }),
   }
-  return { name: provider.name, inspector: () => mysqlLockInspector(inspect), lock: provider.lock }
+  // Not a spread: the provider's paired acquisition is a property a spread does not copy.
+  return Object.assign(provider, { inspector: () => mysqlLockInspector(inspect) })
 }
 
 /** The options' client, table and `requireSemiSync`, checked in the order their errors are reported. */

@@ -26,6 +26,11 @@ export interface Statements {
   readonly unlock: string
   /** Database time only: values microseconds, name, owner, from locked_at. */
   readonly unlockFromLockedAt: string
+  /**
+   * MariaDB only (empty on MySQL): a slot's claim and its task's lock in one compound statement,
+   * the values of `acquire` twice; its one row `claimed, locked` reads as `acquire`'s insertId.
+   */
+  readonly acquirePair: string
 }
 
 /**
@@ -82,6 +87,7 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
     `UPDATE ${t.table} SET ${lockUntil} = GREATEST(TIMESTAMPADD(MICROSECOND, ?, ${from}), ${now}) WHERE ${name} = ? AND ${lockedBy} = ?`
   return {
     acquire,
+    acquirePair: mariadb ? pairOf(acquire, t.fencing) : '',
     takeover: `${wait}UPDATE ${t.table} SET ${lockedBy} = ?, ${lockedAt} = ${now}, ${t.fencing ? `${token} = COALESCE(${token} + 1, ${FENCING_FLOOR}), ` : ''}${lockUntil} = ${until} WHERE ${name} = ? AND ${lockUntil} <= ${now}`,
     insert: `${wait}${insert}`,
     // The same value twice within one millisecond leaves the row unchanged: see extend().
@@ -95,6 +101,33 @@ export function buildStatements(t: SqlTable, type: MysqlColumnType, useDbTime: b
       : `UPDATE ${t.table} SET ${lockUntil} = ${at} WHERE ${name} = ? AND ${lockedBy} = ?`,
     unlockFromLockedAt: unlockTo(lockedAt),
   }
+}
+
+/**
+ * A slot's claim and its task's lock in one round trip, and one transaction, on MariaDB (MySQL has
+ * no compound statement outside a stored program): the second upsert runs only if the first took
+ * its row, and an error (a deadlock, a lock wait) rolls both back before it reaches the client,
+ * so no claim is ever kept for a task whose lock was not asked for. The server runs it to the end
+ * whatever happens to the client: a node that dies after sending it leaves both taken, and its
+ * task lock lapses as any holder's does. Each upsert reads as the client reads `acquire`'s reply:
+ * a row count, and LAST_INSERT_ID (the token, or the held-row marker), reset before each.
+ */
+function pairOf(acquire: string, fencing: boolean): string {
+  const taken = fencing
+    ? 'IF(ROW_COUNT() > 0, LAST_INSERT_ID(), 0)'
+    : `IF(ROW_COUNT() > 0 AND LAST_INSERT_ID() <> ${MARK}, 1, 0)`
+  return [
+    'BEGIN NOT ATOMIC',
+    'DECLARE claimed BIGINT DEFAULT 0;',
+    'DECLARE locked BIGINT DEFAULT 0;',
+    'DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;',
+    'START TRANSACTION;',
+    `DO LAST_INSERT_ID(0); ${acquire}; SET claimed = ${taken};`,
+    `IF claimed <> 0 THEN DO LAST_INSERT_ID(0); ${acquire}; SET locked = ${taken}; END IF;`,
+    'COMMIT;',
+    'SELECT claimed, locked;',
+    'END',
+  ].join('\n')
 }
 
 /**
@@ -118,6 +151,21 @@ export function resultOf(reply: unknown): { affectedRows: number; insertId?: unk
     )
   }
   return result as { affectedRows: number; insertId?: unknown }
+}
+
+/**
+ * What `acquirePair` took, as `[claim, task]`: `false`, or `true` / the fencing token each. A
+ * reply of another shape is a wrong client.
+ */
+export function pairResult(reply: unknown, fencing: boolean): readonly [boolean | bigint, boolean | bigint] {
+  // mysql2 answers a compound statement with its result set first, then the OK packet.
+  const rows = Array.isArray(reply) && Array.isArray(reply[0]) ? (reply[0] as unknown[]) : []
+  const row = (Array.isArray(rows[0]) ? rows[0][0] : rows[0]) as { claimed?: unknown; locked?: unknown } | undefined
+  if (row === undefined || row.claimed === undefined)
+    throw new TypeError("client.query() did not resolve to the paired acquire's row; pass a Pool from mysql2/promise")
+  const taken = (value: unknown): boolean | bigint =>
+    BigInt(value as number) === 0n ? false : fencing ? BigInt(value as number) : true
+  return [taken(row.claimed), taken(row.locked)]
 }
 
 /** Whether the statement went through a `LAST_INSERT_ID(MARK)` branch. insertId may be a number, a bigint or a string (supportBigNumbers); MARK fits all three. */

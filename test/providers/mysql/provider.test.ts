@@ -149,7 +149,7 @@ describe.skipIf(!pool)('mysql', () => {
           },
           unreachableProvider: () => mysqlLockProvider({ client: deadPool(), tableName: table, useDbTime }),
           extensible: true,
-          slots: { inspector: true },
+          slots: { inspector: true, paired: true },
           maxNameLength: 64,
           fencing,
           // A held row is told by the LAST_INSERT_ID marker, with and without CLIENT_FOUND_ROWS: race it.
