@@ -23,7 +23,7 @@ import { parseArgs } from 'node:util'
 
 const ROOT = resolve(import.meta.dirname, '..')
 const WORKLOAD = join(ROOT, 'scripts/instructions-workload.mjs')
-const NODE_FLAGS = ['--jitless', '--single-threaded', '--hash-seed=1', '--random-seed=1']
+const NODE_FLAGS = ['--jitless', '--single-threaded', '--hash-seed=1', '--random-seed=1', '--expose-gc']
 /** Operations per counted run: enough that start-up's ±0.1 M instructions is noise (under 0.05 %). */
 const OPS = 3000
 const TOLERANCE = 0.03

@@ -107,7 +107,7 @@ export type MysqlAcquireMode = 'upsert' | 'countOnly'
 export function createMysqlLockProvider(
   options: MysqlLockProviderOptions,
   mode: MysqlAcquireMode,
-  paired = mode === 'upsert',
+  paired: boolean = mode === 'upsert',
 ): ExtensibleLockProvider & InspectableLockProvider {
   const { client, t, requireSemiSync } = checkOptions(options)
   const clock = options.clock ?? systemClock
