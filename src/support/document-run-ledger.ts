@@ -87,7 +87,7 @@ export interface RunDocuments {
   runs(name: string, limit: number): Promise<StoredRunDocument[]>
   /** The keys of the task's first `limit` run documents, in key order, without their fields. */
   runKeys(name: string, limit: number): Promise<string[]>
-  /** Deletes these run documents of the task. */
+  /** Deletes these run documents of the task, at most 500, in one commit. */
   deleteRuns(name: string, keys: readonly string[]): Promise<void>
   /** Every task document (paged by the store as it needs). */
   tasks(): Promise<TaskDocument[]>
@@ -112,7 +112,7 @@ export function startOfKey(key: string): number | undefined {
   return match ? LAST_MS - Number(match[1]) : undefined
 }
 
-// Keys read per prune or sweep step: a task's runs beyond keep, or its expired runs.
+// Keys read per sweep step, and deleted per commit (the most a commit takes on both stores).
 const PAGE = 500
 const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
@@ -243,7 +243,12 @@ type Bounded = <T>(promise: Promise<T>) => Promise<T>
 async function prune(store: RunDocuments, bounded: Bounded, name: string, keep: number, cutoff: number): Promise<void> {
   const keys = await bounded(store.runKeys(name, keep + PAGE))
   const old = keys.filter((key, index) => index >= keep || (startOfKey(key) ?? cutoff) < cutoff)
-  if (old.length > 0) await bounded(store.deleteRuns(name, old))
+  await deleteRuns(store, bounded, name, old)
+}
+
+// A commit holds at most 500 writes on both stores: larger deletes go in several.
+async function deleteRuns(store: RunDocuments, bounded: Bounded, name: string, keys: readonly string[]): Promise<void> {
+  for (let i = 0; i < keys.length; i += PAGE) await bounded(store.deleteRuns(name, keys.slice(i, i + PAGE)))
 }
 
 /**
@@ -256,7 +261,7 @@ async function sweep(store: RunDocuments, bounded: Bounded, cutoff: number): Pro
     if (task.lastStartedAt.getTime() >= cutoff) continue
     const keys = await bounded(store.runKeys(task.name, PAGE))
     const old = keys.filter((key) => (startOfKey(key) ?? cutoff) < cutoff)
-    if (old.length > 0) await bounded(store.deleteRuns(task.name, old))
+    await deleteRuns(store, bounded, task.name, old)
     if (keys.length >= PAGE) more = true
     else if (old.length === keys.length) await bounded(store.forgetTask(task.name, cutoff))
   }

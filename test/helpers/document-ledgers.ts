@@ -14,6 +14,8 @@ export interface DocumentLedgerStore {
   countRuns(name: string): Promise<number>
   /** Whether the task's own document exists. */
   hasTask(name: string): Promise<boolean>
+  /** Writes of one task the test may send at once: Datastore aborts concurrent writes of one entity group. */
+  parallelWrites: number
 }
 
 const DAY = 86_400_000
@@ -43,6 +45,21 @@ export function documentLedgerCases(store: DocumentLedgerStore, unique: () => st
     // The newest 9 of the 14 older runs, and the new one.
     expect(kept.at(-1)!.startedAt.getTime()).toBe(base + 5)
   })
+
+  it('deletes more old runs than one commit holds (500) in several', async () => {
+    const name = unique()
+    const yearLong = store.ledger({ maxAge: '365d', pruneDelay: '1h' })
+    const old = Date.now() - 40 * DAY
+    const step = store.parallelWrites
+    for (let i = 0; i < 590; i += step)
+      await Promise.all(
+        Array.from({ length: Math.min(step, 590 - i) }, (_, k) => yearLong.record(ended(name, new Date(old + i + k)))),
+      )
+    // Ten writes make the task's prune due: it reads 600 keys (keep + 500), 590 of them expired.
+    const ledger = store.ledger({ keep: 100, maxAge: '30d', pruneDelay: 200 })
+    for (let i = 0; i < 10; i++) await ledger.record(ended(name, new Date(Date.now() - 1_000 + i)))
+    expect(await waitFor(async () => (await store.countRuns(name)) === 10, 10_000)).toBe(true)
+  }, 60_000)
 
   it('sweeps the runs older than maxAge of a task that no longer runs, and forgets the task', async () => {
     const [gone, active] = [unique(), unique()]

@@ -32,6 +32,7 @@ describe.skipIf(!emulator)('datastoreRunLedger (the Datastore emulator)', () => 
     documentLedgerCases(
       {
         ledger: (options) => datastoreRunLedger({ datastore, ...options }),
+        parallelWrites: 1,
         countRuns: async (name) => (await runsOf(name)).length,
         hasTask: async (name) => (await datastore.get(taskKey(name)))[0] !== undefined,
       },

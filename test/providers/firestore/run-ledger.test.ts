@@ -40,6 +40,7 @@ describe.skipIf(!db)('firestore run ledger (emulator)', () => {
     documentLedgerCases(
       {
         ledger: (options) => firestoreRunLedger({ collection, ...options }),
+        parallelWrites: 30,
         countRuns: async (name) => (await runsOf(name).get()).size,
         hasTask: async (name) => (await collection.doc(firestoreDocumentId(name)).get()).exists,
       },
