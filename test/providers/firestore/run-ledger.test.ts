@@ -18,10 +18,13 @@ const db = await firestoreOrSkip()
 describe.skipIf(!db)('firestore run ledger (emulator)', () => {
   const firestore = db!
   const collection = firestore.collection(uniqueTable('shedlock_runs'))
-  const runsOf = (name: string) => collection.doc(firestoreDocumentId(name)).collection('runs')
+  // The retention cases' own: the contract's ledgers (maxAge 30 days) would sweep their old runs.
+  const retained = firestore.collection(uniqueTable('shedlock_runs_retention'))
+  const runsOf = (name: string, of = collection) => of.doc(firestoreDocumentId(name)).collection('runs')
 
   afterAll(async () => {
     await firestore.recursiveDelete(collection)
+    await firestore.recursiveDelete(retained)
     await firestore.terminate()
   })
 
@@ -39,10 +42,10 @@ describe.skipIf(!db)('firestore run ledger (emulator)', () => {
   describe('retention', () => {
     documentLedgerCases(
       {
-        ledger: (options) => firestoreRunLedger({ collection, ...options }),
+        ledger: (options) => firestoreRunLedger({ collection: retained, ...options }),
         parallelWrites: 30,
-        countRuns: async (name) => (await runsOf(name).get()).size,
-        hasTask: async (name) => (await collection.doc(firestoreDocumentId(name)).get()).exists,
+        countRuns: async (name) => (await runsOf(name, retained).get()).size,
+        hasTask: async (name) => (await retained.doc(firestoreDocumentId(name)).get()).exists,
       },
       () => `task/${randomUUID()}`,
     )
