@@ -61,7 +61,8 @@ export interface LockingTaskExecutorOptions {
    * write instead of two); a longer one is written as `running` at that moment (what
    * `shedlock status` and the dashboard show of it) and updated when it ends. A node that dies
    * within this time leaves no row of the run (its lock and slot records remain). 0 writes every
-   * run's start when it starts. @default "1s"
+   * run's start before its task starts (the task waits for that write, 5 s at most), so a node
+   * that dies at any point of a run leaves its row. @default "1s"
    */
   recordRunningAfter?: Duration
   /** How long slot records are kept, unless a call says otherwise. @default "24h" */

@@ -226,6 +226,7 @@ export class OwedDrain<T> {
     const record = runtime.recorder.start(current, this.#execution, slot, this.#owner, active.fencingToken)
     let failure: unknown
     try {
+      if (record?.started) await record.started
       const context = new RunContext(active, current, slot)
       await runWithActiveLock(active, () => runtime.runTask(this.#request.task, context, this.#execution), context)
     } catch (error) {

@@ -10,6 +10,7 @@ import { type RunEnd, type RunError, type RunHandle, type RunLedger, type RunSta
 import { messageOf } from './task.ts'
 
 const debug = debuglog('shedlock')
+const noop = (): void => undefined
 
 // How long the executor waits for one run-ledger write before it reports it as failed.
 const LEDGER_TIMEOUT_MS = 5_000
@@ -21,6 +22,12 @@ export const DEFAULT_RECORD_RUNNING_AFTER_MS = 1_000
 
 /** One run's ledger entry: `end()` records how it ended. */
 export interface RunRecording {
+  /**
+   * With `recordRunningAfter` 0: settles once the run's start is in the ledger, or its write
+   * failed or passed its time (never rejects). The task starts after it, so that a process
+   * killed at any point of the run leaves its row. `undefined` otherwise.
+   */
+  readonly started: Promise<void> | undefined
   end(active: ActiveLock, failure: unknown): Promise<void>
 }
 
@@ -97,23 +104,29 @@ export class RunRecorder {
     // The 'running' row is what `shedlock status` and the dashboard show of a long run; a short
     // run is written once, at its end: one statement per run instead of two.
     let run: Promise<RunHandle> | undefined
-    const open = (): void => {
+    const open = (): Promise<RunHandle> => {
       const next = this.#nextFireOf(started.name)
       if (next !== undefined) started.nextFireAt = next
       // A ledger that throws instead of rejecting must not throw out of a timer.
       run = new Promise((resolve) => resolve(ledger.start(started)))
-      run.catch(() => undefined) // reported by end(), which awaits it
+      run.catch(noop) // reported by end(), which awaits it
+      return run
     }
     const after = this.#recordRunningAfter
     let timer: ReturnType<typeof setTimeout> | undefined
-    if (after === 0) open()
-    else {
+    let written: Promise<void> | undefined
+    if (after === 0) {
+      // Its failure is end()'s to report; here only how long the task waits is bounded.
+      const late = (): Error => new Error('the start write passed its time')
+      written = beforeDeadline(open(), clock.now() + LEDGER_TIMEOUT_MS, clock, late).then(noop, noop)
+    } else {
       timer = setTimeout(open, after)
       // Workers and Deno hand out numbers, without unref().
       ;(timer as { unref?: () => unknown }).unref?.()
     }
     const startedAt = performance.now()
     return {
+      started: written,
       end: (active, failure) => {
         clearTimeout(timer)
         const end: Mutable<RunEnd> = {

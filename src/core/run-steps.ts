@@ -314,6 +314,7 @@ export class RunSteps implements CatchUpRuntime {
     )
     let failure: unknown
     try {
+      if (record?.started) await record.started
       const context = new RunContext(active, configuration, claimed?.slot)
       return await runWithActiveLock(active, () => this.runTask(task, context, execution), context)
     } catch (error) {

@@ -79,17 +79,40 @@ describe('the run recorder', () => {
     expect(run).toMatchObject({ outcome: 'ok', fencingToken: token })
   })
 
-  it('recordRunningAfter 0 writes the start when the run starts, as before', async () => {
+  it('recordRunningAfter 0: the task starts once its start is in the ledger, so a run killed at once leaves its row', async () => {
     const { ledger, calls } = loggingLedger()
-    const executor = createLockingTaskExecutor(inMemoryLockProvider(), { runLedger: ledger, recordRunningAfter: 0 })
-    await executor.executeWithLock(
-      () => {
-        // The start was asked for before the task began.
-        expect(calls.map((c) => c.call)).toEqual(['start'])
+    const stored = deferred()
+    const slow: RunLedger = { ...ledger, start: (run) => stored.promise.then(() => ledger.start(run)) }
+    const executor = createLockingTaskExecutor(inMemoryLockProvider(), { runLedger: slow, recordRunningAfter: 0 })
+    let started = false
+    const ran = executor.executeWithLock(
+      async () => {
+        started = true
+        expect((await ledger.history('report')).map((r) => r.outcome)).toEqual(['running'])
       },
       { name: 'report', lockAtMostFor: '1m' },
     )
+    await sleep(50)
+    expect(started).toBe(false)
+    stored.resolve()
+    await ran
+    expect(started).toBe(true)
     expect(calls.map((c) => c.call)).toEqual(['start', 'finish'])
+  })
+
+  it('recordRunningAfter 0: a start write that fails is reported, and the task runs all the same', async () => {
+    const listener = recordingListener([], ['onRunLedgerFailed'])
+    const failing: RunLedger = { ...inMemoryRunLedger(), start: () => Promise.reject(new Error('ledger down')) }
+    const executor = createLockingTaskExecutor(inMemoryLockProvider(), {
+      runLedger: failing,
+      recordRunningAfter: 0,
+      listener,
+    })
+    expect(await executor.executeWithLock(() => 'ran', { name: 'report', lockAtMostFor: '1m' })).toEqual({
+      executed: true,
+      result: 'ran',
+    })
+    expect(listener.log).toEqual(['onRunLedgerFailed report'])
   })
 
   it('a ledger without record() (plain JavaScript) gets start() and finish() of a short run, and of a skipped slot', async () => {
