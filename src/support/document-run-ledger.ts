@@ -5,13 +5,13 @@ import {
   healthOf,
   type RunEnd,
   type RunLedger,
-  type RunOutcome,
   type RunRecord,
   type RunStart,
   type TaskHealth,
   withAbandoned,
 } from '../core/run-ledger.ts'
 import { runHandle } from './run-handle.ts'
+import { storedOutcome, storedToken } from './stored-run.ts'
 import { pruneDelayOf, retentionOf, type RunRetentionOptions, runPruner } from './run-pruner.ts'
 import { type DescribeStoreError, storeGuard } from './store-errors.ts'
 import { withTimeout } from './with-timeout.ts'
@@ -114,7 +114,6 @@ export function startOfKey(key: string): number | undefined {
 
 // Keys read per sweep step, and deleted per commit (the most a commit takes on both stores).
 const PAGE = 500
-const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
  * The {@link RunLedger} over a document store: `record()` is one commit of the run's document and
@@ -218,9 +217,7 @@ function recordOf(store: RunDocuments, name: string, { key, fields }: StoredRunD
   const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
   const startedAt = date(fields.startedAt)
   if (!startedAt) return undefined
-  const outcome = text(fields.outcome) ?? 'running'
   const errorType = text(fields.errorType)
-  const token = text(fields.fencingToken)
   return Object.freeze({
     id: key,
     name,
@@ -228,10 +225,10 @@ function recordOf(store: RunDocuments, name: string, { key, fields }: StoredRunD
     node: text(fields.node) ?? '',
     startedAt,
     finishedAt: date(fields.finishedAt),
-    outcome: (OUTCOMES.has(outcome) ? outcome : 'running') as RunOutcome,
+    outcome: storedOutcome(fields.outcome),
     durationMs: typeof fields.durationMs === 'number' ? fields.durationMs : undefined,
     error: errorType === undefined ? undefined : { type: errorType, message: text(fields.errorMessage) ?? '' },
-    fencingToken: token !== undefined && /^-?\d{1,20}$/.test(token) ? BigInt(token) : undefined,
+    fencingToken: storedToken(fields.fencingToken),
     nextFireAt: date(fields.nextFireAt),
     triggeredBy: text(fields.triggeredBy),
   })

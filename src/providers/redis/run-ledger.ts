@@ -13,6 +13,7 @@ import {
 } from '../../core/run-ledger.ts'
 import { runHandle } from '../../support/run-handle.ts'
 import { storeGuard } from '../../support/store-errors.ts'
+import { storedOutcome, storedToken } from '../../support/stored-run.ts'
 import { TickBatch } from '../../support/tick-batch.ts'
 import { withTimeout } from '../../support/with-timeout.ts'
 import { type RedisClient, toRedisCommands } from './client.ts'
@@ -46,8 +47,6 @@ export interface RedisRunLedgerOptions {
   /** How long one Redis command may take, milliseconds or a duration string. @default "5s" */
   timeout?: Duration
 }
-
-const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
  * The run history in Redis, apart from the lock keys: one capped stream per task,
@@ -237,16 +236,13 @@ function recordOf(name: string, entry: unknown): RunRecord | undefined {
     node: String(run.node ?? ''),
     startedAt,
     finishedAt: date(run.finishedAt),
-    outcome: typeof run.outcome === 'string' && OUTCOMES.has(run.outcome) ? run.outcome : 'running',
+    outcome: storedOutcome(run.outcome),
     durationMs: typeof run.durationMs === 'number' ? run.durationMs : undefined,
     error:
       run.error && typeof run.error.type === 'string'
         ? { type: run.error.type, message: String(run.error.message ?? '') }
         : undefined,
-    fencingToken:
-      typeof run.fencingToken === 'string' && /^-?\d{1,20}$/.test(run.fencingToken)
-        ? BigInt(run.fencingToken)
-        : undefined,
+    fencingToken: storedToken(run.fencingToken),
     nextFireAt: date(run.nextFireAt),
     triggeredBy: typeof run.triggeredBy === 'string' ? run.triggeredBy : undefined,
   })

@@ -4,7 +4,6 @@ import {
   withAbandoned,
   type RunEnd,
   type RunLedger,
-  type RunOutcome,
   type RunRecord,
   type RunStart,
   type TaskHealth,
@@ -13,6 +12,7 @@ import { LockConfigurationError } from '../../core/errors.ts'
 import { pruneDelayOf, retentionOf, type RunRetentionOptions } from '../run-pruner.ts'
 import { type DescribeStoreError, messageOf, storeError, storeGuard } from '../store-errors.ts'
 import { TickBatch } from '../tick-batch.ts'
+import { storedOutcome, storedToken } from '../stored-run.ts'
 import { sqlRunPruner } from './sql-run-pruner.ts'
 import { utcTimestamp } from './sql-table.ts'
 
@@ -47,7 +47,6 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?
 // PostgreSQL, MySQL/MariaDB and SQLite's words for a column the table lacks.
 const MISSING_TOKEN_COLUMN =
   /(column "?fencing_token"? .*does not exist|unknown column '?fencing_token|no such column: fencing_token|has no column named fencing_token)/i
-const OUTCOMES: ReadonlySet<string> = new Set<RunOutcome>(['running', 'ok', 'failed', 'lock-lost', 'skipped'])
 
 /**
  * The validated runs table name: plain identifiers, optionally schema-qualified.
@@ -302,7 +301,6 @@ function runShape(dialect: SqlRunDialect, table: string, width: number): RunShap
 function recordOf(row: Record<string, unknown>): RunRecord {
   const date = (value: unknown): Date | undefined =>
     value === null || value === undefined ? undefined : new Date(Math.round(Number(value)))
-  const outcome = String(row.outcome)
   return Object.freeze({
     id: String(row.id),
     name: String(row.name),
@@ -310,21 +308,14 @@ function recordOf(row: Record<string, unknown>): RunRecord {
     node: String(row.node),
     startedAt: date(row.started_ms)!,
     finishedAt: date(row.finished_ms),
-    outcome: (OUTCOMES.has(outcome) ? outcome : 'running') as RunOutcome,
+    outcome: storedOutcome(row.outcome),
     durationMs: row.duration_ms === null || row.duration_ms === undefined ? undefined : Number(row.duration_ms),
     error:
       row.error_type === null || row.error_type === undefined
         ? undefined
         : { type: String(row.error_type), message: String(row.error_message ?? '') },
-    fencingToken: tokenOf(row.fencing_token),
+    fencingToken: storedToken(row.fencing_token),
     nextFireAt: date(row.next_fire_ms),
     triggeredBy: row.triggered_by === null || row.triggered_by === undefined ? undefined : String(row.triggered_by),
   })
-}
-
-/** A fencing token read back as text (or a number, from a driver that ignores the cast); `undefined` for NULL. */
-export function tokenOf(value: unknown): bigint | undefined {
-  if (typeof value === 'bigint') return value
-  if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value)
-  return typeof value === 'string' && /^-?\d{1,20}$/.test(value) ? BigInt(value) : undefined
 }
