@@ -3,6 +3,7 @@ import type { LockInspector, LockList, LockRecord, LockSelection } from '../core
 import { redact } from '../core/redact.ts'
 import type { RunLedger } from '../core/run-ledger.ts'
 import type { DashboardStore } from '../dashboard/snapshot.ts'
+import { storesWithRunHistory } from '../providers/registry.ts'
 import { UsageError } from '../support/admin-errors.ts'
 import type { StoreAdmin, StoreOptions } from '../support/store-admin.ts'
 import { openStore, type ResolvedStoreUrl } from './open-store.ts'
@@ -67,6 +68,9 @@ export class DashboardStores {
   }
 }
 
+// The CLI opens the stores of the registry: the page names those that keep a run history.
+const NO_HISTORY_NOTE = `tasks and runs are shown for the stores with a run ledger (${storesWithRunHistory()}).`
+
 class OpenedStore {
   readonly #admin: StoreAdmin
   readonly store: DashboardStore
@@ -77,6 +81,7 @@ class OpenedStore {
       label: `${admin.kind} ${admin.where}`,
       inspector: admin.inspector,
       runLedger: admin.runLedger,
+      noHistoryNote: NO_HISTORY_NOTE,
       provider: (lockedBy) => admin.provider({ lockedBy }),
     }
   }
@@ -120,6 +125,7 @@ class PendingStore {
       get runLedger(): RunLedger | undefined {
         return self.#admin?.runLedger
       },
+      noHistoryNote: NO_HISTORY_NOTE,
       provider: (lockedBy) => {
         if (self.#admin) return self.#admin.provider({ lockedBy })
         throw new Error(self.message())

@@ -2,7 +2,6 @@ import { formatDuration } from '../core/duration.ts'
 import type { LockRecord } from '../core/lock-inspector.ts'
 import { describePause, pauseOf } from '../core/pause.ts'
 import type { RunRecord } from '../core/run-ledger.ts'
-import { storesWithRunHistory } from '../providers/registry.ts'
 import { escapeHtml, timeHtml } from './escape.ts'
 import { CSS, SCRIPT } from './page-assets.ts'
 import type { StoreSnapshot, TaskView } from './snapshot.ts'
@@ -101,11 +100,13 @@ function errorHtml(error: string): string {
   return `<div class="error" role="alert"><p>${escapeHtml(first!)}</p>${rest.length > 0 ? `<pre>${escapeHtml(rest.join('\n'))}</pre>` : ''}</div>`
 }
 
+const DEFAULT_NO_HISTORY_NOTE = 'tasks and runs are shown for a store given a run ledger (the runLedger option).'
+
 function renderTasks(store: StoreSnapshot, id: string, index: number): string {
   // A store that could not be read is its error panel, not a store without history.
   if (store.tasks === undefined && store.errors.length > 0) return ''
   if (store.tasks === undefined)
-    return `<p class="muted">This store keeps no run history: tasks and runs are shown for the stores with a run ledger (${escapeHtml(storesWithRunHistory())}).</p>`
+    return `<p class="muted">This store keeps no run history: ${escapeHtml(store.noHistoryNote ?? DEFAULT_NO_HISTORY_NOTE)}</p>`
   if (store.tasks.length === 0)
     return `<h3>Tasks</h3><p class="muted">No runs recorded yet. Executors record runs when given a run ledger (<code>runLedger</code> option, or <code>shedlock run</code>).</p>`
   const rows = store.tasks.map((task) => {

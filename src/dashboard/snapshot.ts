@@ -28,6 +28,11 @@ export interface DashboardStore {
   /** The store's run history; without it, the page shows locks only. */
   readonly runLedger?: RunLedger | undefined
   /**
+   * What the page says of the store without `runLedger`, after "This store keeps no run history:"
+   * (the CLI names the stores that keep one). @default a pointer to the `runLedger` option
+   */
+  readonly noHistoryNote?: string | undefined
+  /**
    * The store's lock provider holding locks as `lockedBy`, for pauses (`allowPause`): a pause is
    * the task's lock held as `paused by WHO — REASON`, e.g.
    * `(lockedBy) => postgresLockProvider({ client, lockedBy })`. Without it, the store's tasks
@@ -60,6 +65,8 @@ export interface StoreSnapshot {
   readonly slotRecords: readonly LockRecord[]
   /** `undefined` when the store keeps no run ledger. */
   readonly tasks: readonly TaskView[] | undefined
+  /** The store's {@link DashboardStore.noHistoryNote}. */
+  readonly noHistoryNote?: string | undefined
   /** The tasks `shedlock status` would fail for (stale, overdue or failing, among those it checks). */
   readonly staleNames: readonly string[]
   readonly overdueNames: readonly string[]
@@ -143,6 +150,7 @@ export async function readStore(store: DashboardStore, checks: ReadChecks, from:
     locks,
     slotRecords,
     tasks,
+    noHistoryNote: store.noHistoryNote,
     ...verdict,
     errors,
   }

@@ -287,6 +287,22 @@ describe('dashboard handler', () => {
       await busy?.unlock()
     }
   })
+  it('says of a store without a run ledger where runs come from: its noHistoryNote, or the runLedger option', async () => {
+    const { runLedger: _ledger, ...locksOnly } = stores[0]!
+    const dashboard = await running({
+      stores: [locksOnly, { ...locksOnly, label: 'second', noHistoryNote: 'this one is read from a cron log.' }],
+    })
+    try {
+      const html = await (await fetch(dashboard.url)).text()
+      expect(html).toContain(
+        'This store keeps no run history: tasks and runs are shown for a store given a run ledger (the runLedger option).',
+      )
+      expect(html).toContain('This store keeps no run history: this one is read from a cron log.')
+    } finally {
+      await dashboard.close()
+    }
+  })
+
   it('says on the page, not as a 500, when a store cannot hold a pause', async () => {
     const refusing = [
       {
