@@ -168,6 +168,23 @@ export function healthOf(name: string, runs: readonly RunRecord[]): TaskHealth {
 }
 
 /**
+ * The health of each of `names`, in that order, from the runs `read` gives (newest first), one
+ * task at a time (a ledger's `tasks()` reads at most `keep` runs a task, so a fleet of tasks never
+ * comes back in one read); a task `read` has no runs of is left out.
+ */
+export async function healthOfTasks(
+  names: readonly string[],
+  read: (name: string) => Promise<readonly RunRecord[]>,
+): Promise<TaskHealth[]> {
+  const health: TaskHealth[] = []
+  for (const name of names) {
+    const runs = await read(name)
+    if (runs.length > 0) health.push(healthOf(name, runs))
+  }
+  return health
+}
+
+/**
  * A task's runs, newest first, with every `running` run that a later run of the task followed
  * read as `abandoned`: runs of one task never overlap, so its node died before writing its end.
  * Every ledger's `history()`, `health()` and `tasks()` read runs through it.

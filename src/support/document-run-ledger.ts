@@ -3,11 +3,11 @@ import { type Duration, parseDuration } from '../core/duration.ts'
 import { LockConfigurationError } from '../core/errors.ts'
 import {
   healthOf,
+  healthOfTasks,
   type RunEnd,
   type RunLedger,
   type RunRecord,
   type RunStart,
-  type TaskHealth,
   withAbandoned,
 } from '../core/run-ledger.ts'
 import { runHandle } from './run-handle.ts'
@@ -180,12 +180,7 @@ export function documentRunLedger(
           .filter((task) => task.lastStartedAt.getTime() >= since)
           .map((task) => task.name)
           .sort()
-        const health: TaskHealth[] = []
-        for (const name of names) {
-          const runs = await read(name, keep)
-          if (runs.length > 0) health.push(healthOf(name, runs))
-        }
-        return health
+        return healthOfTasks(names, (name) => read(name, keep))
       }),
   }
 }

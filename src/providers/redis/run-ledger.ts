@@ -3,13 +3,13 @@ import { type Duration, parseDuration } from '../../core/duration.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import {
   healthOf,
+  healthOfTasks,
   withAbandoned,
   type RunEnd,
   type RunLedger,
   type RunOutcome,
   type RunRecord,
   type RunStart,
-  type TaskHealth,
 } from '../../core/run-ledger.ts'
 import { runHandle } from '../../support/run-handle.ts'
 import { storeGuard } from '../../support/store-errors.ts'
@@ -164,12 +164,7 @@ export function redisRunLedger(options: RedisRunLedgerOptions): RunLedger {
         const names = [...(await scanKeys(nodes, redisScanPattern(space, clientPrefix), clientPrefix, bounded))]
           .map((key) => key.slice(space.prefix.length))
           .sort()
-        const health: TaskHealth[] = []
-        for (const name of names) {
-          const runs = await read(name, keep)
-          if (runs.length > 0) health.push(healthOf(name, runs))
-        }
-        return health
+        return healthOfTasks(names, (name) => read(name, keep))
       })
     },
   }

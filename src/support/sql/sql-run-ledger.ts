@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import {
   healthOf,
+  healthOfTasks,
   withAbandoned,
   type RunEnd,
   type RunLedger,
   type RunRecord,
   type RunStart,
-  type TaskHealth,
 } from '../../core/run-ledger.ts'
 import { LockConfigurationError } from '../../core/errors.ts'
 import { pruneDelayOf, retentionOf, type RunRetentionOptions } from '../run-pruner.ts'
@@ -233,9 +233,7 @@ export function sqlRunLedger(dialect: SqlRunDialect, table: string, options: Sql
             utcTimestamp(Date.now() - maxAge),
           ])
         ).map((row) => String(row.name))
-        const health: TaskHealth[] = []
-        for (const name of names) health.push(healthOf(name, await read(' WHERE name = ?', [name], keep)))
-        return health
+        return healthOfTasks(names, (name) => read(' WHERE name = ?', [name], keep))
       }),
   }
 }
