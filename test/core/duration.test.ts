@@ -181,6 +181,17 @@ describe('parseDuration', () => {
   })
 })
 
+describe('parseDuration remembers what it parsed', () => {
+  it('gives the same answer for a text again, past the bound of what it keeps, and refuses a bad text every time', () => {
+    for (let round = 0; round < 2; round++) {
+      for (let i = 1; i <= 600; i++) expect(parseDuration(`${i}s`)).toBe(i * SECOND)
+      expect(parseDuration(' 10m ')).toBe(10 * MINUTE)
+      expect(() => parseDuration('10 minutes')).toThrow(LockConfigurationError)
+      expect(() => parseDuration('-5s')).toThrow('durations cannot be negative')
+    }
+  })
+})
+
 describe('formatDuration', () => {
   it.each([
     [0, '0ms'],

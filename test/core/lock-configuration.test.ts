@@ -24,6 +24,14 @@ describe('lockConfiguration', () => {
     vi.useRealTimers()
   })
 
+  it('refuses a bad name at every call, and takes a name it took before, past the bound of the names it remembers', () => {
+    for (let round = 0; round < 2; round++) {
+      for (const bad of [' ', 'a\uD800']) expect(errorOf(() => lockConfiguration({ name: bad, lockAtMostFor: '1m' })))
+      for (let i = 0; i < 1_500; i++)
+        expect(lockConfiguration({ name: `task-${i}`, lockAtMostFor: '1m' }).name).toBe(`task-${i}`)
+    }
+  })
+
   it('returns a frozen configuration with durations in ms and absolute deadlines from createdAt', () => {
     const config = lockConfiguration({ name: 'report', lockAtMostFor: '10m', lockAtLeastFor: 'PT30S', createdAt })
     expect(config).toEqual({
