@@ -29,7 +29,8 @@ export interface DashboardStore {
   readonly runLedger?: RunLedger | undefined
   /**
    * What the page says of the store without `runLedger`, after "This store keeps no run history:"
-   * (the CLI names the stores that keep one). @default a pointer to the `runLedger` option
+   * (the CLI names the stores that keep one); secrets in it are masked, as in `label`. @default a
+   * pointer to the `runLedger` option
    */
   readonly noHistoryNote?: string | undefined
   /**
@@ -150,7 +151,7 @@ export async function readStore(store: DashboardStore, checks: ReadChecks, from:
     locks,
     slotRecords,
     tasks,
-    noHistoryNote: store.noHistoryNote,
+    noHistoryNote: store.noHistoryNote === undefined ? undefined : redact(store.noHistoryNote),
     ...verdict,
     errors,
   }
